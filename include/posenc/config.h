@@ -1,0 +1,117 @@
+// Typed configuration and its strict JSON parsing.
+//
+// Every key is known: an unknown key, a wrong type or an out-of-range value is
+// a ConfigError naming the JSON path and what was expected. The resolved
+// config (all defaults filled in) round-trips through to_json().
+// Not here: the options of a positional scheme, which its registry entry
+// declares and validates (positional/registry.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace posenc {
+
+using json = nlohmann::json;
+
+/// A user-facing error in a config, a flag or a file: message names where.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct PositionalConfig {
+  /// Scheme name from the registry (`posenc list`).
+  std::string type = "rope";
+  /// "input" (before block 1 only), "every_layer", or "auto" (the scheme's natural place).
+  std::string apply_to = "auto";
+  /// One scheme module for all layers, or one per layer.
+  bool share_across_layers = true;
+  /// The scheme's own options, resolved against its registry entry (defaults filled in).
+  json options = json::object();
+};
+
+struct ModelConfig {
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t layers = 3;
+  int64_t d_ff = 256;
+  double dropout = 0.0;
+  /// "cls" | "mean" | "max"
+  std::string pooling = "max";
+  /// "projected" (W_qkv) | "embedded" (seed 000: the token table yields q, k, v for block 1)
+  std::string qkv = "projected";
+  PositionalConfig positional;
+};
+
+struct TaskConfig {
+  std::string name = "ordering";
+  /// Tokens are 1..vocab_size (0 = padding, vocab_size+1 = CLS).
+  int64_t vocab_size = 64;
+  int64_t min_length = 4;
+  int64_t max_length = 16;
+  /// Mixing weights of the negative kinds (shuffle, adjacent_swap, random_swap, reverse).
+  std::map<std::string, double> negatives = {
+      {"shuffle", 1.0}, {"adjacent_swap", 1.0}, {"random_swap", 1.0}, {"reverse", 1.0}};
+};
+
+struct TrainConfig {
+  int64_t steps = 3000;
+  int64_t batch_size = 64;
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  int64_t warmup_steps = 200;
+  /// The cosine schedule decays to lr * min_lr_ratio.
+  double min_lr_ratio = 0.1;
+  double grad_clip = 1.0;
+  int64_t eval_every = 500;
+  int64_t val_samples = 1000;
+  int64_t checkpoint_every = 1000;
+  int64_t log_every = 100;
+  int64_t seed = 0;
+  /// "auto" | "cpu" | "cuda"
+  std::string device = "auto";
+  /// Intra-op threads; 1 is fastest for the small models on 2 cores (DESIGN.md §6).
+  int64_t threads = 1;
+  std::string out_dir = "runs/ordering";
+};
+
+struct EvalConfig {
+  std::vector<int64_t> lengths = {8, 16, 32, 64, 128};
+  int64_t samples_per_length = 1000;
+  /// Seed of the fixed evaluation set, independent of train.seed so that every
+  /// scheme and seed is scored on the same sequences.
+  int64_t seed = 12345;
+  /// Maximum tokens per evaluation batch (batch size = max(1, tokens / length)).
+  int64_t max_batch_tokens = 65536;
+};
+
+struct Config {
+  ModelConfig model;
+  TaskConfig task;
+  TrainConfig train;
+  EvalConfig eval;
+};
+
+/// Parses a full config; throws ConfigError naming the JSON path.
+Config config_from_json(const json& j);
+json config_to_json(const Config& c);
+
+/// Reads a JSON file; errors name the file (and line for syntax errors).
+json read_json_file(const std::string& path);
+
+/// Applies one `path=value` override (dotted path; value parsed as JSON, else taken as a string).
+void apply_override(json& j, const std::string& assignment);
+
+/// Loads a config file, applies overrides in order, parses strictly.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// Writes text to path atomically (temp file in the same directory, then rename).
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace posenc

@@ -1,0 +1,48 @@
+// Multi-head self-attention, used by every block.
+//
+// q, k, v come either from a projection of the block input (forward) or are
+// handed in directly (attend), which is how the "embedded QKV" first block
+// works (seed 000). The positional scheme's hooks are called here and nowhere
+// else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
+// softmax -> probs·v (+ value_terms).
+#pragma once
+
+#include <torch/torch.h>
+
+#include "posenc/positional/scheme.h"
+
+namespace posenc {
+
+class MultiHeadAttentionImpl : public torch::nn::Module {
+ public:
+  /// project_input=false builds no W_qkv: the caller supplies q, k, v to attend().
+  MultiHeadAttentionImpl(int64_t d_model, int64_t heads, double dropout, bool project_input);
+
+  /// x (B, L, D) -> (B, L, D); scheme may be null (no positional hooks in this block).
+  torch::Tensor forward(const torch::Tensor& x, PositionalSchemeImpl* scheme, const Positions& pos);
+  /// q, k, v (B, L, D) -> (B, L, D)
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       PositionalSchemeImpl* scheme, const Positions& pos);
+
+  /// When set, the next forward keeps its attention probabilities (B, H, Lq, Lk) in last_weights()
+  /// and takes the explicit path.
+  void keep_weights(bool keep) { keep_weights_ = keep; }
+  const torch::Tensor& last_weights() const { return last_weights_; }
+
+  /// Forces the explicit path even where fused attention is available (for tests and benchmarks).
+  void force_explicit(bool on) { force_explicit_ = on; }
+
+ private:
+  torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)
+
+  int64_t d_model_, heads_, head_dim_;
+  double dropout_;
+  bool keep_weights_ = false;
+  bool force_explicit_ = false;
+  torch::Tensor last_weights_;
+  torch::nn::Linear qkv_{nullptr}, out_{nullptr};
+  torch::nn::Dropout attn_drop_{nullptr};
+};
+TORCH_MODULE(MultiHeadAttention);
+
+}  // namespace posenc

@@ -1,0 +1,92 @@
+// The positional-scheme interface (DESIGN.md §3).
+//
+// A scheme is a torch::nn::Module with hooks that all default to "do nothing".
+// The model and attention call every hook a scheme declares in capabilities();
+// they never test a scheme's name. Positions are explicit integer tensors, so
+// offsets or randomized positions are the same scheme given other ids.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+
+#include <torch/torch.h>
+
+#include "posenc/positional/registry.h"
+
+namespace posenc {
+
+/// Which hooks a scheme uses. Attention uses it to pick its path.
+struct Capabilities {
+  bool embed = false;        ///< embed(x, positions) before a block
+  bool rotate = false;       ///< rotate(q, k, positions)
+  bool bias = false;         ///< bias(positions) added to the scaled scores
+  bool score_terms = false;  ///< score_terms(q, k, positions) added before the scale
+  bool value_terms = false;  ///< value_terms(probs, positions) added to the output
+  bool reweight = false;     ///< reweight(scores, positions) before the softmax
+
+  bool acts_in_attention() const { return rotate || bias || score_terms || value_terms || reweight; }
+};
+
+/// Memo for values computed once per forward pass (biases, cos/sin tables),
+/// shared by all layers that hold the same scheme instance.
+using ForwardCache = std::unordered_map<std::string, torch::Tensor>;
+
+/// Position ids of queries and keys for one forward pass.
+struct Positions {
+  torch::Tensor q;  ///< (Lq) int64
+  torch::Tensor k;  ///< (Lk) int64
+  int64_t end = 0;  ///< one past the largest id, known on the host (bounds checks without a device sync)
+  ForwardCache* cache = nullptr;
+};
+
+class PositionalSchemeImpl : public torch::nn::Module {
+ public:
+  explicit PositionalSchemeImpl(std::string name) : torch::nn::Module(std::move(name)) {}
+  ~PositionalSchemeImpl() override = default;
+
+  virtual Capabilities capabilities() const = 0;
+  /// Can the scheme tell left from right? Symmetric |i-j| biases cannot.
+  virtual bool directional() const = 0;
+  /// Largest number of positions the scheme can encode (0 = unbounded).
+  virtual int64_t max_positions() const { return 0; }
+  /// True where positions the model never saw in training have untrained parameters.
+  virtual bool has_position_table() const { return false; }
+
+  /// (B, L, D) -> (B, L, D)
+  virtual torch::Tensor embed(const torch::Tensor& x, const Positions& /*pos*/) { return x; }
+  /// q (B, H, Lq, Dh), k (B, H, Lk, Dh), rotated in place of the handles.
+  virtual void rotate(torch::Tensor& /*q*/, torch::Tensor& /*k*/, const Positions& /*pos*/) {}
+  /// (1 or B, H, Lq, Lk), added after the 1/sqrt(Dh) scale.
+  virtual torch::Tensor bias(const Positions& /*pos*/) { return {}; }
+  /// (B, H, Lq, Lk), added to q·k before the 1/sqrt(Dh) scale.
+  virtual torch::Tensor score_terms(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
+                                    const Positions& /*pos*/) {
+    return {};
+  }
+  /// probs (B, H, Lq, Lk) -> (B, H, Lq, Dh), added to probs·v.
+  virtual torch::Tensor value_terms(const torch::Tensor& /*probs*/, const Positions& /*pos*/) {
+    return {};
+  }
+  /// scores (B, H, Lq, Lk) -> (B, H, Lq, Lk), before the softmax.
+  virtual torch::Tensor reweight(const torch::Tensor& scores, const Positions& /*pos*/) { return scores; }
+
+ protected:
+  /// Computes `make()` once per forward pass for this instance and key.
+  template <typename F>
+  torch::Tensor once_per_forward(const Positions& pos, const char* key, F&& make) {
+    if (pos.cache == nullptr) return make();
+    const std::string id = std::to_string(reinterpret_cast<std::uintptr_t>(this)) + key;
+    auto it = pos.cache->find(id);
+    if (it != pos.cache->end()) return it->second;
+    torch::Tensor value = make();
+    pos.cache->emplace(id, value);
+    return value;
+  }
+};
+
+using PositionalScheme = std::shared_ptr<PositionalSchemeImpl>;
+
+/// Builds a scheme from its registry entry and resolved options.
+PositionalScheme make_scheme(const std::string& type, const SchemeContext& ctx, const SchemeOptions& options);
+
+}  // namespace posenc

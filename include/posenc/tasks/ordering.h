@@ -1,0 +1,64 @@
+// The ordering task (seed 004, DESIGN.md §5): is this sequence non-decreasing?
+//
+// Positives are sorted draws of tokens 1..V. Every negative is a permutation
+// of a positive's own tokens, so the token multiset carries no signal and a
+// model without positions is at chance by construction. Negative kinds mix by
+// weight: shuffle, adjacent_swap (one neighbouring unequal pair swapped),
+// random_swap, reverse. Labels are balanced at every length; every batch and
+// evaluation set is a pure function of its seed.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "posenc/config.h"
+
+namespace posenc {
+
+/// Kind index of a positive example in Batch::kinds.
+constexpr int kSortedKind = -1;
+
+/// Examples of one length (no padding anywhere).
+struct Batch {
+  torch::Tensor tokens;    ///< (B, L) int64 in 1..V
+  torch::Tensor labels;    ///< (B) int64, 1 = sorted
+  std::vector<int> kinds;  ///< per example: kSortedKind or an index into OrderingTask::negative_kinds()
+};
+
+class OrderingTask {
+ public:
+  explicit OrderingTask(const TaskConfig& cfg);
+
+  /// Names of the negative kinds, in kind-index order.
+  static const std::vector<std::string>& negative_kinds();
+  static bool is_sorted(const std::vector<int64_t>& seq);
+
+  /// A training batch for `step`: one length drawn from [min_length, max_length],
+  /// half positives, negatives of random kinds by weight. Same (seed, step) -> same batch.
+  Batch train_batch(int64_t step, int64_t batch_size, int64_t seed) const;
+
+  /// A fixed set of n examples of one length: n/2 positives, negatives split
+  /// across kinds in proportion to the weights (largest remainder).
+  Batch fixed_set(int64_t length, int64_t n, int64_t seed) const;
+
+  /// Draws one sorted sequence with at least two distinct tokens.
+  std::vector<int64_t> positive(int64_t length, std::mt19937_64& rng) const;
+  /// A permutation of `sorted` of the given kind that is never sorted.
+  std::vector<int64_t> negative(const std::vector<int64_t>& sorted, int kind, std::mt19937_64& rng) const;
+
+  const TaskConfig& config() const { return cfg_; }
+
+ private:
+  Batch assemble(std::vector<std::vector<int64_t>> seqs, std::vector<int> kinds, std::mt19937_64& rng) const;
+  TaskConfig cfg_;
+  std::vector<double> weights_;  // per kind index
+};
+
+/// A deterministic 64-bit seed from several integers (splitmix64 mixing).
+uint64_t mix_seed(std::initializer_list<uint64_t> parts);
+
+}  // namespace posenc

@@ -1,0 +1,45 @@
+// The training loop: schedule -> batch -> forward -> backward -> clip -> step
+// -> log -> validate -> checkpoint, then the extrapolation evaluation.
+//
+// A run directory holds config.json (resolved), metrics.jsonl, checkpoint.pt
+// and results.json. --resume continues from checkpoint.pt bit-for-bit: each
+// batch is a pure function of (seed, step) and the dropout RNG is checkpointed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "posenc/config.h"
+#include "posenc/train/evaluate.h"
+
+namespace posenc {
+
+struct TrainOptions {
+  bool resume = false;
+  /// One updating terminal line instead of log lines.
+  bool progress = false;
+  /// Skip the evaluation at eval.lengths after training.
+  bool skip_final_eval = false;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double seconds = 0;
+  double final_loss = 0;
+  double val_accuracy = 0;
+  int64_t parameters = 0;
+  std::vector<LengthResult> lengths;
+  nlohmann::json results;  ///< what results.json holds
+};
+
+/// "auto" -> CUDA when available; "cuda" without CUDA is a ConfigError.
+torch::Device resolve_device(const std::string& name);
+
+/// Applies the thread count (intra-op) once per process.
+void set_threads(int64_t threads);
+
+TrainResult train(const Config& cfg, const TrainOptions& options);
+
+}  // namespace posenc

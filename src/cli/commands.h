@@ -1,0 +1,41 @@
+// The CLI subcommands: each has an options struct, setup_x(CLI::App&) that
+// declares its flags, and run_x(const XOptions&) that does the work.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace posenc::cli {
+
+struct TrainOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string out;
+  std::string device;
+  int threads = 0;
+  bool resume = false;
+  bool no_progress = false;
+};
+void setup_train(CLI::App& app, TrainOptions& o);
+int run_train(const TrainOptions& o);
+
+struct EvalOptions {
+  std::string checkpoint;
+  std::vector<int64_t> lengths;
+  int64_t samples = 0;
+  std::string out;
+  std::string device = "auto";
+  int threads = 1;
+};
+void setup_eval(CLI::App& app, EvalOptions& o);
+int run_eval(const EvalOptions& o);
+
+struct ListOptions {
+  bool json = false;
+};
+void setup_list(CLI::App& app, ListOptions& o);
+int run_list(const ListOptions& o);
+
+}  // namespace posenc::cli

@@ -1,0 +1,51 @@
+// posenc: train, evaluate and compare positional encodings.
+// The only place that configures logging; every error ends in one line and a non-zero exit.
+#include <cstdio>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "commands.h"
+#include "posenc/config.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"posenc: study positional encodings in transformers"};
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "debug logging");
+
+  posenc::cli::TrainOptions train;
+  posenc::cli::EvalOptions eval;
+  posenc::cli::ListOptions list;
+  posenc::cli::setup_train(*app.add_subcommand("train", "train a classifier from a JSON config, then evaluate it"), train);
+  posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
+  posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and their options"), list);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("posenc"));
+  spdlog::set_pattern("%H:%M:%S %^%l%$ %v");
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+
+  try {
+    if (app.got_subcommand("train")) return posenc::cli::run_train(train);
+    if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);
+    if (app.got_subcommand("list")) return posenc::cli::run_list(list);
+  } catch (const posenc::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

@@ -1,0 +1,5 @@
+// Precompiled header: the heavy, stable headers every translation unit uses.
+#pragma once
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>

@@ -1,0 +1,353 @@
+// Strict config parsing: every key known, every value typed and bounded.
+#include "posenc/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include "posenc/positional/registry.h"
+
+namespace posenc {
+namespace {
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+std::string type_name(const json& v) {
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();
+}
+
+/// Reads the keys of one JSON object, remembering which were consumed so that
+/// finish() can reject the rest as unknown.
+class ObjectReader {
+ public:
+  ObjectReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object())
+      throw ConfigError(where() + ": expected an object, got " + type_name(j_));
+  }
+
+  std::string child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  bool has(const std::string& key) {
+    known_.insert(key);
+    return j_.contains(key);
+  }
+
+  const json& raw(const std::string& key) {
+    known_.insert(key);
+    return j_.at(key);
+  }
+
+  void read(const std::string& key, int64_t& out, int64_t min, int64_t max) {
+    if (!has(key)) return;
+    const json& v = j_.at(key);
+    if (!v.is_number_integer())
+      throw ConfigError(child(key) + ": expected an integer, got " + type_name(v) + " " + v.dump());
+    const int64_t x = v.get<int64_t>();
+    if (x < min || x > max)
+      throw ConfigError(child(key) + ": " + std::to_string(x) + " is out of range [" + std::to_string(min) +
+                        ", " + std::to_string(max) + "]");
+    out = x;
+  }
+
+  void read(const std::string& key, double& out, double min, double max) {
+    if (!has(key)) return;
+    const json& v = j_.at(key);
+    if (!v.is_number())
+      throw ConfigError(child(key) + ": expected a number, got " + type_name(v) + " " + v.dump());
+    const double x = v.get<double>();
+    if (!(x >= min && x <= max)) {
+      std::ostringstream msg;
+      msg << child(key) << ": " << x << " is out of range [" << min << ", " << max << "]";
+      throw ConfigError(msg.str());
+    }
+    out = x;
+  }
+
+  void read(const std::string& key, bool& out) {
+    if (!has(key)) return;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) throw ConfigError(child(key) + ": expected true or false, got " + v.dump());
+    out = v.get<bool>();
+  }
+
+  void read(const std::string& key, std::string& out, const std::vector<std::string>& choices = {}) {
+    if (!has(key)) return;
+    const json& v = j_.at(key);
+    if (!v.is_string()) throw ConfigError(child(key) + ": expected a string, got " + type_name(v) + " " + v.dump());
+    const std::string s = v.get<std::string>();
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), s) == choices.end())
+      throw ConfigError(child(key) + ": \"" + s + "\" is not one of " + join(choices, ", "));
+    out = s;
+  }
+
+  /// Keys not consumed by any read: the caller decides (error or pass-through).
+  std::vector<std::string> unread() const {
+    std::vector<std::string> out;
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!known_.count(it.key())) out.push_back(it.key());
+    return out;
+  }
+
+  void finish() const {
+    const auto extra = unread();
+    if (extra.empty()) return;
+    std::vector<std::string> known(known_.begin(), known_.end());
+    throw ConfigError(child(extra.front()) + ": unknown key (known here: " + join(known, ", ") + ")");
+  }
+
+ private:
+  std::string where() const { return path_.empty() ? "config" : path_; }
+  const json& j_;
+  std::string path_;
+  std::set<std::string> known_;
+};
+
+constexpr int64_t kBig = int64_t{1} << 40;
+
+PositionalConfig parse_positional(const json& j, const std::string& path) {
+  PositionalConfig p;
+  ObjectReader r(j, path);
+  r.read("type", p.type);
+  const SchemeInfo& info = [&]() -> const SchemeInfo& {
+    try {
+      return find_scheme(p.type);
+    } catch (const ConfigError& e) {
+      throw ConfigError(r.child("type") + ": " + e.what());
+    }
+  }();
+  r.read("apply_to", p.apply_to, {"auto", "input", "every_layer"});
+  r.read("share_across_layers", p.share_across_layers);
+  // Everything else belongs to the scheme and is validated by its registry entry.
+  json user = json::object();
+  for (const auto& key : r.unread()) user[key] = r.raw(key);
+  p.options = resolve_scheme_options(info, user, path).json();
+  return p;
+}
+
+ModelConfig parse_model(const json& j, const std::string& path) {
+  ModelConfig m;
+  ObjectReader r(j, path);
+  r.read("d_model", m.d_model, 1, 65536);
+  r.read("heads", m.heads, 1, 1024);
+  r.read("layers", m.layers, 1, 1024);
+  r.read("d_ff", m.d_ff, 1, 1 << 20);
+  r.read("dropout", m.dropout, 0.0, 0.99);
+  r.read("pooling", m.pooling, {"cls", "mean", "max"});
+  if (r.has("attention")) {
+    ObjectReader a(r.raw("attention"), r.child("attention"));
+    a.read("qkv", m.qkv, {"projected", "embedded"});
+    a.finish();
+  }
+  if (r.has("positional")) m.positional = parse_positional(r.raw("positional"), r.child("positional"));
+  else m.positional = parse_positional(json::object(), r.child("positional"));
+  r.finish();
+  if (m.d_model % m.heads != 0)
+    throw ConfigError(path + ".heads: " + std::to_string(m.heads) + " does not divide " + path + ".d_model " +
+                      std::to_string(m.d_model));
+  return m;
+}
+
+TaskConfig parse_task(const json& j, const std::string& path) {
+  TaskConfig t;
+  ObjectReader r(j, path);
+  r.read("name", t.name, {"ordering"});
+  r.read("vocab_size", t.vocab_size, 2, 1 << 24);
+  r.read("min_length", t.min_length, 2, 1 << 20);
+  r.read("max_length", t.max_length, 2, 1 << 20);
+  if (r.has("negatives")) {
+    ObjectReader n(r.raw("negatives"), r.child("negatives"));
+    for (auto& [kind, weight] : t.negatives) n.read(kind, weight, 0.0, 1e9);
+    n.finish();
+  }
+  r.finish();
+  if (t.min_length > t.max_length)
+    throw ConfigError(path + ".min_length: " + std::to_string(t.min_length) + " is greater than " + path +
+                      ".max_length " + std::to_string(t.max_length));
+  double total = 0;
+  for (const auto& [kind, weight] : t.negatives) total += weight;
+  if (total <= 0) throw ConfigError(path + ".negatives: all weights are zero; at least one must be positive");
+  return t;
+}
+
+TrainConfig parse_train(const json& j, const std::string& path) {
+  TrainConfig t;
+  ObjectReader r(j, path);
+  r.read("steps", t.steps, 0, kBig);
+  r.read("batch_size", t.batch_size, 2, 1 << 20);
+  r.read("lr", t.lr, 0.0, 10.0);
+  r.read("weight_decay", t.weight_decay, 0.0, 10.0);
+  r.read("warmup_steps", t.warmup_steps, 0, kBig);
+  r.read("min_lr_ratio", t.min_lr_ratio, 0.0, 1.0);
+  r.read("grad_clip", t.grad_clip, 0.0, 1e9);
+  r.read("eval_every", t.eval_every, 1, kBig);
+  r.read("val_samples", t.val_samples, 2, 1 << 24);
+  r.read("checkpoint_every", t.checkpoint_every, 1, kBig);
+  r.read("log_every", t.log_every, 1, kBig);
+  r.read("seed", t.seed, 0, kBig);
+  r.read("device", t.device, {"auto", "cpu", "cuda"});
+  r.read("threads", t.threads, 1, 1024);
+  r.read("out_dir", t.out_dir);
+  r.finish();
+  if (t.out_dir.empty()) throw ConfigError(path + ".out_dir: must not be empty");
+  return t;
+}
+
+EvalConfig parse_eval(const json& j, const std::string& path) {
+  EvalConfig e;
+  ObjectReader r(j, path);
+  if (r.has("lengths")) {
+    const json& v = r.raw("lengths");
+    if (!v.is_array() || v.empty()) throw ConfigError(r.child("lengths") + ": expected a non-empty array of lengths");
+    e.lengths.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string at = r.child("lengths") + "[" + std::to_string(i) + "]";
+      if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + v[i].dump());
+      const int64_t len = v[i].get<int64_t>();
+      if (len < 2 || len > (1 << 20)) throw ConfigError(at + ": " + std::to_string(len) + " is out of range [2, 1048576]");
+      e.lengths.push_back(len);
+    }
+  }
+  r.read("samples_per_length", e.samples_per_length, 2, 1 << 24);
+  r.read("seed", e.seed, 0, kBig);
+  r.read("max_batch_tokens", e.max_batch_tokens, 1, kBig);
+  r.finish();
+  return e;
+}
+
+}  // namespace
+
+Config config_from_json(const json& j) {
+  Config c;
+  ObjectReader r(j, "");
+  auto section = [&](const char* key, auto parse, auto& out) {
+    out = parse(r.has(key) ? r.raw(key) : json::object(), key);
+  };
+  section("model", parse_model, c.model);
+  section("task", parse_task, c.task);
+  section("train", parse_train, c.train);
+  section("eval", parse_eval, c.eval);
+  r.finish();
+  return c;
+}
+
+json config_to_json(const Config& c) {
+  json positional = c.model.positional.options;
+  positional["type"] = c.model.positional.type;
+  positional["apply_to"] = c.model.positional.apply_to;
+  positional["share_across_layers"] = c.model.positional.share_across_layers;
+  return {
+      {"model",
+       {{"d_model", c.model.d_model},
+        {"heads", c.model.heads},
+        {"layers", c.model.layers},
+        {"d_ff", c.model.d_ff},
+        {"dropout", c.model.dropout},
+        {"pooling", c.model.pooling},
+        {"attention", {{"qkv", c.model.qkv}}},
+        {"positional", positional}}},
+      {"task",
+       {{"name", c.task.name},
+        {"vocab_size", c.task.vocab_size},
+        {"min_length", c.task.min_length},
+        {"max_length", c.task.max_length},
+        {"negatives", c.task.negatives}}},
+      {"train",
+       {{"steps", c.train.steps},
+        {"batch_size", c.train.batch_size},
+        {"lr", c.train.lr},
+        {"weight_decay", c.train.weight_decay},
+        {"warmup_steps", c.train.warmup_steps},
+        {"min_lr_ratio", c.train.min_lr_ratio},
+        {"grad_clip", c.train.grad_clip},
+        {"eval_every", c.train.eval_every},
+        {"val_samples", c.train.val_samples},
+        {"checkpoint_every", c.train.checkpoint_every},
+        {"log_every", c.train.log_every},
+        {"seed", c.train.seed},
+        {"device", c.train.device},
+        {"threads", c.train.threads},
+        {"out_dir", c.train.out_dir}}},
+      {"eval",
+       {{"lengths", c.eval.lengths},
+        {"samples_per_length", c.eval.samples_per_length},
+        {"seed", c.eval.seed},
+        {"max_batch_tokens", c.eval.max_batch_tokens}}},
+  };
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open file");
+  try {
+    return json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(path + ": invalid JSON: " + e.what());
+  }
+}
+
+void apply_override(json& j, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + assignment + ": expected path=value, e.g. train.steps=2000");
+  const std::string path = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::parse_error&) {
+    value = text;  // bare words are strings: model.pooling=cls
+  }
+  json* node = &j;
+  std::string walked;
+  size_t start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) throw ConfigError("--set " + assignment + ": empty component in path '" + path + "'");
+    walked += (walked.empty() ? "" : ".") + key;
+    if (!node->is_object())
+      throw ConfigError("--set " + assignment + ": '" + walked + "' is inside a value that is not an object");
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    if (!node->contains(key)) (*node)[key] = json::object();
+    node = &(*node)[key];
+    start = dot + 1;
+  }
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  json j = read_json_file(path);
+  for (const auto& o : overrides) apply_override(j, o);
+  try {
+    return config_from_json(j);
+  } catch (const ConfigError& e) {
+    throw ConfigError(path + ": " + e.what());
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ConfigError(path + ": cannot write (" + tmp.string() + ")");
+    out << text;
+    out.flush();
+    if (!out) throw ConfigError(path + ": write failed");
+  }
+  fs::rename(tmp, target);
+}
+
+}  // namespace posenc

@@ -1,0 +1,146 @@
+#include "posenc/model/transformer.h"
+
+namespace posenc {
+
+BlockImpl::BlockImpl(const ModelConfig& cfg, bool project_input) {
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
+  attention = register_module("attention", MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout, project_input));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
+  ff1_ = register_module("ff1", torch::nn::Linear(cfg.d_model, cfg.d_ff));
+  ff2_ = register_module("ff2", torch::nn::Linear(cfg.d_ff, cfg.d_model));
+  drop_ = register_module("drop", torch::nn::Dropout(cfg.dropout));
+}
+
+torch::Tensor BlockImpl::feed_forward(const torch::Tensor& h) {
+  return h + drop_->forward(ff2_->forward(torch::gelu(ff1_->forward(ln2_->forward(h)))));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, PositionalSchemeImpl* scheme, const Positions& pos) {
+  auto h = x + drop_->forward(attention->forward(ln1_->forward(x), scheme, pos));  // (B, L, D)
+  return feed_forward(h);
+}
+
+torch::Tensor BlockImpl::forward_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     PositionalSchemeImpl* scheme, const Positions& pos) {
+  auto h = v + drop_->forward(attention->attend(q, k, v, scheme, pos));  // (B, L, D)
+  return feed_forward(h);
+}
+
+namespace {
+
+std::vector<int64_t> applied_layers(const ModelConfig& cfg, const SchemeInfo& info) {
+  std::string where = cfg.positional.apply_to;
+  if (where == "auto") where = info.default_placement == Placement::Input ? "input" : "every_layer";
+  std::vector<int64_t> layers;
+  const int64_t n = where == "input" ? 1 : cfg.layers;
+  for (int64_t i = 0; i < n; ++i) layers.push_back(i);
+  return layers;
+}
+
+}  // namespace
+
+EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& cfg, int64_t vocab_size)
+    : cfg_(cfg), vocab_size_(vocab_size) {
+  const bool embedded = cfg.qkv == "embedded";
+  const int64_t D = cfg.d_model;
+  // Ids 0 (padding) .. vocab_size + 1 (CLS).
+  tokens_ = register_module("tokens", torch::nn::Embedding(vocab_size + 2, embedded ? 3 * D : D));
+  embed_drop_ = register_module("embed_drop", torch::nn::Dropout(cfg.dropout));
+
+  // Positional scheme instances and where each acts; decided once, here.
+  const SchemeInfo& info = find_scheme(cfg.positional.type);
+  const SchemeOptions options(cfg.positional.options);
+  embed_at_.assign(cfg.layers, nullptr);
+  attend_with_.assign(cfg.layers, nullptr);
+  for (int64_t layer : applied_layers(cfg, info)) {
+    if (schemes_.empty() || !cfg.positional.share_across_layers) {
+      SchemeContext ctx{D, cfg.heads, D / cfg.heads, layer};
+      schemes_.push_back(info.make(ctx, options));
+      register_module("positional" + (cfg.positional.share_across_layers ? "" : std::to_string(layer)),
+                      schemes_.back());
+    }
+    PositionalSchemeImpl* s = schemes_.back().get();
+    const Capabilities caps = s->capabilities();
+    if (caps.embed) embed_at_[layer] = s;
+    if (caps.acts_in_attention()) attend_with_[layer] = s;
+  }
+  if (embedded && embed_at_[0] != nullptr)
+    throw ConfigError("model.positional.type=" + cfg.positional.type +
+                      " adds positions to the residual stream before block 1, but model.attention.qkv=embedded "
+                      "reads block 1's q, k, v straight from the token table, so there is nothing to add them to; "
+                      "use model.attention.qkv=projected or a scheme that acts in attention");
+
+  blocks_ = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < cfg.layers; ++i) {
+    block_refs_.push_back(Block(cfg, /*project_input=*/!(embedded && i == 0)));
+    blocks_->push_back(block_refs_.back());
+  }
+  final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
+  head_ = register_module("head", torch::nn::Linear(D, 2));
+}
+
+torch::Tensor EncoderClassifierImpl::forward(const torch::Tensor& tokens_in) {
+  auto tokens = tokens_in;  // (B, L)
+  if (cfg_.pooling == "cls") {
+    auto cls = torch::full({tokens.size(0), 1}, cls_token(), tokens.options());
+    tokens = torch::cat({cls, tokens}, /*dim=*/1);  // (B, L+1)
+  }
+  const int64_t L = tokens.size(1);
+  ForwardCache cache;
+  auto ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));  // (L)
+  const Positions pos{ids, ids, L, &cache};
+
+  auto x = embed_drop_->forward(tokens_->forward(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
+  for (int64_t i = 0; i < cfg_.layers; ++i) {
+    if (i == 0 && cfg_.qkv == "embedded") {
+      auto qkv = x.chunk(3, /*dim=*/-1);  // 3 x (B, L, D)
+      x = block_refs_[0]->forward_qkv(qkv[0], qkv[1], qkv[2], attend_with_[0], pos);
+      continue;
+    }
+    if (embed_at_[i]) x = embed_at_[i]->embed(x, pos);
+    x = block_refs_[i]->forward(x, attend_with_[i], pos);
+  }
+  x = final_ln_->forward(x);  // (B, L, D)
+  torch::Tensor pooled;       // (B, D)
+  if (cfg_.pooling == "cls") pooled = x.select(1, 0);
+  else if (cfg_.pooling == "mean") pooled = x.mean(1);
+  else pooled = std::get<0>(x.max(1));
+  return head_->forward(pooled);  // (B, 2)
+}
+
+void EncoderClassifierImpl::check_length(int64_t length) const {
+  const int64_t needed = model_length(length);
+  for (const auto& s : schemes_)
+    if (s->max_positions() > 0 && needed > s->max_positions())
+      throw ConfigError("length " + std::to_string(length) + " needs " + std::to_string(needed) +
+                        " positions but model.positional.type=" + cfg_.positional.type + " encodes at most " +
+                        std::to_string(s->max_positions()) + " (model.positional.max_positions)");
+}
+
+bool EncoderClassifierImpl::has_position_table() const {
+  for (const auto& s : schemes_)
+    if (s->has_position_table()) return true;
+  return false;
+}
+
+bool EncoderClassifierImpl::directional() const {
+  for (const auto& s : schemes_)
+    if (s->directional()) return true;
+  return false;
+}
+
+void EncoderClassifierImpl::keep_attention(bool keep) {
+  for (auto& b : block_refs_) b->attention->keep_weights(keep);
+}
+
+std::vector<torch::Tensor> EncoderClassifierImpl::attention_maps() const {
+  std::vector<torch::Tensor> maps;
+  for (const auto& b : block_refs_) maps.push_back(b->attention->last_weights());
+  return maps;
+}
+
+void EncoderClassifierImpl::force_explicit_attention(bool on) {
+  for (auto& b : block_refs_) b->attention->force_explicit(on);
+}
+
+}  // namespace posenc

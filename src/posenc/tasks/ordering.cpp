@@ -1,0 +1,143 @@
+#include "posenc/tasks/ordering.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace posenc {
+
+uint64_t mix_seed(std::initializer_list<uint64_t> parts) {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (uint64_t p : parts) {
+    uint64_t z = (h ^ p) + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    h = z ^ (z >> 31);
+  }
+  return h;
+}
+
+const std::vector<std::string>& OrderingTask::negative_kinds() {
+  static const std::vector<std::string> kinds = {"shuffle", "adjacent_swap", "random_swap", "reverse"};
+  return kinds;
+}
+
+OrderingTask::OrderingTask(const TaskConfig& cfg) : cfg_(cfg) {
+  for (const auto& name : negative_kinds()) {
+    auto it = cfg.negatives.find(name);
+    weights_.push_back(it == cfg.negatives.end() ? 0.0 : it->second);
+  }
+}
+
+bool OrderingTask::is_sorted(const std::vector<int64_t>& seq) { return std::is_sorted(seq.begin(), seq.end()); }
+
+std::vector<int64_t> OrderingTask::positive(int64_t length, std::mt19937_64& rng) const {
+  std::uniform_int_distribution<int64_t> token(1, cfg_.vocab_size);
+  std::vector<int64_t> seq(length);
+  do {
+    for (auto& t : seq) t = token(rng);
+  } while (std::all_of(seq.begin(), seq.end(), [&](int64_t t) { return t == seq[0]; }));
+  std::sort(seq.begin(), seq.end());
+  return seq;
+}
+
+std::vector<int64_t> OrderingTask::negative(const std::vector<int64_t>& sorted, int kind,
+                                            std::mt19937_64& rng) const {
+  std::vector<int64_t> seq = sorted;
+  const auto n = static_cast<int64_t>(seq.size());
+  const std::string& name = negative_kinds().at(kind);
+  if (name == "shuffle") {
+    do std::shuffle(seq.begin(), seq.end(), rng);
+    while (is_sorted(seq));
+  } else if (name == "adjacent_swap") {
+    std::vector<int64_t> unequal;  // i with seq[i] != seq[i+1]
+    for (int64_t i = 0; i + 1 < n; ++i)
+      if (seq[i] != seq[i + 1]) unequal.push_back(i);
+    const int64_t i = unequal[std::uniform_int_distribution<size_t>(0, unequal.size() - 1)(rng)];
+    std::swap(seq[i], seq[i + 1]);
+  } else if (name == "random_swap") {
+    std::uniform_int_distribution<int64_t> pos(0, n - 1);
+    int64_t i, j;
+    do {
+      i = pos(rng);
+      j = pos(rng);
+    } while (seq[i] == seq[j]);  // a positive has two distinct tokens, so this ends
+    std::swap(seq[i], seq[j]);
+  } else {  // reverse: non-increasing with two distinct values, hence not sorted
+    std::reverse(seq.begin(), seq.end());
+  }
+  return seq;
+}
+
+Batch OrderingTask::assemble(std::vector<std::vector<int64_t>> seqs, std::vector<int> kinds,
+                             std::mt19937_64& rng) const {
+  std::vector<size_t> order(seqs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  const auto B = static_cast<int64_t>(seqs.size()), L = static_cast<int64_t>(seqs[0].size());
+  Batch b;
+  b.tokens = torch::empty({B, L}, torch::kLong);
+  b.labels = torch::empty({B}, torch::kLong);
+  auto tok = b.tokens.accessor<int64_t, 2>();
+  auto lab = b.labels.accessor<int64_t, 1>();
+  for (int64_t r = 0; r < B; ++r) {
+    const auto& s = seqs[order[r]];
+    for (int64_t c = 0; c < L; ++c) tok[r][c] = s[c];
+    lab[r] = kinds[order[r]] == kSortedKind ? 1 : 0;
+    b.kinds.push_back(kinds[order[r]]);
+  }
+  return b;
+}
+
+Batch OrderingTask::train_batch(int64_t step, int64_t batch_size, int64_t seed) const {
+  std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x7472u}));
+  const int64_t length = std::uniform_int_distribution<int64_t>(cfg_.min_length, cfg_.max_length)(rng);
+  std::discrete_distribution<int> kind(weights_.begin(), weights_.end());
+  std::vector<std::vector<int64_t>> seqs;
+  std::vector<int> kinds;
+  for (int64_t i = 0; i < batch_size; ++i) {
+    auto p = positive(length, rng);
+    if (i % 2 == 0) {
+      seqs.push_back(std::move(p));
+      kinds.push_back(kSortedKind);
+    } else {
+      const int k = kind(rng);
+      seqs.push_back(negative(p, k, rng));
+      kinds.push_back(k);
+    }
+  }
+  return assemble(std::move(seqs), std::move(kinds), rng);
+}
+
+Batch OrderingTask::fixed_set(int64_t length, int64_t n, int64_t seed) const {
+  std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x6576u}));
+  const int64_t n_neg = n / 2, n_pos = n - n_neg;
+  // Negatives per kind in proportion to the weights (largest remainder).
+  const double total = std::accumulate(weights_.begin(), weights_.end(), 0.0);
+  std::vector<int64_t> count(weights_.size());
+  std::vector<std::pair<double, size_t>> remainder;
+  int64_t assigned = 0;
+  for (size_t k = 0; k < weights_.size(); ++k) {
+    const double exact = n_neg * weights_[k] / total;
+    count[k] = static_cast<int64_t>(std::floor(exact));
+    assigned += count[k];
+    remainder.push_back({exact - count[k], k});
+  }
+  std::sort(remainder.begin(), remainder.end(), [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  for (size_t r = 0; assigned < n_neg; ++r, ++assigned) count[remainder[r % remainder.size()].second]++;
+
+  std::vector<std::vector<int64_t>> seqs;
+  std::vector<int> kinds;
+  for (int64_t i = 0; i < n_pos; ++i) {
+    seqs.push_back(positive(length, rng));
+    kinds.push_back(kSortedKind);
+  }
+  for (size_t k = 0; k < count.size(); ++k)
+    for (int64_t i = 0; i < count[k]; ++i) {
+      seqs.push_back(negative(positive(length, rng), static_cast<int>(k), rng));
+      kinds.push_back(static_cast<int>(k));
+    }
+  return assemble(std::move(seqs), std::move(kinds), rng);
+}
+
+}  // namespace posenc

@@ -1,0 +1,125 @@
+#include "posenc/train/evaluate.h"
+
+#include <cmath>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace posenc {
+
+Interval wilson_interval(int64_t correct, int64_t n, double z) {
+  if (n == 0) return {0.0, 1.0};
+  const double p = static_cast<double>(correct) / n, z2 = z * z;
+  const double denom = 1.0 + z2 / n;
+  const double center = (p + z2 / (2.0 * n)) / denom;
+  const double half = z * std::sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom;
+  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+}
+
+std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch::Device device,
+                               int64_t max_batch_tokens) {
+  const bool was_training = model->is_training();
+  model->eval();
+  c10::InferenceMode guard;
+  const int64_t n = set.tokens.size(0), L = set.tokens.size(1);
+  const int64_t chunk = std::max<int64_t>(1, max_batch_tokens / std::max<int64_t>(1, model->model_length(L)));
+  std::vector<torch::Tensor> correct_parts;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t len = std::min(chunk, n - start);
+    auto tokens = set.tokens.narrow(0, start, len).to(device);
+    auto labels = set.labels.narrow(0, start, len).to(device);
+    correct_parts.push_back(model->forward(tokens).argmax(-1).eq(labels).cpu());
+  }
+  auto correct = torch::cat(correct_parts);  // (n) bool
+  auto acc = correct.accessor<bool, 1>();
+  std::map<int, Tally> tally;
+  for (int64_t i = 0; i < n; ++i) {
+    auto& t = tally[set.kinds[i]];
+    t.n++;
+    t.correct += acc[i] ? 1 : 0;
+  }
+  if (was_training) model->train();
+  return tally;
+}
+
+namespace {
+// Validation sets are drawn apart from the evaluation sets of the same eval.seed.
+constexpr int64_t kValidationSeedOffset = 1000003;
+std::string kind_name(int kind) { return kind == kSortedKind ? "sorted" : OrderingTask::negative_kinds().at(kind); }
+}  // namespace
+
+std::vector<LengthResult> evaluate_lengths(EncoderClassifier& model, const Config& cfg,
+                                           const std::vector<int64_t>& lengths, torch::Device device) {
+  const OrderingTask task(cfg.task);
+  std::vector<LengthResult> results;
+  for (int64_t length : lengths) {
+    model->check_length(length);
+    const Batch set = task.fixed_set(length, cfg.eval.samples_per_length, cfg.eval.seed);
+    LengthResult r;
+    r.length = length;
+    for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens)) {
+      r.by_kind[kind_name(kind)] = t;
+      r.total.n += t.n;
+      r.total.correct += t.correct;
+    }
+    r.ci95 = wilson_interval(r.total.correct, r.total.n);
+    r.beyond_training = length > cfg.task.max_length;
+    r.untrained_positions = r.beyond_training && model->has_position_table();
+    results.push_back(r);
+  }
+  return results;
+}
+
+Tally validation_accuracy(EncoderClassifier& model, const Config& cfg, torch::Device device) {
+  const OrderingTask task(cfg.task);
+  const int64_t lengths = cfg.task.max_length - cfg.task.min_length + 1;
+  const int64_t per_length = std::max<int64_t>(2, cfg.train.val_samples / lengths);
+  Tally total;
+  for (int64_t length = cfg.task.min_length; length <= cfg.task.max_length; ++length) {
+    const Batch set = task.fixed_set(length, per_length, cfg.eval.seed + kValidationSeedOffset);
+    for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens)) {
+      total.n += t.n;
+      total.correct += t.correct;
+    }
+  }
+  return total;
+}
+
+nlohmann::json length_results_to_json(const std::vector<LengthResult>& results) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : results) {
+    nlohmann::json kinds = nlohmann::json::object();
+    for (const auto& [name, t] : r.by_kind) kinds[name] = {{"n", t.n}, {"correct", t.correct}, {"accuracy", t.accuracy()}};
+    out.push_back({{"length", r.length},
+                   {"n", r.total.n},
+                   {"correct", r.total.correct},
+                   {"accuracy", r.total.accuracy()},
+                   {"ci95", {r.ci95.lo, r.ci95.hi}},
+                   {"by_kind", kinds},
+                   {"beyond_training", r.beyond_training},
+                   {"untrained_positions", r.untrained_positions}});
+  }
+  return out;
+}
+
+std::string format_length_table(const std::vector<LengthResult>& results) {
+  std::ostringstream out;
+  out << fmt::format("{:>7} {:>9} {:>17} ", "length", "accuracy", "95% CI");
+  std::vector<std::string> kinds = {"sorted"};
+  for (const auto& k : OrderingTask::negative_kinds()) kinds.push_back(k);
+  for (const auto& k : kinds) out << fmt::format(" {:>13}", k);
+  out << "\n";
+  for (const auto& r : results) {
+    out << fmt::format("{:>7} {:>9.3f}   [{:.3f}, {:.3f}] ", r.length, r.total.accuracy(), r.ci95.lo, r.ci95.hi);
+    for (const auto& k : kinds) {
+      auto it = r.by_kind.find(k);
+      out << (it == r.by_kind.end() ? fmt::format(" {:>13}", "-") : fmt::format(" {:>13.3f}", it->second.accuracy()));
+    }
+    if (r.untrained_positions) out << "  (untrained positions)";
+    else if (r.beyond_training) out << "  (longer than training)";
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace posenc
