@@ -16,7 +16,7 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
-  app.add_option("--samples", o.samples, "examples per length (default: the checkpoint's eval.samples_per_length)")
+  app.add_option("--samples", o.samples, "examples per length (0: the checkpoint's eval.samples_per_length)")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 24));
   app.add_option("--out", o.out, "results file (default: results_eval.json beside the checkpoint)");
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));

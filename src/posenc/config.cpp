@@ -305,6 +305,7 @@ void apply_override(json& j, const std::string& assignment) {
   } catch (const json::parse_error&) {
     value = text;  // bare words are strings: model.pooling=cls
   }
+  if (j.is_null()) j = json::object();
   json* node = &j;
   std::string walked;
   size_t start = 0;
@@ -319,7 +320,7 @@ void apply_override(json& j, const std::string& assignment) {
       (*node)[key] = value;
       return;
     }
-    if (!node->contains(key)) (*node)[key] = json::object();
+    if (!node->contains(key) || (*node)[key].is_null()) (*node)[key] = json::object();
     node = &(*node)[key];
     start = dot + 1;
   }

@@ -8,7 +8,7 @@
 namespace posenc {
 
 /// Sinusoidal table for the given position ids (Vaswani et al. 2017).
-/// positions (L) int64 -> (L, dim) float32.
+/// positions (L) int64 -> (L, dim) float64 (callers cast to their dtype).
 /// layout "interleaved": PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i) (the paper);
 /// layout "concat": [sin(p w_0..w_{dim/2-1}) ‖ cos(...)] (many codebases).
 /// w_i = base^(-2i/dim). dim must be even.
@@ -16,7 +16,7 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, doub
                                const std::string& layout = "interleaved");
 
 /// Rotary angles p * theta_i with theta_i = base^(-2i/rot_dim), i < rot_dim/2.
-/// positions (L) int64 -> (L, rot_dim/2) float32.
+/// positions (L) int64 -> (L, rot_dim/2) float64 (callers take cos/sin, then cast).
 torch::Tensor rotary_angles(const torch::Tensor& positions, int64_t rot_dim, double base);
 
 }  // namespace posenc

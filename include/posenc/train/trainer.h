@@ -22,6 +22,9 @@ struct TrainOptions {
   bool progress = false;
   /// Skip the evaluation at eval.lengths after training.
   bool skip_final_eval = false;
+  /// Stop (with a checkpoint, without results) once this step is done, as if
+  /// the run were killed there; 0 = run to train.steps.
+  int64_t stop_at_step = 0;
 };
 
 struct TrainResult {

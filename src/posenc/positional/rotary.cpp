@@ -36,8 +36,8 @@ class RopeImpl : public PositionalSchemeImpl {
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions, const Positions& pos, const char* which) {
     // cos/sin once per forward, shared by every layer using this instance.
     auto cs = once_per_forward(pos, which, [&] {
-      auto angle = rotary_angles(positions, rot_dim_, base_).to(x.device());  // (L, R/2)
-      return torch::stack({angle.cos(), angle.sin()}).to(x.scalar_type());   // (2, L, R/2)
+      auto angle = rotary_angles(positions, rot_dim_, base_);                      // (L, R/2) float64
+      return torch::stack({angle.cos(), angle.sin()}).to(x.device(), x.scalar_type());  // (2, L, R/2)
     });
     auto cos = cs[0], sin = cs[1];  // (L, R/2), broadcast over (B, H)
     auto rot = x.narrow(-1, 0, rot_dim_);

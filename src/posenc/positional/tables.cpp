@@ -17,7 +17,7 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, doub
     TORCH_CHECK(layout == "interleaved", "sinusoidal table: unknown layout ", layout);
     table = torch::stack({s, c}, /*dim=*/2).reshape({positions.size(0), dim});  // (L, D/2, 2) -> (L, D)
   }
-  return table.to(torch::kFloat32);
+  return table;
 }
 
 torch::Tensor rotary_angles(const torch::Tensor& positions, int64_t rot_dim, double base) {
@@ -25,7 +25,7 @@ torch::Tensor rotary_angles(const torch::Tensor& positions, int64_t rot_dim, dou
   const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(positions.device());
   auto i = torch::arange(rot_dim / 2, opts);                                     // (R/2)
   auto theta = torch::pow(torch::tensor(base, opts), -2.0 * i / double(rot_dim));  // (R/2)
-  return (positions.to(torch::kFloat64).unsqueeze(1) * theta.unsqueeze(0)).to(torch::kFloat32);  // (L, R/2)
+  return positions.to(torch::kFloat64).unsqueeze(1) * theta.unsqueeze(0);  // (L, R/2)
 }
 
 }  // namespace posenc

@@ -196,8 +196,16 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
               << std::flush;
       if (!options.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
     }
-    if (done % cfg.train.checkpoint_every == 0 || done == cfg.train.steps)
+    const bool interrupted = done == options.stop_at_step;
+    if (done % cfg.train.checkpoint_every == 0 || done == cfg.train.steps || interrupted)
       save_checkpoint(ckpt.string(), model, &optimizer, done, cfg);
+    if (interrupted) {
+      progress.done();
+      spdlog::info("stopped at step {} as asked; continue with --resume", done);
+      result.steps = done;
+      result.seconds = seconds_since(t0);
+      return result;
+    }
   }
   progress.done();
   result.steps = cfg.train.steps;

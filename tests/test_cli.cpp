@@ -1,0 +1,94 @@
+// The CLI binary: one clear line and a non-zero exit on bad input; list and eval work.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "posenc/config.h"
+#include "posenc/positional/registry.h"
+
+namespace {
+
+struct CliRun {
+  int code;
+  std::string output;
+};
+
+CliRun run(const std::string& args) {
+  const std::string cmd = std::string(POSENC_BINARY) + " " + args + " 2>&1";
+  CliRun r{0, ""};
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string config_path() { return std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"; }
+
+}  // namespace
+
+TEST(Cli, ListShowsEverySchemeFromTheRegistry) {
+  const CliRun r = run("list");
+  EXPECT_EQ(r.code, 0);
+  for (const auto& name : posenc::scheme_names()) EXPECT_NE(r.output.find("\n" + name + "\n"), std::string::npos) << name;
+  const CliRun j = run("list --json");
+  EXPECT_EQ(posenc::json::parse(j.output).size(), posenc::scheme_names().size());
+}
+
+TEST(Cli, HelpShowsDefaults) {
+  const CliRun r = run("eval --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("--threads"), std::string::npos);
+  EXPECT_NE(r.output.find("=1"), std::string::npos) << r.output;  // the default thread count
+}
+
+TEST(Cli, BadConfigValueIsOneLineNamingThePath) {
+  const CliRun r = run("train " + config_path() + " --set model.heads=3 --out /tmp/posenc_cli_never");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output, "error: " + config_path() + ": model.heads: 3 does not divide model.d_model 64\n");
+  EXPECT_FALSE(std::filesystem::exists("/tmp/posenc_cli_never"));
+}
+
+TEST(Cli, UnknownSchemeAndBadFlagsFail) {
+  const CliRun a = run("train " + config_path() + " --set model.positional.type=fancy");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_NE(a.output.find("unknown positional scheme \"fancy\""), std::string::npos) << a.output;
+  const CliRun b = run("train /no/such/config.json");
+  EXPECT_NE(b.code, 0);
+  EXPECT_NE(b.output.find("/no/such/config.json"), std::string::npos) << b.output;
+  const CliRun c = run("train " + config_path() + " --threads 0");
+  EXPECT_NE(c.code, 0);
+  const CliRun d = run("frobnicate");
+  EXPECT_NE(d.code, 0);
+}
+
+TEST(Cli, EvalRejectsAFileThatIsNotACheckpoint) {
+  const auto path = std::filesystem::temp_directory_path() / "posenc_cli_bad.pt";
+  std::ofstream(path) << "{}";
+  const CliRun r = run("eval " + path.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("not a readable posenc checkpoint"), std::string::npos) << r.output;
+}
+
+TEST(Cli, TrainThenEvalAtNewLengths) {
+  const auto dir = std::filesystem::temp_directory_path() / ("posenc_cli_run_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const CliRun t = run("train " + config_path() +
+                    " --set train.steps=20 --set eval.lengths=[8] --set eval.samples_per_length=50 --no-progress --out " +
+                    dir.string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  const CliRun e = run("eval " + (dir / "checkpoint.pt").string() + " --lengths 12,24 --samples 40");
+  ASSERT_EQ(e.code, 0) << e.output;
+  const auto results = posenc::read_json_file((dir / "results_eval.json").string());
+  ASSERT_EQ(results["lengths"].size(), 2u);
+  EXPECT_EQ(results["lengths"][1]["length"], 24);
+  EXPECT_EQ(results["lengths"][1]["n"], 40);
+  // Running train again into the same directory must not overwrite it.
+  const CliRun again = run("train " + config_path() + " --set train.steps=20 --out " + dir.string());
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.output.find("--resume"), std::string::npos);
+}

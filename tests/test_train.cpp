@@ -1,0 +1,150 @@
+// Trainer: schedule, Wilson intervals, checkpoint round trip, bit-for-bit
+// resume, and a short run that must learn.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "helpers.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/schedule.h"
+#include "posenc/train/trainer.h"
+
+using namespace posenc;
+using posenc::testing::config_with;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("posenc_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+Config small_config(const fs::path& dir, std::initializer_list<std::string> extra = {}) {
+  json j = json::object();
+  for (const auto* o : {"model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64", "task.vocab_size=16",
+                        "task.min_length=4", "task.max_length=8", "train.batch_size=32", "train.log_every=10",
+                        "train.eval_every=1000", "train.val_samples=200", "eval.samples_per_length=200",
+                        "eval.lengths=[8,16]", "train.warmup_steps=20"})
+    apply_override(j, o);
+  apply_override(j, "train.out_dir=" + json(dir.string()).dump());
+  for (const auto& e : extra) apply_override(j, e);
+  return config_from_json(j);
+}
+
+std::vector<torch::Tensor> parameters_of(const std::string& ckpt) {
+  auto model = load_model(ckpt, torch::kCPU);
+  std::vector<torch::Tensor> out;
+  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+}  // namespace
+
+TEST(Schedule, WarmupThenCosineToTheFloor) {
+  EXPECT_DOUBLE_EQ(learning_rate(0, 1000, 1e-3, 100, 0.1), 1e-5);
+  EXPECT_DOUBLE_EQ(learning_rate(99, 1000, 1e-3, 100, 0.1), 1e-3);
+  EXPECT_NEAR(learning_rate(550, 1000, 1e-3, 100, 0.1), 0.55e-3, 1e-12);  // halfway: mean of lr and floor
+  EXPECT_NEAR(learning_rate(1000, 1000, 1e-3, 100, 0.1), 1e-4, 1e-12);
+  for (int64_t s = 100; s < 999; ++s)
+    EXPECT_GE(learning_rate(s, 1000, 1e-3, 100, 0.1), learning_rate(s + 1, 1000, 1e-3, 100, 0.1));
+}
+
+TEST(Evaluate, WilsonIntervalMatchesTheFormula) {
+  const auto a = wilson_interval(50, 100);
+  EXPECT_NEAR(a.lo, 0.4038, 1e-4);
+  EXPECT_NEAR(a.hi, 0.5962, 1e-4);
+  const auto b = wilson_interval(100, 100);  // never a zero-width interval at the edge
+  EXPECT_NEAR(b.hi, 1.0, 1e-12);
+  EXPECT_NEAR(b.lo, 0.9630, 1e-4);
+}
+
+TEST(Checkpoint, RoundTripGivesTheSameFunction) {
+  const auto dir = fresh_dir("ckpt");
+  const Config cfg = small_config(dir);
+  torch::manual_seed(4);
+  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  model->eval();
+  save_checkpoint((dir / "c.pt").string(), model, nullptr, 7, cfg);
+  Config loaded_cfg;
+  auto loaded = load_model((dir / "c.pt").string(), torch::kCPU, &loaded_cfg);
+  EXPECT_EQ(config_to_json(loaded_cfg), config_to_json(cfg));
+  auto tokens = torch::randint(1, 17, {3, 8}, torch::kLong);
+  EXPECT_TRUE(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+  // A model-only checkpoint cannot resume training.
+  torch::optim::AdamW opt(model->parameters());
+  EXPECT_THROW(load_checkpoint((dir / "c.pt").string(), model, &opt), ConfigError);
+}
+
+TEST(Checkpoint, GarbageAndMissingFilesAreClearErrors) {
+  const auto dir = fresh_dir("garbage");
+  fs::create_directories(dir);
+  std::ofstream(dir / "bad.pt") << "not a checkpoint";
+  try {
+    read_checkpoint_config((dir / "bad.pt").string());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.pt: not a readable posenc checkpoint"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_checkpoint_config((dir / "none.pt").string()), ConfigError);
+}
+
+TEST(Train, ResumeContinuesBitForBit) {
+  // Dropout on, so the checkpointed RNG state matters.
+  const auto straight = fresh_dir("straight"), split = fresh_dir("split");
+  const std::initializer_list<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1"};
+  TrainOptions opts;
+  opts.skip_final_eval = true;
+  train(small_config(straight, run), opts);
+
+  opts.stop_at_step = 20;  // the same run, interrupted after its step-20 checkpoint
+  train(small_config(split, run), opts);
+  EXPECT_FALSE(fs::exists(split / "results.json"));
+  opts.stop_at_step = 0;
+  // Without --resume an existing run is never overwritten.
+  EXPECT_THROW(train(small_config(split, run), opts), ConfigError);
+  opts.resume = true;
+  // A changed model is refused on resume, naming the key.
+  try {
+    train(small_config(split, {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.2"}), opts);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/model/dropout"), std::string::npos) << e.what();
+  }
+  train(small_config(split, run), opts);
+
+  auto a = parameters_of((straight / "checkpoint.pt").string());
+  auto b = parameters_of((split / "checkpoint.pt").string());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  // The metrics of both runs agree line for line.
+  auto read = [](const fs::path& f) {
+    std::vector<double> losses;
+    std::ifstream in(f);
+    for (std::string line; std::getline(in, line);) {
+      auto j = json::parse(line);
+      if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
+    }
+    return losses;
+  };
+  EXPECT_EQ(read(straight / "metrics.jsonl"), read(split / "metrics.jsonl"));
+}
+
+TEST(Train, ShortRunLearnsTheTask) {
+  const auto dir = fresh_dir("learns");
+  TrainOptions opts;
+  const auto result = train(small_config(dir, {"train.steps=400", "model.positional.type=rope"}), opts);
+  EXPECT_GT(result.val_accuracy, 0.8) << "a short RoPE run should be well above chance";
+  ASSERT_EQ(result.lengths.size(), 2u);
+  EXPECT_GT(result.lengths[0].total.accuracy(), 0.75);
+  EXPECT_TRUE(fs::exists(dir / "results.json"));
+  EXPECT_TRUE(fs::exists(dir / "config.json"));
+  const auto stored = config_from_json(read_json_file((dir / "config.json").string()));
+  EXPECT_EQ(stored.train.steps, 400);
+  std::ifstream metrics(dir / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  EXPECT_EQ(lines, 40 + 1);  // 40 log lines + the final validation line
+}
