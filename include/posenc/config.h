@@ -83,7 +83,7 @@ struct TrainConfig {
 
 struct EvalConfig {
   std::vector<int64_t> lengths = {8, 16, 32, 64, 128};
-  int64_t samples_per_length = 1000;
+  int64_t samples_per_length = 2000;
   /// Seed of the fixed evaluation set, independent of train.seed so that every
   /// scheme and seed is scored on the same sequences.
   int64_t seed = 12345;
