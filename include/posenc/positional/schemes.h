@@ -10,8 +10,22 @@ namespace posenc {
 SchemeInfo none_scheme_info();
 SchemeInfo sinusoidal_scheme_info();
 SchemeInfo learned_scheme_info();
+SchemeInfo dynamic_scheme_info();
 
 // rotary.cpp
 SchemeInfo rope_scheme_info();
+
+// bias.cpp: additive attention biases
+SchemeInfo alibi_scheme_info();
+SchemeInfo t5_scheme_info();
+SchemeInfo ape_scheme_info();
+SchemeInfo decay_scheme_info();
+
+// relative_attention.cpp: score (and value) terms
+SchemeInfo shaw_scheme_info();
+SchemeInfo xl_scheme_info();
+
+// rescale.cpp: multiplicative reweighting of the scores
+SchemeInfo da_scheme_info();
 
 }  // namespace posenc

@@ -2,7 +2,9 @@
 //   none        no position at all (the encoder is permutation-equivariant)
 //   sinusoidal  x + PE(p), fixed (Vaswani et al. 2017)
 //   learned     x + E[p], a trainable table of max_positions rows
+//   dynamic     sinusoids gated by the content (seed 001)
 #include <cmath>
+#include <string>
 
 #include "posenc/config.h"
 #include "posenc/positional/scheme.h"
@@ -25,9 +27,13 @@ class SinusoidalImpl : public PositionalSchemeImpl {
       : PositionalSchemeImpl("sinusoidal"),
         dim_(ctx.d_model),
         base_(o.get_float("base")),
-        layout_(o.get_string("layout")) {
-    if (dim_ % 2 != 0)
-      throw ConfigError("model.positional.type=sinusoidal needs an even model.d_model, got " + std::to_string(dim_));
+        layout_(o.get_string("layout")),
+        concat_(o.get_string("combine") == "concat"),
+        token_scale_(o.get_bool("scale_tokens") ? std::sqrt(static_cast<double>(ctx.d_model)) : 1.0) {
+    pe_dim_ = concat_ ? (o.get_int("concat_dim") > 0 ? o.get_int("concat_dim") : dim_ / 2) : dim_;
+    if (pe_dim_ % 2 != 0 || pe_dim_ > dim_ || (concat_ && pe_dim_ == dim_))
+      throw ConfigError("model.positional: sinusoidal needs an even encoding width below model.d_model " +
+                        std::to_string(dim_) + " (got " + std::to_string(pe_dim_) + ")");
   }
   Capabilities capabilities() const override {
     Capabilities c;
@@ -38,15 +44,21 @@ class SinusoidalImpl : public PositionalSchemeImpl {
 
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
     auto pe = once_per_forward(pos, "pe", [&] {
-      return sinusoidal_table(pos.q, dim_, base_, layout_).to(x.device(), x.scalar_type());  // (L, D)
+      return sinusoidal_table(pos.q, pe_dim_, base_, layout_).to(x.device(), x.scalar_type());  // (L, P)
     });
-    return x + pe.unsqueeze(0);  // (B, L, D)
+    auto tokens = token_scale_ == 1.0 ? x : x * token_scale_;  // seed 001: x * sqrt(D) + PE
+    if (!concat_) return tokens + pe.unsqueeze(0);            // (B, L, D)
+    // Concatenation at the same width (seed 002): [first D-P token dims ‖ PE].
+    auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                                      // (B, L, D-P)
+    return torch::cat({kept, pe.unsqueeze(0).expand({x.size(0), -1, -1})}, /*dim=*/-1);  // (B, L, D)
   }
 
  private:
-  int64_t dim_;
+  int64_t dim_, pe_dim_ = 0;
   double base_;
   std::string layout_;
+  bool concat_;
+  double token_scale_;
 };
 
 class LearnedImpl : public PositionalSchemeImpl {
@@ -54,6 +66,11 @@ class LearnedImpl : public PositionalSchemeImpl {
   LearnedImpl(const SchemeContext& ctx, const SchemeOptions& o)
       : PositionalSchemeImpl("learned"), max_positions_(o.get_int("max_positions")) {
     table_ = register_parameter("table", torch::randn({max_positions_, ctx.d_model}) * o.get_float("init_std"));
+    if (o.get_bool("scaled")) {
+      // Seed 001: a learned scale per position, then LayerNorm of the sum.
+      scale_ = register_parameter("scale", torch::ones({max_positions_, 1}));
+      norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({ctx.d_model})));
+    }
   }
   Capabilities capabilities() const override {
     Capabilities c;
@@ -68,12 +85,53 @@ class LearnedImpl : public PositionalSchemeImpl {
     TORCH_CHECK(pos.end <= max_positions_, "learned positions: position ", pos.end - 1,
                 " has no row in the table of model.positional.max_positions=", max_positions_,
                 " rows; train with a larger max_positions to evaluate this length");
-    return x + table_.index_select(0, pos.q).unsqueeze(0);  // (B, L, D)
+    auto rows = table_.index_select(0, pos.q);                      // (L, D)
+    if (!scale_.defined()) return x + rows.unsqueeze(0);            // (B, L, D)
+    rows = rows * scale_.index_select(0, pos.q);                    // (L, D)
+    return norm_->forward(x + rows.unsqueeze(0));                   // (B, L, D)
   }
 
  private:
   int64_t max_positions_;
   torch::Tensor table_;  // (max_positions, D)
+  torch::Tensor scale_;  // (max_positions, 1) when scaled
+  torch::nn::LayerNorm norm_{nullptr};
+};
+
+/// Seed 001's DynamicPositionalEncoder: sinusoids gated by the content.
+/// out = x * c + PE * p * sigmoid(MLP(x) * a) * sigmoid(L / max_length * b)
+class DynamicImpl : public PositionalSchemeImpl {
+ public:
+  DynamicImpl(const SchemeContext& ctx, const SchemeOptions& o)
+      : PositionalSchemeImpl("dynamic"), dim_(ctx.d_model), max_length_(o.get_int("max_length")) {
+    if (dim_ % 2 != 0) throw ConfigError("model.positional.type=dynamic needs an even model.d_model");
+    content_scale_ = register_parameter("content_scale", torch::ones({dim_}));
+    position_scale_ = register_parameter("position_scale", torch::ones({dim_}));
+    gate_in_ = register_module("gate_in", torch::nn::Linear(dim_, 2 * dim_));
+    gate_out_ = register_module("gate_out", torch::nn::Linear(2 * dim_, dim_));
+    content_factor_ = register_parameter("content_factor", torch::ones({1}));
+    length_factor_ = register_parameter("length_factor", torch::ones({1}));
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.embed = true;
+    return c;
+  }
+  bool directional() const override { return true; }
+
+  torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
+    auto pe = once_per_forward(pos, "pe", [&] {
+      return sinusoidal_table(pos.q, dim_, 10000.0).to(x.device(), x.scalar_type());  // (L, D)
+    });
+    auto gate = torch::sigmoid(gate_out_->forward(torch::gelu(gate_in_->forward(x))) * content_factor_);  // (B, L, D)
+    auto length_scale = torch::sigmoid(length_factor_ * (static_cast<double>(pos.q.size(0)) / max_length_));  // (1)
+    return x * content_scale_ + pe.unsqueeze(0) * position_scale_ * gate * length_scale;  // (B, L, D)
+  }
+
+ private:
+  int64_t dim_, max_length_;
+  torch::Tensor content_scale_, position_scale_, content_factor_, length_factor_;
+  torch::nn::Linear gate_in_{nullptr}, gate_out_{nullptr};
 };
 
 }  // namespace
@@ -93,6 +151,11 @@ SchemeInfo sinusoidal_scheme_info() {
               {"layout", OptionKind::String, "interleaved",
                "interleaved: sin at even, cos at odd dims (the paper); concat: [sin ‖ cos]", 0, 0,
                {"interleaved", "concat"}},
+              {"combine", OptionKind::String, "add",
+               "add: x + PE; concat: [x ‖ PE] at the same width (the last concat_dim token dims give way)", 0, 0,
+               {"add", "concat"}},
+              {"concat_dim", OptionKind::Int, 0, "width of PE when combine=concat (0: d_model/2)", 0, 1 << 20},
+              {"scale_tokens", OptionKind::Bool, false, "multiply token embeddings by sqrt(d_model) first (seed 001)"},
           },
           Placement::Input, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<SinusoidalImpl>(ctx, o);
@@ -106,9 +169,23 @@ SchemeInfo learned_scheme_info() {
           {
               {"max_positions", OptionKind::Int, 1024, "rows in the table (largest position + 1)", 1, 1 << 24},
               {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial rows", 0.0, 10.0},
+              {"scaled", OptionKind::Bool, false, "per-position learned scale, then LayerNorm of the sum (seed 001)"},
           },
           Placement::Input, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<LearnedImpl>(ctx, o);
+          }};
+}
+
+}  // namespace posenc
+
+namespace posenc {
+
+SchemeInfo dynamic_scheme_info() {
+  return {"dynamic",
+          "content-gated sinusoids (seed 001): x*c + PE*p*sigmoid(MLP(x)*a)*sigmoid(L/max_length*b), all learned",
+          {{"max_length", OptionKind::Int, 5000, "length scale of the length gate", 1, 1 << 24}},
+          Placement::Input, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
+            return std::make_shared<DynamicImpl>(ctx, o);
           }};
 }
 

@@ -1,0 +1,169 @@
+// Bias schemes: a (1, H, Lq, Lk) term added to the scaled attention scores,
+// computed once per forward and shared by the layers that hold the instance.
+//   alibi  -m_h |i-j|, geometric slopes (Press et al.); optional learned left/right offsets
+//   t5     learned scalar per (relative-position bucket, head) (Raffel et al.)
+//   ape    scale * (1 - |i-j| / L) (seed 000)
+//   decay  exp(-|i-j| / tau), tau fixed or learned (seed 001)
+#include "posenc/config.h"
+#include "posenc/positional/relative.h"
+#include "posenc/positional/scheme.h"
+#include "posenc/positional/schemes.h"
+
+namespace posenc {
+namespace {
+
+Capabilities bias_only() {
+  Capabilities c;
+  c.bias = true;
+  return c;
+}
+
+class AlibiImpl : public PositionalSchemeImpl {
+ public:
+  AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o)
+      : PositionalSchemeImpl("alibi"), directional_(o.get_bool("directional")) {
+    slopes_ = register_buffer("slopes", torch::tensor(alibi_slopes(ctx.heads), torch::kFloat32));  // (H)
+    if (directional_) {
+      // Per-head offsets for keys left / right of the query: the symmetric bias cannot tell them apart.
+      left_ = register_parameter("left_offset", torch::zeros({ctx.heads}));
+      right_ = register_parameter("right_offset", torch::zeros({ctx.heads}));
+    }
+  }
+  Capabilities capabilities() const override { return bias_only(); }
+  bool directional() const override { return directional_; }
+
+  torch::Tensor bias(const Positions& pos) override {
+    return once_per_forward(pos, "alibi", [&] {
+      auto rel = relative_positions(pos.q, pos.k).to(slopes_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
+      auto b = -slopes_.view({-1, 1, 1}) * rel.abs();                                        // (H, Lq, Lk)
+      if (directional_)
+        b = b + right_.view({-1, 1, 1}) * (rel > 0).to(rel.scalar_type()) +
+            left_.view({-1, 1, 1}) * (rel < 0).to(rel.scalar_type());
+      return b.unsqueeze(0);  // (1, H, Lq, Lk)
+    });
+  }
+
+ private:
+  bool directional_;
+  torch::Tensor slopes_, left_, right_;
+};
+
+class T5Impl : public PositionalSchemeImpl {
+ public:
+  T5Impl(const SchemeContext& ctx, const SchemeOptions& o)
+      : PositionalSchemeImpl("t5"),
+        num_buckets_(o.get_int("num_buckets")),
+        max_distance_(o.get_int("max_distance")),
+        bidirectional_(o.get_bool("bidirectional")) {
+    if (bidirectional_ && num_buckets_ % 2 != 0)
+      throw ConfigError("model.positional.num_buckets=" + std::to_string(num_buckets_) +
+                        " must be even when bidirectional (half the buckets per sign)");
+    if (max_distance_ <= (bidirectional_ ? num_buckets_ / 4 : num_buckets_ / 2))
+      throw ConfigError("model.positional.max_distance=" + std::to_string(max_distance_) +
+                        " must exceed the exact-bucket range of num_buckets=" + std::to_string(num_buckets_));
+    table_ = register_parameter("table", torch::randn({num_buckets_, ctx.heads}) * o.get_float("init_std"));
+  }
+  Capabilities capabilities() const override { return bias_only(); }
+  bool directional() const override { return bidirectional_; }
+
+  torch::Tensor bias(const Positions& pos) override {
+    auto buckets = once_per_forward(pos, "buckets", [&] {
+      return t5_buckets(relative_positions(pos.q, pos.k), num_buckets_, max_distance_, bidirectional_);  // (Lq, Lk)
+    });
+    return once_per_forward(pos, "bias", [&] {
+      return table_.index({buckets}).permute({2, 0, 1}).unsqueeze(0);  // (Lq, Lk, H) -> (1, H, Lq, Lk)
+    });
+  }
+
+ private:
+  int64_t num_buckets_, max_distance_;
+  bool bidirectional_;
+  torch::Tensor table_;  // (buckets, H)
+};
+
+class ApeImpl : public PositionalSchemeImpl {
+ public:
+  ApeImpl(const SchemeContext&, const SchemeOptions& o) : PositionalSchemeImpl("ape") {
+    auto scale = torch::tensor(o.get_float("scale"));
+    scale_ = o.get_bool("learnable") ? register_parameter("scale", scale) : register_buffer("scale", scale);
+  }
+  Capabilities capabilities() const override { return bias_only(); }
+  bool directional() const override { return false; }
+
+  torch::Tensor bias(const Positions& pos) override {
+    return once_per_forward(pos, "ape", [&] {
+      // The seed divides by the sequence length itself: the bias changes with L.
+      auto distance = relative_positions(pos.q, pos.k).abs().to(scale_.scalar_type());  // (Lq, Lk)
+      return (scale_ * (1.0 - distance / static_cast<double>(pos.k.size(0)))).view({1, 1, distance.size(0), distance.size(1)});
+    });
+  }
+
+ private:
+  torch::Tensor scale_;
+};
+
+class DecayImpl : public PositionalSchemeImpl {
+ public:
+  DecayImpl(const SchemeContext&, const SchemeOptions& o) : PositionalSchemeImpl("decay") {
+    // tau is kept as log(tau) so that it stays positive when learned.
+    auto log_tau = torch::tensor(std::log(o.get_float("tau")));
+    log_tau_ = o.get_bool("learnable") ? register_parameter("log_tau", log_tau) : register_buffer("log_tau", log_tau);
+  }
+  Capabilities capabilities() const override { return bias_only(); }
+  bool directional() const override { return false; }
+
+  torch::Tensor bias(const Positions& pos) override {
+    return once_per_forward(pos, "decay", [&] {
+      auto distance = relative_positions(pos.q, pos.k).abs().to(log_tau_.scalar_type());  // (Lq, Lk)
+      return torch::exp(-distance / log_tau_.exp()).view({1, 1, distance.size(0), distance.size(1)});
+    });
+  }
+
+ private:
+  torch::Tensor log_tau_;
+};
+
+template <typename Impl>
+PositionalScheme make(const SchemeContext& ctx, const SchemeOptions& o) {
+  return std::make_shared<Impl>(ctx, o);
+}
+
+}  // namespace
+
+SchemeInfo alibi_scheme_info() {
+  return {"alibi",
+          "bias -m_h*|i-j| with fixed geometric slopes m_h = 2^(-8(h+1)/H) (Press et al.); symmetric unless "
+          "directional",
+          {{"directional", OptionKind::Bool, false,
+            "add learned per-head offsets for keys left/right of the query so the model can tell direction"}},
+          Placement::EveryLayer, make<AlibiImpl>};
+}
+
+SchemeInfo t5_scheme_info() {
+  return {"t5",
+          "learned bias per (relative-position bucket, head): exact buckets near, log-spaced up to max_distance "
+          "(Raffel et al.)",
+          {{"num_buckets", OptionKind::Int, 32, "number of buckets (half per sign when bidirectional)", 2, 4096},
+           {"max_distance", OptionKind::Int, 128, "offsets at or beyond this share the last bucket", 2, 1 << 24},
+           {"bidirectional", OptionKind::Bool, true, "separate buckets for keys left and right of the query"},
+           {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial biases", 0.0, 10.0}},
+          Placement::EveryLayer, make<T5Impl>};
+}
+
+SchemeInfo ape_scheme_info() {
+  return {"ape",
+          "attention positional encoding of seed 000: bias scale*(1 - |i-j|/L), L the sequence length",
+          {{"scale", OptionKind::Float, 0.1, "height of the bias on the diagonal", -1e6, 1e6},
+           {"learnable", OptionKind::Bool, false, "train the scale"}},
+          Placement::EveryLayer, make<ApeImpl>};
+}
+
+SchemeInfo decay_scheme_info() {
+  return {"decay",
+          "bias exp(-|i-j|/tau), a smooth locality prior (seed 001's position-based attention bias)",
+          {{"tau", OptionKind::Float, 5.0, "decay length in positions", 1e-6, 1e9},
+           {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"}},
+          Placement::EveryLayer, make<DecayImpl>};
+}
+
+}  // namespace posenc

@@ -1,0 +1,44 @@
+#include "posenc/positional/relative.h"
+
+#include <cmath>
+
+namespace posenc {
+
+torch::Tensor relative_positions(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
+  return k_pos.unsqueeze(0) - q_pos.unsqueeze(1);  // (Lq, Lk)
+}
+
+std::vector<double> alibi_slopes(int64_t heads) {
+  auto power_of_two = [](int64_t n) {
+    std::vector<double> s;
+    for (int64_t h = 0; h < n; ++h) s.push_back(std::pow(2.0, -8.0 * (h + 1) / n));
+    return s;
+  };
+  int64_t p = 1;
+  while (p * 2 <= heads) p *= 2;
+  std::vector<double> slopes = power_of_two(p);
+  if (p == heads) return slopes;
+  const auto extra = power_of_two(2 * p);
+  for (size_t i = 0; static_cast<int64_t>(slopes.size()) < heads; i += 2) slopes.push_back(extra[i]);
+  return slopes;
+}
+
+torch::Tensor t5_buckets(const torch::Tensor& relative, int64_t num_buckets, int64_t max_distance, bool bidirectional) {
+  auto buckets = torch::zeros_like(relative);
+  torch::Tensor distance;
+  if (bidirectional) {
+    num_buckets /= 2;
+    buckets = buckets + (relative > 0).to(torch::kLong) * num_buckets;  // keys to the right: upper half
+    distance = relative.abs();
+  } else {
+    distance = (-relative).clamp_min(0);
+  }
+  const int64_t max_exact = num_buckets / 2;
+  // Clamp before the log: the log-spaced branch is only taken for distance >= max_exact.
+  auto scaled = torch::log(distance.clamp_min(max_exact).to(torch::kFloat64) / max_exact) /
+                std::log(static_cast<double>(max_distance) / max_exact) * (num_buckets - max_exact);
+  auto large = (max_exact + scaled.to(torch::kLong)).clamp_max(num_buckets - 1);
+  return buckets + torch::where(distance < max_exact, distance, large);
+}
+
+}  // namespace posenc
