@@ -83,5 +83,24 @@ TEST_P(EveryScheme, SharedOrPerLayerAndEitherPlacementBuild) {
     }
 }
 
+TEST_P(EveryScheme, BiasDependsOnlyOnOffset) {
+  // Every bias scheme: b[h, i, j] = g_h(j - i) (a Toeplitz matrix per head), and for
+  // schemes that are not directional g_h(d) = g_h(-d).
+  auto s = posenc::testing::scheme_with(GetParam(), {32, 4, 8, 0});
+  if (!s->capabilities().bias) GTEST_SKIP() << "no bias hook";
+  torch::manual_seed(6);
+  for (auto& p : s->parameters()) p.data().normal_();
+  auto b = s->bias(posenc::testing::arange_positions(12))[0];  // (H, 12, 12)
+  EXPECT_TRUE(torch::allclose(b.narrow(1, 0, 11).narrow(2, 0, 11), b.narrow(1, 1, 11).narrow(2, 1, 11)));
+  // Shifting every position by the same amount changes nothing (APE's L stays 12).
+  auto ids = torch::arange(30, 42, torch::kLong);
+  EXPECT_TRUE(torch::allclose(s->bias(Positions{ids, ids, 42, nullptr})[0], b, 1e-5, 1e-6));
+  if (!s->directional()) {
+    EXPECT_TRUE(torch::allclose(b, b.transpose(-1, -2)));
+  } else {
+    EXPECT_FALSE(torch::allclose(b, b.transpose(-1, -2)));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, EveryScheme, ::testing::ValuesIn(scheme_names()),
                          [](const auto& info) { return info.param; });
