@@ -38,4 +38,16 @@ struct ListOptions {
 void setup_list(CLI::App& app, ListOptions& o);
 int run_list(const ListOptions& o);
 
+struct InspectOptions {
+  std::string scheme;
+  int64_t length = 64;
+  int64_t heads = 4;
+  int64_t dim = 32;
+  std::vector<std::string> overrides;
+  int64_t seed = 0;
+  std::string json;
+};
+void setup_inspect(CLI::App& app, InspectOptions& o);
+int run_inspect(const InspectOptions& o);
+
 }  // namespace posenc::cli

@@ -19,9 +19,12 @@ int main(int argc, char** argv) {
   posenc::cli::TrainOptions train;
   posenc::cli::EvalOptions eval;
   posenc::cli::ListOptions list;
+  posenc::cli::InspectOptions inspect;
   posenc::cli::setup_train(*app.add_subcommand("train", "train a classifier from a JSON config, then evaluate it"), train);
   posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
   posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and their options"), list);
+  posenc::cli::setup_inspect(*app.add_subcommand("inspect", "write what a scheme contributes at initialization as JSON"),
+                             inspect);
 
   try {
     app.parse(argc, argv);
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return posenc::cli::run_train(train);
     if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);
     if (app.got_subcommand("list")) return posenc::cli::run_list(list);
+    if (app.got_subcommand("inspect")) return posenc::cli::run_inspect(inspect);
   } catch (const posenc::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -1,0 +1,26 @@
+// What a scheme contributes at initialization, as JSON: the input of the
+// plotting scripts and of the golden tests (`posenc inspect`).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace posenc {
+
+struct InspectRequest {
+  std::string scheme;
+  int64_t length = 64;
+  int64_t heads = 4;
+  int64_t dim = 32;
+  nlohmann::json options = nlohmann::json::object();  ///< scheme options (validated by the registry)
+  int64_t seed = 0;                                   ///< initial values of learned parameters
+};
+
+/// {"scheme", "length", "heads", "dim", "options", "hooks", "directional",
+///  "embedding": L x D (embedding-time schemes: embed() of zero tokens),
+///  "bias": H x L x L (bias schemes),
+///  "rotated_ones": L x D (rotary schemes: one head of width D, an all-ones vector rotated at each position)}
+nlohmann::json inspect_scheme(const InspectRequest& request);
+
+}  // namespace posenc

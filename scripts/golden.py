@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Golden values for the rope, alibi, t5 and sinusoidal schemes.
+
+An independent implementation in numpy, written from the papers' formulas (not
+from posenc's C++), whose output the C++ tests compare against within a
+tolerance. Regenerate with:  /usr/bin/python3 scripts/golden.py tests/golden  (Debian python3-numpy)
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+
+def sinusoidal(length, dim, base=10000.0, layout="interleaved"):
+    pe = np.zeros((length, dim))
+    for p in range(length):
+        for i in range(dim // 2):
+            angle = p / base ** (2 * i / dim)
+            if layout == "interleaved":
+                pe[p, 2 * i], pe[p, 2 * i + 1] = math.sin(angle), math.cos(angle)
+            else:
+                pe[p, i], pe[p, dim // 2 + i] = math.sin(angle), math.cos(angle)
+    return pe
+
+
+def rope(x, base=10000.0, layout="half", fraction=1.0):
+    """x: (L, Dh) rotated at positions 0..L-1 (RoFormer; 'half' = HF rotate_half)."""
+    length, dh = x.shape
+    r = int(fraction * dh) // 2 * 2
+    out = x.copy()
+    for m in range(length):
+        for i in range(r // 2):
+            theta = m * base ** (-2 * i / r)
+            c, s = math.cos(theta), math.sin(theta)
+            a, b = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + r // 2)
+            out[m, a] = x[m, a] * c - x[m, b] * s
+            out[m, b] = x[m, a] * s + x[m, b] * c
+    return out
+
+
+def alibi_slopes(n):
+    def pow2(k):
+        start = 2 ** (-8 / k)
+        return [start ** (h + 1) for h in range(k)]
+    if math.log2(n).is_integer():
+        return pow2(n)
+    p = 2 ** math.floor(math.log2(n))
+    return pow2(p) + pow2(2 * p)[0::2][: n - p]
+
+
+def alibi_bias(heads, length):
+    slopes = alibi_slopes(heads)
+    return [[[-slopes[h] * abs(i - j) for j in range(length)] for i in range(length)] for h in range(heads)]
+
+
+def t5_bucket(relative, num_buckets, max_distance, bidirectional):
+    """Mesh TensorFlow / T5 _relative_position_bucket, one offset (memory - query) at a time."""
+    ret = 0
+    n = -relative
+    if bidirectional:
+        num_buckets //= 2
+        if n < 0:
+            ret += num_buckets
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return ret + n
+    val = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact))
+    return ret + min(val, num_buckets - 1)
+
+
+def rope_input(length, dh):
+    return np.array([[math.cos(0.3 * m + 0.7 * d) + 0.1 * d for d in range(dh)] for m in range(length)])
+
+
+def main(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    fixtures = {
+        "sinusoidal": {
+            "cases": [
+                {"length": 50, "dim": 16, "base": 10000.0, "layout": "interleaved"},
+                {"length": 50, "dim": 16, "base": 10000.0, "layout": "concat"},
+                {"length": 20, "dim": 6, "base": 100.0, "layout": "interleaved"},
+            ]
+        },
+        "rope": {
+            "cases": [
+                {"length": 40, "head_dim": 16, "base": 10000.0, "layout": "half", "fraction": 1.0},
+                {"length": 40, "head_dim": 16, "base": 10000.0, "layout": "interleaved", "fraction": 1.0},
+                {"length": 40, "head_dim": 16, "base": 500.0, "layout": "half", "fraction": 0.5},
+            ]
+        },
+        "alibi": {"cases": [{"heads": h, "length": 9} for h in (1, 4, 6, 8, 12)]},
+        "t5": {
+            "cases": [
+                {"num_buckets": 32, "max_distance": 128, "bidirectional": True},
+                {"num_buckets": 64, "max_distance": 256, "bidirectional": True},
+                {"num_buckets": 32, "max_distance": 128, "bidirectional": False},
+            ],
+            "offsets": list(range(-300, 301)),
+        },
+    }
+    for case in fixtures["sinusoidal"]["cases"]:
+        case["table"] = sinusoidal(case["length"], case["dim"], case["base"], case["layout"]).tolist()
+    for case in fixtures["rope"]["cases"]:
+        x = rope_input(case["length"], case["head_dim"])
+        case["input"] = x.tolist()
+        case["output"] = rope(x, case["base"], case["layout"], case["fraction"]).tolist()
+    for case in fixtures["alibi"]["cases"]:
+        case["slopes"] = alibi_slopes(case["heads"])
+        case["bias"] = alibi_bias(case["heads"], case["length"])
+    for case in fixtures["t5"]["cases"]:
+        case["buckets"] = [
+            t5_bucket(r, case["num_buckets"], case["max_distance"], case["bidirectional"])
+            for r in fixtures["t5"]["offsets"]
+        ]
+    for name, data in fixtures.items():
+        data["generator"] = "scripts/golden.py (numpy, independent of the C++ code)"
+        with open(os.path.join(out_dir, name + ".json"), "w") as f:
+            json.dump(data, f, separators=(",", ":"))
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "tests/golden")

@@ -1,0 +1,93 @@
+// The C++ schemes against golden values from an independent numpy
+// implementation (scripts/golden.py -> tests/golden/*.json).
+#include <gtest/gtest.h>
+
+#include "helpers.h"
+#include "posenc/positional/inspect.h"
+#include "posenc/positional/relative.h"
+#include "posenc/positional/tables.h"
+
+using namespace posenc;
+
+namespace {
+
+json golden(const std::string& name) { return read_json_file(std::string(POSENC_SOURCE_DIR) + "/tests/golden/" + name + ".json"); }
+
+torch::Tensor tensor_of(const json& nested) {
+  std::vector<double> flat;
+  std::vector<int64_t> shape;
+  const json* level = &nested;
+  while (level->is_array()) {
+    shape.push_back(static_cast<int64_t>(level->size()));
+    level = &(*level)[0];
+  }
+  std::function<void(const json&)> walk = [&](const json& j) {
+    if (j.is_array())
+      for (const auto& e : j) walk(e);
+    else
+      flat.push_back(j.get<double>());
+  };
+  walk(nested);
+  return torch::tensor(flat, torch::kFloat64).view(shape);
+}
+
+}  // namespace
+
+TEST(Golden, SinusoidalTables) {
+  for (const auto& c : golden("sinusoidal")["cases"]) {
+    InspectRequest r{"sinusoidal", c["length"], 1, c["dim"], {{"base", c["base"]}, {"layout", c["layout"]}}};
+    const auto got = tensor_of(inspect_scheme(r)["embedding"]);
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["table"]), 1e-6, 1e-6)) << c["layout"] << " dim " << c["dim"];
+  }
+}
+
+TEST(Golden, RopeRotations) {
+  for (const auto& c : golden("rope")["cases"]) {
+    const int64_t L = c["length"], Dh = c["head_dim"];
+    auto rope = posenc::testing::scheme_with(
+        "rope", {Dh, 1, Dh, 0}, {{"base", c["base"]}, {"layout", c["layout"]}, {"fraction", c["fraction"]}});
+    auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
+    rope->rotate(q, k, posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), 1e-6, 1e-6))
+        << c["layout"] << " fraction " << c["fraction"] << " base " << c["base"];
+  }
+}
+
+TEST(Golden, AlibiSlopesAndBias) {
+  for (const auto& c : golden("alibi")["cases"]) {
+    const int64_t H = c["heads"];
+    const auto slopes = alibi_slopes(H);
+    const auto expected = c["slopes"].get<std::vector<double>>();
+    ASSERT_EQ(slopes.size(), expected.size());
+    for (size_t h = 0; h < slopes.size(); ++h) EXPECT_NEAR(slopes[h], expected[h], 1e-12) << H << " heads";
+    InspectRequest r{"alibi", c["length"], H, 8 * H};
+    EXPECT_TRUE(torch::allclose(tensor_of(inspect_scheme(r)["bias"]), tensor_of(c["bias"]), 1e-6, 1e-6)) << H;
+  }
+}
+
+TEST(Golden, T5Buckets) {
+  const auto g = golden("t5");
+  auto offsets = torch::tensor(g["offsets"].get<std::vector<int64_t>>(), torch::kLong);
+  for (const auto& c : g["cases"]) {
+    auto got = t5_buckets(offsets, c["num_buckets"], c["max_distance"], c["bidirectional"]);
+    auto want = torch::tensor(c["buckets"].get<std::vector<int64_t>>(), torch::kLong);
+    EXPECT_TRUE(torch::equal(got, want)) << c["num_buckets"] << " buckets, bidirectional " << c["bidirectional"];
+  }
+}
+
+TEST(Inspect, ReportsWhatEachSchemeContributes) {
+  for (const auto& name : scheme_names()) {
+    const auto out = inspect_scheme({name, 7, 2, 8});
+    const auto caps = posenc::testing::scheme_with(name, {8, 2, 4, 0})->capabilities();
+    EXPECT_EQ(out.contains("embedding"), caps.embed) << name;
+    EXPECT_EQ(out.contains("bias"), caps.bias) << name;
+    EXPECT_EQ(out.contains("rotated_ones"), caps.rotate) << name;
+    if (caps.bias) {
+      EXPECT_EQ(out["bias"].size(), 2u);
+      EXPECT_EQ(out["bias"][0].size(), 7u);
+    }
+    if (caps.embed) EXPECT_EQ(out["embedding"][6].size(), 8u) << name;
+  }
+  EXPECT_THROW(inspect_scheme({"rope", 7, 3, 8}), ConfigError);
+  EXPECT_THROW(inspect_scheme({"rope", 7, 2, 8, {{"bogus", 1}}}), ConfigError);
+}
