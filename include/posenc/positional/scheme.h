@@ -25,6 +25,18 @@ struct Capabilities {
   bool reweight = false;     ///< reweight(scores, positions) before the softmax
 
   bool acts_in_attention() const { return rotate || bias || score_terms || value_terms || reweight; }
+
+  static Capabilities embedding() { return with(&Capabilities::embed); }
+  static Capabilities rotation() { return with(&Capabilities::rotate); }
+  static Capabilities additive_bias() { return with(&Capabilities::bias); }
+  static Capabilities score_reweighting() { return with(&Capabilities::reweight); }
+
+ private:
+  static Capabilities with(bool Capabilities::*hook) {
+    Capabilities c;
+    c.*hook = true;
+    return c;
+  }
 };
 
 /// Memo for values computed once per forward pass (biases, cos/sin tables),

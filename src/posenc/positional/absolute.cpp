@@ -35,11 +35,7 @@ class SinusoidalImpl : public PositionalSchemeImpl {
       throw ConfigError("model.positional: sinusoidal needs an even encoding width below model.d_model " +
                         std::to_string(dim_) + " (got " + std::to_string(pe_dim_) + ")");
   }
-  Capabilities capabilities() const override {
-    Capabilities c;
-    c.embed = true;
-    return c;
-  }
+  Capabilities capabilities() const override { return Capabilities::embedding(); }
   bool directional() const override { return true; }
 
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
@@ -72,11 +68,7 @@ class LearnedImpl : public PositionalSchemeImpl {
       norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({ctx.d_model})));
     }
   }
-  Capabilities capabilities() const override {
-    Capabilities c;
-    c.embed = true;
-    return c;
-  }
+  Capabilities capabilities() const override { return Capabilities::embedding(); }
   bool directional() const override { return true; }
   int64_t max_positions() const override { return max_positions_; }
   bool has_position_table() const override { return true; }
@@ -112,11 +104,7 @@ class DynamicImpl : public PositionalSchemeImpl {
     content_factor_ = register_parameter("content_factor", torch::ones({1}));
     length_factor_ = register_parameter("length_factor", torch::ones({1}));
   }
-  Capabilities capabilities() const override {
-    Capabilities c;
-    c.embed = true;
-    return c;
-  }
+  Capabilities capabilities() const override { return Capabilities::embedding(); }
   bool directional() const override { return true; }
 
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {

@@ -12,12 +12,6 @@
 namespace posenc {
 namespace {
 
-Capabilities bias_only() {
-  Capabilities c;
-  c.bias = true;
-  return c;
-}
-
 class AlibiImpl : public PositionalSchemeImpl {
  public:
   AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o)
@@ -29,7 +23,7 @@ class AlibiImpl : public PositionalSchemeImpl {
       right_ = register_parameter("right_offset", torch::zeros({ctx.heads}));
     }
   }
-  Capabilities capabilities() const override { return bias_only(); }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   bool directional() const override { return directional_; }
 
   torch::Tensor bias(const Positions& pos) override {
@@ -63,7 +57,7 @@ class T5Impl : public PositionalSchemeImpl {
                         " must exceed the exact-bucket range of num_buckets=" + std::to_string(num_buckets_));
     table_ = register_parameter("table", torch::randn({num_buckets_, ctx.heads}) * o.get_float("init_std"));
   }
-  Capabilities capabilities() const override { return bias_only(); }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   bool directional() const override { return bidirectional_; }
 
   torch::Tensor bias(const Positions& pos) override {
@@ -87,7 +81,7 @@ class ApeImpl : public PositionalSchemeImpl {
     auto scale = torch::tensor(o.get_float("scale"));
     scale_ = o.get_bool("learnable") ? register_parameter("scale", scale) : register_buffer("scale", scale);
   }
-  Capabilities capabilities() const override { return bias_only(); }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   bool directional() const override { return false; }
 
   torch::Tensor bias(const Positions& pos) override {
@@ -109,7 +103,7 @@ class DecayImpl : public PositionalSchemeImpl {
     auto log_tau = torch::tensor(std::log(o.get_float("tau")));
     log_tau_ = o.get_bool("learnable") ? register_parameter("log_tau", log_tau) : register_buffer("log_tau", log_tau);
   }
-  Capabilities capabilities() const override { return bias_only(); }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   bool directional() const override { return false; }
 
   torch::Tensor bias(const Positions& pos) override {

@@ -18,11 +18,7 @@ class DaImpl : public PositionalSchemeImpl {
     w_ = register_parameter("w", w);                            // (H)
     v_ = register_parameter("v", torch::zeros({ctx.heads}));  // (H): sharpness of f
   }
-  Capabilities capabilities() const override {
-    Capabilities c;
-    c.reweight = true;
-    return c;
-  }
+  Capabilities capabilities() const override { return Capabilities::score_reweighting(); }
   bool directional() const override { return false; }
 
   torch::Tensor reweight(const torch::Tensor& scores, const Positions& pos) override {

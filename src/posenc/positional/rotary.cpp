@@ -19,11 +19,7 @@ class RopeImpl : public PositionalSchemeImpl {
                         std::to_string(rot_dim_) + " of head_dim " + std::to_string(ctx.head_dim) +
                         " dims; rope needs at least 2");
   }
-  Capabilities capabilities() const override {
-    Capabilities c;
-    c.rotate = true;
-    return c;
-  }
+  Capabilities capabilities() const override { return Capabilities::rotation(); }
   bool directional() const override { return true; }
 
   void rotate(torch::Tensor& q, torch::Tensor& k, const Positions& pos) override {
