@@ -79,8 +79,9 @@ SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::jso
     for (const auto& s : info.options)
       if (s.name == it.key()) spec = &s;
     if (spec == nullptr) {
-      std::string known = "type, apply_to, share_across_layers";
-      for (const auto& s : info.options) known += ", " + s.name;
+      std::string known;
+      for (const auto& s : info.options) known += (known.empty() ? "" : ", ") + s.name;
+      if (known.empty()) known = "none";
       throw ConfigError(at + ": unknown key for scheme \"" + info.name + "\" (known: " + known + ")");
     }
     const auto& v = it.value();
