@@ -85,6 +85,15 @@ TEST(T5, BucketsMatchHandWorkedValuesAtTheEdges) {
   for (size_t i = 0; i < causal.size(); ++i) EXPECT_EQ(c[i].item<int64_t>(), causal[i]) << i;
 }
 
+TEST(T5, BothBucketModesTellLeftFromRight) {
+  for (bool bidirectional : {true, false}) {
+    auto t5 = scheme_with("t5", {32, 4, 8, 0}, {{"bidirectional", bidirectional}});
+    EXPECT_TRUE(t5->directional());
+    auto b = t5->bias(arange_positions(10))[0];  // (H, 10, 10)
+    EXPECT_FALSE(torch::allclose(b, b.transpose(-1, -2))) << "bidirectional " << bidirectional;
+  }
+}
+
 TEST(T5, BiasLooksUpTheTablePerHead) {
   auto t5 = scheme_with("t5", {32, 4, 8, 0});
   auto table = t5->named_parameters()["table"];  // (32, 4)

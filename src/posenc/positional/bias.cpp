@@ -58,7 +58,9 @@ class T5Impl : public PositionalSchemeImpl {
     table_ = register_parameter("table", torch::randn({num_buckets_, ctx.heads}) * o.get_float("init_std"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return bidirectional_; }
+  // Bidirectional: separate buckets per sign. Causal: keys to the right all share bucket 0
+  // while keys to the left get their own. Either way left and right differ.
+  bool directional() const override { return true; }
 
   torch::Tensor bias(const Positions& pos) override {
     auto buckets = once_per_forward(pos, "buckets", [&] {
