@@ -12,6 +12,12 @@
 namespace posenc {
 namespace {
 
+/// A scalar registered as a parameter when learnable, else as a (non-trained) buffer.
+torch::Tensor register_scalar(torch::nn::Module& m, const std::string& name, double value, bool learnable) {
+  auto t = torch::tensor(value);
+  return learnable ? m.register_parameter(name, t) : m.register_buffer(name, t);
+}
+
 class AlibiImpl : public PositionalSchemeImpl {
  public:
   AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o)
@@ -80,8 +86,7 @@ class T5Impl : public PositionalSchemeImpl {
 class ApeImpl : public PositionalSchemeImpl {
  public:
   ApeImpl(const SchemeContext&, const SchemeOptions& o) : PositionalSchemeImpl("ape") {
-    auto scale = torch::tensor(o.get_float("scale"));
-    scale_ = o.get_bool("learnable") ? register_parameter("scale", scale) : register_buffer("scale", scale);
+    scale_ = register_scalar(*this, "scale", o.get_float("scale"), o.get_bool("learnable"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   bool directional() const override { return false; }
@@ -89,7 +94,7 @@ class ApeImpl : public PositionalSchemeImpl {
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "ape", [&] {
       // The seed divides by the sequence length itself: the bias changes with L.
-      auto distance = relative_positions(pos.q, pos.k).abs().to(scale_.scalar_type());  // (Lq, Lk)
+      auto distance = absolute_distances(pos.q, pos.k, scale_.scalar_type());  // (Lq, Lk)
       return (scale_ * (1.0 - distance / static_cast<double>(pos.k.size(0)))).view({1, 1, distance.size(0), distance.size(1)});
     });
   }
@@ -102,15 +107,14 @@ class DecayImpl : public PositionalSchemeImpl {
  public:
   DecayImpl(const SchemeContext&, const SchemeOptions& o) : PositionalSchemeImpl("decay") {
     // tau is kept as log(tau) so that it stays positive when learned.
-    auto log_tau = torch::tensor(std::log(o.get_float("tau")));
-    log_tau_ = o.get_bool("learnable") ? register_parameter("log_tau", log_tau) : register_buffer("log_tau", log_tau);
+    log_tau_ = register_scalar(*this, "log_tau", std::log(o.get_float("tau")), o.get_bool("learnable"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   bool directional() const override { return false; }
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "decay", [&] {
-      auto distance = relative_positions(pos.q, pos.k).abs().to(log_tau_.scalar_type());  // (Lq, Lk)
+      auto distance = absolute_distances(pos.q, pos.k, log_tau_.scalar_type());  // (Lq, Lk)
       return torch::exp(-distance / log_tau_.exp()).view({1, 1, distance.size(0), distance.size(1)});
     });
   }

@@ -8,6 +8,10 @@ torch::Tensor relative_positions(const torch::Tensor& q_pos, const torch::Tensor
   return k_pos.unsqueeze(0) - q_pos.unsqueeze(1);  // (Lq, Lk)
 }
 
+torch::Tensor absolute_distances(const torch::Tensor& q_pos, const torch::Tensor& k_pos, torch::ScalarType dtype) {
+  return relative_positions(q_pos, k_pos).abs().to(dtype);  // (Lq, Lk)
+}
+
 std::vector<double> alibi_slopes(int64_t heads) {
   auto power_of_two = [](int64_t n) {
     std::vector<double> s;

@@ -28,7 +28,7 @@ class DaImpl : public PositionalSchemeImpl {
 
   /// f(w_h |i-j|): (1, H, Lq, Lk), equal to 1 where i == j.
   torch::Tensor rescale(const Positions& pos) const {
-    auto distance = relative_positions(pos.q, pos.k).abs().to(w_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
+    auto distance = absolute_distances(pos.q, pos.k, w_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
     auto x = w_.view({-1, 1, 1}) * distance;                                                    // (H, Lq, Lk)
     auto v = v_.view({-1, 1, 1});
     return ((1.0 + v.exp()) / (1.0 + (v - x).exp())).unsqueeze(0);
