@@ -28,13 +28,6 @@ nlohmann::json describe(const SchemeInfo& info) {
   const SchemeContext ctx{64, 4, 16, 0};
   const auto scheme = info.make(ctx, resolve_scheme_options(info, nlohmann::json::object(), info.name));
   const Capabilities c = scheme->capabilities();
-  std::vector<std::string> hooks;
-  if (c.embed) hooks.push_back("embed");
-  if (c.rotate) hooks.push_back("rotate");
-  if (c.bias) hooks.push_back("bias");
-  if (c.score_terms) hooks.push_back("score_terms");
-  if (c.value_terms) hooks.push_back("value_terms");
-  if (c.reweight) hooks.push_back("reweight");
   nlohmann::json options = nlohmann::json::array();
   for (const auto& o : info.options) {
     nlohmann::json j = {{"name", o.name}, {"type", kind_name(o.kind)}, {"default", o.default_value}, {"doc", o.doc}};
@@ -43,7 +36,7 @@ nlohmann::json describe(const SchemeInfo& info) {
   }
   return {{"name", info.name},
           {"description", info.description},
-          {"hooks", hooks},
+          {"hooks", c.hook_names()},
           {"placement", info.default_placement == Placement::Input ? "input" : "every_layer"},
           {"directional", scheme->directional()},
           {"options", options}};

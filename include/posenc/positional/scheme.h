@@ -8,6 +8,8 @@
 
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -25,6 +27,16 @@ struct Capabilities {
   bool reweight = false;     ///< reweight(scores, positions) before the softmax
 
   bool acts_in_attention() const { return rotate || bias || score_terms || value_terms || reweight; }
+  /// Names of the hooks in use, in call order ("embed", "rotate", ...): for list and inspect.
+  std::vector<std::string> hook_names() const {
+    std::vector<std::string> names;
+    const std::pair<bool, const char*> hooks[] = {{embed, "embed"},           {rotate, "rotate"},
+                                                  {bias, "bias"},             {score_terms, "score_terms"},
+                                                  {value_terms, "value_terms"}, {reweight, "reweight"}};
+    for (const auto& [used, name] : hooks)
+      if (used) names.push_back(name);
+    return names;
+  }
 
   static Capabilities embedding() { return with(&Capabilities::embed); }
   static Capabilities rotation() { return with(&Capabilities::rotate); }

@@ -30,30 +30,23 @@ nlohmann::json inspect_scheme(const InspectRequest& r) {
   auto ids = torch::arange(r.length, torch::kLong);
   const Positions pos{ids, ids, r.length, &cache};
 
-  std::vector<std::string> hooks;
   nlohmann::json out = {{"scheme", r.scheme},   {"length", r.length},
                         {"heads", r.heads},     {"dim", r.dim},
                         {"options", options.json()}, {"directional", scheme->directional()}};
   if (caps.embed) {
-    hooks.push_back("embed");
     out["embedding"] = to_nested(scheme->embed(torch::zeros({1, r.length, r.dim}), pos)[0]);  // (L, D)
   }
   if (caps.bias) {
-    hooks.push_back("bias");
     out["bias"] = to_nested(scheme->bias(pos)[0].expand({r.heads, r.length, r.length}));  // (H, L, L), shared-head biases repeated
   }
   if (caps.rotate) {
-    hooks.push_back("rotate");
     torch::manual_seed(static_cast<uint64_t>(r.seed));
     const auto one_head = info.make({r.dim, 1, r.dim, 0}, options);
     auto q = torch::ones({1, 1, r.length, r.dim}), k = torch::ones({1, 1, r.length, r.dim});
     one_head->rotate(q, k, Positions{ids, ids, r.length, nullptr});
     out["rotated_ones"] = to_nested(q[0][0]);  // (L, D)
   }
-  if (caps.score_terms) hooks.push_back("score_terms");
-  if (caps.value_terms) hooks.push_back("value_terms");
-  if (caps.reweight) hooks.push_back("reweight");
-  out["hooks"] = hooks;
+  out["hooks"] = caps.hook_names();
   return out;
 }
 
