@@ -25,6 +25,14 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A config whose parts are each valid but do not fit together in one model
+/// (e.g. an embedding-time scheme with embedded-QKV attention). A comparison
+/// grid skips such a combination instead of failing.
+class IncompatibleConfig : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 struct PositionalConfig {
   /// Scheme name from the registry (`posenc list`).
   std::string type = "rope";
@@ -105,11 +113,18 @@ json config_to_json(const Config& c);
 /// Reads a JSON file; errors name the file (and line for syntax errors).
 json read_json_file(const std::string& path);
 
+/// Sets the value at a dotted path (creating objects on the way); errors start with `context`.
+void set_json_path(json& j, const std::string& path, const json& value, const std::string& context);
+
 /// Applies one `path=value` override (dotted path; value parsed as JSON, else taken as a string).
 void apply_override(json& j, const std::string& assignment);
 
 /// Loads a config file, applies overrides in order, parses strictly.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// The JSON pointer (e.g. "/train/steps") of the first difference between two
+/// configs outside the paths starting with one of `may_differ`; "" if none.
+std::string first_difference(const Config& a, const Config& b, const std::vector<std::string>& may_differ);
 
 /// Writes text to path atomically (temp file in the same directory, then rename).
 void write_file_atomic(const std::string& path, const std::string& text);

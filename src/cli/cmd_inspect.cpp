@@ -1,14 +1,18 @@
 // posenc inspect SCHEME --length L --heads H --dim D [--set option=value ...] [--json FILE]
+// posenc inspect --checkpoint FILE [--length L] [--json FILE]  (the trained scheme)
 #include <cstdio>
 
 #include "commands.h"
+#include "posenc/analysis/trained.h"
 #include "posenc/config.h"
 #include "posenc/positional/inspect.h"
 
 namespace posenc::cli {
 
 void setup_inspect(CLI::App& app, InspectOptions& o) {
-  app.add_option("scheme", o.scheme, "scheme name (posenc list)")->required();
+  app.add_option("scheme", o.scheme, "scheme name (posenc list); or give --checkpoint");
+  app.add_option("--checkpoint", o.checkpoint, "describe the scheme of this trained model instead")
+      ->check(CLI::ExistingFile);
   app.add_option("--length", o.length, "number of positions")->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   app.add_option("--heads", o.heads, "attention heads")->check(CLI::Range(int64_t{1}, int64_t{1024}));
   app.add_option("--dim", o.dim, "model width D")->check(CLI::Range(int64_t{2}, int64_t{1} << 16));
@@ -18,6 +22,12 @@ void setup_inspect(CLI::App& app, InspectOptions& o) {
 }
 
 int run_inspect(const InspectOptions& o) {
+  if (o.scheme.empty() == o.checkpoint.empty())
+    throw ConfigError("inspect: give either a scheme name or --checkpoint FILE (not both)");
+  if (!o.checkpoint.empty()) {
+    emit_json(inspect_checkpoint(o.checkpoint, o.length), o.json);
+    return 0;
+  }
   InspectRequest r;
   r.scheme = o.scheme;
   r.length = o.length;
@@ -27,9 +37,7 @@ int run_inspect(const InspectOptions& o) {
   json options = json::object();
   for (const auto& s : o.overrides) apply_override(options, s);
   r.options = options;
-  const std::string text = inspect_scheme(r).dump() + "\n";
-  if (o.json.empty()) std::fputs(text.c_str(), stdout);
-  else write_file_atomic(o.json, text);
+  emit_json(inspect_scheme(r), o.json);
   return 0;
 }
 

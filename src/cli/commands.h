@@ -6,8 +6,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace posenc::cli {
+
+/// Writes JSON to `path` atomically, or to standard output when path is empty.
+void emit_json(const nlohmann::json& j, const std::string& path);
 
 struct TrainOptions {
   std::string config;
@@ -40,6 +44,7 @@ int run_list(const ListOptions& o);
 
 struct InspectOptions {
   std::string scheme;
+  std::string checkpoint;
   int64_t length = 64;
   int64_t heads = 4;
   int64_t dim = 32;
@@ -49,5 +54,29 @@ struct InspectOptions {
 };
 void setup_inspect(CLI::App& app, InspectOptions& o);
 int run_inspect(const InspectOptions& o);
+
+struct CompareOptions {
+  std::string config;
+  std::string out;
+  int jobs = 0;
+  int64_t threads = 1;
+  bool full = false;
+  bool no_figures = false;
+  bool no_progress = false;
+  int64_t inspect_length = 64;
+  int64_t attention_length = 16;
+};
+void setup_compare(CLI::App& app, CompareOptions& o);
+int run_compare(const CompareOptions& o);
+
+struct AttentionOptions {
+  std::string checkpoint;
+  int64_t length = 16;
+  std::string kind = "sorted";
+  int64_t index = 0;
+  std::string json;
+};
+void setup_attention(CLI::App& app, AttentionOptions& o);
+int run_attention(const AttentionOptions& o);
 
 }  // namespace posenc::cli

@@ -9,6 +9,12 @@
 #include "commands.h"
 #include "posenc/config.h"
 
+void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
+  const std::string text = j.dump() + "\n";
+  if (path.empty()) std::fputs(text.c_str(), stdout);
+  else posenc::write_file_atomic(path, text);
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"posenc: study positional encodings in transformers"};
   app.require_subcommand(1);
@@ -20,11 +26,18 @@ int main(int argc, char** argv) {
   posenc::cli::EvalOptions eval;
   posenc::cli::ListOptions list;
   posenc::cli::InspectOptions inspect;
+  posenc::cli::CompareOptions compare;
+  posenc::cli::AttentionOptions attention;
   posenc::cli::setup_train(*app.add_subcommand("train", "train a classifier from a JSON config, then evaluate it"), train);
   posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
   posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and their options"), list);
   posenc::cli::setup_inspect(*app.add_subcommand("inspect", "write what a scheme contributes at initialization as JSON"),
                              inspect);
+  posenc::cli::setup_compare(
+      *app.add_subcommand("compare", "run a grid of schemes x attention x pooling x seeds; summary, figures, report"),
+      compare);
+  posenc::cli::setup_attention(
+      *app.add_subcommand("attention", "write a trained model's attention maps on one example as JSON"), attention);
 
   try {
     app.parse(argc, argv);
@@ -41,6 +54,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);
     if (app.got_subcommand("list")) return posenc::cli::run_list(list);
     if (app.got_subcommand("inspect")) return posenc::cli::run_inspect(inspect);
+    if (app.got_subcommand("compare")) return posenc::cli::run_compare(compare);
+    if (app.got_subcommand("attention")) return posenc::cli::run_attention(attention);
   } catch (const posenc::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

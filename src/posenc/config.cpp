@@ -293,18 +293,7 @@ json read_json_file(const std::string& path) {
   }
 }
 
-void apply_override(json& j, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw ConfigError("--set " + assignment + ": expected path=value, e.g. train.steps=2000");
-  const std::string path = assignment.substr(0, eq);
-  const std::string text = assignment.substr(eq + 1);
-  json value;
-  try {
-    value = json::parse(text);
-  } catch (const json::parse_error&) {
-    value = text;  // bare words are strings: model.pooling=cls
-  }
+void set_json_path(json& j, const std::string& path, const json& value, const std::string& context) {
   if (j.is_null()) j = json::object();
   json* node = &j;
   std::string walked;
@@ -312,10 +301,10 @@ void apply_override(json& j, const std::string& assignment) {
   while (true) {
     const auto dot = path.find('.', start);
     const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (key.empty()) throw ConfigError("--set " + assignment + ": empty component in path '" + path + "'");
+    if (key.empty()) throw ConfigError(context + ": empty component in path '" + path + "'");
     walked += (walked.empty() ? "" : ".") + key;
     if (!node->is_object())
-      throw ConfigError("--set " + assignment + ": '" + walked + "' is inside a value that is not an object");
+      throw ConfigError(context + ": '" + walked + "' is inside a value that is not an object");
     if (dot == std::string::npos) {
       (*node)[key] = value;
       return;
@@ -326,6 +315,20 @@ void apply_override(json& j, const std::string& assignment) {
   }
 }
 
+void apply_override(json& j, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + assignment + ": expected path=value, e.g. train.steps=2000");
+  const std::string text = assignment.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::parse_error&) {
+    value = text;  // bare words are strings: model.pooling=cls
+  }
+  set_json_path(j, assignment.substr(0, eq), value, "--set " + assignment);
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json j = read_json_file(path);
   for (const auto& o : overrides) apply_override(j, o);
@@ -334,6 +337,16 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   } catch (const ConfigError& e) {
     throw ConfigError(path + ": " + e.what());
   }
+}
+
+std::string first_difference(const Config& a, const Config& b, const std::vector<std::string>& may_differ) {
+  for (const auto& op : json::diff(config_to_json(a), config_to_json(b))) {
+    const std::string path = op.at("path");
+    bool allowed = false;
+    for (const auto& prefix : may_differ) allowed = allowed || path.rfind(prefix, 0) == 0;
+    if (!allowed) return path;
+  }
+  return "";
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

@@ -56,6 +56,8 @@ class EncoderClassifierImpl : public torch::nn::Module {
   void force_explicit_attention(bool on);
 
   const ModelConfig& config() const { return cfg_; }
+  /// The scheme instance acting at the first layer it acts at (null for none).
+  PositionalSchemeImpl* first_scheme() const { return schemes_.empty() ? nullptr : schemes_.front().get(); }
   int64_t cls_token() const { return vocab_size_ + 1; }
 
  private:

@@ -23,4 +23,11 @@ struct InspectRequest {
 ///  "rotated_ones": L x D (rotary schemes: one head of width D, an all-ones vector rotated at each position)}
 nlohmann::json inspect_scheme(const InspectRequest& request);
 
+class PositionalSchemeImpl;
+struct SchemeInfo;
+class SchemeOptions;
+/// The same description of an existing (e.g. trained) scheme instance.
+nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& info, const SchemeOptions& options,
+                               int64_t length, int64_t heads, int64_t dim, int64_t seed);
+
 }  // namespace posenc

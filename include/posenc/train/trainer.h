@@ -40,6 +40,9 @@ struct TrainResult {
 /// "auto" -> CUDA when available; "cuda" without CUDA is a ConfigError.
 torch::Device resolve_device(const std::string& name);
 
+/// JSON pointers of the config parts that --resume accepts changed.
+const std::vector<std::string>& resumable_changes();
+
 /// Applies the thread count (intra-op) once per process.
 void set_threads(int64_t threads);
 

@@ -65,7 +65,7 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& cfg, int64_t voc
     if (caps.acts_in_attention()) attend_with_[layer] = s;
   }
   if (embedded && embed_at_[0] != nullptr)
-    throw ConfigError("model.positional.type=" + cfg.positional.type +
+    throw IncompatibleConfig("model.positional.type=" + cfg.positional.type +
                       " adds positions to the residual stream before block 1, but model.attention.qkv=embedded "
                       "reads block 1's q, k, v straight from the token table, so there is nothing to add them to; "
                       "use model.attention.qkv=projected or a scheme that acts in attention");

@@ -16,6 +16,40 @@ nlohmann::json to_nested(const torch::Tensor& t) {
 
 }  // namespace
 
+nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& info, const SchemeOptions& options,
+                               int64_t length, int64_t heads, int64_t dim, int64_t seed) {
+  const bool was_training = scheme.is_training();
+  scheme.eval();
+  c10::InferenceMode guard;
+  const Capabilities caps = scheme.capabilities();
+  ForwardCache cache;
+  const auto device = scheme.parameters().empty() ? torch::Device(torch::kCPU) : scheme.parameters()[0].device();
+  auto ids = torch::arange(length, torch::TensorOptions().dtype(torch::kLong).device(device));
+  const Positions pos{ids, ids, length, &cache};
+
+  nlohmann::json out = {{"scheme", info.name},   {"length", length},
+                        {"heads", heads},        {"dim", dim},
+                        {"options", options.json()}, {"directional", scheme.directional()}};
+  if (caps.embed) {
+    auto zeros = torch::zeros({1, length, dim}, torch::TensorOptions().device(device));
+    out["embedding"] = to_nested(scheme.embed(zeros, pos)[0]);  // (L, D)
+  }
+  if (caps.bias) {
+    out["bias"] = to_nested(scheme.bias(pos)[0].expand({heads, length, length}));  // (H, L, L), shared-head biases repeated
+  }
+  if (caps.rotate) {
+    torch::manual_seed(static_cast<uint64_t>(seed));
+    const auto one_head = info.make({dim, 1, dim, 0}, options);
+    one_head->to(device);
+    auto q = torch::ones({1, 1, length, dim}, torch::TensorOptions().device(device)), k = q.clone();
+    one_head->rotate(q, k, Positions{ids, ids, length, nullptr});
+    out["rotated_ones"] = to_nested(q[0][0]);  // (L, D)
+  }
+  out["hooks"] = caps.hook_names();
+  scheme.train(was_training);
+  return out;
+}
+
 nlohmann::json inspect_scheme(const InspectRequest& r) {
   const SchemeInfo& info = find_scheme(r.scheme);
   if (r.dim % r.heads != 0)
@@ -23,31 +57,7 @@ nlohmann::json inspect_scheme(const InspectRequest& r) {
   const SchemeOptions options = resolve_scheme_options(info, r.options, "--set");
   torch::manual_seed(static_cast<uint64_t>(r.seed));
   const auto scheme = info.make({r.dim, r.heads, r.dim / r.heads, 0}, options);
-  scheme->eval();
-  c10::InferenceMode guard;
-  const Capabilities caps = scheme->capabilities();
-  ForwardCache cache;
-  auto ids = torch::arange(r.length, torch::kLong);
-  const Positions pos{ids, ids, r.length, &cache};
-
-  nlohmann::json out = {{"scheme", r.scheme},   {"length", r.length},
-                        {"heads", r.heads},     {"dim", r.dim},
-                        {"options", options.json()}, {"directional", scheme->directional()}};
-  if (caps.embed) {
-    out["embedding"] = to_nested(scheme->embed(torch::zeros({1, r.length, r.dim}), pos)[0]);  // (L, D)
-  }
-  if (caps.bias) {
-    out["bias"] = to_nested(scheme->bias(pos)[0].expand({r.heads, r.length, r.length}));  // (H, L, L), shared-head biases repeated
-  }
-  if (caps.rotate) {
-    torch::manual_seed(static_cast<uint64_t>(r.seed));
-    const auto one_head = info.make({r.dim, 1, r.dim, 0}, options);
-    auto q = torch::ones({1, 1, r.length, r.dim}), k = torch::ones({1, 1, r.length, r.dim});
-    one_head->rotate(q, k, Positions{ids, ids, r.length, nullptr});
-    out["rotated_ones"] = to_nested(q[0][0]);  // (L, D)
-  }
-  out["hooks"] = caps.hook_names();
-  return out;
+  return describe_scheme(*scheme, info, options, r.length, r.heads, r.dim, r.seed);
 }
 
 }  // namespace posenc

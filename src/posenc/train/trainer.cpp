@@ -30,6 +30,12 @@ void set_threads(int64_t threads) {
   if (torch::get_num_threads() != threads) torch::set_num_threads(static_cast<int>(threads));
 }
 
+const std::vector<std::string>& resumable_changes() {
+  static const std::vector<std::string> paths = {"/train/steps", "/train/threads", "/train/device",
+                                                 "/train/log_every", "/eval"};
+  return paths;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -44,15 +50,10 @@ std::string format_duration(double s) {
 
 /// Only these may change between a checkpoint and its resumption.
 void check_resume_config(const Config& now, const Config& stored, const std::string& ckpt) {
-  for (const auto& op : nlohmann::json::diff(config_to_json(stored), config_to_json(now))) {
-    const std::string path = op.at("path");
-    bool allowed = false;
-    for (const auto* prefix : {"/train/steps", "/train/threads", "/train/device", "/train/log_every", "/eval"})
-      allowed = allowed || path.rfind(prefix, 0) == 0;
-    if (!allowed)
-      throw ConfigError("--resume: the config differs from the one stored in " + ckpt + " at " + path +
-                        " (only train.steps, train.threads, train.device, train.log_every and eval.* may change)");
-  }
+  const std::string path = first_difference(stored, now, resumable_changes());
+  if (!path.empty())
+    throw ConfigError("--resume: the config differs from the one stored in " + ckpt + " at " + path +
+                      " (only train.steps, train.threads, train.device, train.log_every and eval.* may change)");
 }
 
 /// Keeps the metrics lines of steps <= step (what a resumed run will not rewrite).

@@ -1,0 +1,28 @@
+// What a trained model does, as JSON for the plotting scripts: its positional
+// scheme after training (`posenc inspect --checkpoint`) and its attention on
+// one example (`posenc attention`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace posenc {
+
+/// The trained model's positional scheme (first layer it acts at), described
+/// like `posenc inspect` does, over `length` positions.
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length);
+
+struct AttentionRequest {
+  int64_t length = 16;           ///< tokens in the example (plus CLS with cls pooling)
+  std::string kind = "sorted";   ///< "sorted" or a negative kind (shuffle, adjacent_swap, ...)
+  int64_t index = 0;             ///< which example of that kind in the fixed evaluation set
+};
+
+/// Attention probabilities of every block on one example from the
+/// checkpoint's fixed evaluation set at `length` (eval.seed):
+/// {"tokens", "label", "kind", "p_sorted", "prediction", "cls", "layers": [block][head][query][key]}.
+nlohmann::json attention_example(const std::string& checkpoint, const AttentionRequest& request);
+
+}  // namespace posenc

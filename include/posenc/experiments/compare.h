@@ -1,0 +1,32 @@
+// `posenc compare`: runs a comparison grid as independent `posenc train`
+// processes, N at a time, then writes the summary, the figures and the report.
+//
+// OUT/ holds configs/<id>.json (what each child trains), runs/<id>/ (run
+// directories), logs/<id>.log, summary.{json,csv,md}, inspect/ and attention/
+// (JSON behind the figures), figures/*.png and report.md. Rerunning the same
+// command skips finished runs, resumes killed ones from their checkpoint and
+// starts the rest; a run directory made from another config is an error, never
+// overwritten.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace posenc {
+
+struct CompareOptions {
+  std::string config;          ///< the comparison file
+  std::string out;             ///< OUT; default runs/<config file stem>[-full]
+  int jobs = 0;                ///< runs side by side; 0 = number of cores
+  int64_t threads = 1;         ///< intra-op threads per run
+  bool full = false;           ///< apply the file's "full" block (more seeds, ...)
+  bool progress = false;       ///< one updating terminal line (else log lines)
+  bool figures = true;         ///< run scripts/plot_compare.py when matplotlib is there
+  int64_t inspect_length = 64;    ///< positions shown in the scheme figures
+  int64_t attention_length = 16;  ///< tokens of the attention-map example
+};
+
+/// Returns the exit status: 0 when every planned run has results, 1 otherwise.
+int run_comparison(const CompareOptions& options);
+
+}  // namespace posenc

@@ -1,0 +1,66 @@
+// A comparison grid: schemes x attention variants x pooling x seeds, read from
+// one JSON file (configs/ordering_compare.json) and expanded into one resolved
+// training config per run.
+//
+// The file:
+//   {
+//     "description": "...",                       optional, shown in the report
+//     "base": "ordering.json",                    a training config, relative to this file
+//     "set": {"train.steps": 2000},               overrides for every run (dotted paths)
+//     "schemes": ["rope", {"name": "alibi-dir",   a scheme name, or a named overlay
+//                 "set": {"model.positional.type": "alibi", "model.positional.directional": true}}],
+//     "qkv": ["projected", "embedded"],           model.attention.qkv values (default: the base's)
+//     "pooling": ["max"],                         model.pooling values (default: the base's)
+//     "seeds": [0],                               train.seed values (default: the base's)
+//     "full": {"seeds": [0, 1, 2], ...}           replaces qkv/pooling/seeds/set under --full
+//   }
+// Every run lives in OUT/runs/<id>, id = <scheme>-<qkv>-<pooling>-s<seed>.
+// A combination the model cannot build (IncompatibleConfig) is kept in the plan
+// as skipped, with the reason; any other error names the file and the entry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "posenc/config.h"
+
+namespace posenc {
+
+struct PlannedRun {
+  std::string id;       ///< rope-projected-max-s0: the run directory's name
+  std::string variant;  ///< rope-projected-max: runs that differ only by seed
+  std::string scheme;   ///< the grid entry's name (rope, alibi-directional, ...)
+  std::string qkv, pooling;
+  int64_t seed = 0;
+  Config config;        ///< resolved; train.out_dir = OUT/runs/<id>
+  std::string skipped;  ///< non-empty: not run, and why
+};
+
+struct ComparePlan {
+  std::string source;   ///< the comparison file
+  std::string out_dir;  ///< OUT
+  std::string description;
+  bool full = false;
+  std::vector<std::string> schemes;  ///< grid order
+  std::vector<PlannedRun> runs;      ///< scheme-major, then qkv, pooling, seed
+
+  std::string run_dir(const PlannedRun& r) const;
+  std::string log_path(const PlannedRun& r) const;    ///< OUT/logs/<id>.log
+  std::string config_path(const PlannedRun& r) const; ///< OUT/configs/<id>.json (what the child trains)
+};
+
+/// Reads and expands a comparison file. `threads` goes into every run's config.
+ComparePlan plan_comparison(const std::string& path, const std::string& out_dir, bool full, int64_t threads);
+
+enum class RunState {
+  Finished,   ///< results.json holds this config: skipped on rerun
+  Resumable,  ///< checkpoint.pt holds this config: continued with --resume
+  Fresh,      ///< nothing (or only logs of a run killed before its first checkpoint)
+};
+
+/// Where a planned run stands on disk. Throws ConfigError if its directory
+/// holds a run made from a different config (never touches it).
+RunState run_state(const ComparePlan& plan, const PlannedRun& run);
+
+}  // namespace posenc

@@ -1,0 +1,43 @@
+// Runs independent commands N at a time as child processes, each with its
+// output appended to its own log file, and reports progress while they run.
+// No torch here: the children are `posenc train` processes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace posenc {
+
+struct Job {
+  std::string id;
+  std::vector<std::string> argv;  ///< argv[0] is the program path
+  std::string log_path;           ///< stdout and stderr are appended here
+};
+
+struct JobOutcome {
+  std::string id;
+  int exit_code = 0;     ///< 128 + signal number if killed by a signal; 127 if it could not start
+  double seconds = 0;
+};
+
+struct PoolStatus {
+  std::vector<std::string> running;  ///< ids, in start order
+  size_t finished = 0, failed = 0, left = 0;
+  double elapsed_s = 0;
+};
+
+/// Starts at most `parallel` jobs at a time, in order; calls on_tick about
+/// once per `tick_s` seconds and on_done after each job ends. Returns one
+/// outcome per job, in job order. A job that fails does not stop the others.
+std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
+                                 const std::function<void(const PoolStatus&)>& on_tick,
+                                 const std::function<void(const JobOutcome&)>& on_done, double tick_s = 1.0);
+
+/// The last `n` lines of a text file (for showing why a job failed).
+std::string tail_lines(const std::string& path, size_t n);
+
+/// This executable's path (/proc/self/exe), to launch children of the same build.
+std::string self_executable();
+
+}  // namespace posenc

@@ -1,0 +1,83 @@
+// The summary of a comparison: one row per variant (scheme x qkv x pooling),
+// accuracies as mean and standard deviation over seeds, and an extrapolation
+// column; rendered as JSON, CSV, Markdown and a terminal table.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "posenc/experiments/compare_plan.h"
+
+namespace posenc {
+
+/// Mean and sample standard deviation (n - 1 denominator; 0 when n == 1).
+struct Stat {
+  double mean = 0, std = 0;
+  int n = 0;
+};
+Stat stat_of(const std::vector<double>& xs);
+
+struct LengthSummary {
+  int64_t length = 0;
+  bool beyond_training = false;
+  Stat accuracy;                        ///< over seeds
+  int64_t correct = 0, total = 0;       ///< pooled over seeds
+  double ci_lo = 0, ci_hi = 0;          ///< 95% Wilson interval of the pooled predictions
+  std::map<std::string, Stat> by_kind;  ///< "sorted" and each negative kind, over seeds
+};
+
+/// Marks of VariantSummary::extrapolation.
+constexpr int64_t kNotLearned = -1;  ///< in-distribution accuracy below kLearnedAccuracy
+constexpr double kLearnedAccuracy = 0.6;
+/// Fraction of the in-distribution margin above chance (0.5) a length must keep.
+constexpr double kRetainedMargin = 0.9;
+
+struct VariantSummary {
+  std::string variant, scheme, qkv, pooling;
+  std::vector<std::string> runs;  ///< run ids (finished ones)
+  std::vector<int64_t> seeds;
+  int64_t parameters = 0;
+  Stat train_seconds, val_accuracy, final_loss;
+  std::vector<LengthSummary> lengths;
+  /// Mean accuracy over the evaluation lengths beyond training (-1 when there are none).
+  double beyond_mean = -1;
+  /// The longest evaluation length L such that every evaluated length <= L keeps
+  /// accuracy >= 0.5 + kRetainedMargin * (val - 0.5); 0 if even the shortest
+  /// does not; kNotLearned if val < kLearnedAccuracy.
+  int64_t extrapolation = 0;
+};
+
+struct ComparisonSummary {
+  std::string source, description;
+  bool full = false;
+  int64_t steps = 0, batch_size = 0, train_min_length = 0, train_max_length = 0;
+  int64_t samples_per_length = 0, eval_seed = 0, val_samples = 0;
+  std::map<std::string, double> negatives;
+  std::vector<int64_t> eval_lengths;
+  std::vector<VariantSummary> variants;                      ///< sorted: see summarize()
+  std::vector<std::pair<std::string, std::string>> skipped;  ///< variant, reason (incompatible)
+  std::vector<std::string> unfinished;                       ///< run ids without results.json
+};
+
+/// Reads results.json of every finished run of the plan and aggregates per
+/// variant. Rows are sorted by: learned before not learned, then mean accuracy
+/// beyond training, then in-distribution accuracy (both descending).
+ComparisonSummary summarize(const ComparePlan& plan);
+
+/// Aggregates the results.json documents of one variant's runs (seed order).
+VariantSummary summarize_variant(const std::vector<nlohmann::json>& results, const std::vector<std::string>& ids);
+
+/// The extrapolation length rule of VariantSummary::extrapolation.
+int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<int64_t, double>>& length_accuracy);
+
+nlohmann::json summary_to_json(const ComparisonSummary& s);
+std::string summary_to_csv(const ComparisonSummary& s);
+std::string summary_to_markdown(const ComparisonSummary& s);
+/// Aligned plain-text table for the terminal.
+std::string summary_to_text(const ComparisonSummary& s);
+
+}  // namespace posenc

@@ -1,0 +1,28 @@
+// posenc attention CHECKPOINT [--length L] [--kind K] [--index I] [--json FILE]
+#include <cstdio>
+
+#include "commands.h"
+#include "posenc/analysis/trained.h"
+#include "posenc/config.h"
+
+namespace posenc::cli {
+
+void setup_attention(CLI::App& app, AttentionOptions& o) {
+  app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained run")->required()->check(CLI::ExistingFile);
+  app.add_option("--length", o.length, "tokens in the example")->check(CLI::Range(int64_t{2}, int64_t{4096}));
+  app.add_option("--kind", o.kind, "sorted, shuffle, adjacent_swap, random_swap or reverse");
+  app.add_option("--index", o.index, "which example of that kind in the fixed evaluation set")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--json", o.json, "write the JSON here (default: standard output)");
+}
+
+int run_attention(const AttentionOptions& o) {
+  AttentionRequest r;
+  r.length = o.length;
+  r.kind = o.kind;
+  r.index = o.index;
+  emit_json(attention_example(o.checkpoint, r), o.json);
+  return 0;
+}
+
+}  // namespace posenc::cli

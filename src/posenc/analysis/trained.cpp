@@ -1,0 +1,86 @@
+#include "posenc/analysis/trained.h"
+
+#include <algorithm>
+
+#include "posenc/config.h"
+#include "posenc/positional/inspect.h"
+#include "posenc/positional/registry.h"
+#include "posenc/tasks/ordering.h"
+#include "posenc/train/checkpoint.h"
+
+namespace posenc {
+
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length) {
+  Config cfg;
+  EncoderClassifier model = load_model(checkpoint, torch::kCPU, &cfg);
+  PositionalSchemeImpl* scheme = model->first_scheme();
+  if (scheme == nullptr) throw ConfigError(checkpoint + ": the model has no positional scheme instance");
+  if (scheme->max_positions() > 0) length = std::min(length, scheme->max_positions());
+  const SchemeInfo& info = find_scheme(cfg.model.positional.type);
+  auto out = describe_scheme(*scheme, info, SchemeOptions(cfg.model.positional.options), length, cfg.model.heads,
+                             cfg.model.d_model, cfg.train.seed);
+  out["checkpoint"] = checkpoint;
+  out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
+  out["cls_position"] = cfg.model.pooling == "cls";  // position 0 holds the CLS token
+  return out;
+}
+
+nlohmann::json attention_example(const std::string& checkpoint, const AttentionRequest& r) {
+  Config cfg;
+  EncoderClassifier model = load_model(checkpoint, torch::kCPU, &cfg);
+  if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
+  model->check_length(r.length);
+  const auto& kinds = OrderingTask::negative_kinds();
+  int wanted = kSortedKind;
+  if (r.kind != "sorted") {
+    const auto it = std::find(kinds.begin(), kinds.end(), r.kind);
+    if (it == kinds.end())
+      throw ConfigError("--kind " + r.kind + ": expected sorted or one of shuffle, adjacent_swap, random_swap, reverse");
+    wanted = static_cast<int>(it - kinds.begin());
+  }
+  const OrderingTask task(cfg.task);
+  const Batch set = task.fixed_set(r.length, cfg.eval.samples_per_length, cfg.eval.seed);
+  int64_t found = -1, seen = 0;
+  for (size_t i = 0; i < set.kinds.size() && found < 0; ++i)
+    if (set.kinds[i] == wanted && seen++ == r.index) found = static_cast<int64_t>(i);
+  if (found < 0)
+    throw ConfigError("--index " + std::to_string(r.index) + ": the evaluation set at length " +
+                      std::to_string(r.length) + " has only " + std::to_string(seen) + " examples of kind " + r.kind +
+                      (seen == 0 ? " (its weight in task.negatives may be 0)" : ""));
+
+  auto tokens = set.tokens.slice(0, found, found + 1);  // (1, L)
+  model->eval();
+  model->keep_attention(true);
+  model->force_explicit_attention(true);  // the fused path does not expose its weights
+  c10::InferenceMode guard;
+  const auto p_sorted = torch::softmax(model->forward(tokens), -1)[0][1].item<double>();
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& w : model->attention_maps()) {  // (1, H, L', L')
+    auto maps = w[0].to(torch::kFloat64).contiguous();
+    nlohmann::json heads = nlohmann::json::array();
+    for (int64_t h = 0; h < maps.size(0); ++h) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int64_t i = 0; i < maps.size(1); ++i) {
+        auto row = maps[h][i];
+        rows.push_back(std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()));
+      }
+      heads.push_back(rows);
+    }
+    layers.push_back(heads);
+  }
+  auto tok = tokens[0].contiguous();
+  return {{"checkpoint", checkpoint},
+          {"scheme", cfg.model.positional.type},
+          {"length", r.length},
+          {"kind", r.kind},
+          {"index", r.index},
+          {"tokens", std::vector<int64_t>(tok.data_ptr<int64_t>(), tok.data_ptr<int64_t>() + tok.numel())},
+          {"label", set.labels[found].item<int64_t>()},
+          {"p_sorted", p_sorted},
+          {"prediction", p_sorted >= 0.5 ? 1 : 0},
+          {"cls", cfg.model.pooling == "cls"},
+          {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
+          {"layers", layers}};
+}
+
+}  // namespace posenc

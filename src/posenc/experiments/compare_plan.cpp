@@ -1,0 +1,201 @@
+#include "posenc/experiments/compare_plan.h"
+
+#include <filesystem>
+#include <set>
+
+#include "posenc/model/transformer.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/trainer.h"
+
+namespace posenc {
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The keys a comparison file (and its "full" block) may hold.
+const std::set<std::string> kTopKeys = {"description", "base", "set", "schemes", "qkv", "pooling", "seeds", "full"};
+const std::set<std::string> kFullKeys = {"set", "qkv", "pooling", "seeds"};
+
+void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
+  if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
+  for (const auto& [key, _] : j.items())
+    if (!allowed.count(key)) {
+      std::string list;
+      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+      throw ConfigError(where + "." + key + ": unknown key (expected one of: " + list + ")");
+    }
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+  return true;
+}
+
+std::vector<std::string> string_list(const json& j, const std::string& where) {
+  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_string()) throw ConfigError(where + "[" + std::to_string(i) + "]: expected a string");
+    out.push_back(j[i]);
+  }
+  return out;
+}
+
+std::vector<int64_t> seed_list(const json& j, const std::string& where) {
+  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of integers");
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0)
+      throw ConfigError(where + "[" + std::to_string(i) + "]: expected a non-negative integer");
+    out.push_back(j[i]);
+  }
+  return out;
+}
+
+void apply_set(json& config, const json& set, const std::string& where) {
+  if (!set.is_object()) throw ConfigError(where + ": expected an object of \"dotted.path\": value");
+  for (const auto& [path, value] : set.items()) set_json_path(config, path, value, where + "." + path);
+}
+
+struct GridEntry {
+  std::string name;
+  json set;  // dotted path -> value
+};
+
+GridEntry grid_entry(const json& j, const std::string& where) {
+  if (j.is_string()) return {j.get<std::string>(), {{"model.positional.type", j}}};
+  check_keys(j, {"name", "set"}, where);
+  if (!j.contains("name") || !j["name"].is_string()) throw ConfigError(where + ".name: expected a string");
+  GridEntry e{j["name"], j.value("set", json::object())};
+  if (!e.set.is_object()) throw ConfigError(where + ".set: expected an object of \"dotted.path\": value");
+  return e;
+}
+
+}  // namespace
+
+std::string ComparePlan::run_dir(const PlannedRun& r) const { return (fs::path(out_dir) / "runs" / r.id).string(); }
+std::string ComparePlan::log_path(const PlannedRun& r) const {
+  return (fs::path(out_dir) / "logs" / (r.id + ".log")).string();
+}
+std::string ComparePlan::config_path(const PlannedRun& r) const {
+  return (fs::path(out_dir) / "configs" / (r.id + ".json")).string();
+}
+
+ComparePlan plan_comparison(const std::string& path, const std::string& out_dir, bool full, int64_t threads) {
+  const json spec = read_json_file(path);
+  check_keys(spec, kTopKeys, path);
+  if (!spec.contains("base") || !spec["base"].is_string())
+    throw ConfigError(path + ".base: expected the path of a training config, relative to this file");
+  const fs::path base_path = fs::path(path).parent_path() / spec["base"].get<std::string>();
+  json base = read_json_file(base_path.string());
+
+  ComparePlan plan;
+  plan.source = path;
+  plan.out_dir = out_dir;
+  plan.full = full;
+  if (spec.contains("description")) {
+    if (!spec["description"].is_string()) throw ConfigError(path + ".description: expected a string");
+    plan.description = spec["description"];
+  }
+
+  // The grid axes, with --full replacing what its block names.
+  json axes = spec;
+  if (full) {
+    if (!spec.contains("full"))
+      throw ConfigError(path + ": --full asks for the \"full\" block, but this file has none");
+    check_keys(spec["full"], kFullKeys, path + ".full");
+    for (const auto& [key, value] : spec["full"].items()) axes[key] = value;
+  }
+  if (axes.contains("set")) apply_set(base, axes["set"], path + (full && spec["full"].contains("set") ? ".full.set" : ".set"));
+
+  Config base_cfg;
+  try {
+    base_cfg = config_from_json(base);
+  } catch (const ConfigError& e) {
+    throw ConfigError(base_path.string() + " (with " + path + ".set): " + e.what());
+  }
+  const auto qkvs = axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{base_cfg.model.qkv};
+  const auto poolings =
+      axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling") : std::vector{base_cfg.model.pooling};
+  const auto seeds = axes.contains("seeds") ? seed_list(axes["seeds"], path + ".seeds") : std::vector{base_cfg.train.seed};
+
+  if (!spec.contains("schemes") || !spec["schemes"].is_array() || spec["schemes"].empty())
+    throw ConfigError(path + ".schemes: expected a non-empty array of scheme names or {\"name\", \"set\"} entries");
+  std::set<std::string> names;
+  std::set<std::string> ids;
+  for (size_t i = 0; i < spec["schemes"].size(); ++i) {
+    const std::string where = path + ".schemes[" + std::to_string(i) + "]";
+    const GridEntry entry = grid_entry(spec["schemes"][i], where);
+    if (!valid_name(entry.name))
+      throw ConfigError(where + ": name \"" + entry.name + "\" must be letters, digits, '-', '_' or '.' (it names run directories)");
+    if (!names.insert(entry.name).second) throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
+    plan.schemes.push_back(entry.name);
+    for (const auto& qkv : qkvs)
+      for (const auto& pooling : poolings)
+        for (const int64_t seed : seeds) {
+          PlannedRun run;
+          run.scheme = entry.name;
+          run.qkv = qkv;
+          run.pooling = pooling;
+          run.seed = seed;
+          run.variant = entry.name + "-" + qkv + "-" + pooling;
+          run.id = run.variant + "-s" + std::to_string(seed);
+          if (!ids.insert(run.id).second)
+            throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
+          json j = base;
+          apply_set(j, entry.set, where + ".set");
+          set_json_path(j, "model.attention.qkv", qkv, path + ".qkv");
+          set_json_path(j, "model.pooling", pooling, path + ".pooling");
+          set_json_path(j, "train.seed", seed, path + ".seeds");
+          set_json_path(j, "train.threads", threads, "--threads");
+          set_json_path(j, "train.out_dir", plan.run_dir(run), "--out");
+          try {
+            run.config = config_from_json(j);
+          } catch (const ConfigError& e) {
+            throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
+          }
+          try {
+            EncoderClassifier probe(run.config.model, run.config.task.vocab_size);  // decides compatibility
+          } catch (const IncompatibleConfig& e) {
+            run.skipped = e.what();
+          } catch (const ConfigError& e) {
+            throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
+          }
+          plan.runs.push_back(std::move(run));
+        }
+  }
+  return plan;
+}
+
+RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
+  const fs::path dir = plan.run_dir(run);
+  const fs::path results = dir / "results.json", ckpt = dir / "checkpoint.pt";
+  const auto clash = [&](const fs::path& file, const std::string& at) {
+    return ConfigError(file.string() + " was made from a different config (first difference at " + at +
+                       "); this comparison leaves it alone: choose another --out, or move that run away");
+  };
+  if (fs::exists(results)) {
+    const json stored = read_json_file(results.string());
+    if (!stored.contains("config")) throw ConfigError(results.string() + ": no \"config\" entry; not a posenc run");
+    Config done;
+    try {
+      done = config_from_json(stored["config"]);
+    } catch (const ConfigError& e) {
+      throw ConfigError(results.string() + ": " + e.what());
+    }
+    const std::string at = first_difference(done, run.config, {"/train/threads", "/train/device", "/train/log_every"});
+    if (at.empty()) return RunState::Finished;
+    // Same training, other steps or evaluation: --resume trains on / re-evaluates.
+    if (!fs::exists(ckpt) || !first_difference(done, run.config, resumable_changes()).empty()) throw clash(results, at);
+  }
+  if (fs::exists(ckpt)) {
+    const std::string at = first_difference(read_checkpoint_config(ckpt.string()), run.config, resumable_changes());
+    if (!at.empty()) throw clash(ckpt, at);
+    return RunState::Resumable;
+  }
+  return RunState::Fresh;
+}
+
+}  // namespace posenc

@@ -1,0 +1,138 @@
+#include "posenc/experiments/process_pool.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace posenc {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Running {
+  size_t index;
+  Clock::time_point started;
+};
+
+/// Starts one job with stdout/stderr appended to its log; returns the pid or -1.
+pid_t spawn(const Job& job) {
+  const fs::path log(job.log_path);
+  if (log.has_parent_path()) fs::create_directories(log.parent_path());
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, job.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, STDIN_FILENO);
+  std::vector<char*> argv;
+  for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    std::ofstream(job.log_path, std::ios::app) << "could not start " << job.argv[0] << ": " << std::strerror(rc) << "\n";
+    return -1;
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
+                                 const std::function<void(const PoolStatus&)>& on_tick,
+                                 const std::function<void(const JobOutcome&)>& on_done, double tick_s) {
+  if (parallel < 1) throw std::invalid_argument("run_pool: parallel must be >= 1");
+  std::vector<JobOutcome> outcomes(jobs.size());
+  std::map<pid_t, Running> running;
+  std::deque<size_t> queue;
+  for (size_t i = 0; i < jobs.size(); ++i) queue.push_back(i);
+  PoolStatus status;
+  const auto t0 = Clock::now();
+  auto last_tick = t0 - std::chrono::hours(1);
+
+  const auto finish = [&](size_t index, int code, Clock::time_point started) {
+    JobOutcome& o = outcomes[index];
+    o.id = jobs[index].id;
+    o.exit_code = code;
+    o.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    ++status.finished;
+    if (code != 0) ++status.failed;
+    if (on_done) on_done(o);
+  };
+
+  while (!queue.empty() || !running.empty()) {
+    while (!queue.empty() && running.size() < static_cast<size_t>(parallel)) {
+      const size_t i = queue.front();
+      queue.pop_front();
+      const auto started = Clock::now();
+      const pid_t pid = spawn(jobs[i]);
+      if (pid < 0) finish(i, 127, started);
+      else running[pid] = {i, started};
+    }
+    // Reap whatever has ended; otherwise sleep a little.
+    int wstatus = 0;
+    const pid_t pid = running.empty() ? 0 : ::waitpid(-1, &wstatus, WNOHANG);
+    if (pid > 0 && running.count(pid)) {
+      const Running r = running[pid];
+      running.erase(pid);
+      const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
+      finish(r.index, code, r.started);
+      continue;
+    }
+    if (pid < 0 && errno != EINTR && errno != ECHILD) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (on_tick && Clock::now() - last_tick >= std::chrono::duration<double>(tick_s)) {
+      last_tick = Clock::now();
+      status.running.clear();
+      std::vector<std::pair<Clock::time_point, std::string>> order;
+      for (const auto& [_, r] : running) order.emplace_back(r.started, jobs[r.index].id);
+      std::sort(order.begin(), order.end());
+      for (const auto& [__, id] : order) status.running.push_back(id);
+      status.left = queue.size();
+      status.elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      on_tick(status);
+    }
+    if (!running.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return outcomes;
+}
+
+std::string tail_lines(const std::string& path, size_t n) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    // Progress lines rewrite themselves with '\r': keep the last state.
+    const auto cr = line.rfind('\r');
+    if (cr != std::string::npos) line = line.substr(cr + 1);
+    lines.push_back(line);
+    if (lines.size() > n) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  const auto p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot find this executable (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+}  // namespace posenc

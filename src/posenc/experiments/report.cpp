@@ -1,0 +1,162 @@
+#include "posenc/experiments/report.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "posenc/analysis/trained.h"
+#include "posenc/experiments/process_pool.h"
+
+namespace posenc {
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Shell-quotes one argument.
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool has_matplotlib(const std::string& python) {
+  const std::string cmd = quoted(python) + " -c 'import matplotlib, numpy' >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::string find_python() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("POSENC_PYTHON")) candidates.push_back(env);
+  candidates.push_back("/usr/bin/python3");  // Debian's, where python3-matplotlib installs
+  candidates.push_back("python3");
+  for (const auto& p : candidates)
+    if (has_matplotlib(p)) return p;
+  return "";
+}
+
+std::string find_plot_script() {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("POSENC_SCRIPTS")) candidates.push_back(fs::path(env) / "plot_compare.py");
+  candidates.push_back(fs::path(self_executable()).parent_path().parent_path() / "scripts" / "plot_compare.py");
+#ifdef POSENC_SOURCE_DIR
+  candidates.push_back(fs::path(POSENC_SOURCE_DIR) / "scripts" / "plot_compare.py");
+#endif
+  for (const auto& p : candidates)
+    if (fs::exists(p)) return p.string();
+  return "";
+}
+
+/// The run whose figures stand for each grid scheme: its first finished variant and seed.
+std::vector<std::pair<std::string, std::string>> figure_runs(const ComparePlan& plan, const ComparisonSummary& s) {
+  std::set<std::string> finished;
+  for (const auto& v : s.variants)
+    for (const auto& id : v.runs) finished.insert(id);
+  std::vector<std::pair<std::string, std::string>> out;  // variant, run id
+  std::set<std::string> schemes;
+  for (const auto& run : plan.runs)
+    if (finished.count(run.id) && schemes.insert(run.scheme).second) out.emplace_back(run.variant, run.id);
+  return out;
+}
+
+}  // namespace
+
+void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summary, int64_t inspect_length,
+                         int64_t attention_length) {
+  for (const auto& [variant, id] : figure_runs(plan, summary)) {
+    const std::string ckpt = (fs::path(plan.out_dir) / "runs" / id / "checkpoint.pt").string();
+    auto inspected = inspect_checkpoint(ckpt, inspect_length);
+    inspected["variant"] = variant;
+    inspected["run"] = id;
+    write_file_atomic((fs::path(plan.out_dir) / "inspect" / (variant + ".json")).string(), inspected.dump() + "\n");
+    AttentionRequest request;
+    request.length = attention_length;
+    auto attention = attention_example(ckpt, request);
+    attention["variant"] = variant;
+    attention["run"] = id;
+    write_file_atomic((fs::path(plan.out_dir) / "attention" / (variant + ".json")).string(), attention.dump() + "\n");
+  }
+}
+
+PlotOutcome run_plot_script(const std::string& out_dir) {
+  const std::string script = find_plot_script();
+  if (script.empty())
+    return {false, "figures skipped: scripts/plot_compare.py not found (set POSENC_SCRIPTS to the scripts/ folder)"};
+  const std::string python = find_python();
+  if (python.empty())
+    return {false, "figures skipped: no python3 with matplotlib and numpy (install them: sudo apt-get install "
+                   "python3-matplotlib python3-numpy), then run: python3 " + script + " " + out_dir};
+  const std::string cmd = quoted(python) + " " + quoted(script) + " " + quoted(out_dir);
+  spdlog::info("figures: {}", cmd);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) return {false, fmt::format("figures: {} failed (status {}); the table above is complete", cmd, rc)};
+  return {true, "figures in " + (fs::path(out_dir) / "figures").string()};
+}
+
+void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std::string& command,
+                  const PlotOutcome& plots) {
+  const fs::path figures = fs::path(plan.out_dir) / "figures";
+  const auto figure = [&](const std::string& name) { return fs::exists(figures / name); };
+  std::ostringstream md;
+  md << "# Comparison: " << fs::path(plan.source).filename().string() << (plan.full ? " (full grid)" : "") << "\n\n";
+  if (!plan.description.empty()) md << plan.description << "\n\n";
+  md << "Reproduce: `" << command << "` (finished runs are kept; rerunning continues).\n\n";
+  md << "## Results\n\n" << summary_to_markdown(s) << "\n";
+
+  // Which negatives break first beyond training.
+  int64_t probe = 0;
+  for (int64_t L : s.eval_lengths)
+    if (L > s.train_max_length) {
+      probe = L;
+      break;
+    }
+  if (probe > 0 && !s.variants.empty()) {
+    md << "### Accuracy per example kind at length " << probe << " (first length beyond training)\n\n";
+    std::vector<std::string> kinds;
+    for (const auto& v : s.variants)
+      for (const auto& l : v.lengths)
+        if (l.length == probe)
+          for (const auto& [k, _] : l.by_kind)
+            if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+    md << "| variant |";
+    for (const auto& k : kinds) md << " " << k << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < kinds.size(); ++i) md << "---:|";
+    md << "\n";
+    for (const auto& v : s.variants)
+      for (const auto& l : v.lengths)
+        if (l.length == probe) {
+          md << "| " << v.variant << " |";
+          for (const auto& k : kinds) {
+            auto it = l.by_kind.find(k);
+            md << " " << (it == l.by_kind.end() ? std::string("-") : fmt::format("{:.3f}", it->second.mean)) << " |";
+          }
+          md << "\n";
+        }
+    md << "\n";
+  }
+
+  md << "## Figures\n\n";
+  if (!plots.ran) md << "No figures: " << plots.message << "\n\n";
+  if (figure("accuracy_vs_length.png"))
+    md << "Accuracy against evaluation length (band: ± std over seeds, or the 95% Wilson interval with one seed; "
+          "grey: training lengths).\n\n![accuracy vs length](figures/accuracy_vs_length.png)\n\n";
+  if (figure("training_curves.png"))
+    md << "Training loss and validation accuracy.\n\n![training curves](figures/training_curves.png)\n\n";
+  const auto runs = figure_runs(plan, s);
+  if (!runs.empty()) md << "### Each scheme after training, and its attention on one sorted example\n\n";
+  for (const auto& [variant, id] : runs) {
+    const std::string scheme_png = "scheme_" + variant + ".png", attention_png = "attention_" + variant + ".png";
+    if (!figure(scheme_png) && !figure(attention_png)) continue;
+    md << "#### " << variant << " (run " << id << ")\n\n";
+    if (figure(scheme_png)) md << "![" << variant << " scheme](figures/" << scheme_png << ")\n\n";
+    if (figure(attention_png)) md << "![" << variant << " attention](figures/" << attention_png << ")\n\n";
+  }
+  write_file_atomic((fs::path(plan.out_dir) / "report.md").string(), md.str());
+}
+
+}  // namespace posenc

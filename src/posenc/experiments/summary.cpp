@@ -1,0 +1,339 @@
+#include "posenc/experiments/summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "posenc/train/evaluate.h"
+
+namespace posenc {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Stat stat_of(const std::vector<double>& xs) {
+  Stat s;
+  s.n = static_cast<int>(xs.size());
+  if (xs.empty()) return s;
+  for (double x : xs) s.mean += x;
+  s.mean /= s.n;
+  if (s.n > 1) {
+    double ss = 0;
+    for (double x : xs) ss += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(ss / (s.n - 1));
+  }
+  return s;
+}
+
+int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<int64_t, double>>& length_accuracy) {
+  if (val_accuracy < kLearnedAccuracy) return kNotLearned;
+  const double floor = 0.5 + kRetainedMargin * (val_accuracy - 0.5);
+  auto sorted = length_accuracy;
+  std::sort(sorted.begin(), sorted.end());
+  int64_t longest = 0;
+  for (const auto& [length, accuracy] : sorted) {
+    if (accuracy < floor) break;
+    longest = length;
+  }
+  return longest;
+}
+
+VariantSummary summarize_variant(const std::vector<json>& results, const std::vector<std::string>& ids) {
+  if (results.empty()) throw std::invalid_argument("summarize_variant: no runs");
+  VariantSummary v;
+  v.runs = ids;
+  v.scheme = results[0].at("scheme");
+  v.qkv = results[0].at("qkv");
+  v.pooling = results[0].at("pooling");
+  v.parameters = results[0].at("parameters");
+  std::vector<double> seconds, val, loss;
+  for (const auto& r : results) {
+    v.seeds.push_back(r.at("seed"));
+    seconds.push_back(r.at("train_seconds"));
+    val.push_back(r.at("val_accuracy"));
+    loss.push_back(r.at("final_train_loss"));
+  }
+  v.train_seconds = stat_of(seconds);
+  v.val_accuracy = stat_of(val);
+  v.final_loss = stat_of(loss);
+
+  // Lengths in the first run's order; every run of a variant has the same list.
+  const json& first = results[0].at("lengths");
+  std::vector<std::pair<int64_t, double>> curve;
+  double beyond_sum = 0;
+  int beyond_n = 0;
+  for (size_t li = 0; li < first.size(); ++li) {
+    LengthSummary ls;
+    ls.length = first[li].at("length");
+    ls.beyond_training = first[li].at("beyond_training");
+    std::vector<double> acc;
+    std::map<std::string, std::vector<double>> kinds;
+    for (const auto& r : results) {
+      const json& at = r.at("lengths").at(li);
+      if (at.at("length") != ls.length) throw std::runtime_error("runs of one variant were evaluated at different lengths");
+      acc.push_back(at.at("accuracy"));
+      ls.correct += at.at("correct").get<int64_t>();
+      ls.total += at.at("n").get<int64_t>();
+      for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(t.at("accuracy"));
+    }
+    ls.accuracy = stat_of(acc);
+    const Interval ci = wilson_interval(ls.correct, ls.total);
+    ls.ci_lo = ci.lo;
+    ls.ci_hi = ci.hi;
+    for (const auto& [kind, xs] : kinds) ls.by_kind[kind] = stat_of(xs);
+    curve.emplace_back(ls.length, ls.accuracy.mean);
+    if (ls.beyond_training) {
+      beyond_sum += ls.accuracy.mean;
+      ++beyond_n;
+    }
+    v.lengths.push_back(ls);
+  }
+  v.beyond_mean = beyond_n ? beyond_sum / beyond_n : -1;
+  v.extrapolation = extrapolation_length(v.val_accuracy.mean, curve);
+  return v;
+}
+
+ComparisonSummary summarize(const ComparePlan& plan) {
+  ComparisonSummary s;
+  s.source = plan.source;
+  s.description = plan.description;
+  s.full = plan.full;
+  if (!plan.runs.empty()) {
+    const Config& c = plan.runs.front().config;
+    s.steps = c.train.steps;
+    s.batch_size = c.train.batch_size;
+    s.train_min_length = c.task.min_length;
+    s.train_max_length = c.task.max_length;
+    s.samples_per_length = c.eval.samples_per_length;
+    s.eval_seed = c.eval.seed;
+    s.val_samples = c.train.val_samples;
+    s.negatives = c.task.negatives;
+    s.eval_lengths = c.eval.lengths;
+  }
+  // Group runs by variant, in plan order.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::vector<json>, std::vector<std::string>>> groups;
+  std::map<std::string, std::string> skipped;
+  for (const auto& run : plan.runs) {
+    if (!run.skipped.empty()) {
+      if (!skipped.count(run.variant)) s.skipped.emplace_back(run.variant, run.skipped);
+      skipped[run.variant] = run.skipped;
+      continue;
+    }
+    const fs::path results = fs::path(plan.run_dir(run)) / "results.json";
+    if (!fs::exists(results)) {
+      s.unfinished.push_back(run.id);
+      continue;
+    }
+    if (!groups.count(run.variant)) order.push_back(run.variant);
+    auto& g = groups[run.variant];
+    g.first.push_back(read_json_file(results.string()));
+    g.second.push_back(run.id);
+  }
+  for (const auto& name : order) {
+    VariantSummary v = summarize_variant(groups[name].first, groups[name].second);
+    v.variant = name;
+    // The grid's name (e.g. alibi-directional), not only the registry type.
+    for (const auto& run : plan.runs)
+      if (run.variant == name) v.scheme = run.scheme;
+    s.variants.push_back(std::move(v));
+  }
+  std::stable_sort(s.variants.begin(), s.variants.end(), [](const VariantSummary& a, const VariantSummary& b) {
+    const bool la = a.extrapolation != kNotLearned, lb = b.extrapolation != kNotLearned;
+    if (la != lb) return la;
+    if (a.beyond_mean != b.beyond_mean) return a.beyond_mean > b.beyond_mean;
+    return a.val_accuracy.mean > b.val_accuracy.mean;
+  });
+  return s;
+}
+
+namespace {
+
+json stat_json(const Stat& s) { return {{"mean", s.mean}, {"std", s.std}, {"n", s.n}}; }
+
+/// "0.975 ± 0.004": std over seeds, or with one seed the 95% Wilson half-width.
+std::string cell(const LengthSummary& l) {
+  const double spread =
+      l.accuracy.n > 1 ? l.accuracy.std : std::max(l.accuracy.mean - l.ci_lo, l.ci_hi - l.accuracy.mean);
+  return fmt::format("{:.3f} ± {:.3f}", l.accuracy.mean, spread);
+}
+
+std::string val_cell(const Stat& s) {
+  return s.n > 1 ? fmt::format("{:.3f} ± {:.3f}", s.mean, s.std) : fmt::format("{:.3f}", s.mean);
+}
+
+std::string extrapolation_cell(const VariantSummary& v) {
+  if (v.extrapolation == kNotLearned) return "not learned";
+  if (v.extrapolation == 0) return "none";
+  return std::to_string(v.extrapolation);
+}
+
+std::string length_header(const ComparisonSummary& s, int64_t length) {
+  return fmt::format("len {}{}", length, length > s.train_max_length ? "*" : "");
+}
+
+/// The table as rows of cells (header first), shared by Markdown and text.
+std::vector<std::vector<std::string>> table_rows(const ComparisonSummary& s) {
+  std::vector<std::string> header = {"variant", "seeds", "params", "train s", "in-dist"};
+  for (int64_t L : s.eval_lengths) header.push_back(length_header(s, L));
+  header.push_back("beyond mean");
+  header.push_back("extrapolates to");
+  std::vector<std::vector<std::string>> rows = {header};
+  for (const auto& v : s.variants) {
+    std::vector<std::string> row = {v.variant, std::to_string(v.seeds.size()), std::to_string(v.parameters),
+                                    fmt::format("{:.0f}", v.train_seconds.mean), val_cell(v.val_accuracy)};
+    for (int64_t L : s.eval_lengths) {
+      auto it = std::find_if(v.lengths.begin(), v.lengths.end(), [&](const LengthSummary& l) { return l.length == L; });
+      row.push_back(it == v.lengths.end() ? "-" : cell(*it));
+    }
+    row.push_back(v.beyond_mean < 0 ? "-" : fmt::format("{:.3f}", v.beyond_mean));
+    row.push_back(extrapolation_cell(v));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string spread_note(const ComparisonSummary& s) {
+  int max_seeds = 0;
+  for (const auto& v : s.variants) max_seeds = std::max<int>(max_seeds, static_cast<int>(v.seeds.size()));
+  return max_seeds > 1 ? "± is the standard deviation over seeds (rows with one seed: half-width of the 95% Wilson interval)"
+                       : "± is the half-width of the 95% Wilson interval (one seed per variant)";
+}
+
+std::string protocol_lines(const ComparisonSummary& s) {
+  std::string negatives;
+  for (const auto& [k, w] : s.negatives) negatives += (negatives.empty() ? "" : ", ") + fmt::format("{} {:g}", k, w);
+  return fmt::format(
+      "Trained {} steps of batch {} on lengths {}-{}; negatives mixed by weight ({}). In-dist: {} validation "
+      "sequences over lengths {}-{}. Each length: the same {} sequences (eval seed {}) for every variant; "
+      "* marks lengths beyond training. {}. \"extrapolates to\": the longest length up to which every evaluated "
+      "length keeps >= {:.0f}% of the in-distribution accuracy above chance (0.5); \"not learned\": in-dist < {}.",
+      s.steps, s.batch_size, s.train_min_length, s.train_max_length, negatives, s.val_samples, s.train_min_length,
+      s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100, kLearnedAccuracy);
+}
+
+}  // namespace
+
+json summary_to_json(const ComparisonSummary& s) {
+  json variants = json::array();
+  for (const auto& v : s.variants) {
+    json lengths = json::array();
+    for (const auto& l : v.lengths) {
+      json kinds = json::object();
+      for (const auto& [k, st] : l.by_kind) kinds[k] = stat_json(st);
+      lengths.push_back({{"length", l.length},
+                         {"beyond_training", l.beyond_training},
+                         {"accuracy", stat_json(l.accuracy)},
+                         {"correct", l.correct},
+                         {"n", l.total},
+                         {"ci95", {l.ci_lo, l.ci_hi}},
+                         {"by_kind", kinds}});
+    }
+    variants.push_back({{"variant", v.variant},
+                        {"scheme", v.scheme},
+                        {"qkv", v.qkv},
+                        {"pooling", v.pooling},
+                        {"runs", v.runs},
+                        {"seeds", v.seeds},
+                        {"parameters", v.parameters},
+                        {"train_seconds", stat_json(v.train_seconds)},
+                        {"val_accuracy", stat_json(v.val_accuracy)},
+                        {"final_train_loss", stat_json(v.final_loss)},
+                        {"lengths", lengths},
+                        {"beyond_mean", v.beyond_mean < 0 ? json(nullptr) : json(v.beyond_mean)},
+                        {"extrapolation", v.extrapolation == kNotLearned ? json("not learned") : json(v.extrapolation)}});
+  }
+  json skipped = json::array();
+  for (const auto& [variant, reason] : s.skipped) skipped.push_back({{"variant", variant}, {"reason", reason}});
+  return {{"source", s.source},
+          {"description", s.description},
+          {"full", s.full},
+          {"protocol",
+           {{"steps", s.steps},
+            {"batch_size", s.batch_size},
+            {"train_lengths", {s.train_min_length, s.train_max_length}},
+            {"negatives", s.negatives},
+            {"val_samples", s.val_samples},
+            {"eval_lengths", s.eval_lengths},
+            {"samples_per_length", s.samples_per_length},
+            {"eval_seed", s.eval_seed},
+            {"retained_margin", kRetainedMargin},
+            {"learned_accuracy", kLearnedAccuracy}}},
+          {"variants", variants},
+          {"skipped", skipped},
+          {"unfinished", s.unfinished}};
+}
+
+std::string summary_to_csv(const ComparisonSummary& s) {
+  std::ostringstream out;
+  out << "variant,scheme,qkv,pooling,seeds,parameters,train_seconds,val_mean,val_std";
+  for (int64_t L : s.eval_lengths)
+    out << fmt::format(",len{0}_mean,len{0}_std,len{0}_ci_lo,len{0}_ci_hi", L);
+  out << ",beyond_mean,extrapolation\n";
+  for (const auto& v : s.variants) {
+    out << fmt::format("{},{},{},{},{},{},{:.2f},{:.4f},{:.4f}", v.variant, v.scheme, v.qkv, v.pooling, v.seeds.size(),
+                       v.parameters, v.train_seconds.mean, v.val_accuracy.mean, v.val_accuracy.std);
+    for (int64_t L : s.eval_lengths) {
+      auto it = std::find_if(v.lengths.begin(), v.lengths.end(), [&](const LengthSummary& l) { return l.length == L; });
+      if (it == v.lengths.end()) out << ",,,,";
+      else out << fmt::format(",{:.4f},{:.4f},{:.4f},{:.4f}", it->accuracy.mean, it->accuracy.std, it->ci_lo, it->ci_hi);
+    }
+    out << "," << (v.beyond_mean < 0 ? "" : fmt::format("{:.4f}", v.beyond_mean)) << ","
+        << (v.extrapolation == kNotLearned ? "not learned" : std::to_string(v.extrapolation)) << "\n";
+  }
+  return out.str();
+}
+
+std::string summary_to_markdown(const ComparisonSummary& s) {
+  const auto rows = table_rows(s);
+  std::ostringstream out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    out << "|";
+    for (const auto& c : rows[r]) out << " " << c << " |";
+    out << "\n";
+    if (r == 0) {
+      out << "|";
+      for (size_t c = 0; c < rows[0].size(); ++c) out << (c == 0 ? "---|" : "---:|");
+      out << "\n";
+    }
+  }
+  out << "\n" << protocol_lines(s) << "\n";
+  if (!s.skipped.empty()) {
+    out << "\nNot run (the model cannot be built that way):\n\n";
+    for (const auto& [variant, reason] : s.skipped) out << "- " << variant << ": " << reason << "\n";
+  }
+  if (!s.unfinished.empty()) {
+    out << "\nUnfinished runs (no results yet; rerun the same command to continue them):";
+    for (const auto& id : s.unfinished) out << " " << id;
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string summary_to_text(const ComparisonSummary& s) {
+  const auto rows = table_rows(s);
+  std::vector<size_t> width(rows[0].size(), 0);
+  // Width in code points: "±" is two bytes in UTF-8 but one column.
+  const auto columns = [](const std::string& t) {
+    size_t n = 0;
+    for (unsigned char c : t) n += (c & 0xC0) != 0x80;
+    return n;
+  };
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], columns(row[c]));
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - columns(row[c]), ' ');
+      out << (c == 0 ? row[c] + pad : "  " + pad + row[c]);
+    }
+    out << "\n";
+  }
+  out << spread_note(s) << "; * = longer than training (" << s.train_min_length << "-" << s.train_max_length << ")\n";
+  for (const auto& [variant, reason] : s.skipped) out << "not run: " << variant << " (" << reason << ")\n";
+  return out.str();
+}
+
+}  // namespace posenc
