@@ -6,26 +6,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli_helpers.h"
 #include "posenc/config.h"
 #include "posenc/positional/registry.h"
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string output;
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(POSENC_BINARY) + " " + args + " 2>&1";
-  CliRun r{0, ""};
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using posenc::testing::CliRun;
+CliRun run(const std::string& args) { return posenc::testing::run_cli(args); }
 
 std::string config_path() { return std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"; }
 

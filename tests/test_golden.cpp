@@ -86,7 +86,9 @@ TEST(Inspect, ReportsWhatEachSchemeContributes) {
       EXPECT_EQ(out["bias"].size(), 2u);
       EXPECT_EQ(out["bias"][0].size(), 7u);
     }
-    if (caps.embed) EXPECT_EQ(out["embedding"][6].size(), 8u) << name;
+    if (caps.embed) {
+      EXPECT_EQ(out["embedding"][6].size(), 8u) << name;
+    }
   }
   EXPECT_THROW(inspect_scheme({"rope", 7, 3, 8}), ConfigError);
   EXPECT_THROW(inspect_scheme({"rope", 7, 2, 8, {{"bogus", 1}}}), ConfigError);

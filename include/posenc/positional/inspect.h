@@ -26,8 +26,9 @@ nlohmann::json inspect_scheme(const InspectRequest& request);
 class PositionalSchemeImpl;
 struct SchemeInfo;
 class SchemeOptions;
-/// The same description of an existing (e.g. trained) scheme instance.
+/// The same description of an existing (e.g. trained) scheme instance;
+/// rotated_ones uses one head of width rotate_dim (inspect_scheme: dim).
 nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& info, const SchemeOptions& options,
-                               int64_t length, int64_t heads, int64_t dim, int64_t seed);
+                               int64_t length, int64_t heads, int64_t dim, int64_t rotate_dim, int64_t seed);
 
 }  // namespace posenc

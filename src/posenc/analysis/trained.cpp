@@ -18,9 +18,10 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length)
   if (scheme->max_positions() > 0) length = std::min(length, scheme->max_positions());
   const SchemeInfo& info = find_scheme(cfg.model.positional.type);
   auto out = describe_scheme(*scheme, info, SchemeOptions(cfg.model.positional.options), length, cfg.model.heads,
-                             cfg.model.d_model, cfg.train.seed);
+                             cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
   out["checkpoint"] = checkpoint;
   out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
+  out["rotated_width"] = cfg.model.d_model / cfg.model.heads;  // one head, as the model rotates it
   out["cls_position"] = cfg.model.pooling == "cls";  // position 0 holds the CLS token
   return out;
 }

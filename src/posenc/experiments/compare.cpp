@@ -176,6 +176,7 @@ int run_comparison(const CompareOptions& o) {
   write_file_atomic((fs::path(out) / "summary.csv").string(), summary_to_csv(summary));
   write_file_atomic((fs::path(out) / "summary.md").string(), summary_to_markdown(summary));
   std::printf("\n%s\n", summary_to_text(summary).c_str());
+  std::fflush(stdout);  // before the log lines that follow on stderr
 
   PlotOutcome plots{false, "figures skipped (--no-figures)"};
   if (!summary.variants.empty()) {

@@ -17,7 +17,7 @@ nlohmann::json to_nested(const torch::Tensor& t) {
 }  // namespace
 
 nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& info, const SchemeOptions& options,
-                               int64_t length, int64_t heads, int64_t dim, int64_t seed) {
+                               int64_t length, int64_t heads, int64_t dim, int64_t rotate_dim, int64_t seed) {
   const bool was_training = scheme.is_training();
   scheme.eval();
   c10::InferenceMode guard;
@@ -39,11 +39,11 @@ nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& i
   }
   if (caps.rotate) {
     torch::manual_seed(static_cast<uint64_t>(seed));
-    const auto one_head = info.make({dim, 1, dim, 0}, options);
+    const auto one_head = info.make({rotate_dim, 1, rotate_dim, 0}, options);
     one_head->to(device);
-    auto q = torch::ones({1, 1, length, dim}, torch::TensorOptions().device(device)), k = q.clone();
+    auto q = torch::ones({1, 1, length, rotate_dim}, torch::TensorOptions().device(device)), k = q.clone();
     one_head->rotate(q, k, Positions{ids, ids, length, nullptr});
-    out["rotated_ones"] = to_nested(q[0][0]);  // (L, D)
+    out["rotated_ones"] = to_nested(q[0][0]);  // (L, rotate_dim)
   }
   out["hooks"] = caps.hook_names();
   scheme.train(was_training);
@@ -57,7 +57,7 @@ nlohmann::json inspect_scheme(const InspectRequest& r) {
   const SchemeOptions options = resolve_scheme_options(info, r.options, "--set");
   torch::manual_seed(static_cast<uint64_t>(r.seed));
   const auto scheme = info.make({r.dim, r.heads, r.dim / r.heads, 0}, options);
-  return describe_scheme(*scheme, info, options, r.length, r.heads, r.dim, r.seed);
+  return describe_scheme(*scheme, info, options, r.length, r.heads, r.dim, r.dim, r.seed);
 }
 
 }  // namespace posenc

@@ -1,0 +1,332 @@
+#!/usr/bin/python3
+"""Figures of a `posenc compare` output directory.
+
+    /usr/bin/python3 scripts/plot_compare.py runs/ordering_compare
+
+Reads summary.json, runs/<id>/metrics.jsonl, inspect/<variant>.json and
+attention/<variant>.json (all written by `posenc compare`) and writes PNGs to
+OUT/figures/:
+
+  accuracy_vs_length.png   accuracy per evaluation length, one panel per
+                           (qkv, pooling); band = +-std over seeds, or the 95%
+                           Wilson interval with one seed; training range shaded
+  training_curves.png      training loss and validation accuracy per step
+  scheme_<variant>.png     the trained scheme: for an added encoding, seed 004's
+                           three panels (heatmap, position cosine similarity,
+                           selected dimensions as waves); for a rotation, the
+                           same for a rotated all-ones vector; for a bias, each
+                           head's bias matrix and its profile against j - i
+                           (ALiBi: slopes per head on a log2 axis)
+  attention_<variant>.png  attention of every block and head on one sorted example
+
+Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
+"""
+import json
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+DPI = 110
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def save(fig, path):
+    """Atomic: a half-written PNG never replaces a good one."""
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def scheme_colors(variants):
+    """One colour per grid scheme name, the same in every figure."""
+    names = []
+    for v in variants:
+        if v["scheme"] not in names:
+            names.append(v["scheme"])
+    cmap = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+
+
+def panels(variants):
+    """(qkv, pooling) combinations in first-seen order."""
+    keys = []
+    for v in variants:
+        k = (v["qkv"], v["pooling"])
+        if k not in keys:
+            keys.append(k)
+    return keys
+
+
+def plot_accuracy(summary, out):
+    variants = summary["variants"]
+    proto = summary["protocol"]
+    lo_train, hi_train = proto["train_lengths"]
+    colors = scheme_colors(variants)
+    keys = panels(variants)
+    fig, axes = plt.subplots(1, len(keys), figsize=(6.2 * len(keys), 4.8), squeeze=False, sharey=True,
+                             layout="constrained")
+    for ax, (qkv, pooling) in zip(axes[0], keys):
+        ax.axvspan(lo_train, hi_train, color="0.85", zorder=0, label=f"training lengths {lo_train}-{hi_train}")
+        ax.axhline(0.5, color="0.4", ls="--", lw=1, label="chance")
+        for v in variants:
+            if (v["qkv"], v["pooling"]) != (qkv, pooling):
+                continue
+            x = np.array([l["length"] for l in v["lengths"]])
+            y = np.array([l["accuracy"]["mean"] for l in v["lengths"]])
+            if len(v["seeds"]) > 1:
+                s = np.array([l["accuracy"]["std"] for l in v["lengths"]])
+                lo, hi = y - s, y + s
+            else:
+                lo = np.array([l["ci95"][0] for l in v["lengths"]])
+                hi = np.array([l["ci95"][1] for l in v["lengths"]])
+            c = colors[v["scheme"]]
+            ax.plot(x, y, marker="o", ms=3.5, color=c, label=f'{v["scheme"]} (n={len(v["seeds"])})')
+            ax.fill_between(x, np.clip(lo, 0, 1), np.clip(hi, 0, 1), color=c, alpha=0.18, lw=0)
+        ax.set_xscale("log", base=2)
+        ticks = proto["eval_lengths"]
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(t) for t in ticks])
+        ax.set_xlim(min(lo_train, min(ticks)) * 0.9, max(ticks) * 1.1)
+        ax.set_ylim(0.4, 1.02)
+        ax.set_xlabel("evaluation length (tokens)")
+        ax.set_title(f"qkv={qkv}, pooling={pooling}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4)
+    axes[0][0].set_ylabel("accuracy")
+    fig.suptitle("Ordering task: accuracy against sequence length "
+                 "(band: ±std over seeds, or 95% Wilson interval with one seed)", fontsize=11)
+    save(fig, os.path.join(out, "accuracy_vs_length.png"))
+
+
+def read_metrics(path):
+    train, val = {}, {}
+    if not os.path.exists(path):
+        return train, val
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a kill
+            if "loss" in m:
+                train[m["step"]] = m["loss"]
+            if "val_accuracy" in m:
+                val[m["step"]] = m["val_accuracy"]
+    return train, val
+
+
+def mean_curve(curves):
+    """Mean over runs at the steps every run has."""
+    steps = sorted(set.intersection(*[set(c) for c in curves])) if curves else []
+    return np.array(steps), np.array([np.mean([c[s] for c in curves]) for s in steps])
+
+
+def plot_training(summary, root, out):
+    variants = summary["variants"]
+    colors = scheme_colors(variants)
+    keys = panels(variants)
+    fig, axes = plt.subplots(2, len(keys), figsize=(6.2 * len(keys), 7.5), squeeze=False, sharex=True,
+                             layout="constrained")
+    for col, (qkv, pooling) in enumerate(keys):
+        ax_loss, ax_val = axes[0][col], axes[1][col]
+        for v in variants:
+            if (v["qkv"], v["pooling"]) != (qkv, pooling):
+                continue
+            runs = [read_metrics(os.path.join(root, "runs", r, "metrics.jsonl")) for r in v["runs"]]
+            c = colors[v["scheme"]]
+            x, y = mean_curve([t for t, _ in runs if t])
+            if len(x):
+                ax_loss.plot(x, y, color=c, lw=1.3, label=v["scheme"])
+            x, y = mean_curve([vl for _, vl in runs if vl])
+            if len(x):
+                ax_val.plot(x, y, color=c, lw=1.3, marker="o", ms=3, label=v["scheme"])
+        ax_loss.set_yscale("log")
+        ax_loss.set_ylabel("training loss (cross-entropy)")
+        ax_loss.set_title(f"qkv={qkv}, pooling={pooling}")
+        ax_val.set_ylabel("validation accuracy (lengths in training range)")
+        ax_val.set_xlabel("training step")
+        ax_val.set_ylim(0.4, 1.02)
+        for ax in (ax_loss, ax_val):
+            ax.grid(alpha=0.3)
+        ax_loss.legend(fontsize=7, ncol=2)
+    fig.suptitle("Training curves (mean over seeds)", fontsize=11)
+    save(fig, os.path.join(out, "training_curves.png"))
+
+
+def cosine_similarity(m):
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1
+    u = m / norms
+    return u @ u.T
+
+
+def matrix_panels(axes, m, title, trained_max, row_label):
+    """Seed 004's three panels for an (L, D) matrix of position vectors."""
+    L, D = m.shape
+    im = axes[0].imshow(m, aspect="auto", cmap="RdBu_r", interpolation="nearest")
+    axes[0].set_xlabel("dimension")
+    axes[0].set_ylabel(row_label)
+    axes[0].set_title(title)
+    plt.colorbar(im, ax=axes[0], shrink=0.85)
+    if trained_max is not None and trained_max < L:
+        axes[0].axhline(trained_max - 0.5, color="k", lw=1, ls="--")
+    sim = cosine_similarity(m)
+    im = axes[1].imshow(sim, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
+    axes[1].set_xlabel("position")
+    axes[1].set_ylabel("position")
+    axes[1].set_title("cosine similarity between positions")
+    plt.colorbar(im, ax=axes[1], shrink=0.85)
+    if trained_max is not None and trained_max < L:
+        axes[1].axhline(trained_max - 0.5, color="w", lw=1, ls="--")
+        axes[1].axvline(trained_max - 0.5, color="w", lw=1, ls="--")
+    dims = sorted(set(d for d in [0, 1, D // 8, D // 4, D // 2, D - 2] if 0 <= d < D))
+    for d in dims:
+        axes[2].plot(np.arange(L), m[:, d], lw=1.2, label=f"dim {d}")
+    if trained_max is not None and trained_max < L:
+        axes[2].axvspan(0, trained_max - 1, color="0.9", zorder=0, label="trained positions")
+    axes[2].set_xlabel("position")
+    axes[2].set_ylabel("value")
+    axes[2].set_title("selected dimensions")
+    axes[2].legend(fontsize=7, ncol=2)
+    axes[2].grid(alpha=0.3)
+
+
+def plot_scheme(d, out):
+    """One figure for the trained scheme of a variant; False if there is nothing to draw."""
+    variant, scheme = d["variant"], d["scheme"]
+    trained = d.get("trained_lengths", [None, None])[1]
+    if trained is not None and d.get("cls_position"):
+        trained += 1  # the CLS token takes position 0
+    header = f'{variant}: {scheme} {json.dumps(d.get("options", {}))}'
+    if "embedding" in d:
+        m = np.array(d["embedding"])
+        fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+        matrix_panels(axes, m, "position encoding added to the tokens", trained, "position")
+    elif "rotated_ones" in d:
+        m = np.array(d["rotated_ones"])
+        fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+        matrix_panels(axes, m, f'an all-ones vector rotated at each position (one head, width {m.shape[1]})',
+                      None, "position")
+        axes[1].set_title("cosine similarity of rotated vectors: depends only on m - n")
+    elif "bias" in d:
+        b = np.array(d["bias"])  # (H, L, L)
+        H, L, _ = b.shape
+        shown = min(H, 8)
+        extra = 2 if scheme == "alibi" else 1
+        fig, axes = plt.subplots(1, shown + extra, figsize=(3.4 * (shown + extra), 3.9), squeeze=False,
+                                 layout="constrained")
+        axes = axes[0]
+        vmin, vmax = b.min(), b.max()
+        for h in range(shown):
+            im = axes[h].imshow(b[h], cmap="magma", vmin=vmin, vmax=vmax, interpolation="nearest")
+            axes[h].set_title(f"head {h}")
+            axes[h].set_xlabel("key position j")
+            if h == 0:
+                axes[h].set_ylabel("query position i")
+        fig.colorbar(im, ax=list(axes[:shown]), shrink=0.8, label="bias")
+        i = L // 2
+        offsets = np.arange(L) - i
+        ax = axes[shown]
+        for h in range(H):
+            ax.plot(offsets, b[h, i], lw=1.2, label=f"head {h}")
+        if trained is not None:
+            ax.axvspan(-(trained - 1), trained - 1, color="0.9", zorder=0, label="offsets seen in training")
+        ax.set_xlabel("key offset j - i")
+        ax.set_ylabel("bias added to the score")
+        ax.set_title(f"profile at query i = {i}")
+        ax.legend(fontsize=6, ncol=2)
+        ax.grid(alpha=0.3)
+        if scheme == "alibi":
+            # Slope per head between two keys on the left: bias(i, i-1) - bias(i, i-2) = m_h
+            # (away from the diagonal, so the directional variant's left offset cancels).
+            slopes = b[:, i, i - 1] - b[:, i, i - 2]
+            ax = axes[shown + 1]
+            ax.plot(np.arange(H), slopes, marker="o")
+            ax.set_yscale("log", base=2)
+            ax.set_xlabel("head h")
+            ax.set_ylabel("slope m_h (log2 scale)")
+            ratios = slopes[1:] / slopes[:-1] if H > 1 else np.array([])
+            if len(ratios) and np.allclose(ratios, ratios[0], rtol=1e-4):
+                ax.set_title(f"slopes m_h: geometric, ratio {ratios[0]:.4g}")
+            else:
+                ax.set_title("slopes m_h (ratios " + ", ".join(f"{r:.3g}" for r in ratios) + ")")
+            ax.grid(alpha=0.3, which="both")
+    else:
+        return False  # score-term schemes and none: their effect shows in the attention maps
+    fig.suptitle(header + f"  (after training on lengths up to {d.get('trained_lengths', ['?', '?'])[1]})",
+                 fontsize=10)
+    save(fig, os.path.join(out, f"scheme_{variant}.png"))
+    return True
+
+
+def plot_attention(d, out):
+    layers = np.array(d["layers"])  # (blocks, heads, L, L)
+    n_blocks, n_heads = layers.shape[:2]
+    labels = (["CLS"] if d.get("cls") else []) + [str(t) for t in d["tokens"]]
+    fig, axes = plt.subplots(n_blocks, n_heads, figsize=(2.9 * n_heads, 2.9 * n_blocks), squeeze=False,
+                             layout="constrained")
+    for b in range(n_blocks):
+        for h in range(n_heads):
+            ax = axes[b][h]
+            ax.imshow(layers[b, h], cmap="Blues", vmin=0, vmax=max(1e-9, layers[b, h].max()),
+                      interpolation="nearest")
+            ax.set_xticks(range(len(labels)))
+            ax.set_yticks(range(len(labels)))
+            ax.set_xticklabels(labels, fontsize=5, rotation=90)
+            ax.set_yticklabels(labels, fontsize=5)
+            if b == n_blocks - 1:
+                ax.set_xlabel("key (token)")
+            if h == 0:
+                ax.set_ylabel(f"block {b + 1}\nquery (token)")
+            if b == 0:
+                ax.set_title(f"head {h + 1}")
+    verdict = "sorted" if d["prediction"] == 1 else "not sorted"
+    fig.suptitle(f'{d["variant"]}: attention on one {d["kind"]} example of length {d["length"]}; '
+                 f'model says {verdict} (p_sorted = {d["p_sorted"]:.3f}, label {d["label"]}); darker = more '
+                 f'attention, each map scaled to its own maximum', fontsize=10)
+    save(fig, os.path.join(out, f"attention_{d['variant']}.png"))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: plot_compare.py OUT   (the output directory of posenc compare)")
+    root = sys.argv[1]
+    summary_path = os.path.join(root, "summary.json")
+    if not os.path.exists(summary_path):
+        sys.exit(f"plot_compare.py: {summary_path} not found; run posenc compare first")
+    summary = load_json(summary_path)
+    out = os.path.join(root, "figures")
+    os.makedirs(out, exist_ok=True)
+    written = []
+    if summary["variants"]:
+        plot_accuracy(summary, out)
+        plot_training(summary, root, out)
+        written += ["accuracy_vs_length.png", "training_curves.png"]
+    for sub, fn, prefix in (("inspect", plot_scheme, "scheme_"), ("attention", plot_attention, "attention_")):
+        folder = os.path.join(root, sub)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".json"):
+                d = load_json(os.path.join(folder, name))
+                if fn(d, out) is not False:
+                    written.append(prefix + name[:-5] + ".png")
+    print(f"plot_compare.py: {len(written)} figures in {out}")
+
+
+if __name__ == "__main__":
+    main()

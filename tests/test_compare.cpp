@@ -1,0 +1,323 @@
+// posenc compare: the grid file, run states on disk, the summary's arithmetic,
+// the process pool, and the command end to end (crash, rerun, resume).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "cli_helpers.h"
+#include "posenc/experiments/compare_plan.h"
+#include "posenc/experiments/process_pool.h"
+#include "posenc/experiments/summary.h"
+#include "posenc/train/trainer.h"
+
+namespace fs = std::filesystem;
+using posenc::ComparePlan;
+using posenc::ConfigError;
+using posenc::json;
+
+namespace {
+
+/// A scratch directory removed at the end of the test.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string write(const std::string& file, const json& j) const {
+    const auto p = dir / file;
+    std::ofstream(p) << j.dump(2);
+    return p.string();
+  }
+};
+
+std::string base_config() { return std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"; }
+
+/// A grid of tiny runs (seconds each).
+json tiny_grid() {
+  return {{"base", base_config()},
+          {"set",
+           {{"train.steps", 20},
+            {"train.eval_every", 20},
+            {"train.checkpoint_every", 10},
+            {"train.log_every", 10},
+            {"train.val_samples", 64},
+            {"eval.lengths", {8, 32}},
+            {"eval.samples_per_length", 64}}},
+          {"schemes", {"none", "rope"}},
+          {"seeds", {0}}};
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(ComparePlan, ExpandsTheGridAndSkipsWhatTheModelCannotBuild) {
+  Scratch s("posenc_plan");
+  json grid = tiny_grid();
+  grid["schemes"] = {"rope", "sinusoidal",
+                     {{"name", "alibi-dir"},
+                      {"set", {{"model.positional.type", "alibi"}, {"model.positional.directional", true}}}}};
+  grid["qkv"] = {"projected", "embedded"};
+  grid["seeds"] = {0, 1};
+  const ComparePlan plan = posenc::plan_comparison(s.write("grid.json", grid), (s.dir / "out").string(), false, 1);
+  ASSERT_EQ(plan.runs.size(), 12u);
+  EXPECT_EQ(plan.schemes, (std::vector<std::string>{"rope", "sinusoidal", "alibi-dir"}));
+  std::set<std::string> skipped;
+  for (const auto& r : plan.runs) {
+    EXPECT_EQ(r.id, r.scheme + "-" + r.qkv + "-max-s" + std::to_string(r.seed));
+    EXPECT_EQ(r.config.train.steps, 20);
+    EXPECT_EQ(r.config.train.seed, r.seed);
+    EXPECT_EQ(r.config.model.qkv, r.qkv);
+    EXPECT_EQ(r.config.train.out_dir, (s.dir / "out" / "runs" / r.id).string());
+    if (!r.skipped.empty()) skipped.insert(r.id);
+  }
+  EXPECT_EQ(skipped, (std::set<std::string>{"sinusoidal-embedded-max-s0", "sinusoidal-embedded-max-s1"}));
+  EXPECT_NE(plan.runs[6].skipped.find("qkv=embedded"), std::string::npos) << plan.runs[6].skipped;
+  const auto& alibi = plan.runs.back();
+  EXPECT_EQ(alibi.config.model.positional.type, "alibi");
+  EXPECT_EQ(alibi.config.model.positional.options.at("directional"), true);
+}
+
+TEST(ComparePlan, FullBlockReplacesTheAxes) {
+  Scratch s("posenc_plan_full");
+  json grid = tiny_grid();
+  const std::string plain = s.write("plain.json", grid);
+  EXPECT_NE(error_of([&] { posenc::plan_comparison(plain, "out", true, 1); }).find("has none"), std::string::npos);
+  grid["full"] = {{"seeds", {0, 1, 2}}, {"pooling", {"max", "cls"}}, {"set", {{"train.steps", 30}}}};
+  const auto plan = posenc::plan_comparison(s.write("full.json", grid), "out", true, 1);
+  EXPECT_EQ(plan.runs.size(), 2u * 2u * 3u);
+  EXPECT_EQ(plan.runs[0].config.train.steps, 30);
+  EXPECT_EQ(posenc::plan_comparison(s.write("full2.json", grid), "out", false, 1).runs.size(), 2u);
+}
+
+TEST(ComparePlan, BadGridsNameTheEntry) {
+  Scratch s("posenc_plan_bad");
+  const auto err = [&](const std::function<void(json&)>& edit) {
+    json g = tiny_grid();
+    edit(g);
+    const std::string path = s.write("g.json", g);
+    return error_of([&] { posenc::plan_comparison(path, "out", false, 1); });
+  };
+  EXPECT_NE(err([](json& g) { g["schemes"] = {"rope", "fancy"}; }).find("schemes[1] \"fancy\""), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["schemes"] = {"rope", "fancy"}; }).find("unknown positional scheme"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["schemes"] = {"rope", "rope"}; }).find("appears twice"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["schemes"] = {{{"name", "a/b"}, {"set", json::object()}}}; }).find("must be letters"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["schemes"] = json::array(); }).find(".schemes: expected a non-empty array"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["sedes"] = {1}; }).find(".sedes: unknown key"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["seeds"] = {0, 0}; }).find("twice"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["qkv"] = {"fused"}; }).find("model.attention.qkv"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["base"] = "/no/such/base.json"; }).find("/no/such/base.json: cannot open"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["set"]["train.stepz"] = 5; }).find("stepz"), std::string::npos);
+  EXPECT_NE(error_of([&] { posenc::plan_comparison((s.dir / "missing.json").string(), "out", false, 1); })
+                .find("cannot open"),
+            std::string::npos);
+}
+
+TEST(ComparePlan, RunStateFollowsTheDiskAndRefusesAForeignRun) {
+  Scratch s("posenc_state");
+  const auto plan = posenc::plan_comparison(s.write("g.json", tiny_grid()), (s.dir / "out").string(), false, 1);
+  const auto& run = plan.runs[0];
+  EXPECT_EQ(posenc::run_state(plan, run), posenc::RunState::Fresh);
+
+  // Killed after its first checkpoint: resumable.
+  posenc::TrainOptions stop;
+  stop.stop_at_step = 10;
+  posenc::train(run.config, stop);
+  EXPECT_EQ(posenc::run_state(plan, run), posenc::RunState::Resumable);
+  posenc::TrainOptions resume;
+  resume.resume = true;
+  posenc::train(run.config, resume);
+  EXPECT_EQ(posenc::run_state(plan, run), posenc::RunState::Finished);
+
+  // Another thread count is the same run; another model is not, and is left alone.
+  auto other_threads = plan;
+  other_threads.runs[0].config.train.threads = 2;
+  EXPECT_EQ(posenc::run_state(other_threads, other_threads.runs[0]), posenc::RunState::Finished);
+  auto other_model = plan;
+  other_model.runs[0].config.model.d_ff = 128;
+  const std::string e = error_of([&] { posenc::run_state(other_model, other_model.runs[0]); });
+  EXPECT_NE(e.find("different config (first difference at /model/d_ff)"), std::string::npos) << e;
+  EXPECT_TRUE(fs::exists(fs::path(plan.run_dir(run)) / "results.json"));
+}
+
+TEST(CompareSummary, ExtrapolationRule) {
+  using posenc::extrapolation_length;
+  EXPECT_EQ(extrapolation_length(0.55, {{8, 0.9}}), posenc::kNotLearned);
+  // val 0.9: floor = 0.5 + 0.9 * 0.4 = 0.86.
+  EXPECT_EQ(extrapolation_length(0.9, {{8, 0.95}, {16, 0.9}, {32, 0.87}, {64, 0.7}, {128, 0.95}}), 32);
+  EXPECT_EQ(extrapolation_length(0.9, {{16, 0.9}, {8, 0.95}}), 16);  // order does not matter
+  EXPECT_EQ(extrapolation_length(1.0, {{8, 0.94}}), 0);
+}
+
+TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
+  const auto result = [](int64_t seed, double val, int64_t c8, int64_t c32) {
+    return json{{"scheme", "rope"},  {"qkv", "projected"}, {"pooling", "max"},          {"seed", seed},
+                {"parameters", 100}, {"train_seconds", 10.0 + seed}, {"val_accuracy", val}, {"final_train_loss", 0.1},
+                {"lengths",
+                 {{{"length", 8}, {"n", 100}, {"correct", c8}, {"accuracy", c8 / 100.0}, {"beyond_training", false},
+                   {"by_kind", {{"sorted", {{"accuracy", 1.0}}}}}},
+                  {{"length", 32}, {"n", 100}, {"correct", c32}, {"accuracy", c32 / 100.0}, {"beyond_training", true},
+                   {"by_kind", {{"sorted", {{"accuracy", 0.5}}}}}}}}};
+  };
+  auto v = posenc::summarize_variant({result(0, 1.0, 100, 60), result(1, 0.98, 98, 80)}, {"a", "b"});
+  EXPECT_DOUBLE_EQ(v.val_accuracy.mean, 0.99);
+  EXPECT_NEAR(v.val_accuracy.std, 0.0141421356, 1e-9);  // sample std of {1.0, 0.98}
+  EXPECT_DOUBLE_EQ(v.train_seconds.mean, 10.5);
+  ASSERT_EQ(v.lengths.size(), 2u);
+  EXPECT_EQ(v.lengths[1].correct, 140);
+  EXPECT_EQ(v.lengths[1].total, 200);
+  EXPECT_LT(v.lengths[1].ci_lo, 0.7);
+  EXPECT_GT(v.lengths[1].ci_hi, 0.7);
+  EXPECT_DOUBLE_EQ(v.beyond_mean, 0.7);
+  EXPECT_EQ(v.extrapolation, 8);  // 0.7 < 0.5 + 0.9 * 0.49
+  EXPECT_DOUBLE_EQ(v.lengths[1].by_kind.at("sorted").mean, 0.5);
+
+  posenc::ComparisonSummary s;
+  s.train_min_length = 4;
+  s.train_max_length = 16;
+  s.eval_lengths = {8, 32};
+  v.variant = "rope-projected-max";
+  s.variants = {v};
+  s.skipped = {{"sinusoidal-embedded-max", "no residual stream"}};
+  const std::string md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("| rope-projected-max | 2 | 100 | 10 | 0.990 ± 0.014 | 0.990 ± 0.014 | 0.700 ± 0.141 | 0.700 | 8 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("len 32*"), std::string::npos);
+  EXPECT_NE(md.find("- sinusoidal-embedded-max: no residual stream"), std::string::npos);
+  const std::string csv = posenc::summary_to_csv(s);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 2);
+  EXPECT_NE(csv.find("len32_mean,len32_std,len32_ci_lo,len32_ci_hi"), std::string::npos);
+  EXPECT_NE(posenc::summary_to_text(s).find("rope-projected-max"), std::string::npos);
+  EXPECT_EQ(posenc::summary_to_json(s)["variants"][0]["extrapolation"], 8);
+}
+
+TEST(ProcessPool, RunsJobsInParallelAndReportsEachExit) {
+  Scratch s("posenc_pool");
+  const auto log = [&](const std::string& id) { return (s.dir / (id + ".log")).string(); };
+  std::vector<posenc::Job> jobs = {
+      {"fail", {"/bin/sh", "-c", "echo oops; exit 3"}, log("fail")},
+      {"ok", {"/bin/sh", "-c", "echo hello"}, log("ok")},
+      {"slow", {"/bin/sh", "-c", "sleep 0.3"}, log("slow")},
+      {"missing", {"/no/such/program"}, log("missing")},
+  };
+  size_t most_running = 0;
+  std::vector<std::string> done;
+  const auto outcomes = posenc::run_pool(
+      jobs, 2, [&](const posenc::PoolStatus& st) { most_running = std::max(most_running, st.running.size()); },
+      [&](const posenc::JobOutcome& o) { done.push_back(o.id); }, 0.01);
+  ASSERT_EQ(outcomes.size(), 4u);
+  EXPECT_EQ(outcomes[0].exit_code, 3);
+  EXPECT_EQ(outcomes[1].exit_code, 0);
+  EXPECT_EQ(outcomes[2].exit_code, 0);
+  EXPECT_EQ(outcomes[3].exit_code, 127);
+  EXPECT_EQ(done.size(), 4u);
+  EXPECT_LE(most_running, 2u);
+  EXPECT_EQ(posenc::tail_lines(log("ok"), 5), "hello\n");
+  EXPECT_EQ(posenc::tail_lines(log("fail"), 5), "oops\n");
+  EXPECT_NE(posenc::tail_lines(log("missing"), 5).find("could not start"), std::string::npos);
+}
+
+TEST(CompareCli, CrashedRunIsReportedFinishedRunsAreKeptAndRerunsContinue) {
+  Scratch s("posenc_compare_cli");
+  json grid = tiny_grid();
+  // learned with a 20-row table cannot be evaluated at length 32: that run fails after training.
+  grid["schemes"] = {"none", "rope",
+                     {{"name", "learned-short"},
+                      {"set", {{"model.positional.type", "learned"}, {"model.positional.max_positions", 20}}}}};
+  const std::string file = s.write("grid.json", grid);
+  const std::string out = (s.dir / "out").string();
+  const std::string args = "compare " + file + " --out " + out + " --jobs 2 --no-figures --no-progress";
+
+  const auto first = posenc::testing::run_cli(args);
+  EXPECT_EQ(first.code, 1) << first.output;
+  EXPECT_NE(first.output.find("learned-short-projected-max-s0 FAILED"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("encodes at most 20"), std::string::npos) << first.output;  // the log's tail
+  for (const char* f : {"summary.json", "summary.csv", "summary.md", "report.md"}) EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
+  const json summary = posenc::read_json_file(out + "/summary.json");
+  EXPECT_EQ(summary["variants"].size(), 2u);
+  EXPECT_EQ(summary["unfinished"], json({"learned-short-projected-max-s0"}));
+  const auto rope_results = fs::path(out) / "runs" / "rope-projected-max-s0" / "results.json";
+  const auto written = fs::last_write_time(rope_results);
+  EXPECT_TRUE(fs::exists(fs::path(out) / "inspect" / "rope-projected-max.json"));
+  EXPECT_TRUE(fs::exists(fs::path(out) / "attention" / "rope-projected-max.json"));
+
+  // Rerun: the two finished runs are skipped, the broken one is retried (and fails again).
+  const auto second = posenc::testing::run_cli(args);
+  EXPECT_EQ(second.code, 1);
+  EXPECT_NE(second.output.find("2 finished already, 1 to resume, 0 to start"), std::string::npos) << second.output;
+  EXPECT_EQ(fs::last_write_time(rope_results), written);
+
+  // Without the broken scheme everything is finished and the exit status is 0.
+  grid["schemes"] = {"none", "rope"};
+  s.write("grid.json", grid);
+  const auto third = posenc::testing::run_cli(args);
+  EXPECT_EQ(third.code, 0) << third.output;
+  EXPECT_NE(third.output.find("2 finished already, 0 to resume, 0 to start"), std::string::npos) << third.output;
+
+  // A grid that changes the model of an existing run stops before touching anything.
+  grid["set"]["model.d_ff"] = 128;
+  s.write("grid.json", grid);
+  const auto clash = posenc::testing::run_cli(args);
+  EXPECT_EQ(clash.code, 2);
+  EXPECT_NE(clash.output.find("different config (first difference at /model/d_ff)"), std::string::npos) << clash.output;
+  EXPECT_EQ(fs::last_write_time(rope_results), written);
+}
+
+TEST(CompareCli, AttentionAndInspectReadACheckpoint) {
+  Scratch s("posenc_attention_cli");
+  const std::string run_dir = (s.dir / "run").string();
+  const auto train = posenc::testing::run_cli(
+      "train " + base_config() +
+      " --set train.steps=10 --set train.val_samples=32 --set eval.lengths=[8] --set eval.samples_per_length=32 "
+      "--set model.pooling=cls --no-progress --out " + run_dir);
+  ASSERT_EQ(train.code, 0) << train.output;
+  const std::string ckpt = run_dir + "/checkpoint.pt";
+  const std::string json_path = (s.dir / "att.json").string();
+  const auto att = posenc::testing::run_cli("attention " + ckpt + " --length 12 --kind reverse --json " + json_path);
+  ASSERT_EQ(att.code, 0) << att.output;
+  const json a = posenc::read_json_file(json_path);
+  EXPECT_EQ(a["tokens"].size(), 12u);
+  EXPECT_EQ(a["label"], 0);
+  EXPECT_EQ(a["layers"].size(), 3u);     // blocks
+  EXPECT_EQ(a["layers"][0].size(), 4u);  // heads
+  EXPECT_EQ(a["layers"][0][0].size(), 13u);  // queries, CLS included
+  for (const auto& row : a["layers"][2][3]) {
+    double sum = 0;
+    for (double p : row) sum += p;
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  const auto bad_kind = posenc::testing::run_cli("attention " + ckpt + " --kind upside_down");
+  EXPECT_EQ(bad_kind.code, 2);
+  EXPECT_NE(bad_kind.output.find("--kind upside_down: expected sorted or one of"), std::string::npos);
+  const auto too_far = posenc::testing::run_cli("attention " + ckpt + " --index 100000");
+  EXPECT_EQ(too_far.code, 2);
+  EXPECT_NE(too_far.output.find("has only"), std::string::npos) << too_far.output;
+
+  const auto inspect = posenc::testing::run_cli("inspect --checkpoint " + ckpt + " --length 20");
+  ASSERT_EQ(inspect.code, 0) << inspect.output;
+  const json i = json::parse(inspect.output);
+  EXPECT_EQ(i["scheme"], "rope");
+  EXPECT_EQ(i["rotated_ones"].size(), 20u);
+  EXPECT_EQ(i["rotated_ones"][0].size(), 16u);  // one head of width 64 / 4
+  const auto neither = posenc::testing::run_cli("inspect");
+  EXPECT_EQ(neither.code, 2);
+  EXPECT_NE(neither.output.find("either a scheme name or --checkpoint"), std::string::npos);
+}
