@@ -54,8 +54,12 @@ def scheme_colors(variants):
     for v in variants:
         if v["scheme"] not in names:
             names.append(v["scheme"])
-    cmap = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
-    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+    if len(names) <= 10:
+        palette = [plt.get_cmap("tab10")(i) for i in range(10)]
+    else:  # tab20's strong colours first, then their light partners
+        tab20 = plt.get_cmap("tab20")
+        palette = [tab20(i) for i in range(0, 20, 2)] + [tab20(i) for i in range(1, 20, 2)]
+    return {n: palette[i % len(palette)] for i, n in enumerate(names)}
 
 
 def panels(variants):

@@ -152,7 +152,7 @@ int run_comparison(const CompareOptions& o) {
     todo.push_back(&run);
     argvs.push_back(argv);
   }
-  spdlog::info("compare {} -> {}: {} runs ({} finished already, {} to resume, {} to start, {} combinations not buildable), "
+  spdlog::info("compare {} -> {}: {} runs ({} finished already, {} to resume, {} to start, {} not buildable), "
                "{} at a time, {} thread(s) each",
                o.config, out, plan.runs.size() - skipped, finished, resumed, todo.size() - resumed, skipped, jobs,
                o.threads);
