@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake make libtorch-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
-          libgtest-dev libopenblas0-openmp python3-matplotlib python3-numpy)
+          libgtest-dev libopenblas0-openmp python3-matplotlib python3-numpy
+          python3-torch)  # python3-torch: the PyTorch-eager side of `posenc bench` and its parity test
 
 missing=()
 for p in "${packages[@]}"; do

@@ -79,4 +79,16 @@ struct AttentionOptions {
 void setup_attention(CLI::App& app, AttentionOptions& o);
 int run_attention(const AttentionOptions& o);
 
+struct BenchOptions {
+  std::string config = "configs/bench.json";
+  std::vector<std::string> sizes, schemes;
+  int64_t threads = 1;
+  std::string device = "cpu";
+  bool bf16 = false;
+  bool no_python = false;
+  std::string out = "runs/bench";
+};
+void setup_bench(CLI::App& app, BenchOptions& o);
+int run_bench(const BenchOptions& o);
+
 }  // namespace posenc::cli

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   posenc::cli::InspectOptions inspect;
   posenc::cli::CompareOptions compare;
   posenc::cli::AttentionOptions attention;
+  posenc::cli::BenchOptions bench;
   posenc::cli::setup_train(*app.add_subcommand("train", "train a classifier from a JSON config, then evaluate it"), train);
   posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
   posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and their options"), list);
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
       compare);
   posenc::cli::setup_attention(
       *app.add_subcommand("attention", "write a trained model's attention maps on one example as JSON"), attention);
+  posenc::cli::setup_bench(
+      *app.add_subcommand("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager"), bench);
 
   try {
     app.parse(argc, argv);
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return posenc::cli::run_inspect(inspect);
     if (app.got_subcommand("compare")) return posenc::cli::run_compare(compare);
     if (app.got_subcommand("attention")) return posenc::cli::run_attention(attention);
+    if (app.got_subcommand("bench")) return posenc::cli::run_bench(bench);
   } catch (const posenc::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -50,6 +50,15 @@ struct ComparePlan {
   std::string config_path(const PlannedRun& r) const; ///< OUT/configs/<id>.json (what the child trains)
 };
 
+/// One entry of a "schemes" list: a registry name, or {"name", "set"}.
+struct GridEntry {
+  std::string name;
+  json set;  ///< dotted path -> value
+};
+GridEntry grid_entry(const json& j, const std::string& where);
+/// Applies {"dotted.path": value, ...} to a config JSON; errors start with `where`.
+void apply_set(json& config, const json& set, const std::string& where);
+
 /// Reads and expands a comparison file. `threads` goes into every run's config.
 ComparePlan plan_comparison(const std::string& path, const std::string& out_dir, bool full, int64_t threads);
 

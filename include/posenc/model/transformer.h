@@ -49,6 +49,11 @@ class EncoderClassifierImpl : public torch::nn::Module {
   bool has_position_table() const;
   bool directional() const;
 
+  /// FLOPs of one forward over a batch of `batch` sequences of `length` tokens,
+  /// counted from the shapes: matrix products (2 per multiply-add), attention
+  /// scores and p·v, and what the schemes add (their *_flops hooks).
+  double forward_flops(int64_t batch, int64_t length) const;
+
   /// Keep the attention probabilities of every block on the next forward.
   void keep_attention(bool keep);
   std::vector<torch::Tensor> attention_maps() const;  // per block: (B, H, L, L)

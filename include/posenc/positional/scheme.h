@@ -76,6 +76,13 @@ class PositionalSchemeImpl : public torch::nn::Module {
   /// True where positions the model never saw in training have untrained parameters.
   virtual bool has_position_table() const { return false; }
 
+  /// FLOPs the scheme adds to one attention layer's forward over (B, H, Lq, Lk, Dh)
+  /// beyond q·k and p·v, and to one embed() over (B, L, D); `posenc bench` counts them.
+  virtual double attention_flops(int64_t /*B*/, int64_t /*H*/, int64_t /*Lq*/, int64_t /*Lk*/, int64_t /*Dh*/) const {
+    return 0;
+  }
+  virtual double embed_flops(int64_t /*B*/, int64_t /*L*/, int64_t /*D*/) const { return 0; }
+
   /// (B, L, D) -> (B, L, D)
   virtual torch::Tensor embed(const torch::Tensor& x, const Positions& /*pos*/) { return x; }
   /// q (B, H, Lq, Dh), k (B, H, Lk, Dh), rotated in place of the handles.

@@ -34,7 +34,15 @@ struct LengthResult {
   bool untrained_positions = false;      ///< uses rows of a position table that training never reached
 };
 
-/// Tallies predictions on one set, in chunks of at most max_batch_tokens tokens.
+/// Largest (B, H, L, L) score tensor an evaluation batch may need: 2^26 floats
+/// (256 MiB), so that long lengths (4096 with the default model) fit in memory.
+constexpr int64_t kMaxScoreElements = int64_t{1} << 26;
+
+/// Sequences per evaluation batch at `length`: at most max_batch_tokens tokens
+/// and at most kMaxScoreElements attention scores, at least 1.
+int64_t evaluation_batch_size(const EncoderClassifier& model, int64_t length, int64_t max_batch_tokens);
+
+/// Tallies predictions on one set, in chunks of evaluation_batch_size().
 /// Runs under InferenceMode with the model in eval mode (restored afterwards).
 std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch::Device device,
                                int64_t max_batch_tokens);

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "posenc/config.h"
+#include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
 
 namespace posenc {
@@ -42,6 +43,9 @@ torch::Device resolve_device(const std::string& name);
 
 /// JSON pointers of the config parts that --resume accepts changed.
 const std::vector<std::string>& resumable_changes();
+
+/// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
+torch::optim::AdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train);
 
 /// Applies the thread count (intra-op) once per process.
 void set_threads(int64_t threads);

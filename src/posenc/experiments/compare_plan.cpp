@@ -54,15 +54,12 @@ std::vector<int64_t> seed_list(const json& j, const std::string& where) {
   return out;
 }
 
+}  // namespace
+
 void apply_set(json& config, const json& set, const std::string& where) {
   if (!set.is_object()) throw ConfigError(where + ": expected an object of \"dotted.path\": value");
   for (const auto& [path, value] : set.items()) set_json_path(config, path, value, where + "." + path);
 }
-
-struct GridEntry {
-  std::string name;
-  json set;  // dotted path -> value
-};
 
 GridEntry grid_entry(const json& j, const std::string& where) {
   if (j.is_string()) return {j.get<std::string>(), {{"model.positional.type", j}}};
@@ -70,10 +67,10 @@ GridEntry grid_entry(const json& j, const std::string& where) {
   if (!j.contains("name") || !j["name"].is_string()) throw ConfigError(where + ".name: expected a string");
   GridEntry e{j["name"], j.value("set", json::object())};
   if (!e.set.is_object()) throw ConfigError(where + ".set: expected an object of \"dotted.path\": value");
+  if (!valid_name(e.name))
+    throw ConfigError(where + ": name \"" + e.name + "\" must be letters, digits, '-', '_' or '.' (it names run directories)");
   return e;
 }
-
-}  // namespace
 
 std::string ComparePlan::run_dir(const PlannedRun& r) const { return (fs::path(out_dir) / "runs" / r.id).string(); }
 std::string ComparePlan::log_path(const PlannedRun& r) const {
@@ -128,8 +125,6 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
   for (size_t i = 0; i < spec["schemes"].size(); ++i) {
     const std::string where = path + ".schemes[" + std::to_string(i) + "]";
     const GridEntry entry = grid_entry(spec["schemes"][i], where);
-    if (!valid_name(entry.name))
-      throw ConfigError(where + ": name \"" + entry.name + "\" must be letters, digits, '-', '_' or '.' (it names run directories)");
     if (!names.insert(entry.name).second) throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
     plan.schemes.push_back(entry.name);
     for (const auto& qkv : qkvs)

@@ -10,46 +10,12 @@
 #include <spdlog/spdlog.h>
 
 #include "posenc/analysis/trained.h"
-#include "posenc/experiments/process_pool.h"
+#include "posenc/util/python.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
 
 namespace {
-
-/// Shell-quotes one argument.
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-bool has_matplotlib(const std::string& python) {
-  const std::string cmd = quoted(python) + " -c 'import matplotlib, numpy' >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
-}
-
-std::string find_python() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("POSENC_PYTHON")) candidates.push_back(env);
-  candidates.push_back("/usr/bin/python3");  // Debian's, where python3-matplotlib installs
-  candidates.push_back("python3");
-  for (const auto& p : candidates)
-    if (has_matplotlib(p)) return p;
-  return "";
-}
-
-std::string find_plot_script() {
-  std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("POSENC_SCRIPTS")) candidates.push_back(fs::path(env) / "plot_compare.py");
-  candidates.push_back(fs::path(self_executable()).parent_path().parent_path() / "scripts" / "plot_compare.py");
-#ifdef POSENC_SOURCE_DIR
-  candidates.push_back(fs::path(POSENC_SOURCE_DIR) / "scripts" / "plot_compare.py");
-#endif
-  for (const auto& p : candidates)
-    if (fs::exists(p)) return p.string();
-  return "";
-}
 
 /// The run whose figures stand for each grid scheme: its first finished variant and seed.
 std::vector<std::pair<std::string, std::string>> figure_runs(const ComparePlan& plan, const ComparisonSummary& s) {
@@ -83,14 +49,14 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
 }
 
 PlotOutcome run_plot_script(const std::string& out_dir) {
-  const std::string script = find_plot_script();
+  const std::string script = find_script("plot_compare.py");
   if (script.empty())
     return {false, "figures skipped: scripts/plot_compare.py not found (set POSENC_SCRIPTS to the scripts/ folder)"};
-  const std::string python = find_python();
+  const std::string python = find_python("matplotlib, numpy");
   if (python.empty())
     return {false, "figures skipped: no python3 with matplotlib and numpy (install them: sudo apt-get install "
                    "python3-matplotlib python3-numpy), then run: python3 " + script + " " + out_dir};
-  const std::string cmd = quoted(python) + " " + quoted(script) + " " + quoted(out_dir);
+  const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(out_dir);
   spdlog::info("figures: {}", cmd);
   const int rc = std::system(cmd.c_str());
   if (rc != 0) return {false, fmt::format("figures: {} failed (status {}); the table above is complete", cmd, rc)};

@@ -108,6 +108,21 @@ torch::Tensor EncoderClassifierImpl::forward(const torch::Tensor& tokens_in) {
   return head_->forward(pooled);  // (B, 2)
 }
 
+double EncoderClassifierImpl::forward_flops(int64_t batch, int64_t length) const {
+  const double B = batch, L = static_cast<double>(model_length(length)), D = cfg_.d_model, F = cfg_.d_ff;
+  const int64_t H = cfg_.heads, Dh = cfg_.d_model / cfg_.heads;
+  double flops = 0;
+  for (int64_t i = 0; i < cfg_.layers; ++i) {
+    if (embed_at_[i]) flops += embed_at_[i]->embed_flops(batch, model_length(length), cfg_.d_model);
+    if (!(i == 0 && cfg_.qkv == "embedded")) flops += 2 * B * L * D * 3 * D;  // W_qkv
+    flops += 2 * 2 * B * L * L * D;                                           // q·k and p·v over all heads
+    if (attend_with_[i])
+      flops += attend_with_[i]->attention_flops(batch, H, model_length(length), model_length(length), Dh);
+    flops += 2 * B * L * D * D + 2 * 2 * B * L * D * F;  // W_out and the feed-forward
+  }
+  return flops + 2 * B * D * 2;  // head
+}
+
 void EncoderClassifierImpl::check_length(int64_t length) const {
   const int64_t needed = model_length(length);
   for (const auto& s : schemes_)

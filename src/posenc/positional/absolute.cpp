@@ -106,6 +106,7 @@ class DynamicImpl : public PositionalSchemeImpl {
   }
   Capabilities capabilities() const override { return Capabilities::embedding(); }
   bool directional() const override { return true; }
+  double embed_flops(int64_t B, int64_t L, int64_t D) const override { return 2.0 * B * L * (D * 2 * D) * 2; }
 
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
     auto pe = once_per_forward(pos, "pe", [&] {

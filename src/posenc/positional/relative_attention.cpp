@@ -37,6 +37,10 @@ class ShawImpl : public PositionalSchemeImpl {
     return c;
   }
   bool directional() const override { return true; }
+  double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
+    const double per_table = 2.0 * B * H * Lq * (2 * clip_ + 1) * Dh;  // q·a^K, and probs·a^V
+    return per_table * (use_values_ ? 2 : 1) + (content_scale_.defined() ? 2.0 * B * H * Lq * Lk * Dh : 0.0);
+  }
 
   torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const Positions& pos) override {
     auto rel = pick_columns(torch::matmul(q, keys_.t()), index(pos));  // (B, H, Lq, 2k+1) -> (B, H, Lq, Lk)
@@ -81,6 +85,12 @@ class XlImpl : public PositionalSchemeImpl {
     return c;
   }
   bool directional() const override { return true; }
+  double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
+    const int64_t R = Lq + Lk - 1;  // distinct offsets
+    return 2.0 * B * H * Lq * R * Dh        // (q + v)·W_R R
+           + 2.0 * H * Lk * Dh              // u·k
+           + 2.0 * R * d_model_ * H * Dh;   // W_R R
+  }
 
   torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const Positions& pos) override {
     // Offsets i - j of every pair, as an index into the table of distinct offsets.

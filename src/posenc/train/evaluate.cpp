@@ -16,13 +16,20 @@ Interval wilson_interval(int64_t correct, int64_t n, double z) {
   return {std::max(0.0, center - half), std::min(1.0, center + half)};
 }
 
+int64_t evaluation_batch_size(const EncoderClassifier& model, int64_t length, int64_t max_batch_tokens) {
+  const int64_t L = std::max<int64_t>(1, model->model_length(length));
+  const int64_t by_tokens = max_batch_tokens / L;
+  const int64_t by_scores = kMaxScoreElements / (model->config().heads * L * L);
+  return std::max<int64_t>(1, std::min(by_tokens, by_scores));
+}
+
 std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch::Device device,
                                int64_t max_batch_tokens) {
   const bool was_training = model->is_training();
   model->eval();
   c10::InferenceMode guard;
   const int64_t n = set.tokens.size(0), L = set.tokens.size(1);
-  const int64_t chunk = std::max<int64_t>(1, max_batch_tokens / std::max<int64_t>(1, model->model_length(L)));
+  const int64_t chunk = evaluation_batch_size(model, L, max_batch_tokens);
   std::vector<torch::Tensor> correct_parts;
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t len = std::min(chunk, n - start);

@@ -86,6 +86,15 @@ std::vector<torch::optim::OptimizerParamGroup> param_groups(EncoderClassifier& m
   return groups;
 }
 
+}  // namespace
+
+torch::optim::AdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train) {
+  return torch::optim::AdamW(param_groups(model, train.weight_decay),
+                             torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
+}
+
+namespace {
+
 void set_lr(torch::optim::Optimizer& opt, double lr) {
   for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
@@ -121,8 +130,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   EncoderClassifier model(cfg.model, cfg.task.vocab_size);
   model->to(device);
-  torch::optim::AdamW optimizer(param_groups(model, cfg.train.weight_decay),
-                                torch::optim::AdamWOptions(cfg.train.lr).weight_decay(cfg.train.weight_decay));
+  torch::optim::AdamW optimizer = make_optimizer(model, cfg.train);
   int64_t start = 0;
   if (options.resume) {
     check_resume_config(cfg, read_checkpoint_config(ckpt.string()), ckpt.string());

@@ -1,0 +1,586 @@
+#!/usr/bin/python3
+"""PyTorch-eager twin of posenc's model, for `posenc bench`.
+
+    /usr/bin/python3 scripts/bench_eager.py CASES.json RESULTS.json
+
+CASES.json (written by `posenc bench`) lists resolved configs with a batch
+size and length. For each case this script builds the same encoder classifier
+(pre-LN blocks, GELU feed-forward, cls/mean/max pooling, projected or embedded
+q,k,v, every positional scheme of the registry) with the same parameter names
+as the C++ modules, then:
+
+  - parity: when the case has a parity_dir, loads the C++ initial weights
+    (weights.bin + weights.json) and the C++ batch, and compares the loss with
+    the one C++ computed (the two must compute the same function);
+  - timing: the same training step (forward, cross-entropy, backward,
+    gradient clipping, AdamW with decay on matrices only) and evaluation
+    forward, warm-up then the median over timed steps, at the same thread count.
+
+Needs Debian's python3-torch (the same LibTorch 1.13 as the C++ build).
+"""
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------------------
+# Position math (mirrors src/posenc/positional/tables.cpp and relative.cpp)
+
+
+def sinusoidal_table(positions, dim, base, layout="interleaved"):
+    i = torch.arange(dim // 2, dtype=torch.float64, device=positions.device)
+    freq = torch.pow(torch.tensor(base, dtype=torch.float64), -2.0 * i / dim)
+    angle = positions.to(torch.float64).unsqueeze(1) * freq.unsqueeze(0)  # (L, D/2)
+    s, c = torch.sin(angle), torch.cos(angle)
+    if layout == "concat":
+        return torch.cat([s, c], dim=1)
+    return torch.stack([s, c], dim=2).reshape(positions.size(0), dim)
+
+
+def rotary_angles(positions, rot_dim, base):
+    i = torch.arange(rot_dim // 2, dtype=torch.float64, device=positions.device)
+    theta = torch.pow(torch.tensor(base, dtype=torch.float64), -2.0 * i / rot_dim)
+    return positions.to(torch.float64).unsqueeze(1) * theta.unsqueeze(0)  # (L, R/2)
+
+
+def relative_positions(q, k):
+    return k.unsqueeze(0) - q.unsqueeze(1)  # (Lq, Lk): j - i
+
+
+def alibi_slopes(heads):
+    def power_of_two(n):
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+    p = 1
+    while p * 2 <= heads:
+        p *= 2
+    slopes = power_of_two(p)
+    extra = power_of_two(2 * p)
+    i = 0
+    while len(slopes) < heads:
+        slopes.append(extra[i])
+        i += 2
+    return slopes
+
+
+def t5_buckets(relative, num_buckets, max_distance, bidirectional):
+    buckets = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative > 0).long() * num_buckets
+        distance = relative.abs()
+    else:
+        distance = (-relative).clamp_min(0)
+    max_exact = num_buckets // 2
+    scaled = (torch.log(distance.clamp_min(max_exact).double() / max_exact)
+              / math.log(max_distance / max_exact) * (num_buckets - max_exact))
+    large = (max_exact + scaled.long()).clamp_max(num_buckets - 1)
+    return buckets + torch.where(distance < max_exact, distance, large)
+
+
+class Positions:
+    """Explicit position ids and the per-forward cache (mirrors scheme.h)."""
+
+    def __init__(self, ids):
+        self.q = ids
+        self.k = ids
+        self.end = int(ids.numel())
+        self.cache = {}
+
+    def once(self, owner, key, make):
+        k = (id(owner), key)
+        if k not in self.cache:
+            self.cache[k] = make()
+        return self.cache[k]
+
+
+# ---------------------------------------------------------------------------
+# Schemes (mirror src/posenc/positional/*.cpp; same parameter names)
+
+
+class Scheme(nn.Module):
+    embed_hook = rotate_hook = bias_hook = score_hook = value_hook = reweight_hook = False
+
+
+class NoneScheme(Scheme):
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+
+
+class Sinusoidal(Scheme):
+    embed_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.dim, self.base, self.layout = D, o["base"], o["layout"]
+        self.concat = o["combine"] == "concat"
+        self.token_scale = math.sqrt(D) if o["scale_tokens"] else 1.0
+        self.pe_dim = (o["concat_dim"] if o["concat_dim"] > 0 else D // 2) if self.concat else D
+
+    def embed(self, x, pos):
+        pe = pos.once(self, "pe", lambda: sinusoidal_table(pos.q, self.pe_dim, self.base, self.layout).to(x.dtype))
+        tokens = x if self.token_scale == 1.0 else x * self.token_scale
+        if not self.concat:
+            return tokens + pe.unsqueeze(0)
+        kept = tokens.narrow(-1, 0, self.dim - self.pe_dim)
+        return torch.cat([kept, pe.unsqueeze(0).expand(x.size(0), -1, -1)], dim=-1)
+
+
+class Learned(Scheme):
+    embed_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(o["max_positions"], D) * o["init_std"])
+        self.scaled = o["scaled"]
+        if self.scaled:
+            self.scale = nn.Parameter(torch.ones(o["max_positions"], 1))
+            self.norm = nn.LayerNorm(D)
+
+    def embed(self, x, pos):
+        rows = self.table.index_select(0, pos.q)
+        if not self.scaled:
+            return x + rows.unsqueeze(0)
+        rows = rows * self.scale.index_select(0, pos.q)
+        return self.norm(x + rows.unsqueeze(0))
+
+
+class Dynamic(Scheme):
+    embed_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.dim, self.max_length = D, o["max_length"]
+        self.content_scale = nn.Parameter(torch.ones(D))
+        self.position_scale = nn.Parameter(torch.ones(D))
+        self.gate_in = nn.Linear(D, 2 * D)
+        self.gate_out = nn.Linear(2 * D, D)
+        self.content_factor = nn.Parameter(torch.ones(1))
+        self.length_factor = nn.Parameter(torch.ones(1))
+
+    def embed(self, x, pos):
+        pe = pos.once(self, "pe", lambda: sinusoidal_table(pos.q, self.dim, 10000.0).to(x.dtype))
+        gate = torch.sigmoid(self.gate_out(F.gelu(self.gate_in(x))) * self.content_factor)
+        length_scale = torch.sigmoid(self.length_factor * (pos.q.size(0) / self.max_length))
+        return x * self.content_scale + pe.unsqueeze(0) * self.position_scale * gate * length_scale
+
+
+class Rope(Scheme):
+    rotate_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.base, self.interleaved = o["base"], o["layout"] == "interleaved"
+        self.rot = int(o["fraction"] * Dh) // 2 * 2
+
+    def apply(self, x, positions, pos, which):
+        def make():
+            angle = rotary_angles(positions, self.rot, self.base)
+            return torch.stack([angle.cos(), angle.sin()]).to(x.dtype)
+
+        cs = pos.once(self, which, make)
+        cos, sin = cs[0], cs[1]
+        rot = x.narrow(-1, 0, self.rot)
+        if self.interleaved:
+            pairs = rot.unflatten(-1, (self.rot // 2, 2))
+            even, odd = pairs[..., 0], pairs[..., 1]
+            out = torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
+        else:
+            x1, x2 = rot.narrow(-1, 0, self.rot // 2), rot.narrow(-1, self.rot // 2, self.rot // 2)
+            out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+        if self.rot == x.size(-1):
+            return out
+        return torch.cat([out, x.narrow(-1, self.rot, x.size(-1) - self.rot)], -1)
+
+    def rotate(self, q, k, pos):
+        return self.apply(q, pos.q, pos, "q"), self.apply(k, pos.k, pos, "k")
+
+
+class Alibi(Scheme):
+    bias_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.directional = o["directional"]
+        self.register_buffer("slopes", torch.tensor(alibi_slopes(H), dtype=torch.float32))
+        if self.directional:
+            self.left_offset = nn.Parameter(torch.zeros(H))
+            self.right_offset = nn.Parameter(torch.zeros(H))
+
+    def bias(self, pos):
+        def make():
+            rel = relative_positions(pos.q, pos.k).to(self.slopes.dtype).unsqueeze(0)
+            b = -self.slopes.view(-1, 1, 1) * rel.abs()
+            if self.directional:
+                b = (b + self.right_offset.view(-1, 1, 1) * (rel > 0).to(rel.dtype)
+                     + self.left_offset.view(-1, 1, 1) * (rel < 0).to(rel.dtype))
+            return b.unsqueeze(0)
+
+        return pos.once(self, "alibi", make)
+
+
+class T5(Scheme):
+    bias_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.nb, self.md, self.bi = o["num_buckets"], o["max_distance"], o["bidirectional"]
+        self.table = nn.Parameter(torch.randn(self.nb, H) * o["init_std"])
+
+    def bias(self, pos):
+        buckets = pos.once(self, "buckets", lambda: t5_buckets(relative_positions(pos.q, pos.k), self.nb, self.md, self.bi))
+        return pos.once(self, "bias", lambda: self.table[buckets].permute(2, 0, 1).unsqueeze(0))
+
+
+def pick_columns(per_offset, index):
+    return per_offset.gather(-1, index.expand(per_offset.size(0), per_offset.size(1), index.size(0), index.size(1)))
+
+
+class Shaw(Scheme):
+    score_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.clip, self.use_values = o["max_distance"], o["values"]
+        self.value_hook = self.use_values
+        std = o["init_std"]
+        self.keys = nn.Parameter(torch.randn(2 * self.clip + 1, Dh) * std)
+        if self.use_values:
+            self.values = nn.Parameter(torch.randn(2 * self.clip + 1, Dh) * std)
+        self.head_scales = o["head_scales"]
+        if self.head_scales:
+            self.content_scale = nn.Parameter(torch.ones(H))
+            self.position_scale = nn.Parameter(torch.ones(H))
+
+    def index(self, pos):
+        return pos.once(self, "index", lambda: relative_positions(pos.q, pos.k).clamp(-self.clip, self.clip) + self.clip)
+
+    def score_terms(self, q, k, pos):
+        rel = pick_columns(torch.matmul(q, self.keys.t()), self.index(pos))
+        if not self.head_scales:
+            return rel
+        c, p = self.content_scale.view(1, -1, 1, 1), self.position_scale.view(1, -1, 1, 1)
+        return (c - 1.0) * torch.matmul(q, k.transpose(-2, -1)) + p * rel
+
+    def value_terms(self, probs, pos):
+        idx = self.index(pos).expand_as(probs)
+        per_offset = torch.zeros(probs.size(0), probs.size(1), probs.size(2), 2 * self.clip + 1, dtype=probs.dtype)
+        per_offset = per_offset.scatter_add(-1, idx, probs)
+        return torch.matmul(per_offset, self.values)
+
+
+class Xl(Scheme):
+    score_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.H, self.Dh, self.D, self.base = H, Dh, D, o["base"]
+        self.u = nn.Parameter(torch.zeros(H, Dh))
+        self.v = nn.Parameter(torch.zeros(H, Dh))
+        self.w_r = nn.Linear(D, H * Dh, bias=False)
+
+    def score_terms(self, q, k, pos):
+        rel = -relative_positions(pos.q, pos.k)
+        lo = -(pos.end - 1)
+        index = pos.once(self, "index", lambda: rel - lo)
+
+        def make_r():
+            offsets = torch.arange(lo, pos.end, dtype=torch.long)
+            projected = self.w_r(sinusoidal_table(offsets, self.D, self.base).to(q.dtype))
+            return projected.view(-1, self.H, self.Dh).permute(1, 2, 0)
+
+        r = pos.once(self, "r", make_r)
+        content_bias = torch.matmul(self.u.unsqueeze(1).unsqueeze(0), k.transpose(-2, -1))
+        position = torch.matmul(q + self.v.view(1, self.H, 1, self.Dh), r)
+        return content_bias + pick_columns(position, index)
+
+
+def scalar(module, name, value, learnable):
+    t = torch.tensor(value, dtype=torch.float32)
+    if learnable:
+        setattr(module, name, nn.Parameter(t))
+    else:
+        module.register_buffer(name, t)
+
+
+class Ape(Scheme):
+    bias_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        scalar(self, "scale", o["scale"], o["learnable"])
+
+    def bias(self, pos):
+        def make():
+            distance = relative_positions(pos.q, pos.k).abs().to(self.scale.dtype)
+            return (self.scale * (1.0 - distance / pos.k.size(0))).view(1, 1, *distance.shape)
+
+        return pos.once(self, "ape", make)
+
+
+class Decay(Scheme):
+    bias_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        scalar(self, "log_tau", math.log(o["tau"]), o["learnable"])
+
+    def bias(self, pos):
+        def make():
+            distance = relative_positions(pos.q, pos.k).abs().to(self.log_tau.dtype)
+            return torch.exp(-distance / self.log_tau.exp()).view(1, 1, *distance.shape)
+
+        return pos.once(self, "decay", make)
+
+
+class Da(Scheme):
+    reweight_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        s = o["init_spread"]
+        self.w = nn.Parameter(torch.linspace(-s, s, H) if H > 1 else torch.zeros(1))
+        self.v = nn.Parameter(torch.zeros(H))
+
+    def reweight(self, scores, pos):
+        def make():
+            distance = relative_positions(pos.q, pos.k).abs().to(self.w.dtype).unsqueeze(0)
+            x = self.w.view(-1, 1, 1) * distance
+            v = self.v.view(-1, 1, 1)
+            return ((1.0 + v.exp()) / (1.0 + (v - x).exp())).unsqueeze(0)
+
+        return torch.relu(scores) * pos.once(self, "f", make)
+
+
+SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope,
+           "alibi": Alibi, "t5": T5, "shaw": Shaw, "xl": Xl, "ape": Ape, "decay": Decay, "da": Da}
+INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's Placement::Input
+
+# ---------------------------------------------------------------------------
+# Model (mirrors src/posenc/model/attention.cpp and transformer.cpp)
+
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+
+
+class Attention(nn.Module):
+    def __init__(self, D, H, dropout, project_input):
+        super().__init__()
+        self.D, self.H, self.Dh, self.p = D, H, D // H, dropout
+        if project_input:
+            self.qkv = nn.Linear(D, 3 * D)
+        self.out = nn.Linear(D, D)
+        self.attn_drop = nn.Dropout(dropout)
+
+    def split(self, x):
+        return x.view(x.size(0), x.size(1), self.H, self.Dh).transpose(1, 2)
+
+    def forward(self, x, scheme, pos):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.attend(q, k, v, scheme, pos)
+
+    def attend(self, q, k, v, scheme, pos):
+        B, L = q.size(0), q.size(1)
+        q, k, v = self.split(q), self.split(k), self.split(v)
+        s = scheme
+        if s is not None and s.rotate_hook:
+            q, k = s.rotate(q, k, pos)
+        bias = s.bias(pos) if s is not None and s.bias_hook else None
+        explicit = s is not None and (s.score_hook or s.value_hook or s.reweight_hook)
+        if HAS_SDPA and not explicit:  # LibTorch >= 2: the fused kernel, as the C++ side uses
+            mask = bias.to(q.dtype) if bias is not None else None
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
+        else:
+            scores = torch.matmul(q, k.transpose(-2, -1))
+            if s is not None and s.score_hook:
+                scores = scores + s.score_terms(q, k, pos)
+            scores = scores * (1.0 / math.sqrt(self.Dh))
+            if bias is not None:
+                scores = scores + bias
+            if s is not None and s.reweight_hook:
+                scores = s.reweight(scores, pos)
+            probs = torch.softmax(scores, dim=-1)
+            dropped = self.attn_drop(probs)
+            ctx = torch.matmul(dropped, v)
+            if s is not None and s.value_hook:
+                ctx = ctx + s.value_terms(dropped, pos)
+        return self.out(ctx.transpose(1, 2).reshape(B, L, self.D))
+
+
+class Block(nn.Module):
+    def __init__(self, m, project_input):
+        super().__init__()
+        D = m["d_model"]
+        self.ln1 = nn.LayerNorm(D)
+        self.attention = Attention(D, m["heads"], m["dropout"], project_input)
+        self.ln2 = nn.LayerNorm(D)
+        self.ff1 = nn.Linear(D, m["d_ff"])
+        self.ff2 = nn.Linear(m["d_ff"], D)
+        self.drop = nn.Dropout(m["dropout"])
+
+    def feed_forward(self, h):
+        return h + self.drop(self.ff2(F.gelu(self.ff1(self.ln2(h)))))
+
+    def forward(self, x, scheme, pos):
+        return self.feed_forward(x + self.drop(self.attention(self.ln1(x), scheme, pos)))
+
+    def forward_qkv(self, q, k, v, scheme, pos):
+        return self.feed_forward(v + self.drop(self.attention.attend(q, k, v, scheme, pos)))
+
+
+class EncoderClassifier(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        m = cfg["model"]
+        self.m, self.vocab = m, cfg["task"]["vocab_size"]
+        D, H = m["d_model"], m["heads"]
+        self.embedded = m["attention"]["qkv"] == "embedded"
+        self.tokens = nn.Embedding(self.vocab + 2, 3 * D if self.embedded else D)
+        self.embed_drop = nn.Dropout(m["dropout"])
+        p = dict(m["positional"])
+        kind, apply_to, shared = p.pop("type"), p.pop("apply_to"), p.pop("share_across_layers")
+        if apply_to == "auto":
+            apply_to = "input" if kind in INPUT_SCHEMES else "every_layer"
+        layers = [0] if apply_to == "input" else list(range(m["layers"]))
+        self.embed_at = [None] * m["layers"]
+        self.attend_with = [None] * m["layers"]
+        current = None
+        for layer in layers:
+            if current is None or not shared:
+                current = SCHEMES[kind](p, D, H, D // H)
+                self.add_module("positional" if shared else f"positional{layer}", current)
+            if current.embed_hook:
+                self.embed_at[layer] = current
+            if current.rotate_hook or current.bias_hook or current.score_hook or current.value_hook or current.reweight_hook:
+                self.attend_with[layer] = current
+        self.blocks = nn.ModuleList([Block(m, not (self.embedded and i == 0)) for i in range(m["layers"])])
+        self.final_ln = nn.LayerNorm(D)
+        self.head = nn.Linear(D, 2)
+
+    def forward(self, tokens):
+        if self.m["pooling"] == "cls":
+            cls = torch.full((tokens.size(0), 1), self.vocab + 1, dtype=tokens.dtype)
+            tokens = torch.cat([cls, tokens], dim=1)
+        L = tokens.size(1)
+        pos = Positions(torch.arange(L, dtype=torch.long))
+        x = self.embed_drop(self.tokens(tokens))
+        for i, block in enumerate(self.blocks):
+            if i == 0 and self.embedded:
+                q, k, v = x.chunk(3, dim=-1)
+                x = block.forward_qkv(q, k, v, self.attend_with[0], pos)
+                continue
+            if self.embed_at[i] is not None:
+                x = self.embed_at[i].embed(x, pos)
+            x = block(x, self.attend_with[i], pos)
+        x = self.final_ln(x)
+        if self.m["pooling"] == "cls":
+            pooled = x[:, 0]
+        elif self.m["pooling"] == "mean":
+            pooled = x.mean(1)
+        else:
+            pooled = x.max(1)[0]
+        return self.head(pooled)
+
+
+def make_optimizer(model, train):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": train["weight_decay"]},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=train["lr"])
+
+
+# ---------------------------------------------------------------------------
+
+
+def load_cpp_weights(model, folder):
+    meta = json.load(open(os.path.join(folder, "weights.json")))
+    blob = torch.from_file(os.path.join(folder, "weights.bin"), shared=False,
+                           size=os.path.getsize(os.path.join(folder, "weights.bin")) // 4, dtype=torch.float32)
+    state = {}
+    for p in meta["parameters"]:
+        n = 1
+        for s in p["shape"]:
+            n *= s
+        state[p["name"]] = blob[p["offset"]:p["offset"] + n].view(p["shape"])
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise SystemExit(f"bench_eager.py: parameter names differ from the C++ model: missing {missing}, "
+                         f"unexpected {unexpected}")
+    tokens = torch.tensor(meta["tokens"], dtype=torch.long).view(meta["batch"], meta["length"])
+    labels = torch.tensor(meta["labels"], dtype=torch.long)
+    return tokens, labels, meta["loss"]
+
+
+def run_case(case, bf16):
+    cfg = case["config"]
+    torch.manual_seed(cfg["train"]["seed"])
+    model = EncoderClassifier(cfg)
+    result = {"index": case["index"]}
+    B, L = case["batch"], case["length"]
+    if "parity_dir" in case:
+        tokens, labels, cpp_loss = load_cpp_weights(model, case["parity_dir"])
+        model.eval()
+        with torch.no_grad():
+            py_loss = F.cross_entropy(model(tokens), labels).item()
+        diff = abs(py_loss - cpp_loss)
+        result.update({"parity_cpp_loss": cpp_loss, "parity_python_loss": py_loss, "parity_abs_diff": diff,
+                       "parity_ok": diff <= 1e-4 * max(1.0, abs(cpp_loss))})
+    else:
+        tokens = torch.randint(1, cfg["task"]["vocab_size"] + 1, (B, L))
+        labels = torch.randint(0, 2, (B,))
+    optimizer = make_optimizer(model, cfg["train"])
+    clip = cfg["train"]["grad_clip"]
+    model.train()
+    steps = []
+    for i in range(case["warmup"] + case["timed"]):
+        t0 = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(tokens), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        if i >= case["warmup"]:
+            steps.append((time.perf_counter() - t0) * 1000)
+    model.eval()
+    evals = []
+    with torch.inference_mode():
+        for i in range(case["warmup"] + case["timed"]):
+            t0 = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                model(tokens)
+            if i >= case["warmup"]:
+                evals.append((time.perf_counter() - t0) * 1000)
+    result.update({"train_ms": statistics.median(steps), "train_ms_min": min(steps),
+                   "eval_ms": statistics.median(evals), "parameters": sum(p.numel() for p in model.parameters())})
+    return result
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: bench_eager.py CASES.json RESULTS.json")
+    spec = json.load(open(sys.argv[1]))
+    if spec.get("device", "cpu") not in ("cpu", "auto"):
+        sys.exit("bench_eager.py: only the CPU side is implemented here")
+    torch.set_num_threads(spec["threads"])
+    results = []
+    for case in spec["cases"]:
+        r = run_case(case, spec.get("bf16", False))
+        parity = f' parity |dloss| {r["parity_abs_diff"]:.1e}' if "parity_abs_diff" in r else ""
+        print(f'bench_eager.py: {case["size"]} {case["scheme"]} {case["qkv"]}: train {r["train_ms"]:.2f} ms, '
+              f'eval {r["eval_ms"]:.2f} ms{parity}', flush=True)
+        results.append(r)
+    tmp = sys.argv[2] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"torch": torch.__version__, "threads": torch.get_num_threads(), "cases": results}, f, indent=1)
+    os.replace(tmp, sys.argv[2])
+
+
+if __name__ == "__main__":
+    main()

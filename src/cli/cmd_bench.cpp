@@ -1,0 +1,33 @@
+// posenc bench [CONFIG] [--sizes small,large] [--schemes rope,alibi] [--no-python] [--bf16]
+#include "commands.h"
+#include "posenc/bench/bench.h"
+#include "posenc/environment.h"
+
+namespace posenc::cli {
+
+void setup_bench(CLI::App& app, BenchOptions& o) {
+  app.add_option("config", o.config, "bench file")->check(CLI::ExistingFile);
+  app.add_option("--sizes", o.sizes, "only these sizes (names in the bench file)")->delimiter(',');
+  app.add_option("--schemes", o.schemes, "only these scheme entries")->delimiter(',');
+  app.add_option("--threads", o.threads, "intra-op threads (both sides)")->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  app.add_option("--device", o.device, "cpu | cuda | auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_flag("--bf16", o.bf16, "autocast the forward pass to bfloat16");
+  app.add_flag("--no-python", o.no_python, "skip the PyTorch-eager side (scripts/bench_eager.py)");
+  app.add_option("--out", o.out, "output directory");
+}
+
+int run_bench(const BenchOptions& o) {
+  log_environment();
+  posenc::BenchOptions options;
+  options.config = o.config;
+  options.sizes = o.sizes;
+  options.schemes = o.schemes;
+  options.threads = o.threads;
+  options.device = o.device;
+  options.bf16 = o.bf16;
+  options.python = !o.no_python;
+  options.out = o.out;
+  return run_benchmark(options);
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,301 @@
+#include "posenc/bench/bench.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "posenc/experiments/compare_plan.h"
+#include "posenc/model/transformer.h"
+#include "posenc/tasks/ordering.h"
+#include "posenc/train/trainer.h"
+
+#if defined(POSENC_WITH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace posenc {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void synchronize(const torch::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize();
+}
+
+/// Peak memory: CPU resident set (VmHWM, reset through clear_refs), CUDA allocator peak.
+void reset_peak_memory(const torch::Device& d) {
+  if (d.is_cpu()) {
+    std::ofstream("/proc/self/clear_refs") << "5";
+    return;
+  }
+#if defined(POSENC_WITH_CUDA)
+  c10::cuda::CUDACachingAllocator::resetPeakStats(d.index() < 0 ? 0 : d.index());
+#endif
+}
+
+double peak_memory_mb(const torch::Device& d) {
+  if (d.is_cpu()) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+    return 0;
+  }
+#if defined(POSENC_WITH_CUDA)
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index() < 0 ? 0 : d.index());
+  return stats.allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)].peak /
+         (1024.0 * 1024.0);
+#else
+  return 0;
+#endif
+}
+
+/// bf16 autocast for the forward pass while alive (CUDA or CPU).
+class Autocast {
+ public:
+  Autocast(bool on, const torch::Device& d) : on_(on), cuda_(d.is_cuda()) {
+    if (!on_) return;
+    if (cuda_) {
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(true);
+    } else {
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    }
+  }
+  ~Autocast() {
+    if (!on_) return;
+    if (cuda_) at::autocast::set_enabled(false);
+    else at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_, cuda_;
+};
+
+const std::set<std::string> kBenchKeys = {"description", "base", "schemes", "qkv", "sizes"};
+const std::set<std::string> kSizeKeys = {"name", "set", "batch_size", "length", "warmup", "timed"};
+
+int64_t positive_int(const json& j, const std::string& key, const std::string& where, int64_t fallback) {
+  if (!j.contains(key)) {
+    if (fallback > 0) return fallback;
+    throw ConfigError(where + "." + key + ": required (a positive integer)");
+  }
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() < 1)
+    throw ConfigError(where + "." + key + ": expected a positive integer");
+  return j[key];
+}
+
+void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
+  if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
+  for (const auto& [key, _] : j.items())
+    if (!allowed.count(key)) throw ConfigError(where + "." + key + ": unknown key");
+}
+
+}  // namespace
+
+std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std::string>& only_sizes,
+                                  const std::vector<std::string>& only_schemes, int64_t threads,
+                                  const std::string& device) {
+  const json spec = read_json_file(path);
+  check_keys(spec, kBenchKeys, path);
+  if (!spec.contains("base") || !spec["base"].is_string()) throw ConfigError(path + ".base: expected a config path");
+  const json base = read_json_file((fs::path(path).parent_path() / spec["base"].get<std::string>()).string());
+  if (!spec.contains("sizes") || !spec["sizes"].is_array() || spec["sizes"].empty())
+    throw ConfigError(path + ".sizes: expected a non-empty array");
+  if (!spec.contains("schemes") || !spec["schemes"].is_array() || spec["schemes"].empty())
+    throw ConfigError(path + ".schemes: expected a non-empty array");
+  std::vector<std::string> qkvs = {"projected", "embedded"};
+  if (spec.contains("qkv")) {
+    qkvs.clear();
+    for (const auto& q : spec["qkv"]) {
+      if (!q.is_string()) throw ConfigError(path + ".qkv: expected strings");
+      qkvs.push_back(q);
+    }
+  }
+
+  std::set<std::string> size_names, scheme_names;
+  std::vector<BenchCase> cases;
+  for (size_t si = 0; si < spec["sizes"].size(); ++si) {
+    const json& size = spec["sizes"][si];
+    const std::string where = path + ".sizes[" + std::to_string(si) + "]";
+    check_keys(size, kSizeKeys, where);
+    if (!size.contains("name") || !size["name"].is_string()) throw ConfigError(where + ".name: expected a string");
+    const std::string size_name = size["name"];
+    size_names.insert(size_name);
+    if (!only_sizes.empty() && std::find(only_sizes.begin(), only_sizes.end(), size_name) == only_sizes.end()) continue;
+    for (size_t i = 0; i < spec["schemes"].size(); ++i) {
+      const std::string swhere = path + ".schemes[" + std::to_string(i) + "]";
+      const GridEntry entry = grid_entry(spec["schemes"][i], swhere);
+      scheme_names.insert(entry.name);
+      if (!only_schemes.empty() && std::find(only_schemes.begin(), only_schemes.end(), entry.name) == only_schemes.end())
+        continue;
+      for (const auto& qkv : qkvs) {
+        BenchCase c;
+        c.size = size_name;
+        c.scheme = entry.name;
+        c.qkv = qkv;
+        c.batch = positive_int(size, "batch_size", where, 0);
+        c.length = positive_int(size, "length", where, 0);
+        c.warmup = static_cast<int>(positive_int(size, "warmup", where, 5));
+        c.timed = static_cast<int>(positive_int(size, "timed", where, 20));
+        json j = base;
+        if (size.contains("set")) apply_set(j, size["set"], where + ".set");
+        apply_set(j, entry.set, swhere + ".set");
+        set_json_path(j, "model.attention.qkv", qkv, path + ".qkv");
+        set_json_path(j, "train.threads", threads, "--threads");
+        set_json_path(j, "train.device", device, "--device");
+        try {
+          c.config = config_from_json(j);
+          EncoderClassifier probe(c.config.model, c.config.task.vocab_size);
+          probe->check_length(c.length);
+        } catch (const IncompatibleConfig& e) {
+          c.skipped = e.what();
+        } catch (const ConfigError& e) {
+          throw ConfigError(swhere + " \"" + entry.name + "\" at size " + size_name + ": " + e.what());
+        }
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  for (const auto& s : only_sizes)
+    if (!size_names.count(s)) throw ConfigError("--sizes " + s + ": " + path + " has no size of that name");
+  for (const auto& s : only_schemes)
+    if (!scheme_names.count(s)) throw ConfigError("--schemes " + s + ": " + path + " has no scheme entry of that name");
+  return cases;
+}
+
+BenchResult run_bench_case(const BenchCase& c, bool bf16) {
+  const torch::Device device = resolve_device(c.config.train.device);
+  set_threads(c.config.train.threads);
+  reset_peak_memory(device);
+  torch::manual_seed(static_cast<uint64_t>(c.config.train.seed));
+  EncoderClassifier model(c.config.model, c.config.task.vocab_size);
+  model->to(device);
+  auto optimizer = make_optimizer(model, c.config.train);
+  const Batch batch = OrderingTask(c.config.task).fixed_set(c.length, c.batch, c.config.train.seed);
+  const auto tokens = batch.tokens.to(device), labels = batch.labels.to(device);
+
+  BenchResult r;
+  for (const auto& p : model->parameters()) r.parameters += p.numel();
+  {
+    c10::InferenceMode guard;
+    r.initial_loss = torch::nn::functional::cross_entropy(model->forward(tokens), labels).item<double>();
+  }
+  model->train();
+  std::vector<double> step_ms;
+  for (int i = 0; i < c.warmup + c.timed; ++i) {
+    synchronize(device);
+    const auto t0 = Clock::now();
+    torch::Tensor loss;
+    {
+      Autocast autocast(bf16, device);
+      loss = torch::nn::functional::cross_entropy(model->forward(tokens), labels);
+    }
+    optimizer.zero_grad();
+    loss.backward();
+    if (c.config.train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), c.config.train.grad_clip);
+    optimizer.step();
+    synchronize(device);
+    if (i >= c.warmup) step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  model->eval();
+  std::vector<double> eval_ms;
+  {
+    c10::InferenceMode guard;
+    for (int i = 0; i < c.warmup + c.timed; ++i) {
+      synchronize(device);
+      const auto t0 = Clock::now();
+      {
+        Autocast autocast(bf16, device);
+        auto logits = model->forward(tokens);
+      }
+      synchronize(device);
+      if (i >= c.warmup) eval_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+  }
+  r.peak_mb = peak_memory_mb(device);
+  r.train_ms = median(step_ms);
+  r.train_ms_min = *std::min_element(step_ms.begin(), step_ms.end());
+  r.eval_ms = median(eval_ms);
+  r.tokens_per_s = static_cast<double>(c.batch * c.length) / (r.train_ms / 1000.0);
+  r.flops_per_step = 3.0 * model->forward_flops(c.batch, c.length);
+  r.gflops_per_s = r.flops_per_step / (r.train_ms / 1000.0) / 1e9;
+  return r;
+}
+
+double matmul_peak_gflops(const std::string& device_name) {
+  const torch::Device device = resolve_device(device_name);
+  double best = 0;
+  for (int64_t n : {256, 512, 1024}) {
+    auto a = torch::randn({n, n}, torch::TensorOptions().device(device));
+    auto b = torch::randn({n, n}, torch::TensorOptions().device(device));
+    std::vector<double> gflops;
+    for (int i = 0; i < 8; ++i) {
+      synchronize(device);
+      const auto t0 = Clock::now();
+      auto c = torch::matmul(a, b);
+      synchronize(device);
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (i >= 2) gflops.push_back(2.0 * n * n * n / s / 1e9);
+    }
+    best = std::max(best, median(gflops));
+  }
+  return best;
+}
+
+void export_bench_case(const BenchCase& c, const std::string& dir) {
+  fs::create_directories(dir);
+  torch::manual_seed(static_cast<uint64_t>(c.config.train.seed));
+  EncoderClassifier model(c.config.model, c.config.task.vocab_size);
+  const Batch batch = OrderingTask(c.config.task).fixed_set(c.length, c.batch, c.config.train.seed);
+  json index = json::array();
+  std::string blob;
+  for (const auto& item : model->named_parameters()) {
+    auto t = item.value().detach().to(torch::kFloat32).contiguous();
+    index.push_back({{"name", item.key()}, {"shape", t.sizes().vec()}, {"offset", blob.size() / 4}});
+    blob.append(reinterpret_cast<const char*>(t.data_ptr<float>()), t.numel() * sizeof(float));
+  }
+  for (const auto& item : model->named_buffers()) {
+    auto t = item.value().detach().to(torch::kFloat32).contiguous();
+    index.push_back({{"name", item.key()}, {"shape", t.sizes().vec()}, {"offset", blob.size() / 4}, {"buffer", true}});
+    blob.append(reinterpret_cast<const char*>(t.data_ptr<float>()), t.numel() * sizeof(float));
+  }
+  double loss = 0;
+  {
+    c10::InferenceMode guard;
+    model->eval();
+    loss = torch::nn::functional::cross_entropy(model->forward(batch.tokens), batch.labels).item<double>();
+  }
+  auto tokens = batch.tokens.contiguous();
+  auto labels = batch.labels.contiguous();
+  write_file_atomic((fs::path(dir) / "weights.bin").string(), blob);
+  const json meta = {{"parameters", index},
+                     {"tokens", std::vector<int64_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel())},
+                     {"labels", std::vector<int64_t>(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + labels.numel())},
+                     {"batch", c.batch},
+                     {"length", c.length},
+                     {"loss", loss}};
+  write_file_atomic((fs::path(dir) / "weights.json").string(), meta.dump() + "\n");
+}
+
+json bench_case_json(const BenchCase& c) {
+  return {{"size", c.size},     {"scheme", c.scheme}, {"qkv", c.qkv},       {"batch", c.batch},
+          {"length", c.length}, {"warmup", c.warmup}, {"timed", c.timed}, {"config", config_to_json(c.config)}};
+}
+
+}  // namespace posenc

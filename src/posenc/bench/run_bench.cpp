@@ -1,0 +1,139 @@
+// posenc bench: the C++ side case by case, then the PyTorch-eager side in one
+// child process, then one table with both.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "posenc/bench/bench.h"
+#include "posenc/util/python.h"
+
+namespace posenc {
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Cases small enough to export their weights for the parity check.
+bool parity_case(const BenchResult& r) { return r.parameters <= 2'000'000; }
+
+std::string table(const std::vector<BenchCase>& cases, const json& rows, double peak) {
+  std::ostringstream out;
+  out << fmt::format("{:<6} {:<18} {:<9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8} {:>6} {:>9} {:>7} {:>9}\n",
+                     "size", "scheme", "qkv", "params", "train ms", "steps/s", "tokens/s", "eval ms", "peak MB",
+                     "GFLOP", "GFLOP/s", "%peak", "py ms", "C++/py", "|dloss|");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const json& r = rows[i];
+    if (!c.skipped.empty()) continue;
+    std::string py_ms = "-", ratio = "-", dloss = "-";
+    if (r.contains("python")) {
+      const json& p = r["python"];
+      py_ms = fmt::format("{:.2f}", p["train_ms"].get<double>());
+      ratio = fmt::format("{:.2f}x", p["train_ms"].get<double>() / r["train_ms"].get<double>());
+      if (p.contains("parity_abs_diff")) dloss = fmt::format("{:.1e}", p["parity_abs_diff"].get<double>());
+    }
+    out << fmt::format(
+        "{:<6} {:<18} {:<9} {:>9} {:>9.2f} {:>8.1f} {:>10.0f} {:>8.2f} {:>8.0f} {:>8.2f} {:>8.1f} {:>5.0f}% {:>9} {:>7} {:>9}\n",
+        c.size, c.scheme, c.qkv, r["parameters"].get<int64_t>(), r["train_ms"].get<double>(),
+        1000.0 / r["train_ms"].get<double>(), r["tokens_per_s"].get<double>(), r["eval_ms"].get<double>(),
+        r["peak_mb"].get<double>(), r["flops_per_step"].get<double>() / 1e9, r["gflops_per_s"].get<double>(),
+        100.0 * r["gflops_per_s"].get<double>() / peak, py_ms, ratio, dloss);
+  }
+  return out.str();
+}
+
+}  // namespace
+
+int run_benchmark(const BenchOptions& o) {
+  const auto cases = plan_bench(o.config, o.sizes, o.schemes, o.threads, o.device);
+  fs::create_directories(o.out);
+  const double peak = matmul_peak_gflops(o.device);
+  spdlog::info("bench {}: {} cases on {}, {} thread(s){}; matrix-product peak {:.1f} GFLOP/s", o.config, cases.size(),
+               o.device, o.threads, o.bf16 ? ", bf16 autocast" : "", peak);
+
+  json rows = json::array();
+  json python_cases = json::array();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    json row = bench_case_json(c);
+    row.erase("config");
+    if (!c.skipped.empty()) {
+      row["skipped"] = c.skipped;
+      rows.push_back(row);
+      spdlog::info("{} {} {}: not run ({})", c.size, c.scheme, c.qkv, c.skipped);
+      continue;
+    }
+    const BenchResult r = run_bench_case(c, o.bf16);
+    row.update({{"parameters", r.parameters},
+                {"train_ms", r.train_ms},
+                {"train_ms_min", r.train_ms_min},
+                {"eval_ms", r.eval_ms},
+                {"tokens_per_s", r.tokens_per_s},
+                {"peak_mb", r.peak_mb},
+                {"flops_per_step", r.flops_per_step},
+                {"gflops_per_s", r.gflops_per_s},
+                {"fraction_of_peak", r.gflops_per_s / peak},
+                {"initial_loss", r.initial_loss}});
+    rows.push_back(row);
+    spdlog::info("{} {} {}: train {:.2f} ms/step ({:.1f} GFLOP/s, {:.0f}% of peak), eval {:.2f} ms", c.size, c.scheme,
+                 c.qkv, r.train_ms, r.gflops_per_s, 100 * r.gflops_per_s / peak, r.eval_ms);
+    if (o.python) {
+      json pc = bench_case_json(c);
+      pc["index"] = i;
+      if (parity_case(r)) {
+        const std::string dir = (fs::path(o.out) / "parity" / fmt::format("{}-{}-{}", c.size, c.scheme, c.qkv)).string();
+        export_bench_case(c, dir);
+        pc["parity_dir"] = dir;
+      }
+      python_cases.push_back(pc);
+    }
+  }
+
+  std::string python_note;
+  if (o.python && !python_cases.empty()) {
+    const std::string script = find_script("bench_eager.py");
+    const std::string python = find_python("torch");
+    if (script.empty() || python.empty()) {
+      python_note = "PyTorch side skipped: " + std::string(script.empty() ? "scripts/bench_eager.py not found"
+                                                                          : "no python3 with torch (sudo apt-get install python3-torch)");
+    } else {
+      const std::string in = (fs::path(o.out) / "python_cases.json").string();
+      const std::string result = (fs::path(o.out) / "python_results.json").string();
+      write_file_atomic(in, json{{"threads", o.threads}, {"device", o.device}, {"bf16", o.bf16}, {"cases", python_cases}}.dump() + "\n");
+      const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(in) + " " + shell_quote(result);
+      spdlog::info("PyTorch eager: {}", cmd);
+      if (std::system(cmd.c_str()) != 0) {
+        python_note = "PyTorch side failed: " + cmd;
+      } else {
+        const json python_results = read_json_file(result);  // named: a range-for over a temporary's member dangles
+        for (const auto& pr : python_results.at("cases")) rows[pr.at("index").get<size_t>()]["python"] = pr;
+      }
+    }
+  }
+
+  const std::string text = table(cases, rows, peak);
+  std::printf("\n%s", text.c_str());
+  std::printf("matrix-product peak (%s, %lld thread(s)): %.1f GFLOP/s; GFLOP = per training step (3 x forward); "
+              "C++/py = PyTorch-eager step time / C++ step time\n",
+              o.device.c_str(), static_cast<long long>(o.threads), peak);
+  std::fflush(stdout);
+  if (!python_note.empty()) spdlog::warn("{}", python_note);
+  write_file_atomic((fs::path(o.out) / "bench.json").string(),
+                    json{{"config", o.config}, {"device", o.device}, {"threads", o.threads}, {"bf16", o.bf16},
+                         {"matmul_peak_gflops", peak}, {"cases", rows}}.dump(2) + "\n");
+  write_file_atomic((fs::path(o.out) / "bench.txt").string(), text);
+  spdlog::info("wrote {}/bench.json", o.out);
+  // Parity failures are errors: the two sides must compute the same function.
+  for (const auto& r : rows)
+    if (r.contains("python") && r["python"].value("parity_ok", true) == false) {
+      spdlog::error("parity: {} {} {}: C++ loss {} vs PyTorch {}", r["size"].get<std::string>(), r["scheme"].get<std::string>(),
+                    r["qkv"].get<std::string>(), r["python"]["parity_cpp_loss"].dump(), r["python"]["parity_python_loss"].dump());
+      return 1;
+    }
+  return 0;
+}
+
+}  // namespace posenc

@@ -1,0 +1,147 @@
+// posenc bench and the fast paths: FLOP counts from shapes, the fused and the
+// explicit attention paths agree, long-length evaluation stays bounded, and the
+// PyTorch-eager twin (scripts/bench_eager.py) computes the same loss.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <torch/version.h>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "posenc/bench/bench.h"
+#include "posenc/model/transformer.h"
+#include "posenc/train/evaluate.h"
+
+namespace fs = std::filesystem;
+using posenc::Config;
+using posenc::EncoderClassifier;
+using posenc::json;
+using posenc::testing::config_with;
+
+TEST(Flops, CountedFromShapes) {
+  const Config c = config_with({"model.positional.type=\"none\"", "model.pooling=\"max\""});
+  EncoderClassifier model(c.model, c.task.vocab_size);
+  const double B = 2, L = 5, D = 64, F = 256;
+  const double per_layer = 2 * B * L * D * 3 * D + 2 * 2 * B * L * L * D + 2 * B * L * D * D + 2 * 2 * B * L * D * F;
+  EXPECT_DOUBLE_EQ(model->forward_flops(2, 5), 3 * per_layer + 2 * B * D * 2);
+
+  // Embedded QKV has no W_qkv in block 1; Shaw adds q·a^K and probs·a^V per layer (R = 33, Dh = 16).
+  EncoderClassifier embedded(config_with({"model.positional.type=\"none\"", "model.attention.qkv=\"embedded\""}).model, 64);
+  EXPECT_DOUBLE_EQ(model->forward_flops(2, 5) - embedded->forward_flops(2, 5), 2 * B * L * D * 3 * D);
+  EncoderClassifier shaw(config_with({"model.positional.type=\"shaw\""}).model, 64);
+  EXPECT_DOUBLE_EQ(shaw->forward_flops(2, 5) - model->forward_flops(2, 5), 3 * 2 * (2 * B * 4 * L * 33 * 16));
+  EncoderClassifier xl(config_with({"model.positional.type=\"xl\""}).model, 64);
+  EXPECT_GT(xl->forward_flops(2, 5), model->forward_flops(2, 5));
+}
+
+TEST(FastPath, FusedAndExplicitAttentionAgree) {
+#if TORCH_VERSION_MAJOR >= 2
+  for (const char* scheme : {"none", "rope", "alibi", "t5", "sinusoidal"}) {
+    torch::manual_seed(0);
+    const Config c = config_with({std::string("model.positional.type=\"") + scheme + "\""});
+    EncoderClassifier model(c.model, c.task.vocab_size);
+    model->eval();
+    auto tokens = torch::randint(1, 65, {3, 24}, torch::kLong);
+    torch::NoGradGuard guard;
+    auto fused = model->forward(tokens);
+    model->force_explicit_attention(true);
+    auto explicit_path = model->forward(tokens);
+    EXPECT_TRUE(torch::allclose(fused, explicit_path, 1e-4, 1e-5)) << scheme;
+  }
+#else
+  GTEST_SKIP() << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR
+               << " has no scaled_dot_product_attention: only the explicit path exists";
+#endif
+}
+
+TEST(LongEvaluation, BatchIsBoundedByTheScoreTensorAndLength4096Runs) {
+  const Config c = config_with({"model.positional.type=\"alibi\""});
+  EncoderClassifier model(c.model, c.task.vocab_size);
+  EXPECT_EQ(posenc::evaluation_batch_size(model, 4096, c.eval.max_batch_tokens), 1);
+  EXPECT_EQ(posenc::evaluation_batch_size(model, 16, c.eval.max_batch_tokens), 4096);
+  const int64_t at_512 = posenc::evaluation_batch_size(model, 512, c.eval.max_batch_tokens);
+  EXPECT_LE(at_512 * c.model.heads * 512 * 512, posenc::kMaxScoreElements);
+  const posenc::OrderingTask task(c.task);
+  const auto set = task.fixed_set(4096, 2, 7);
+  const auto tally = posenc::score_set(model, set, torch::kCPU, c.eval.max_batch_tokens);
+  int64_t n = 0;
+  for (const auto& [_, t] : tally) n += t.n;
+  EXPECT_EQ(n, 2);
+}
+
+namespace {
+
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("posenc_bench_" + std::to_string(::getpid()));
+  Scratch() { fs::create_directories(dir); }
+  ~Scratch() { fs::remove_all(dir); }
+};
+
+json tiny_bench() {
+  json schemes = json::array();
+  for (const auto& name : posenc::scheme_names()) schemes.push_back(name);
+  schemes.push_back({{"name", "shaw-scaled"},
+                     {"set", {{"model.positional.type", "shaw"}, {"model.positional.head_scales", true}}}});
+  schemes.push_back({{"name", "alibi-dir"},
+                     {"set", {{"model.positional.type", "alibi"}, {"model.positional.directional", true}}}});
+  schemes.push_back({{"name", "learned-scaled-cls"},
+                     {"set", {{"model.positional.type", "learned"}, {"model.positional.scaled", true},
+                              {"model.pooling", "cls"}}}});
+  schemes.push_back({{"name", "rope-partial-mean"},
+                     {"set", {{"model.positional.type", "rope"}, {"model.positional.fraction", 0.5},
+                              {"model.positional.layout", "interleaved"}, {"model.pooling", "mean"}}}});
+  return {{"base", std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"},
+          {"schemes", schemes},
+          {"qkv", {"projected", "embedded"}},
+          {"sizes", {{{"name", "tiny"}, {"batch_size", 8}, {"length", 12}, {"warmup", 1}, {"timed", 2}}}}};
+}
+
+}  // namespace
+
+TEST(Bench, PlanErrorsNameTheEntry) {
+  Scratch s;
+  json b = tiny_bench();
+  const std::string path = (s.dir / "b.json").string();
+  std::ofstream(path) << b.dump();
+  EXPECT_EQ(posenc::plan_bench(path, {}, {"rope"}, 1, "cpu").size(), 2u);
+  EXPECT_THROW(posenc::plan_bench(path, {"huge"}, {}, 1, "cpu"), posenc::ConfigError);
+  EXPECT_THROW(posenc::plan_bench(path, {}, {"fancy"}, 1, "cpu"), posenc::ConfigError);
+  b["sizes"][0].erase("length");
+  std::ofstream(path) << b.dump();
+  try {
+    posenc::plan_bench(path, {}, {}, 1, "cpu");
+    FAIL() << "no error";
+  } catch (const posenc::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("sizes[0].length: required"), std::string::npos) << e.what();
+  }
+}
+
+// The PyTorch twin must compute the same loss as the C++ model on the same
+// weights and batch, for every scheme and both attention variants.
+TEST(Bench, PythonTwinComputesTheSameLoss) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no python3-torch: the parity check needs Debian's python3-torch (scripts/setup.sh installs it)";
+  Scratch s;
+  const std::string path = (s.dir / "b.json").string();
+  std::ofstream(path) << tiny_bench().dump();
+  const auto r = posenc::testing::run_cli("bench " + path + " --out " + (s.dir / "out").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json out = posenc::read_json_file((s.dir / "out" / "bench.json").string());
+  int checked = 0;
+  for (const auto& c : out["cases"]) {
+    if (c.contains("skipped")) continue;
+    ASSERT_TRUE(c.contains("python")) << c.dump();
+    EXPECT_TRUE(c["python"]["parity_ok"].get<bool>()) << c["scheme"] << " " << c["qkv"] << ": C++ "
+                                                       << c["python"]["parity_cpp_loss"] << " vs Python "
+                                                       << c["python"]["parity_python_loss"];
+    EXPECT_EQ(c["python"]["parameters"], c["parameters"]) << c["scheme"];
+    EXPECT_GT(c["train_ms"].get<double>(), 0);
+    EXPECT_GT(c["flops_per_step"].get<double>(), 0);
+    ++checked;
+  }
+  EXPECT_GE(checked, 2 * static_cast<int>(posenc::scheme_names().size()));
+}
