@@ -2,6 +2,7 @@
 """PyTorch-eager twin of posenc's model, for `posenc bench`.
 
     /usr/bin/python3 scripts/bench_eager.py CASES.json RESULTS.json
+    /usr/bin/python3 scripts/bench_eager.py --serve     (one case per stdin line; posenc bench uses this)
 
 CASES.json (written by `posenc bench`) lists resolved configs with a batch
 size and length. For each case this script builds the same encoder classifier
@@ -536,18 +537,24 @@ def run_case(case, bf16):
     optimizer = make_optimizer(model, cfg["train"])
     clip = cfg["train"]["grad_clip"]
     model.train()
-    steps = []
+    steps, forward, backward, opt = [], [], [], []
     for i in range(case["warmup"] + case["timed"]):
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss = F.cross_entropy(model(tokens), labels)
+        t1 = time.perf_counter()
         optimizer.zero_grad()
         loss.backward()
+        t2 = time.perf_counter()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
         if i >= case["warmup"]:
-            steps.append((time.perf_counter() - t0) * 1000)
+            t3 = time.perf_counter()
+            steps.append((t3 - t0) * 1000)
+            forward.append((t1 - t0) * 1000)
+            backward.append((t2 - t1) * 1000)
+            opt.append((t3 - t2) * 1000)
     model.eval()
     evals = []
     with torch.inference_mode():
@@ -558,13 +565,30 @@ def run_case(case, bf16):
             if i >= case["warmup"]:
                 evals.append((time.perf_counter() - t0) * 1000)
     result.update({"train_ms": statistics.median(steps), "train_ms_min": min(steps),
+                   "forward_ms": statistics.median(forward), "backward_ms": statistics.median(backward),
+                   "optimizer_ms": statistics.median(opt),
                    "eval_ms": statistics.median(evals), "parameters": sum(p.numel() for p in model.parameters())})
     return result
 
 
 def main():
+    """Two modes: files (CASES.json RESULTS.json), or a worker (--serve) that
+    reads one case per line on stdin and answers one result line on stdout, so
+    that posenc bench can alternate the two sides case by case."""
+    if len(sys.argv) == 2 and sys.argv[1] == "--serve":
+        out = sys.stdout
+        sys.stdout = sys.stderr  # progress lines must not mix with the answers
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            torch.set_num_threads(request["threads"])
+            r = run_case(request["case"], request.get("bf16", False))
+            out.write(json.dumps(r) + "\n")
+            out.flush()
+        return
     if len(sys.argv) != 3:
-        sys.exit("usage: bench_eager.py CASES.json RESULTS.json")
+        sys.exit("usage: bench_eager.py CASES.json RESULTS.json   or   bench_eager.py --serve")
     spec = json.load(open(sys.argv[1]))
     if spec.get("device", "cpu") not in ("cpu", "auto"):
         sys.exit("bench_eager.py: only the CPU side is implemented here")
@@ -573,7 +597,8 @@ def main():
     for case in spec["cases"]:
         r = run_case(case, spec.get("bf16", False))
         parity = f' parity |dloss| {r["parity_abs_diff"]:.1e}' if "parity_abs_diff" in r else ""
-        print(f'bench_eager.py: {case["size"]} {case["scheme"]} {case["qkv"]}: train {r["train_ms"]:.2f} ms, '
+        print(f'bench_eager.py: {case["size"]} {case["scheme"]} {case["qkv"]}: train {r["train_ms"]:.2f} ms '
+              f'(forward {r["forward_ms"]:.2f}, backward {r["backward_ms"]:.2f}, clip+AdamW {r["optimizer_ms"]:.2f}), '
               f'eval {r["eval_ms"]:.2f} ms{parity}', flush=True)
         results.append(r)
     tmp = sys.argv[2] + ".tmp"

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +16,7 @@
 #include "posenc/bench/bench.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/trainer.h"
 
 namespace fs = std::filesystem;
 using posenc::Config;
@@ -144,4 +146,17 @@ TEST(Bench, PythonTwinComputesTheSameLoss) {
     ++checked;
   }
   EXPECT_GE(checked, 2 * static_cast<int>(posenc::scheme_names().size()));
+}
+
+TEST(Precision, Bf16AutocastTrainsAndBadValuesAreRejected) {
+  Config c = config_with({"train.precision=\"bf16\"", "train.steps=3", "train.val_samples=16", "train.eval_every=3",
+                          "eval.lengths=[8]", "eval.samples_per_length=16", "train.log_every=1"});
+  const fs::path dir = fs::temp_directory_path() / ("posenc_bf16_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  c.train.out_dir = dir.string();
+  posenc::TrainOptions options;
+  const auto result = posenc::train(c, options);
+  EXPECT_TRUE(std::isfinite(result.final_loss));
+  fs::remove_all(dir);
+  EXPECT_THROW(config_with({"train.precision=\"fp16\""}), posenc::ConfigError);
 }

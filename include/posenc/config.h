@@ -86,6 +86,8 @@ struct TrainConfig {
   std::string device = "auto";
   /// Intra-op threads; 1 is fastest for the small models on 2 cores (DESIGN.md §6).
   int64_t threads = 1;
+  /// "float32" | "bf16" (autocast of the forward pass to bfloat16; weights and optimizer stay float32)
+  std::string precision = "float32";
   std::string out_dir = "runs/ordering";
 };
 

@@ -194,6 +194,7 @@ TrainConfig parse_train(const json& j, const std::string& path) {
   r.read("seed", t.seed, 0, kBig);
   r.read("device", t.device, {"auto", "cpu", "cuda"});
   r.read("threads", t.threads, 1, 1024);
+  r.read("precision", t.precision, {"float32", "bf16"});
   r.read("out_dir", t.out_dir);
   r.finish();
   if (t.out_dir.empty()) throw ConfigError(path + ".out_dir: must not be empty");
@@ -274,6 +275,7 @@ json config_to_json(const Config& c) {
         {"seed", c.train.seed},
         {"device", c.train.device},
         {"threads", c.train.threads},
+        {"precision", c.train.precision},
         {"out_dir", c.train.out_dir}}},
       {"eval",
        {{"lengths", c.eval.lengths},

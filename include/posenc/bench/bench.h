@@ -38,6 +38,7 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
 struct BenchResult {
   int64_t parameters = 0;
   double train_ms = 0, train_ms_min = 0;  ///< median and fastest step (forward, backward, clip, AdamW)
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;  ///< medians of the step's phases (clip + AdamW)
   double eval_ms = 0;                     ///< median evaluation forward (inference mode)
   double tokens_per_s = 0;                ///< batch * length / train_ms
   double peak_mb = 0;                     ///< CPU: peak RSS during the case; CUDA: allocator peak

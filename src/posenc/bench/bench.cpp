@@ -1,7 +1,5 @@
 #include "posenc/bench/bench.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/ordering.h"
+#include "posenc/train/autocast.h"
 #include "posenc/train/trainer.h"
 
 #if defined(POSENC_WITH_CUDA)
@@ -62,30 +61,6 @@ double peak_memory_mb(const torch::Device& d) {
   return 0;
 #endif
 }
-
-/// bf16 autocast for the forward pass while alive (CUDA or CPU).
-class Autocast {
- public:
-  Autocast(bool on, const torch::Device& d) : on_(on), cuda_(d.is_cuda()) {
-    if (!on_) return;
-    if (cuda_) {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(true);
-    } else {
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(true);
-    }
-  }
-  ~Autocast() {
-    if (!on_) return;
-    if (cuda_) at::autocast::set_enabled(false);
-    else at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool on_, cuda_;
-};
 
 const std::set<std::string> kBenchKeys = {"description", "base", "schemes", "qkv", "sizes"};
 const std::set<std::string> kSizeKeys = {"name", "set", "batch_size", "length", "warmup", "timed"};
@@ -197,22 +172,35 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16) {
     r.initial_loss = torch::nn::functional::cross_entropy(model->forward(tokens), labels).item<double>();
   }
   model->train();
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
+  const auto since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   for (int i = 0; i < c.warmup + c.timed; ++i) {
     synchronize(device);
     const auto t0 = Clock::now();
     torch::Tensor loss;
     {
-      Autocast autocast(bf16, device);
+      AutocastGuard autocast(bf16, device);
       loss = torch::nn::functional::cross_entropy(model->forward(tokens), labels);
     }
+    synchronize(device);
+    const auto t1 = Clock::now();
     optimizer.zero_grad();
     loss.backward();
+    synchronize(device);
+    const auto t2 = Clock::now();
     if (c.config.train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), c.config.train.grad_clip);
     optimizer.step();
     synchronize(device);
-    if (i >= c.warmup) step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (i >= c.warmup) {
+      step_ms.push_back(since(t0));
+      forward_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      backward_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      optimizer_ms.push_back(since(t2));
+    }
   }
+  r.forward_ms = median(forward_ms);
+  r.backward_ms = median(backward_ms);
+  r.optimizer_ms = median(optimizer_ms);
   model->eval();
   std::vector<double> eval_ms;
   {
@@ -221,7 +209,7 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16) {
       synchronize(device);
       const auto t0 = Clock::now();
       {
-        Autocast autocast(bf16, device);
+        AutocastGuard autocast(bf16, device);
         auto logits = model->forward(tokens);
       }
       synchronize(device);

@@ -1,4 +1,5 @@
 #include "posenc/model/attention.h"
+#include "posenc/model/linear.h"
 
 #include <cmath>
 
@@ -21,7 +22,7 @@ torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, PositionalSchemeImpl* scheme,
                                               const Positions& pos) {
   TORCH_CHECK(!qkv_.is_empty(), "attention built without a projection: call attend(q, k, v)");
-  auto qkv = qkv_->forward(x).chunk(3, /*dim=*/-1);  // 3 x (B, L, D)
+  auto qkv = linear(qkv_, x).chunk(3, /*dim=*/-1);  // 3 x (B, L, D)
   return attend(qkv[0], qkv[1], qkv[2], scheme, pos);
 }
 
@@ -60,7 +61,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     if (caps.value_terms) ctx = ctx + scheme->value_terms(dropped, pos);
   }
   ctx = ctx.transpose(1, 2).reshape({B, L, d_model_});  // (B, L, D)
-  return out_->forward(ctx);
+  return linear(out_, ctx);
 }
 
 }  // namespace posenc

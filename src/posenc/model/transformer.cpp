@@ -1,4 +1,5 @@
 #include "posenc/model/transformer.h"
+#include "posenc/model/linear.h"
 
 namespace posenc {
 
@@ -12,7 +13,7 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, bool project_input) {
 }
 
 torch::Tensor BlockImpl::feed_forward(const torch::Tensor& h) {
-  return h + drop_->forward(ff2_->forward(torch::gelu(ff1_->forward(ln2_->forward(h)))));
+  return h + drop_->forward(linear(ff2_, torch::gelu(linear(ff1_, ln2_->forward(h)))));
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, PositionalSchemeImpl* scheme, const Positions& pos) {
@@ -105,7 +106,7 @@ torch::Tensor EncoderClassifierImpl::forward(const torch::Tensor& tokens_in) {
   if (cfg_.pooling == "cls") pooled = x.select(1, 0);
   else if (cfg_.pooling == "mean") pooled = x.mean(1);
   else pooled = std::get<0>(x.max(1));
-  return head_->forward(pooled);  // (B, 2)
+  return linear(head_, pooled);  // (B, 2)
 }
 
 double EncoderClassifierImpl::forward_flops(int64_t batch, int64_t length) const {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "posenc/model/linear.h"
 #include "posenc/config.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/positional/schemes.h"
@@ -112,7 +113,7 @@ class DynamicImpl : public PositionalSchemeImpl {
     auto pe = once_per_forward(pos, "pe", [&] {
       return sinusoidal_table(pos.q, dim_, 10000.0).to(x.device(), x.scalar_type());  // (L, D)
     });
-    auto gate = torch::sigmoid(gate_out_->forward(torch::gelu(gate_in_->forward(x))) * content_factor_);  // (B, L, D)
+    auto gate = torch::sigmoid(linear(gate_out_, torch::gelu(linear(gate_in_, x))) * content_factor_);  // (B, L, D)
     auto length_scale = torch::sigmoid(length_factor_ * (static_cast<double>(pos.q.size(0)) / max_length_));  // (1)
     return x * content_scale_ + pe.unsqueeze(0) * position_scale_ * gate * length_scale;  // (B, L, D)
   }

@@ -4,6 +4,7 @@
 //   xl    Transformer-XL (Dai et al. 2019): (q+u)·k + (q+v)·W_R R(i-j), R sinusoidal
 // Neither builds an (Lq, Lk, Dh) tensor: q is multiplied with the table of
 // distinct offsets, then the (Lq, Lk) index picks each pair's column.
+#include "posenc/model/linear.h"
 #include "posenc/config.h"
 #include "posenc/positional/relative.h"
 #include "posenc/positional/scheme.h"
@@ -99,7 +100,7 @@ class XlImpl : public PositionalSchemeImpl {
     auto index = once_per_forward(pos, "index", [&] { return rel - lo; });
     auto r = once_per_forward(pos, "r", [&] {
       auto offsets = torch::arange(lo, pos.end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));  // (R)
-      auto projected = w_r_->forward(sinusoidal_table(offsets, d_model_, base_).to(q.scalar_type()));  // (R, H*Dh)
+      auto projected = linear(w_r_, sinusoidal_table(offsets, d_model_, base_).to(q.scalar_type()));  // (R, H*Dh)
       return projected.view({-1, heads_, head_dim_}).permute({1, 2, 0});                                // (H, Dh, R)
     });
     auto content_bias = torch::matmul(u_.unsqueeze(1).unsqueeze(0), k.transpose(-2, -1));      // (1|B, H, 1, Lk)

@@ -9,6 +9,7 @@
 
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/ordering.h"
+#include "posenc/train/autocast.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/schedule.h"
 
@@ -166,8 +167,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     set_lr(optimizer, lr);
     const Batch batch = task.train_batch(step, cfg.train.batch_size, cfg.train.seed);
     auto tokens = batch.tokens.to(device), labels = batch.labels.to(device);
-    auto logits = model->forward(tokens);  // (B, 2)
-    auto loss = torch::nn::functional::cross_entropy(logits, labels);
+    torch::Tensor logits, loss;
+    {
+      AutocastGuard autocast(cfg.train.precision == "bf16", device);
+      logits = model->forward(tokens);  // (B, 2)
+      loss = torch::nn::functional::cross_entropy(logits, labels);
+    }
     optimizer.zero_grad();
     loss.backward();
     if (cfg.train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.train.grad_clip);
