@@ -1,5 +1,6 @@
 // posenc bench: per case the C++ side and the PyTorch-eager worker in turn
 // (twice each), then one table with both.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -21,28 +22,68 @@ namespace {
 /// Cases small enough to export their weights for the parity check.
 bool parity_case(const BenchResult& r) { return r.parameters <= 2'000'000; }
 
-std::string table(const std::vector<BenchCase>& cases, const json& rows, double peak) {
-  std::ostringstream out;
-  out << fmt::format("{:<6} {:<18} {:<9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8} {:>6} {:>9} {:>7} {:>9}\n",
-                     "size", "scheme", "qkv", "params", "train ms", "steps/s", "tokens/s", "eval ms", "peak MB",
-                     "GFLOP", "GFLOP/s", "%peak", "py ms", "C++/py", "|dloss|");
+/// The result table as cells, header first (shared by the text and Markdown renderings).
+std::vector<std::vector<std::string>> table_cells(const std::vector<BenchCase>& cases, const json& rows, double peak) {
+  std::vector<std::vector<std::string>> out = {{"size", "scheme", "qkv", "params", "train ms", "x none", "fwd/bwd/opt ms",
+                                                "tokens/s", "eval ms", "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms",
+                                                "C++/py", "|dloss|"}};
+  // Step time of `none` at the same size and qkv: the positional overhead.
+  const auto none_ms = [&](const BenchCase& c) -> double {
+    for (size_t j = 0; j < cases.size(); ++j)
+      if (cases[j].size == c.size && cases[j].qkv == c.qkv && cases[j].config.model.positional.type == "none" &&
+          cases[j].skipped.empty())
+        return rows[j]["train_ms"].get<double>();
+    return 0;
+  };
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     const json& r = rows[i];
     if (!c.skipped.empty()) continue;
+    const double ms = r["train_ms"].get<double>(), base = none_ms(c);
     std::string py_ms = "-", ratio = "-", dloss = "-";
     if (r.contains("python")) {
       const json& p = r["python"];
       py_ms = fmt::format("{:.2f}", p["train_ms"].get<double>());
-      ratio = fmt::format("{:.2f}x", p["train_ms"].get<double>() / r["train_ms"].get<double>());
+      ratio = fmt::format("{:.2f}x", p["train_ms"].get<double>() / ms);
       if (p.contains("parity_abs_diff")) dloss = fmt::format("{:.1e}", p["parity_abs_diff"].get<double>());
     }
-    out << fmt::format(
-        "{:<6} {:<18} {:<9} {:>9} {:>9.2f} {:>8.1f} {:>10.0f} {:>8.2f} {:>8.0f} {:>8.2f} {:>8.1f} {:>5.0f}% {:>9} {:>7} {:>9}\n",
-        c.size, c.scheme, c.qkv, r["parameters"].get<int64_t>(), r["train_ms"].get<double>(),
-        1000.0 / r["train_ms"].get<double>(), r["tokens_per_s"].get<double>(), r["eval_ms"].get<double>(),
-        r["peak_mb"].get<double>(), r["flops_per_step"].get<double>() / 1e9, r["gflops_per_s"].get<double>(),
-        100.0 * r["gflops_per_s"].get<double>() / peak, py_ms, ratio, dloss);
+    out.push_back({c.size, c.scheme, c.qkv, std::to_string(r["parameters"].get<int64_t>()), fmt::format("{:.2f}", ms),
+                   base > 0 ? fmt::format("{:.2f}", ms / base) : "-",
+                   fmt::format("{:.1f}/{:.1f}/{:.1f}", r["forward_ms"].get<double>(), r["backward_ms"].get<double>(),
+                               r["optimizer_ms"].get<double>()),
+                   fmt::format("{:.0f}", r["tokens_per_s"].get<double>()), fmt::format("{:.2f}", r["eval_ms"].get<double>()),
+                   fmt::format("{:.0f}", r["peak_mb"].get<double>()),
+                   fmt::format("{:.2f}", r["flops_per_step"].get<double>() / 1e9),
+                   fmt::format("{:.1f}", r["gflops_per_s"].get<double>()),
+                   fmt::format("{:.0f}%", 100.0 * r["gflops_per_s"].get<double>() / peak), py_ms, ratio, dloss});
+  }
+  return out;
+}
+
+std::string render_text(const std::vector<std::vector<std::string>>& cells) {
+  std::vector<size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::ostringstream out;
+  for (const auto& row : cells) {
+    for (size_t c = 0; c < row.size(); ++c)
+      out << (c < 3 ? fmt::format("{:<{}}  ", row[c], width[c]) : fmt::format("{:>{}}  ", row[c], width[c]));
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string render_markdown(const std::vector<std::vector<std::string>>& cells) {
+  std::ostringstream out;
+  for (size_t r = 0; r < cells.size(); ++r) {
+    out << "|";
+    for (const auto& cell : cells[r]) out << " " << (cell == "|dloss|" ? "\\|Δloss\\|" : cell) << " |";
+    out << "\n";
+    if (r == 0) {
+      out << "|";
+      for (size_t c = 0; c < cells[0].size(); ++c) out << (c < 3 ? "---|" : "---:|");
+      out << "\n";
+    }
   }
   return out.str();
 }
@@ -125,17 +166,22 @@ int run_benchmark(const BenchOptions& o) {
   }
   worker.reset();
 
-  const std::string text = table(cases, rows, peak);
-  std::printf("\n%s", text.c_str());
-  std::printf("matrix-product peak (%s, %lld thread(s)): %.1f GFLOP/s; GFLOP = per training step (3 x forward); "
-              "C++/py = PyTorch-eager step time / C++ step time\n",
-              o.device.c_str(), static_cast<long long>(o.threads), peak);
+  const auto cells = table_cells(cases, rows, peak);
+  const std::string legend = fmt::format(
+      "matrix-product peak ({}, {} thread(s)): {:.1f} GFLOP/s. train ms: median step (forward, backward, clip + AdamW); "
+      "x none: step time relative to `none` at the same size and qkv; GFLOP: per training step (3 x forward); "
+      "C++/py: PyTorch-eager step time / C++ step time (each side's faster median of two rounds); |dloss|: loss "
+      "difference on the same initial weights and batch.\n",
+      o.device, o.threads, peak);
+  const std::string text = render_text(cells);
+  std::printf("\n%s%s", text.c_str(), legend.c_str());
   std::fflush(stdout);
   if (!python_note.empty()) spdlog::warn("{}", python_note);
   write_file_atomic((fs::path(o.out) / "bench.json").string(),
                     json{{"config", o.config}, {"device", o.device}, {"threads", o.threads}, {"bf16", o.bf16},
                          {"matmul_peak_gflops", peak}, {"cases", rows}}.dump(2) + "\n");
-  write_file_atomic((fs::path(o.out) / "bench.txt").string(), text);
+  write_file_atomic((fs::path(o.out) / "bench.txt").string(), text + legend);
+  write_file_atomic((fs::path(o.out) / "bench.md").string(), render_markdown(cells) + "\n" + legend);
   spdlog::info("wrote {}/bench.json", o.out);
   // Parity failures are errors: the two sides must compute the same function.
   for (const auto& r : rows)
