@@ -2,6 +2,9 @@
 // the process pool, and the command end to end (crash, rerun, resume).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -320,4 +323,45 @@ TEST(CompareCli, AttentionAndInspectReadACheckpoint) {
   const auto neither = posenc::testing::run_cli("inspect");
   EXPECT_EQ(neither.code, 2);
   EXPECT_NE(neither.output.find("either a scheme name or --checkpoint"), std::string::npos);
+}
+
+TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
+  Scratch s("posenc_compare_signal");
+  json grid = tiny_grid();
+  grid["set"]["train.steps"] = 3000;  // long enough to be interrupted
+  grid["set"]["train.checkpoint_every"] = 50;
+  grid["schemes"] = {"none"};
+  const std::string file = s.write("grid.json", grid);
+  const std::string out = (s.dir / "out").string();
+  const std::string log = (s.dir / "first.log").string();
+
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    ::execl(POSENC_BINARY, POSENC_BINARY, "compare", file.c_str(), "--out", out.c_str(), "--no-figures",
+            "--no-progress", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until the child run has logged some steps.
+  const fs::path metrics = fs::path(out) / "runs" / "none-projected-max-s0" / "metrics.jsonl";
+  for (int i = 0; i < 600 && !(fs::exists(metrics) && fs::file_size(metrics) > 200); ++i) ::usleep(50'000);
+  ASSERT_TRUE(fs::exists(metrics));
+
+  const auto second = posenc::testing::run_cli("compare " + file + " --out " + out + " --no-figures --no-progress");
+  EXPECT_EQ(second.code, 2);
+  EXPECT_NE(second.output.find("another posenc compare is running on " + out), std::string::npos) << second.output;
+
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << posenc::tail_lines(log, 10);
+  // The child was stopped with it: its metrics no longer grow.
+  const auto size = fs::file_size(metrics);
+  ::usleep(1'500'000);
+  EXPECT_EQ(fs::file_size(metrics), size);
+  EXPECT_NE(posenc::tail_lines(log, 10).find("interrupted: finished runs are kept"), std::string::npos);
 }

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "posenc/config.h"
+#include "posenc/experiments/process_pool.h"
 
 void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
   const std::string text = j.dump() + "\n";
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S %^%l%$ %v");
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
 
+  if (!posenc::die_with_parent()) {
+    std::fprintf(stderr, "error: the posenc compare that started this process is gone\n");
+    return 1;
+  }
   try {
     if (app.got_subcommand("train")) return posenc::cli::run_train(train);
     if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);

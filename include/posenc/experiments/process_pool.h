@@ -3,6 +3,7 @@
 // No torch here: the children are `posenc train` processes.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,10 +30,19 @@ struct PoolStatus {
 
 /// Starts at most `parallel` jobs at a time, in order; calls on_tick about
 /// once per `tick_s` seconds and on_done after each job ends. Returns one
-/// outcome per job, in job order. A job that fails does not stop the others.
+/// outcome per job, in job order (exit_code -1: never started). A job that
+/// fails does not stop the others. When *stop becomes true, running jobs get
+/// SIGTERM, are waited for, and no new job starts.
+/// Children see POSENC_PARENT_PID (see die_with_parent()).
 std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
                                  const std::function<void(const PoolStatus&)>& on_tick,
-                                 const std::function<void(const JobOutcome&)>& on_done, double tick_s = 1.0);
+                                 const std::function<void(const JobOutcome&)>& on_done, double tick_s = 1.0,
+                                 const std::atomic<bool>* stop = nullptr);
+
+/// In a child started by run_pool: ask the kernel for SIGTERM when the parent
+/// dies (even by SIGKILL), so that no orphan keeps writing a run directory
+/// that a rerun would start again. Returns false if the parent is already gone.
+bool die_with_parent();
 
 /// The last `n` lines of a text file (for showing why a job failed).
 std::string tail_lines(const std::string& path, size_t n);

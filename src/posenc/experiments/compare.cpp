@@ -1,6 +1,12 @@
 #include "posenc/experiments/compare.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +27,37 @@ namespace posenc {
 namespace fs = std::filesystem;
 
 namespace {
+
+/// Set by SIGINT / SIGTERM: the pool stops its children and the comparison ends resumable.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+/// Holds an exclusive lock on OUT/compare.lock for the life of the comparison:
+/// two comparisons on one directory would train the same runs twice.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& dir) {
+    fs::create_directories(dir);
+    const std::string path = (fs::path(dir) / "compare.lock").string();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd_ < 0) throw ConfigError(path + ": cannot open the lock file");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {0};
+      const auto n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      ::close(fd_);
+      throw ConfigError("another posenc compare is running on " + dir + (n > 0 ? " (pid " + std::string(buf) + ")" : "") +
+                        "; wait for it or stop it first");
+    }
+    const std::string pid = std::to_string(::getpid());
+    if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+      // the pid is only informative
+    }
+  }
+  ~DirectoryLock() { ::close(fd_); }  // closing releases the lock
+
+ private:
+  int fd_ = -1;
+};
 
 std::string format_duration(double s) {
   const auto total = static_cast<int64_t>(s + 0.5);
@@ -81,10 +118,14 @@ class GridProgress {
   }
 
   void done(const JobOutcome& o) {
-    finished_.insert(o.id);
-    ++done_;
     if (tty_) std::fprintf(stderr, "\r\033[K");
     const PlannedRun& r = *runs_.at(o.id);
+    if (g_interrupted.load() && o.exit_code != 0) {
+      spdlog::warn("{} stopped after {} (resumes from its last checkpoint on rerun)", o.id, format_duration(o.seconds));
+      return;
+    }
+    finished_.insert(o.id);
+    ++done_;
     if (o.exit_code == 0) {
       std::string val;
       const fs::path results = fs::path(plan_.run_dir(r)) / "results.json";
@@ -125,6 +166,7 @@ int run_comparison(const CompareOptions& o) {
   const std::string out = o.out.empty() ? default_out(o) : o.out;
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
+  const DirectoryLock lock(out);
   std::string command = "posenc compare " + o.config + (o.full ? " --full" : "");
   if (!o.out.empty()) command += " --out " + o.out;
 
@@ -132,7 +174,8 @@ int run_comparison(const CompareOptions& o) {
   std::vector<const PlannedRun*> todo;
   std::vector<std::vector<std::string>> argvs;
   size_t finished = 0, resumed = 0, skipped = 0;
-  const std::string self = self_executable();
+  // The running binary itself, even if a rebuild has replaced the file since it started.
+  const std::string self = "/proc/self/exe";
   for (const auto& run : plan.runs) {
     if (!run.skipped.empty()) {
       ++skipped;
@@ -164,9 +207,21 @@ int run_comparison(const CompareOptions& o) {
   std::vector<Job> pool_jobs;
   for (size_t i = 0; i < todo.size(); ++i) pool_jobs.push_back({todo[i]->id, argvs[i], plan.log_path(*todo[i])});
   GridProgress progress(plan, todo, finished, o.progress);
+  g_interrupted.store(false);
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
   const auto outcomes = run_pool(
       pool_jobs, jobs, [&](const PoolStatus& s) { progress.tick(s); },
-      [&](const JobOutcome& out) { progress.done(out); });
+      [&](const JobOutcome& out) { progress.done(out); }, 1.0, &g_interrupted);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  if (g_interrupted.load()) {
+    spdlog::warn("interrupted: finished runs are kept; rerun `{}` to continue", command);
+    return 130;
+  }
   size_t failed = 0;
   for (const auto& oc : outcomes) failed += oc.exit_code != 0;
 

@@ -1,11 +1,14 @@
 #include "posenc/experiments/process_pool.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <algorithm>
@@ -42,8 +45,15 @@ pid_t spawn(const Job& job) {
   std::vector<char*> argv;
   for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // The environment plus POSENC_PARENT_PID, for die_with_parent() in the child.
+  static const std::string parent = "POSENC_PARENT_PID=" + std::to_string(::getpid());
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "POSENC_PARENT_PID=", 18) != 0) env.push_back(*e);
+  env.push_back(const_cast<char*>(parent.c_str()));
+  env.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     std::ofstream(job.log_path, std::ios::app) << "could not start " << job.argv[0] << ": " << std::strerror(rc) << "\n";
@@ -56,9 +66,11 @@ pid_t spawn(const Job& job) {
 
 std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
                                  const std::function<void(const PoolStatus&)>& on_tick,
-                                 const std::function<void(const JobOutcome&)>& on_done, double tick_s) {
+                                 const std::function<void(const JobOutcome&)>& on_done, double tick_s,
+                                 const std::atomic<bool>* stop) {
   if (parallel < 1) throw std::invalid_argument("run_pool: parallel must be >= 1");
   std::vector<JobOutcome> outcomes(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) outcomes[i] = {jobs[i].id, -1, 0};
   std::map<pid_t, Running> running;
   std::deque<size_t> queue;
   for (size_t i = 0; i < jobs.size(); ++i) queue.push_back(i);
@@ -76,7 +88,13 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
     if (on_done) on_done(o);
   };
 
+  bool stopping = false;
   while (!queue.empty() || !running.empty()) {
+    if (!stopping && stop && stop->load()) {
+      stopping = true;
+      queue.clear();
+      for (const auto& [pid, _] : running) ::kill(pid, SIGTERM);
+    }
     while (!queue.empty() && running.size() < static_cast<size_t>(parallel)) {
       const size_t i = queue.front();
       queue.pop_front();
@@ -110,6 +128,13 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
     if (!running.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return outcomes;
+}
+
+bool die_with_parent() {
+  const char* parent = std::getenv("POSENC_PARENT_PID");
+  if (parent == nullptr) return true;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  return std::to_string(::getppid()) == parent;  // it may have died before the prctl
 }
 
 std::string tail_lines(const std::string& path, size_t n) {
