@@ -78,9 +78,13 @@ def plot_accuracy(summary, out):
     lo_train, hi_train = proto["train_lengths"]
     colors = scheme_colors(variants)
     keys = panels(variants)
-    fig, axes = plt.subplots(1, len(keys), figsize=(6.2 * len(keys), 4.8), squeeze=False, sharey=True,
+    cols = min(2, len(keys))  # two panels a row: four in a row would be too wide to read
+    rows = (len(keys) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 5.4 * rows), squeeze=False, sharey=True,
                              layout="constrained")
-    for ax, (qkv, pooling) in zip(axes[0], keys):
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    for ax, (qkv, pooling) in zip(axes.flat, keys):
         ax.axvspan(lo_train, hi_train, color="0.85", zorder=0, label=f"training lengths {lo_train}-{hi_train}")
         ax.axhline(0.5, color="0.4", ls="--", lw=1, label="chance")
         for v in variants:
@@ -107,7 +111,8 @@ def plot_accuracy(summary, out):
         ax.set_title(f"qkv={qkv}, pooling={pooling}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4)
-    axes[0][0].set_ylabel("accuracy")
+    for row in axes:
+        row[0].set_ylabel("accuracy")
     fig.suptitle("Ordering task: accuracy against sequence length "
                  "(band: ±std over seeds, or 95% Wilson interval with one seed)", fontsize=11)
     save(fig, os.path.join(out, "accuracy_vs_length.png"))
