@@ -12,22 +12,13 @@ void setup_bench(CLI::App& app, BenchOptions& o) {
   app.add_option("--threads", o.threads, "intra-op threads (both sides)")->check(CLI::Range(int64_t{1}, int64_t{1024}));
   app.add_option("--device", o.device, "cpu | cuda | auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--bf16", o.bf16, "autocast the forward pass to bfloat16");
-  app.add_flag("--no-python", o.no_python, "skip the PyTorch-eager side (scripts/bench_eager.py)");
+  app.add_flag_callback("--no-python", [&o] { o.python = false; }, "skip the PyTorch-eager side (scripts/bench_eager.py)");
   app.add_option("--out", o.out, "output directory");
 }
 
 int run_bench(const BenchOptions& o) {
   log_environment();
-  posenc::BenchOptions options;
-  options.config = o.config;
-  options.sizes = o.sizes;
-  options.schemes = o.schemes;
-  options.threads = o.threads;
-  options.device = o.device;
-  options.bf16 = o.bf16;
-  options.python = !o.no_python;
-  options.out = o.out;
-  return run_benchmark(options);
+  return run_benchmark(o);
 }
 
 }  // namespace posenc::cli

@@ -15,8 +15,9 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
   app.add_option("--threads", o.threads, "intra-op threads per run")->check(CLI::Range(int64_t{1}, int64_t{1024}));
   app.add_flag("--full", o.full, "use the grid's \"full\" block (more seeds and variants)");
   app.add_option("--out", o.out, "output directory (default: runs/<config name>[-full])");
-  app.add_flag("--no-figures", o.no_figures, "skip the matplotlib figures");
-  app.add_flag("--no-progress", o.no_progress, "log lines instead of the updating progress line");
+  app.add_flag_callback("--no-figures", [&o] { o.figures = false; }, "skip the matplotlib figures");
+  o.progress = true;  // on a terminal; run_compare checks
+  app.add_flag_callback("--no-progress", [&o] { o.progress = false; }, "log lines instead of the updating progress line");
   app.add_option("--inspect-length", o.inspect_length, "positions shown in the scheme figures")
       ->check(CLI::Range(int64_t{2}, int64_t{4096}));
   app.add_option("--attention-length", o.attention_length, "tokens in the attention-map example")
@@ -25,16 +26,8 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
 
 int run_compare(const CompareOptions& o) {
   log_environment();
-  posenc::CompareOptions options;
-  options.config = o.config;
-  options.out = o.out;
-  options.jobs = o.jobs;
-  options.threads = o.threads;
-  options.full = o.full;
-  options.progress = !o.no_progress && ::isatty(STDERR_FILENO);
-  options.figures = !o.no_figures;
-  options.inspect_length = o.inspect_length;
-  options.attention_length = o.attention_length;
+  CompareOptions options = o;
+  options.progress = o.progress && ::isatty(STDERR_FILENO);
   return run_comparison(options);
 }
 

@@ -8,6 +8,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "posenc/bench/bench.h"
+#include "posenc/experiments/compare.h"
+
 namespace posenc::cli {
 
 /// Writes JSON to `path` atomically, or to standard output when path is empty.
@@ -55,17 +58,7 @@ struct InspectOptions {
 void setup_inspect(CLI::App& app, InspectOptions& o);
 int run_inspect(const InspectOptions& o);
 
-struct CompareOptions {
-  std::string config;
-  std::string out;
-  int jobs = 0;
-  int64_t threads = 1;
-  bool full = false;
-  bool no_figures = false;
-  bool no_progress = false;
-  int64_t inspect_length = 64;
-  int64_t attention_length = 16;
-};
+// compare and bench bind their flags straight to the library's options.
 void setup_compare(CLI::App& app, CompareOptions& o);
 int run_compare(const CompareOptions& o);
 
@@ -79,15 +72,6 @@ struct AttentionOptions {
 void setup_attention(CLI::App& app, AttentionOptions& o);
 int run_attention(const AttentionOptions& o);
 
-struct BenchOptions {
-  std::string config = "configs/bench.json";
-  std::vector<std::string> sizes, schemes;
-  int64_t threads = 1;
-  std::string device = "cpu";
-  bool bf16 = false;
-  bool no_python = false;
-  std::string out = "runs/bench";
-};
 void setup_bench(CLI::App& app, BenchOptions& o);
 int run_bench(const BenchOptions& o);
 

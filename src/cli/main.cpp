@@ -27,9 +27,9 @@ int main(int argc, char** argv) {
   posenc::cli::EvalOptions eval;
   posenc::cli::ListOptions list;
   posenc::cli::InspectOptions inspect;
-  posenc::cli::CompareOptions compare;
+  posenc::CompareOptions compare;
   posenc::cli::AttentionOptions attention;
-  posenc::cli::BenchOptions bench;
+  posenc::BenchOptions bench;
   posenc::cli::setup_train(*app.add_subcommand("train", "train a classifier from a JSON config, then evaluate it"), train);
   posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
   posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and their options"), list);

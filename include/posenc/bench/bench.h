@@ -65,7 +65,7 @@ nlohmann::json bench_case_json(const BenchCase& c);
 namespace posenc {
 
 struct BenchOptions {
-  std::string config;                 ///< the bench file
+  std::string config = "configs/bench.json";  ///< the bench file
   std::vector<std::string> sizes;     ///< only these sizes (names); empty = all
   std::vector<std::string> schemes;   ///< only these scheme entries; empty = all
   int64_t threads = 1;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,13 @@ struct ComparePlan {
   std::string log_path(const PlannedRun& r) const;    ///< OUT/logs/<id>.log
   std::string config_path(const PlannedRun& r) const; ///< OUT/configs/<id>.json (what the child trains)
 };
+
+/// Throws ConfigError "<where>.<key>: unknown key (expected one of: ...)" for a
+/// key of the object j outside `allowed`, or if j is not an object.
+void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where);
+
+/// A non-empty JSON array of strings; errors name `where` and the index.
+std::vector<std::string> string_list(const json& j, const std::string& where);
 
 /// One entry of a "schemes" list: a registry name, or {"name", "set"}.
 struct GridEntry {

@@ -75,12 +75,6 @@ int64_t positive_int(const json& j, const std::string& key, const std::string& w
   return j[key];
 }
 
-void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
-  if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
-  for (const auto& [key, _] : j.items())
-    if (!allowed.count(key)) throw ConfigError(where + "." + key + ": unknown key");
-}
-
 }  // namespace
 
 std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std::string>& only_sizes,
@@ -94,14 +88,8 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
     throw ConfigError(path + ".sizes: expected a non-empty array");
   if (!spec.contains("schemes") || !spec["schemes"].is_array() || spec["schemes"].empty())
     throw ConfigError(path + ".schemes: expected a non-empty array");
-  std::vector<std::string> qkvs = {"projected", "embedded"};
-  if (spec.contains("qkv")) {
-    qkvs.clear();
-    for (const auto& q : spec["qkv"]) {
-      if (!q.is_string()) throw ConfigError(path + ".qkv: expected strings");
-      qkvs.push_back(q);
-    }
-  }
+  const std::vector<std::string> qkvs =
+      spec.contains("qkv") ? string_list(spec["qkv"], path + ".qkv") : std::vector<std::string>{"projected", "embedded"};
 
   std::set<std::string> size_names, scheme_names;
   std::vector<BenchCase> cases;
@@ -154,15 +142,30 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
   return cases;
 }
 
+namespace {
+
+/// The case's initial model (seeded by train.seed) and its fixed batch: what the
+/// timing and the parity export both start from.
+struct InitialCase {
+  EncoderClassifier model;
+  Batch batch;
+};
+
+InitialCase initial_case(const BenchCase& c) {
+  torch::manual_seed(static_cast<uint64_t>(c.config.train.seed));
+  EncoderClassifier model(c.config.model, c.config.task.vocab_size);
+  return {model, OrderingTask(c.config.task).fixed_set(c.length, c.batch, c.config.train.seed)};
+}
+
+}  // namespace
+
 BenchResult run_bench_case(const BenchCase& c, bool bf16) {
   const torch::Device device = resolve_device(c.config.train.device);
   set_threads(c.config.train.threads);
   reset_peak_memory(device);
-  torch::manual_seed(static_cast<uint64_t>(c.config.train.seed));
-  EncoderClassifier model(c.config.model, c.config.task.vocab_size);
+  auto [model, batch] = initial_case(c);
   model->to(device);
   auto optimizer = make_optimizer(model, c.config.train);
-  const Batch batch = OrderingTask(c.config.task).fixed_set(c.length, c.batch, c.config.train.seed);
   const auto tokens = batch.tokens.to(device), labels = batch.labels.to(device);
 
   BenchResult r;
@@ -248,9 +251,7 @@ double matmul_peak_gflops(const std::string& device_name) {
 
 void export_bench_case(const BenchCase& c, const std::string& dir) {
   fs::create_directories(dir);
-  torch::manual_seed(static_cast<uint64_t>(c.config.train.seed));
-  EncoderClassifier model(c.config.model, c.config.task.vocab_size);
-  const Batch batch = OrderingTask(c.config.task).fixed_set(c.length, c.batch, c.config.train.seed);
+  auto [model, batch] = initial_case(c);
   json index = json::array();
   std::string blob;
   for (const auto& item : model->named_parameters()) {

@@ -13,6 +13,7 @@
 #include "posenc/bench/bench.h"
 #include "posenc/bench/python_worker.h"
 #include "posenc/util/python.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -23,10 +24,10 @@ namespace {
 bool parity_case(const BenchResult& r) { return r.parameters <= 2'000'000; }
 
 /// The result table as cells, header first (shared by the text and Markdown renderings).
-std::vector<std::vector<std::string>> table_cells(const std::vector<BenchCase>& cases, const json& rows, double peak) {
-  std::vector<std::vector<std::string>> out = {{"size", "scheme", "qkv", "params", "train ms", "x none", "fwd/bwd/opt ms",
+Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double peak) {
+  Table out = {{"size", "scheme", "qkv", "params", "train ms", "x none", "fwd/bwd/opt ms",
                                                 "tokens/s", "eval ms", "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms",
-                                                "C++/py", "|dloss|"}};
+                                                "C++/py", "|Δloss|"}};
   // Step time of `none` at the same size and qkv: the positional overhead.
   const auto none_ms = [&](const BenchCase& c) -> double {
     for (size_t j = 0; j < cases.size(); ++j)
@@ -58,34 +59,6 @@ std::vector<std::vector<std::string>> table_cells(const std::vector<BenchCase>& 
                    fmt::format("{:.0f}%", 100.0 * r["gflops_per_s"].get<double>() / peak), py_ms, ratio, dloss});
   }
   return out;
-}
-
-std::string render_text(const std::vector<std::vector<std::string>>& cells) {
-  std::vector<size_t> width(cells[0].size(), 0);
-  for (const auto& row : cells)
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  std::ostringstream out;
-  for (const auto& row : cells) {
-    for (size_t c = 0; c < row.size(); ++c)
-      out << (c < 3 ? fmt::format("{:<{}}  ", row[c], width[c]) : fmt::format("{:>{}}  ", row[c], width[c]));
-    out << "\n";
-  }
-  return out.str();
-}
-
-std::string render_markdown(const std::vector<std::vector<std::string>>& cells) {
-  std::ostringstream out;
-  for (size_t r = 0; r < cells.size(); ++r) {
-    out << "|";
-    for (const auto& cell : cells[r]) out << " " << (cell == "|dloss|" ? "\\|Δloss\\|" : cell) << " |";
-    out << "\n";
-    if (r == 0) {
-      out << "|";
-      for (size_t c = 0; c < cells[0].size(); ++c) out << (c < 3 ? "---|" : "---:|");
-      out << "\n";
-    }
-  }
-  return out.str();
 }
 
 }  // namespace
@@ -170,10 +143,10 @@ int run_benchmark(const BenchOptions& o) {
   const std::string legend = fmt::format(
       "matrix-product peak ({}, {} thread(s)): {:.1f} GFLOP/s. train ms: median step (forward, backward, clip + AdamW); "
       "x none: step time relative to `none` at the same size and qkv; GFLOP: per training step (3 x forward); "
-      "C++/py: PyTorch-eager step time / C++ step time (each side's faster median of two rounds); |dloss|: loss "
+      "C++/py: PyTorch-eager step time / C++ step time (each side's faster median of two rounds); |Δloss|: loss "
       "difference on the same initial weights and batch.\n",
       o.device, o.threads, peak);
-  const std::string text = render_text(cells);
+  const std::string text = render_text(cells, 3);
   std::printf("\n%s%s", text.c_str(), legend.c_str());
   std::fflush(stdout);
   if (!python_note.empty()) spdlog::warn("{}", python_note);
@@ -181,7 +154,7 @@ int run_benchmark(const BenchOptions& o) {
                     json{{"config", o.config}, {"device", o.device}, {"threads", o.threads}, {"bf16", o.bf16},
                          {"matmul_peak_gflops", peak}, {"cases", rows}}.dump(2) + "\n");
   write_file_atomic((fs::path(o.out) / "bench.txt").string(), text + legend);
-  write_file_atomic((fs::path(o.out) / "bench.md").string(), render_markdown(cells) + "\n" + legend);
+  write_file_atomic((fs::path(o.out) / "bench.md").string(), render_markdown(cells, 3) + "\n" + legend);
   spdlog::info("wrote {}/bench.json", o.out);
   // Parity failures are errors: the two sides must compute the same function.
   for (const auto& r : rows)

@@ -22,6 +22,7 @@
 #include "posenc/experiments/process_pool.h"
 #include "posenc/experiments/report.h"
 #include "posenc/experiments/summary.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -58,12 +59,6 @@ class DirectoryLock {
  private:
   int fd_ = -1;
 };
-
-std::string format_duration(double s) {
-  const auto total = static_cast<int64_t>(s + 0.5);
-  return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
-                       : fmt::format("{}:{:02}", total / 60, total % 60);
-}
 
 /// The last training step a run has logged (0 if none yet).
 int64_t logged_step(const fs::path& metrics) {

@@ -16,31 +16,11 @@ namespace {
 const std::set<std::string> kTopKeys = {"description", "base", "set", "schemes", "qkv", "pooling", "seeds", "full"};
 const std::set<std::string> kFullKeys = {"set", "qkv", "pooling", "seeds"};
 
-void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
-  if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
-  for (const auto& [key, _] : j.items())
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
-      throw ConfigError(where + "." + key + ": unknown key (expected one of: " + list + ")");
-    }
-}
-
 bool valid_name(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
   return true;
-}
-
-std::vector<std::string> string_list(const json& j, const std::string& where) {
-  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of strings");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_string()) throw ConfigError(where + "[" + std::to_string(i) + "]: expected a string");
-    out.push_back(j[i]);
-  }
-  return out;
 }
 
 std::vector<int64_t> seed_list(const json& j, const std::string& where) {
@@ -55,6 +35,26 @@ std::vector<int64_t> seed_list(const json& j, const std::string& where) {
 }
 
 }  // namespace
+
+std::vector<std::string> string_list(const json& j, const std::string& where) {
+  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_string()) throw ConfigError(where + "[" + std::to_string(i) + "]: expected a string");
+    out.push_back(j[i]);
+  }
+  return out;
+}
+
+void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
+  if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
+  for (const auto& [key, _] : j.items())
+    if (!allowed.count(key)) {
+      std::string list;
+      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+      throw ConfigError(where + "." + key + ": unknown key (expected one of: " + list + ")");
+    }
+}
 
 void apply_set(json& config, const json& set, const std::string& where) {
   if (!set.is_object()) throw ConfigError(where + ": expected an object of \"dotted.path\": value");

@@ -11,6 +11,7 @@
 
 #include "posenc/analysis/trained.h"
 #include "posenc/util/python.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -88,21 +89,18 @@ void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std
         if (l.length == probe)
           for (const auto& [k, _] : l.by_kind)
             if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
-    md << "| variant |";
-    for (const auto& k : kinds) md << " " << k << " |";
-    md << "\n|---|";
-    for (size_t i = 0; i < kinds.size(); ++i) md << "---:|";
-    md << "\n";
+    Table table = {{"variant"}};
+    table[0].insert(table[0].end(), kinds.begin(), kinds.end());
     for (const auto& v : s.variants)
       for (const auto& l : v.lengths)
         if (l.length == probe) {
-          md << "| " << v.variant << " |";
+          table.push_back({v.variant});
           for (const auto& k : kinds) {
             auto it = l.by_kind.find(k);
-            md << " " << (it == l.by_kind.end() ? std::string("-") : fmt::format("{:.3f}", it->second.mean)) << " |";
+            table.back().push_back(it == l.by_kind.end() ? std::string("-") : fmt::format("{:.3f}", it->second.mean));
           }
-          md << "\n";
         }
+    md << render_markdown(table, 1);
     md << "\n";
   }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "posenc/train/evaluate.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -175,12 +176,12 @@ std::string length_header(const ComparisonSummary& s, int64_t length) {
 }
 
 /// The table as rows of cells (header first), shared by Markdown and text.
-std::vector<std::vector<std::string>> table_rows(const ComparisonSummary& s) {
+Table table_rows(const ComparisonSummary& s) {
   std::vector<std::string> header = {"variant", "seeds", "params", "train s", "in-dist"};
   for (int64_t L : s.eval_lengths) header.push_back(length_header(s, L));
   header.push_back("beyond mean");
   header.push_back("extrapolates to");
-  std::vector<std::vector<std::string>> rows = {header};
+  Table rows = {header};
   for (const auto& v : s.variants) {
     std::vector<std::string> row = {v.variant, std::to_string(v.seeds.size()), std::to_string(v.parameters),
                                     fmt::format("{:.0f}", v.train_seconds.mean), val_cell(v.val_accuracy)};
@@ -287,18 +288,8 @@ std::string summary_to_csv(const ComparisonSummary& s) {
 }
 
 std::string summary_to_markdown(const ComparisonSummary& s) {
-  const auto rows = table_rows(s);
   std::ostringstream out;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    out << "|";
-    for (const auto& c : rows[r]) out << " " << c << " |";
-    out << "\n";
-    if (r == 0) {
-      out << "|";
-      for (size_t c = 0; c < rows[0].size(); ++c) out << (c == 0 ? "---|" : "---:|");
-      out << "\n";
-    }
-  }
+  out << render_markdown(table_rows(s), 1);
   out << "\n" << protocol_lines(s) << "\n";
   if (!s.skipped.empty()) {
     out << "\nNot run (the model cannot be built that way):\n\n";
@@ -313,24 +304,8 @@ std::string summary_to_markdown(const ComparisonSummary& s) {
 }
 
 std::string summary_to_text(const ComparisonSummary& s) {
-  const auto rows = table_rows(s);
-  std::vector<size_t> width(rows[0].size(), 0);
-  // Width in code points: "±" is two bytes in UTF-8 but one column.
-  const auto columns = [](const std::string& t) {
-    size_t n = 0;
-    for (unsigned char c : t) n += (c & 0xC0) != 0x80;
-    return n;
-  };
-  for (const auto& row : rows)
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], columns(row[c]));
   std::ostringstream out;
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(width[c] - columns(row[c]), ' ');
-      out << (c == 0 ? row[c] + pad : "  " + pad + row[c]);
-    }
-    out << "\n";
-  }
+  out << render_text(table_rows(s), 1);
   out << spread_note(s) << "; * = longer than training (" << s.train_min_length << "-" << s.train_max_length << ")\n";
   for (const auto& [variant, reason] : s.skipped) out << "not run: " << variant << " (" << reason << ")\n";
   return out.str();

@@ -12,6 +12,7 @@
 #include "posenc/train/autocast.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/schedule.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -42,12 +43,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::string format_duration(double s) {
-  const auto total = static_cast<int64_t>(s + 0.5);
-  return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
-                       : fmt::format("{}:{:02}", total / 60, total % 60);
-}
 
 /// Only these may change between a checkpoint and its resumption.
 void check_resume_config(const Config& now, const Config& stored, const std::string& ckpt) {

@@ -1,0 +1,22 @@
+// Plain-text helpers shared by the commands: durations and tables (rows of
+// cells, header first) rendered for the terminal or as Markdown.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace posenc {
+
+/// "m:ss", or "h:mm:ss" from an hour on.
+std::string format_duration(double seconds);
+
+using Table = std::vector<std::vector<std::string>>;
+
+/// Aligned columns, two spaces apart: the first `left_columns` left-aligned,
+/// the rest right-aligned. Widths count UTF-8 code points ("±" is one column).
+std::string render_text(const Table& rows, size_t left_columns);
+
+/// A Markdown table; '|' inside a cell is escaped.
+std::string render_markdown(const Table& rows, size_t left_columns);
+
+}  // namespace posenc

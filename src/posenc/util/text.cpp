@@ -1,0 +1,65 @@
+#include "posenc/util/text.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace posenc {
+
+std::string format_duration(double seconds) {
+  const auto total = static_cast<int64_t>(seconds + 0.5);
+  return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
+                       : fmt::format("{}:{:02}", total / 60, total % 60);
+}
+
+namespace {
+
+size_t columns(const std::string& text) {
+  size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;  // count lead bytes only
+  return n;
+}
+
+}  // namespace
+
+std::string render_text(const Table& rows, size_t left_columns) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], columns(row[c]));
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - columns(row[c]), ' ');
+      if (c > 0) out << "  ";
+      if (c < left_columns) out << row[c] << (c + 1 < row.size() ? pad : "");
+      else out << pad << row[c];
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string render_markdown(const Table& rows, size_t left_columns) {
+  std::ostringstream out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    out << "|";
+    for (const auto& cell : rows[r]) {
+      std::string escaped;
+      for (char ch : cell) escaped += ch == '|' ? std::string("\\|") : std::string(1, ch);
+      out << " " << escaped << " |";
+    }
+    out << "\n";
+    if (r == 0) {
+      out << "|";
+      for (size_t c = 0; c < rows[0].size(); ++c) out << (c < left_columns ? "---|" : "---:|");
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace posenc
