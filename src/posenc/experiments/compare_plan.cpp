@@ -151,12 +151,16 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
           } catch (const ConfigError& e) {
             throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
           }
-          try {
-            EncoderClassifier probe(run.config.model, run.config.task.vocab_size);  // decides compatibility
-          } catch (const IncompatibleConfig& e) {
-            run.skipped = e.what();
-          } catch (const ConfigError& e) {
-            throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
+          if (seed != seeds.front()) {
+            run.skipped = plan.runs.back().skipped;  // the model does not depend on the seed: built once per variant
+          } else {
+            try {
+              EncoderClassifier probe(run.config.model, run.config.task.vocab_size);  // decides compatibility
+            } catch (const IncompatibleConfig& e) {
+              run.skipped = e.what();
+            } catch (const ConfigError& e) {
+              throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
+            }
           }
           plan.runs.push_back(std::move(run));
         }
