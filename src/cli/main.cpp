@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "posenc/config.h"
+#include "posenc/environment.h"
 #include "posenc/experiments/process_pool.h"
 
 void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
@@ -17,6 +18,7 @@ void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
 }
 
 int main(int argc, char** argv) {
+  posenc::tune_malloc_for_training();
   CLI::App app{"posenc: study positional encodings in transformers"};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();

@@ -1,6 +1,10 @@
 #include "posenc/environment.h"
 
+#include <cstdlib>
 #include <filesystem>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <torch/version.h>
 
@@ -12,10 +16,27 @@ std::string live_blas() {
   return ec ? std::string("unknown") : target.string();
 }
 
+namespace {
+const char* malloc_mode = "default";
+}
+
+const char* tune_malloc_for_training() {
+#if defined(__GLIBC__)
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"})
+    if (std::getenv(name)) return malloc_mode = "user";
+  // Blocks up to 32 MB (glibc's ceiling for this setting) come from the heap, not from mmap...
+  const bool mmap_ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
+  // ...and up to 1 GB of free memory at the top of the heap stays mapped between steps.
+  const bool trim_ok = mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+  malloc_mode = mmap_ok && trim_ok ? "tuned" : "default";
+#endif
+  return malloc_mode;
+}
+
 void log_environment() {
   const std::string blas = live_blas();
-  spdlog::info("libtorch={} cuda={} threads={} blas={}", TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no",
-               torch::get_num_threads(), blas);
+  spdlog::info("libtorch={} cuda={} threads={} blas={} malloc={}", TORCH_VERSION,
+               torch::cuda::is_available() ? "yes" : "no", torch::get_num_threads(), blas, malloc_mode);
   if (blas.find("openblas") == std::string::npos && blas != "unknown")
     spdlog::warn("the live BLAS is not OpenBLAS: matrix products run ~15x slower (install libopenblas0-openmp)");
 }
