@@ -1,4 +1,5 @@
 #include "posenc/model/attention.h"
+#include "posenc/model/batched_matmul.h"
 #include "posenc/model/linear.h"
 
 #include <cmath>
@@ -49,7 +50,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
 #endif
   if (!ctx.defined()) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-    auto scores = torch::matmul(q, k.transpose(-2, -1));  // (B, H, L, L)
+    auto scores = batched_matmul(q, k.transpose(-2, -1));  // (B, H, L, L)
     if (caps.score_terms) scores = scores + scheme->score_terms(q, k, pos);
     scores = scores * scale;
     if (bias.defined()) scores = scores + bias;
@@ -57,7 +58,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     auto probs = torch::softmax(scores, /*dim=*/-1);  // (B, H, L, L)
     if (keep_weights_) last_weights_ = probs.detach();
     auto dropped = attn_drop_->forward(probs);
-    ctx = torch::matmul(dropped, v);  // (B, H, L, Dh)
+    ctx = batched_matmul(dropped, v);  // (B, H, L, Dh)
     if (caps.value_terms) ctx = ctx + scheme->value_terms(dropped, pos);
   }
   ctx = ctx.transpose(1, 2).reshape({B, L, d_model_});  // (B, L, D)
