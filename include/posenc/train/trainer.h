@@ -14,6 +14,7 @@
 #include "posenc/config.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/fused_adamw.h"
 
 namespace posenc {
 
@@ -45,7 +46,7 @@ torch::Device resolve_device(const std::string& name);
 const std::vector<std::string>& resumable_changes();
 
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
-torch::optim::AdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train);
+FusedAdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train);
 
 /// Applies the thread count (intra-op) once per process.
 void set_threads(int64_t threads);

@@ -84,8 +84,8 @@ std::vector<torch::optim::OptimizerParamGroup> param_groups(EncoderClassifier& m
 
 }  // namespace
 
-torch::optim::AdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train) {
-  return torch::optim::AdamW(param_groups(model, train.weight_decay),
+FusedAdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train) {
+  return FusedAdamW(param_groups(model, train.weight_decay),
                              torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
 }
 
@@ -126,7 +126,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   EncoderClassifier model(cfg.model, cfg.task.vocab_size);
   model->to(device);
-  torch::optim::AdamW optimizer = make_optimizer(model, cfg.train);
+  FusedAdamW optimizer = make_optimizer(model, cfg.train);
   int64_t start = 0;
   if (options.resume) {
     check_resume_config(cfg, read_checkpoint_config(ckpt.string()), ckpt.string());

@@ -1,0 +1,106 @@
+#include "posenc/train/fused_adamw.h"
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include <ATen/Parallel.h>
+
+namespace posenc {
+namespace {
+
+/// The key torch::optim keeps a parameter's state under: its TensorImpl address,
+/// as a string in LibTorch 1.x and as a pointer in 2.x.
+template <class Key>
+Key state_key(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) return c10::guts::to_string(p.unsafeGetTensorImpl());
+  else return p.unsafeGetTensorImpl();
+}
+
+bool fusable_tensor(const torch::Tensor& t) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
+
+struct Update {
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, sqrt_bias_correction2, eps, neg_step_size;
+};
+
+/// The update torch::optim::AdamW makes, in its order of operations:
+///   p *= 1 - lr·wd;  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²;
+///   p += -lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
+void update(float* p, const float* g, float* m, float* v, int64_t begin, int64_t end, const Update& u) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float gi = g[i];
+    const float pi = p[i] * u.decay;
+    const float mi = m[i] * u.beta1 + u.one_minus_beta1 * gi;
+    const float vi = v[i] * u.beta2 + u.one_minus_beta2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi + u.neg_step_size * mi / (std::sqrt(vi) / u.sqrt_bias_correction2 + u.eps);
+  }
+}
+
+}  // namespace
+
+bool FusedAdamW::fusable() const {
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!fusable_tensor(p) || !fusable_tensor(p.grad())) return false;
+    }
+  }
+  return true;
+}
+
+torch::Tensor FusedAdamW::step(LossClosure closure) {
+  if (!fusable()) return torch::optim::AdamW::step(closure);
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  using Key = typename std::decay_t<decltype(state_)>::key_type;
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& slot = state_[state_key<Key>(p)];
+      if (!slot) {
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        slot = std::move(fresh);
+      }
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
+      if (!fusable_tensor(state.exp_avg()) || !fusable_tensor(state.exp_avg_sq())) {
+        // e.g. moments loaded from a checkpoint in another layout
+        state.exp_avg(state.exp_avg().contiguous());
+        state.exp_avg_sq(state.exp_avg_sq().contiguous());
+      }
+      state.step(state.step() + 1);
+      const double t = static_cast<double>(state.step());
+      const double bias_correction1 = 1 - std::pow(beta1, t), bias_correction2 = 1 - std::pow(beta2, t);
+      const Update u{static_cast<float>(1 - o.lr() * o.weight_decay()),
+                     static_cast<float>(beta1),
+                     static_cast<float>(1 - beta1),
+                     static_cast<float>(beta2),
+                     static_cast<float>(1 - beta2),
+                     static_cast<float>(std::sqrt(bias_correction2)),
+                     static_cast<float>(o.eps()),
+                     static_cast<float>(-o.lr() / bias_correction1)};
+      float* pd = p.data_ptr<float>();
+      const float* gd = p.grad().data_ptr<float>();
+      float* md = state.exp_avg().data_ptr<float>();
+      float* vd = state.exp_avg_sq().data_ptr<float>();
+      at::parallel_for(0, p.numel(), 1 << 16,
+                       [&](int64_t begin, int64_t end) { update(pd, gd, md, vd, begin, end, u); });
+    }
+  }
+  return loss;
+}
+
+}  // namespace posenc
