@@ -46,6 +46,22 @@ void expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::
         << what << ": parameter " << i << " max diff " << (a[i] - b[i]).abs().max().item<double>();
 }
 
+/// An optimizer's state as a checkpoint would hold it.
+std::string saved_state(torch::optim::Optimizer& opt) {
+  torch::serialize::OutputArchive out;
+  opt.save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  return bytes.str();
+}
+
+void load_state(torch::optim::Optimizer& opt, const std::string& bytes) {
+  std::istringstream in_bytes(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(in_bytes);
+  opt.load(in);
+}
+
 template <class A, class B>
 void run_both(std::vector<torch::Tensor>& pa, A& oa, std::vector<torch::Tensor>& pb, B& ob, int from, int to,
               bool strided = false) {
@@ -75,29 +91,10 @@ TEST(FusedAdamW, StateLoadsInTorchAdamWAndBack) {
   auto reference = make_optimizer<torch::optim::AdamW>(b);
   run_both(a, fused, b, reference, 0, 5);
   // Fused state into a torch AdamW, and torch state into a FusedAdamW (as a checkpoint round trip).
-  std::stringstream fused_state, ref_state;
-  {
-    torch::serialize::OutputArchive out;
-    fused.save(out);
-    out.save_to(fused_state);
-  }
-  {
-    torch::serialize::OutputArchive out;
-    reference.save(out);
-    out.save_to(ref_state);
-  }
   auto loaded_ref = make_optimizer<torch::optim::AdamW>(a);
   auto loaded_fused = make_optimizer<posenc::FusedAdamW>(b);
-  {
-    torch::serialize::InputArchive in;
-    in.load_from(fused_state);
-    loaded_ref.load(in);
-  }
-  {
-    torch::serialize::InputArchive in;
-    in.load_from(ref_state);
-    loaded_fused.load(in);
-  }
+  load_state(loaded_ref, saved_state(fused));
+  load_state(loaded_fused, saved_state(reference));
   run_both(a, loaded_ref, b, loaded_fused, 5, 15);
   expect_close(a, b, "after swapping states");
 }
