@@ -23,7 +23,7 @@ namespace posenc {
 /// Same value and gradients as torch::matmul(a, b) for a (..., M, K), b (..., K, N).
 torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
-/// Whether batched_matmul(a, b) takes the small-matrix kernel (for tests and bench).
+/// Whether batched_matmul(a, b) takes the small-matrix kernel (the dispatch rule; tested directly).
 bool uses_small_matmul_kernel(const torch::Tensor& a, const torch::Tensor& b);
 
 }  // namespace posenc
