@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 def sinusoidal_table(positions, dim, base, layout="interleaved"):
     i = torch.arange(dim // 2, dtype=torch.float64, device=positions.device)
-    freq = torch.pow(torch.tensor(base, dtype=torch.float64), -2.0 * i / dim)
+    freq = torch.pow(torch.tensor(base, dtype=torch.float64, device=positions.device), -2.0 * i / dim)
     angle = positions.to(torch.float64).unsqueeze(1) * freq.unsqueeze(0)  # (L, D/2)
     s, c = torch.sin(angle), torch.cos(angle)
     if layout == "concat":
@@ -46,7 +46,7 @@ def sinusoidal_table(positions, dim, base, layout="interleaved"):
 
 def rotary_angles(positions, rot_dim, base):
     i = torch.arange(rot_dim // 2, dtype=torch.float64, device=positions.device)
-    theta = torch.pow(torch.tensor(base, dtype=torch.float64), -2.0 * i / rot_dim)
+    theta = torch.pow(torch.tensor(base, dtype=torch.float64, device=positions.device), -2.0 * i / rot_dim)
     return positions.to(torch.float64).unsqueeze(1) * theta.unsqueeze(0)  # (L, R/2)
 
 
@@ -271,7 +271,8 @@ class Shaw(Scheme):
 
     def value_terms(self, probs, pos):
         idx = self.index(pos).expand_as(probs)
-        per_offset = torch.zeros(probs.size(0), probs.size(1), probs.size(2), 2 * self.clip + 1, dtype=probs.dtype)
+        per_offset = torch.zeros(probs.size(0), probs.size(1), probs.size(2), 2 * self.clip + 1, dtype=probs.dtype,
+                                 device=probs.device)
         per_offset = per_offset.scatter_add(-1, idx, probs)
         return torch.matmul(per_offset, self.values)
 
@@ -292,7 +293,7 @@ class Xl(Scheme):
         index = pos.once(self, "index", lambda: rel - lo)
 
         def make_r():
-            offsets = torch.arange(lo, pos.end, dtype=torch.long)
+            offsets = torch.arange(lo, pos.end, dtype=torch.long, device=q.device)
             projected = self.w_r(sinusoidal_table(offsets, self.D, self.base).to(q.dtype))
             return projected.view(-1, self.H, self.Dh).permute(1, 2, 0)
 
@@ -465,10 +466,10 @@ class EncoderClassifier(nn.Module):
 
     def forward(self, tokens):
         if self.m["pooling"] == "cls":
-            cls = torch.full((tokens.size(0), 1), self.vocab + 1, dtype=tokens.dtype)
+            cls = torch.full((tokens.size(0), 1), self.vocab + 1, dtype=tokens.dtype, device=tokens.device)
             tokens = torch.cat([cls, tokens], dim=1)
         L = tokens.size(1)
-        pos = Positions(torch.arange(L, dtype=torch.long))
+        pos = Positions(torch.arange(L, dtype=torch.long, device=tokens.device))
         x = self.embed_drop(self.tokens(tokens))
         for i, block in enumerate(self.blocks):
             if i == 0 and self.embedded:
@@ -517,14 +518,26 @@ def load_cpp_weights(model, folder):
     return tokens, labels, meta["loss"]
 
 
+def resolve_device(name):
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench_eager.py: train.device=cuda, but this torch sees no CUDA device")
+    return torch.device(name)
+
+
 def run_case(case, bf16):
     cfg = case["config"]
+    device = resolve_device(cfg["train"].get("device", "cpu"))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.manual_seed(cfg["train"]["seed"])
     model = EncoderClassifier(cfg)
-    result = {"index": case["index"]}
+    result = {"index": case["index"], "device": str(device)}
     B, L = case["batch"], case["length"]
     if "parity_dir" in case:
         tokens, labels, cpp_loss = load_cpp_weights(model, case["parity_dir"])
+        model.to(device)
+        tokens, labels = tokens.to(device), labels.to(device)
         model.eval()
         with torch.no_grad():
             py_loss = F.cross_entropy(model(tokens), labels).item()
@@ -532,23 +545,30 @@ def run_case(case, bf16):
         result.update({"parity_cpp_loss": cpp_loss, "parity_python_loss": py_loss, "parity_abs_diff": diff,
                        "parity_ok": diff <= 1e-4 * max(1.0, abs(cpp_loss))})
     else:
-        tokens = torch.randint(1, cfg["task"]["vocab_size"] + 1, (B, L))
-        labels = torch.randint(0, 2, (B,))
+        model.to(device)
+        tokens = torch.randint(1, cfg["task"]["vocab_size"] + 1, (B, L)).to(device)
+        labels = torch.randint(0, 2, (B,)).to(device)
     optimizer = make_optimizer(model, cfg["train"])
     clip = cfg["train"]["grad_clip"]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     model.train()
     steps, forward, backward, opt = [], [], [], []
     for i in range(case["warmup"] + case["timed"]):
+        sync()
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = F.cross_entropy(model(tokens), labels)
+        sync()
         t1 = time.perf_counter()
         optimizer.zero_grad()
         loss.backward()
+        sync()
         t2 = time.perf_counter()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
+        sync()
         if i >= case["warmup"]:
             t3 = time.perf_counter()
             steps.append((t3 - t0) * 1000)
@@ -559,15 +579,19 @@ def run_case(case, bf16):
     evals = []
     with torch.inference_mode():
         for i in range(case["warmup"] + case["timed"]):
+            sync()
             t0 = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 model(tokens)
+            sync()
             if i >= case["warmup"]:
                 evals.append((time.perf_counter() - t0) * 1000)
     result.update({"train_ms": statistics.median(steps), "train_ms_min": min(steps),
                    "forward_ms": statistics.median(forward), "backward_ms": statistics.median(backward),
                    "optimizer_ms": statistics.median(opt),
                    "eval_ms": statistics.median(evals), "parameters": sum(p.numel() for p in model.parameters())})
+    if device.type == "cuda":
+        result["peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return result
 
 
@@ -590,8 +614,6 @@ def main():
     if len(sys.argv) != 3:
         sys.exit("usage: bench_eager.py CASES.json RESULTS.json   or   bench_eager.py --serve")
     spec = json.load(open(sys.argv[1]))
-    if spec.get("device", "cpu") not in ("cpu", "auto"):
-        sys.exit("bench_eager.py: only the CPU side is implemented here")
     torch.set_num_threads(spec["threads"])
     results = []
     for case in spec["cases"]:

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "posenc/compat.h"
 #include "posenc/model/batched_matmul.h"
 
 using posenc::batched_matmul;
@@ -70,9 +70,9 @@ TEST(BatchedMatmul, TakesTheKernelOnlyWhereItApplies) {
   EXPECT_FALSE(uses_small_matmul_kernel(f({1, 16, 16}), f({4, 16, 16}))) << "broadcasting";
   EXPECT_FALSE(uses_small_matmul_kernel(f({4, 16, 16}), f({4, 8, 16}))) << "inner sizes differ";
   EXPECT_FALSE(uses_small_matmul_kernel(f({4, 16, 16}).to(torch::kDouble), f({4, 16, 16}).to(torch::kDouble)));
-  at::autocast::set_cpu_enabled(true);
+  posenc::compat::set_autocast(at::kCPU, true);
   const bool under_autocast = uses_small_matmul_kernel(f({4, 16, 16}), f({4, 16, 16}));
-  at::autocast::set_cpu_enabled(false);
+  posenc::compat::set_autocast(at::kCPU, false);
   EXPECT_FALSE(under_autocast) << "autocast: matmul must run in the autocast dtype";
 }
 

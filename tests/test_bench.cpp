@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include <torch/version.h>
-
 #include "cli_helpers.h"
+#include "fused_check.h"
 #include "helpers.h"
 #include "posenc/bench/bench.h"
+#include "posenc/compat.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
@@ -41,23 +41,13 @@ TEST(Flops, CountedFromShapes) {
 }
 
 TEST(FastPath, FusedAndExplicitAttentionAgree) {
-#if TORCH_VERSION_MAJOR >= 2
-  for (const char* scheme : {"none", "rope", "alibi", "t5", "sinusoidal"}) {
-    torch::manual_seed(0);
-    const Config c = config_with({std::string("model.positional.type=\"") + scheme + "\""});
-    EncoderClassifier model(c.model, c.task.vocab_size);
-    model->eval();
-    auto tokens = torch::randint(1, 65, {3, 24}, torch::kLong);
-    torch::NoGradGuard guard;
-    auto fused = model->forward(tokens);
-    model->force_explicit_attention(true);
-    auto explicit_path = model->forward(tokens);
-    EXPECT_TRUE(torch::allclose(fused, explicit_path, 1e-4, 1e-5)) << scheme;
-  }
-#else
-  GTEST_SKIP() << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR
-               << " has no scaled_dot_product_attention: only the explicit path exists";
-#endif
+  if (!posenc::compat::kHasSdpa)
+    GTEST_SKIP() << "LibTorch " << posenc::compat::kTorchMajor << "." << posenc::compat::kTorchMinor
+                 << " has no scaled_dot_product_attention: only the explicit path exists";
+  const auto schemes = posenc::testing::fused_path_schemes();
+  ASSERT_GE(schemes.size(), 5u);  // none, absolute schemes, rope, the bias family
+  for (const auto& scheme : schemes)
+    for (bool bf16 : {false, true}) posenc::testing::expect_fused_matches_explicit(scheme, torch::kCPU, bf16);
 }
 
 TEST(LongEvaluation, BatchIsBoundedByTheScoreTensorAndLength4096Runs) {

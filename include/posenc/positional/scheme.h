@@ -27,6 +27,9 @@ struct Capabilities {
   bool reweight = false;     ///< reweight(scores, positions) before the softmax
 
   bool acts_in_attention() const { return rotate || bias || score_terms || value_terms || reweight; }
+  /// Only rotations and additive biases fit the fused scaled_dot_product_attention
+  /// (LibTorch 2.x); score/value terms and reweighting need the explicit scores.
+  bool fits_fused_attention() const { return !(score_terms || value_terms || reweight); }
   /// Names of the hooks in use, in call order ("embed", "rotate", ...): for list and inspect.
   std::vector<std::string> hook_names() const {
     std::vector<std::string> names;

@@ -2,34 +2,26 @@
 // Weights, gradients and the optimizer stay float32.
 #pragma once
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+
+#include "posenc/compat.h"
 
 namespace posenc {
 
 class AutocastGuard {
  public:
-  AutocastGuard(bool on, const torch::Device& device) : on_(on), cuda_(device.is_cuda()) {
-    if (!on_) return;
-    if (cuda_) {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(true);
-    } else {
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(true);
-    }
+  AutocastGuard(bool on, const torch::Device& device) : on_(on), device_(device.type()) {
+    if (on_) compat::set_autocast(device_, true, at::kBFloat16);
   }
   ~AutocastGuard() {
-    if (!on_) return;
-    if (cuda_) at::autocast::set_enabled(false);
-    else at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
+    if (on_) compat::set_autocast(device_, false);
   }
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
  private:
-  bool on_, cuda_;
+  bool on_;
+  at::DeviceType device_;
 };
 
 }  // namespace posenc

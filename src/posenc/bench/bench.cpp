@@ -1,4 +1,5 @@
 #include "posenc/bench/bench.h"
+#include "posenc/compat.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,11 +12,8 @@
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/ordering.h"
 #include "posenc/train/autocast.h"
+#include "posenc/train/grad_clip.h"
 #include "posenc/train/trainer.h"
-
-#if defined(POSENC_WITH_CUDA)
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -40,9 +38,7 @@ void reset_peak_memory(const torch::Device& d) {
     std::ofstream("/proc/self/clear_refs") << "5";
     return;
   }
-#if defined(POSENC_WITH_CUDA)
-  c10::cuda::CUDACachingAllocator::resetPeakStats(d.index() < 0 ? 0 : d.index());
-#endif
+  compat::reset_cuda_peak_memory(d.index() < 0 ? 0 : d.index());
 }
 
 double peak_memory_mb(const torch::Device& d) {
@@ -53,13 +49,7 @@ double peak_memory_mb(const torch::Device& d) {
       if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
     return 0;
   }
-#if defined(POSENC_WITH_CUDA)
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index() < 0 ? 0 : d.index());
-  return stats.allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)].peak /
-         (1024.0 * 1024.0);
-#else
-  return 0;
-#endif
+  return compat::cuda_peak_allocated_bytes(d.index() < 0 ? 0 : d.index()) / (1024.0 * 1024.0);
 }
 
 const std::set<std::string> kBenchKeys = {"description", "base", "schemes", "qkv", "sizes"};
@@ -191,7 +181,7 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16) {
     loss.backward();
     synchronize(device);
     const auto t2 = Clock::now();
-    if (c.config.train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), c.config.train.grad_clip);
+    if (c.config.train.grad_clip > 0) clip_grad_norm(model->parameters(), c.config.train.grad_clip);
     optimizer.step();
     synchronize(device);
     if (i >= c.warmup) {

@@ -73,8 +73,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.python) {
     const std::string script = find_script("bench_eager.py");
     const std::string python = find_python("torch");
-    if (o.device != "cpu") python_note = "PyTorch side skipped: scripts/bench_eager.py times the CPU only";
-    else if (script.empty()) python_note = "PyTorch side skipped: scripts/bench_eager.py not found (set POSENC_SCRIPTS)";
+    if (script.empty()) python_note = "PyTorch side skipped: scripts/bench_eager.py not found (set POSENC_SCRIPTS)";
     else if (python.empty()) python_note = "PyTorch side skipped: no python3 with torch (sudo apt-get install python3-torch)";
     else worker = std::make_unique<PythonWorker>(python, script);
   }

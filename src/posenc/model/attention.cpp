@@ -1,10 +1,9 @@
 #include "posenc/model/attention.h"
+#include "posenc/compat.h"
 #include "posenc/model/batched_matmul.h"
 #include "posenc/model/linear.h"
 
 #include <cmath>
-
-#include <torch/version.h>
 
 namespace posenc {
 
@@ -37,17 +36,11 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
   torch::Tensor bias = caps.bias ? scheme->bias(pos) : torch::Tensor();  // (1|B, H, L, L)
 
   torch::Tensor ctx;  // (B, H, L, Dh)
-  const bool explicit_only = caps.score_terms || caps.value_terms || caps.reweight;
-#if TORCH_VERSION_MAJOR >= 2
-  if (!explicit_only && !keep_weights_ && !force_explicit_) {
+  if (compat::kHasSdpa && caps.fits_fused_attention() && !keep_weights_ && !force_explicit_) {
     // Fused kernel; the bias becomes an additive float mask in the query dtype.
-    c10::optional<torch::Tensor> mask;
-    if (bias.defined()) mask = bias.to(q.scalar_type());
-    ctx = at::scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout_ : 0.0, /*is_causal=*/false);
+    ctx = compat::scaled_dot_product_attention(q, k, v, bias.defined() ? bias.to(q.scalar_type()) : bias,
+                                               is_training() ? dropout_ : 0.0);
   }
-#else
-  (void)explicit_only;
-#endif
   if (!ctx.defined()) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     auto scores = batched_matmul(q, k.transpose(-2, -1));  // (B, H, L, L)

@@ -4,7 +4,8 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
+
+#include "posenc/compat.h"
 
 namespace posenc {
 namespace {
@@ -137,7 +138,7 @@ bool uses_small_matmul_kernel(const torch::Tensor& a, const torch::Tensor& b) {
   if (!a.device().is_cpu() || !b.device().is_cpu() || a.layout() != torch::kStrided || b.layout() != torch::kStrided)
     return false;
   if (a.scalar_type() != torch::kFloat || b.scalar_type() != torch::kFloat) return false;
-  if (at::autocast::is_cpu_enabled()) return false;  // matmul would run in the autocast dtype
+  if (compat::autocast_enabled(at::kCPU)) return false;  // matmul would run in the autocast dtype
   if (a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2)) return false;  // no broadcasting
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (b.size(-2) != K || M == 0 || K == 0 || N == 0 || a.numel() == 0) return false;

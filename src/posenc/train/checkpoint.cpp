@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 namespace posenc {
 namespace {
 
@@ -12,11 +14,13 @@ torch::Generator& default_generator(torch::Device device) {
   return const_cast<torch::Generator&>(at::globalContext().defaultGenerator(device));
 }
 
-torch::serialize::InputArchive open_archive(const std::string& path) {
+/// Tensors land on `device` whatever device wrote them: a CUDA run's checkpoint
+/// loads on a machine without a GPU and the other way round.
+torch::serialize::InputArchive open_archive(const std::string& path, torch::Device device = torch::kCPU) {
   if (!std::filesystem::exists(path)) throw ConfigError(path + ": checkpoint not found");
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);
   } catch (const c10::Error& e) {
     throw ConfigError(path + ": not a readable posenc checkpoint (" + e.what_without_backtrace() + ")");
   }
@@ -37,6 +41,21 @@ Config config_of(torch::serialize::InputArchive& archive, const std::string& pat
   }
 }
 
+/// Puts back the dropout generator of `device`. A run resumed on another kind
+/// of device continues with the weights and optimizer state but a fresh
+/// dropout stream (CPU and CUDA generators are different algorithms).
+void restore_rng(torch::serialize::InputArchive& archive, torch::Device device, const std::string& path) {
+  torch::Tensor cpu_state, cuda_state;
+  archive.read("rng", cpu_state, /*is_buffer=*/true);
+  default_generator(torch::kCPU).set_state(cpu_state.cpu());
+  const bool has_cuda = archive.try_read("rng_cuda", cuda_state, /*is_buffer=*/true);
+  if (device.is_cuda() && has_cuda) default_generator(device).set_state(cuda_state.cpu());
+  else if (device.is_cuda() || has_cuda)
+    spdlog::warn("{} was written on {}, resuming on {}: dropout continues with a new random stream, so the run is "
+                 "not bit-identical to an uninterrupted one",
+                 path, has_cuda ? "cuda" : "cpu", device.str());
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer,
@@ -53,8 +72,11 @@ void save_checkpoint(const std::string& path, EncoderClassifier& model, torch::o
     optimizer->save(optim_archive);
     archive.write("optimizer", optim_archive);
   }
+  // Dropout draws from the generator of the model's device: keep the CPU one
+  // always ("rng", as format 1 always did) and the CUDA one when it is in use.
+  archive.write("rng", default_generator(torch::kCPU).get_state(), /*is_buffer=*/true);
   const auto device = model->parameters().front().device();
-  archive.write("rng", default_generator(device).get_state(), /*is_buffer=*/true);
+  if (device.is_cuda()) archive.write("rng_cuda", default_generator(device).get_state(), /*is_buffer=*/true);
 
   namespace fs = std::filesystem;
   const fs::path target(path);
@@ -70,7 +92,8 @@ Config read_checkpoint_config(const std::string& path) {
 }
 
 int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer) {
-  auto archive = open_archive(path);
+  const torch::Device device = model->parameters().front().device();
+  auto archive = open_archive(path, device);
   config_of(archive, path);
   c10::IValue step;
   archive.read("step", step);
@@ -83,9 +106,7 @@ int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch
       if (!archive.try_read("optimizer", optim_archive))
         throw ConfigError(path + ": checkpoint has no optimizer state; it cannot resume training");
       optimizer->load(optim_archive);
-      torch::Tensor rng;
-      archive.read("rng", rng, /*is_buffer=*/true);
-      default_generator(model->parameters().front().device()).set_state(rng);
+      restore_rng(archive, device, path);
     }
   } catch (const c10::Error& e) {
     throw ConfigError(path + ": checkpoint does not match the model (" + e.what_without_backtrace() + ")");

@@ -1,21 +1,13 @@
 #include "posenc/train/fused_adamw.h"
 
 #include <cmath>
-#include <string>
-#include <type_traits>
 
 #include <ATen/Parallel.h>
 
+#include "posenc/compat.h"
+
 namespace posenc {
 namespace {
-
-/// The key torch::optim keeps a parameter's state under: its TensorImpl address,
-/// as a string in LibTorch 1.x and as a pointer in 2.x.
-template <class Key>
-Key state_key(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else return p.unsafeGetTensorImpl();
-}
 
 bool fusable_tensor(const torch::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
@@ -67,7 +59,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      auto& slot = state_[state_key<Key>(p)];
+      auto& slot = state_[compat::optimizer_state_key<Key>(p)];
       if (!slot) {
         auto fresh = std::make_unique<torch::optim::AdamWParamState>();
         fresh->step(0);

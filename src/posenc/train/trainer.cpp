@@ -10,6 +10,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/ordering.h"
 #include "posenc/train/autocast.h"
+#include "posenc/train/grad_clip.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/schedule.h"
 #include "posenc/util/text.h"
@@ -170,7 +171,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     }
     optimizer.zero_grad();
     loss.backward();
-    if (cfg.train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.train.grad_clip);
+    if (cfg.train.grad_clip > 0) clip_grad_norm(model->parameters(), cfg.train.grad_clip);
     optimizer.step();
 
     // Running sums stay on the device: no host sync inside the loop.

@@ -1,0 +1,108 @@
+// The one place where LibTorch 1.13 (Debian 12) and 2.x (Debian 13's 2.6, the
+// CUDA builds inside Python's torch package) differ for posenc. Every other
+// file calls these and has no TORCH_VERSION test of its own.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#if defined(POSENC_WITH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace posenc::compat {
+
+constexpr int kTorchMajor = TORCH_VERSION_MAJOR;
+constexpr int kTorchMinor = TORCH_VERSION_MINOR;
+
+// at::scaled_dot_product_attention exists from 2.0 on.
+#if TORCH_VERSION_MAJOR >= 2
+#define POSENC_HAS_SDPA 1
+#else
+#define POSENC_HAS_SDPA 0
+#endif
+constexpr bool kHasSdpa = POSENC_HAS_SDPA != 0;
+
+/// Fused attention (2.x): softmax(q·kᵀ/sqrt(Dh) + mask)·v. `mask` is an additive
+/// float mask in q's dtype or undefined. Throws on 1.13, where callers never get here.
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const at::Tensor& mask, double dropout) {
+#if POSENC_HAS_SDPA
+  c10::optional<at::Tensor> m;
+  if (mask.defined()) m = mask;
+  return at::scaled_dot_product_attention(q, k, v, m, dropout, /*is_causal=*/false);
+#else
+  (void)q, (void)k, (void)v, (void)mask, (void)dropout;
+  TORCH_CHECK(false, "scaled_dot_product_attention needs LibTorch 2.x");
+#endif
+}
+
+// Autocast: 2.4 replaced the per-backend calls (set_enabled, set_cpu_enabled,
+// set_autocast_gpu_dtype, ...) by ones that take the device type, and
+// deprecated the old ones.
+inline bool autocast_enabled(at::DeviceType device) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == at::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+inline void set_autocast(at::DeviceType device, bool on, at::ScalarType dtype = at::kBFloat16) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  if (on) at::autocast::set_autocast_dtype(device, dtype);
+  at::autocast::set_autocast_enabled(device, on);
+#else
+  if (device == at::kCUDA) {
+    if (on) at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(on);
+  } else {
+    if (on) at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(on);
+  }
+#endif
+  if (!on) at::autocast::clear_cache();
+}
+
+/// The key torch::optim keeps a parameter's state under: its TensorImpl
+/// address, printed as a string in 1.x and the pointer itself in 2.x. Chosen by
+/// the optimizer's own key type, so no version number has to be guessed.
+template <class Key>
+Key optimizer_state_key(const at::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;  // what 1.x's c10::guts::to_string does for a pointer
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
+/// The CUDA caching allocator's peak of allocated bytes on one device, and its
+/// reset. Only with -DPOSENC_CUDA_MEMORY_STATS=ON (it needs c10_cuda); else 0.
+inline void reset_cuda_peak_memory(int device) {
+#if defined(POSENC_WITH_CUDA)
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+#else
+  (void)device;
+#endif
+}
+
+inline double cuda_peak_allocated_bytes(int device) {
+#if defined(POSENC_WITH_CUDA)
+  // Index 0 is StatType::AGGREGATE in every release; the enum itself moved
+  // namespaces in 2.x (c10::cuda::CUDACachingAllocator -> c10::CachingDeviceAllocator).
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  return static_cast<double>(stats.allocated_bytes[0].peak);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
+}  // namespace posenc::compat

@@ -1,0 +1,163 @@
+// CUDA: every scheme computes on the GPU what it computes on the CPU, the fused
+// path agrees with the explicit one there, bf16 autocast training learns, and a
+// checkpoint written on the GPU evaluates on the CPU. Each test skips, saying
+// why, where this LibTorch build sees no CUDA device (CI has none:
+// scripts/gpu-check.sh runs them on a GPU machine).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "fused_check.h"
+#include "helpers.h"
+#include "posenc/compat.h"
+#include "posenc/model/batched_matmul.h"
+#include "posenc/train/fused_adamw.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/evaluate.h"
+#include "posenc/train/trainer.h"
+
+using namespace posenc;
+using posenc::testing::config_with;
+using posenc::testing::relative_error;
+namespace fs = std::filesystem;
+
+#define POSENC_REQUIRE_CUDA()                                                                    \
+  if (!torch::cuda::is_available())                                                              \
+  GTEST_SKIP() << "no CUDA device visible to this LibTorch " << TORCH_VERSION                    \
+               << " build (run scripts/gpu-check.sh on a GPU machine)"
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("posenc_cuda_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+Config small_cuda_config(const fs::path& dir, std::initializer_list<std::string> extra) {
+  json j = json::object();
+  for (const auto* o : {"model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64", "task.vocab_size=16",
+                        "task.min_length=4", "task.max_length=8", "train.batch_size=32", "train.log_every=50",
+                        "train.eval_every=1000", "train.val_samples=200", "eval.samples_per_length=200",
+                        "eval.lengths=[8,16]", "train.warmup_steps=20", "train.device=\"cuda\""})
+    apply_override(j, o);
+  apply_override(j, "train.out_dir=" + json(dir.string()).dump());
+  for (const auto& e : extra) apply_override(j, e);
+  return config_from_json(j);
+}
+
+}  // namespace
+
+class CudaEveryScheme : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
+  POSENC_REQUIRE_CUDA();
+  for (const char* pooling : {"max", "cls"}) {
+    torch::manual_seed(3);
+    const Config c = config_with({"model.positional.type=\"" + GetParam() + "\"", "model.dropout=0",
+                                  std::string("model.pooling=\"") + pooling + "\""});
+    EncoderClassifier cpu(c.model, c.task.vocab_size), gpu(c.model, c.task.vocab_size);
+    {
+      torch::NoGradGuard no_grad;
+      auto src = cpu->parameters(), dst = gpu->parameters();
+      for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+    }
+    gpu->to(torch::kCUDA);
+    const auto tokens = torch::randint(1, c.task.vocab_size + 1, {4, 20}, torch::kLong);
+    auto a = cpu->forward(tokens);
+    auto b = gpu->forward(tokens.to(torch::kCUDA));
+    ASSERT_TRUE(b.is_cuda());
+    EXPECT_LE(relative_error(b.cpu(), a), 1e-4) << GetParam() << " " << pooling << ": logits";
+    a.pow(2).sum().backward();
+    b.pow(2).sum().backward();
+    const auto ga = cpu->named_parameters(), gb = gpu->named_parameters();
+    for (size_t i = 0; i < ga.size(); ++i) {
+      const auto& pa = ga[i].value();
+      const auto& pb = gb[i].value();
+      ASSERT_EQ(pa.grad().defined(), pb.grad().defined()) << ga[i].key();
+      if (!pa.grad().defined()) continue;
+      ASSERT_TRUE(pb.grad().is_cuda()) << ga[i].key();
+      EXPECT_LE(relative_error(pb.grad().cpu(), pa.grad()), 1e-3) << GetParam() << " " << pooling << ": " << ga[i].key();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, CudaEveryScheme, ::testing::ValuesIn(scheme_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(Cuda, FusedAndExplicitAttentionAgree) {
+  POSENC_REQUIRE_CUDA();
+  if (!compat::kHasSdpa) GTEST_SKIP() << "this LibTorch has no scaled_dot_product_attention";
+  for (const auto& scheme : posenc::testing::fused_path_schemes())
+    for (bool bf16 : {false, true}) posenc::testing::expect_fused_matches_explicit(scheme, torch::kCUDA, bf16);
+}
+
+TEST(Cuda, CpuOnlyKernelsNeverSeeCudaTensors) {
+  POSENC_REQUIRE_CUDA();
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  auto a = torch::randn({8, 16, 16}, opts), b = torch::randn({8, 16, 16}, opts);
+  EXPECT_FALSE(uses_small_matmul_kernel(a, b));
+  EXPECT_TRUE(torch::allclose(batched_matmul(a, b).cpu(), torch::matmul(a.cpu(), b.cpu()), 1e-4, 1e-5));
+
+  // FusedAdamW falls back to torch's AdamW on CUDA: the same step as on the CPU.
+  torch::manual_seed(2);
+  auto p_cpu = torch::randn({5, 7}).requires_grad_(), p_gpu = p_cpu.detach().to(torch::kCUDA).requires_grad_();
+  FusedAdamW cpu_opt({p_cpu}, torch::optim::AdamWOptions(1e-2)), gpu_opt({p_gpu}, torch::optim::AdamWOptions(1e-2));
+  for (int step = 0; step < 3; ++step) {
+    const auto g = torch::randn({5, 7});
+    p_cpu.mutable_grad() = g.clone();
+    p_gpu.mutable_grad() = g.to(torch::kCUDA);
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  EXPECT_TRUE(p_gpu.is_cuda());
+  EXPECT_LE(relative_error(p_gpu.detach().cpu(), p_cpu.detach()), 1e-5);
+}
+
+TEST(Cuda, Bf16AutocastTrainingLearns) {
+  POSENC_REQUIRE_CUDA();
+  const auto dir = fresh_dir("bf16");
+  TrainOptions opts;
+  const auto r = train(small_cuda_config(dir, {"train.steps=400", "model.positional.type=\"rope\"",
+                                               "train.precision=\"bf16\""}),
+                       opts);
+  EXPECT_GT(r.val_accuracy, 0.75) << "bf16 RoPE on CUDA should learn in-distribution ordering (chance: 0.5)";
+  fs::remove_all(dir);
+}
+
+TEST(Cuda, CheckpointWrittenOnCudaEvaluatesOnCpuAndResumesThere) {
+  POSENC_REQUIRE_CUDA();
+  const auto dir = fresh_dir("ckpt");
+  TrainOptions opts;
+  opts.skip_final_eval = true;
+  const Config cfg = small_cuda_config(dir, {"train.steps=200", "model.positional.type=\"alibi\"", "model.dropout=0.1"});
+  train(cfg, opts);
+  const std::string ckpt = (dir / "checkpoint.pt").string();
+
+  Config stored;
+  auto on_gpu = load_model(ckpt, torch::kCUDA, &stored);
+  auto on_cpu = load_model(ckpt, torch::kCPU);
+  EXPECT_TRUE(on_gpu->parameters().front().is_cuda());
+  EXPECT_TRUE(on_cpu->parameters().front().is_cpu());
+  const auto gpu_results = evaluate_lengths(on_gpu, stored, stored.eval.lengths, torch::kCUDA);
+  const auto cpu_results = evaluate_lengths(on_cpu, stored, stored.eval.lengths, torch::kCPU);
+  ASSERT_EQ(gpu_results.size(), cpu_results.size());
+  for (size_t i = 0; i < gpu_results.size(); ++i) {
+    // Float32 on two devices: at most one borderline example may flip.
+    EXPECT_LE(std::abs(gpu_results[i].total.correct - cpu_results[i].total.correct), 1)
+        << "length " << gpu_results[i].length;
+    EXPECT_EQ(gpu_results[i].total.n, cpu_results[i].total.n);
+  }
+
+  // The run continues on the CPU (with a fresh dropout stream, said in a warning).
+  opts.resume = true;
+  auto cpu_cfg = cfg;
+  cpu_cfg.train.device = "cpu";
+  cpu_cfg.train.steps = 220;
+  const auto resumed = train(cpu_cfg, opts);
+  EXPECT_EQ(resumed.steps, 220);
+  EXPECT_TRUE(load_model(ckpt, torch::kCPU)->parameters().front().is_cpu());
+  fs::remove_all(dir);
+}
