@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Installs what posenc needs to build (Debian 12 packages) and builds it.
+# Installs what posenc needs to build (Debian packages) and builds it.
 # Idempotent: packages already present are not touched; the build is incremental.
 # Usage: scripts/setup.sh [--no-build]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debian 12 (bookworm: LibTorch 1.13, CLI11 2.1, spdlog 1.10) and Debian 13
+# (trixie: LibTorch 2.6, CLI11 2.4, spdlog 1.15) name these packages alike; a
+# release that names one differently gets its own line here.
+release=$(. /etc/os-release 2>/dev/null && echo "${ID:-}-${VERSION_ID:-}")
 packages=(g++ cmake make libtorch-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
           libgtest-dev libopenblas0-openmp python3-matplotlib python3-numpy
           python3-torch)  # python3-torch: the PyTorch-eager side of `posenc bench` and its parity test
+case "$release" in
+  debian-12 | debian-13) ;;
+  *) echo "setup: $release is not a tested release (Debian 12 and 13 are); trying Debian's package names" >&2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -17,6 +17,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/python.h"
 
 namespace fs = std::filesystem;
 using posenc::Config;
@@ -115,8 +116,8 @@ TEST(Bench, PlanErrorsNameTheEntry) {
 // The PyTorch twin must compute the same loss as the C++ model on the same
 // weights and batch, for every scheme and both attention variants.
 TEST(Bench, PythonTwinComputesTheSameLoss) {
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "no python3-torch: the parity check needs Debian's python3-torch (scripts/setup.sh installs it)";
+  if (posenc::find_python("torch").empty())  // the same search posenc bench makes
+    GTEST_SKIP() << "no python3 with torch: the parity check needs Debian's python3-torch (scripts/setup.sh installs it)";
   Scratch s;
   const std::string path = (s.dir / "b.json").string();
   std::ofstream(path) << tiny_bench().dump();
