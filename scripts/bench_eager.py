@@ -368,6 +368,7 @@ INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's P
 # Model (mirrors src/posenc/model/attention.cpp and transformer.cpp)
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+FORCE_EXPLICIT = False  # posenc bench --attention explicit: no SDPA on either side
 
 
 class Attention(nn.Module):
@@ -393,7 +394,7 @@ class Attention(nn.Module):
         if s is not None and s.rotate_hook:
             q, k = s.rotate(q, k, pos)
         bias = s.bias(pos) if s is not None and s.bias_hook else None
-        explicit = s is not None and (s.score_hook or s.value_hook or s.reweight_hook)
+        explicit = FORCE_EXPLICIT or (s is not None and (s.score_hook or s.value_hook or s.reweight_hook))
         if HAS_SDPA and not explicit:  # LibTorch >= 2: the fused kernel, as the C++ side uses
             mask = bias.to(q.dtype) if bias is not None else None
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
@@ -599,6 +600,7 @@ def main():
     """Two modes: files (CASES.json RESULTS.json), or a worker (--serve) that
     reads one case per line on stdin and answers one result line on stdout, so
     that posenc bench can alternate the two sides case by case."""
+    global FORCE_EXPLICIT
     if len(sys.argv) == 2 and sys.argv[1] == "--serve":
         out = sys.stdout
         sys.stdout = sys.stderr  # progress lines must not mix with the answers
@@ -607,6 +609,7 @@ def main():
                 continue
             request = json.loads(line)
             torch.set_num_threads(request["threads"])
+            FORCE_EXPLICIT = request.get("explicit_attention", False)
             r = run_case(request["case"], request.get("bf16", False))
             out.write(json.dumps(r) + "\n")
             out.flush()
@@ -615,6 +618,7 @@ def main():
         sys.exit("usage: bench_eager.py CASES.json RESULTS.json   or   bench_eager.py --serve")
     spec = json.load(open(sys.argv[1]))
     torch.set_num_threads(spec["threads"])
+    FORCE_EXPLICIT = spec.get("explicit_attention", False)
     results = []
     for case in spec["cases"]:
         r = run_case(case, spec.get("bf16", False))

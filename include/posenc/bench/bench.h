@@ -48,11 +48,13 @@ struct BenchResult {
 };
 
 /// Builds the case's model (seeded by train.seed), runs warmup + timed steps on
-/// one fixed batch of the ordering task and measures them.
-BenchResult run_bench_case(const BenchCase& c, bool bf16);
+/// one fixed batch of the ordering task and measures them. explicit_attention
+/// forces the explicit attention path where the fused one would be taken.
+BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attention = false);
 
-/// Median GFLOP/s of square float32 matrix products on the device (sizes 256..1024, best size).
-double matmul_peak_gflops(const std::string& device);
+/// Median GFLOP/s of square float32 matrix products on the device with `threads`
+/// intra-op threads, as the cases run (sizes 256..1024, best size).
+double matmul_peak_gflops(const std::string& device, int64_t threads);
 
 /// Writes the case's initial weights (weights.bin: float32, weights.json: name, shape, offset),
 /// its batch and its initial loss into dir, for scripts/bench_eager.py's parity check.
@@ -71,6 +73,9 @@ struct BenchOptions {
   int64_t threads = 1;
   std::string device = "cpu";
   bool bf16 = false;                  ///< autocast the forward to bfloat16
+  /// "auto": the fused SDPA path where the scheme allows it (LibTorch 2.x);
+  /// "explicit": always the explicit scores, on both sides (to measure what SDPA buys)
+  std::string attention = "auto";
   bool python = true;                 ///< also time scripts/bench_eager.py (PyTorch eager) and check parity
   std::string out = "runs/bench";     ///< bench.json, the PyTorch side's files
 };

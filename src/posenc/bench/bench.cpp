@@ -149,12 +149,13 @@ InitialCase initial_case(const BenchCase& c) {
 
 }  // namespace
 
-BenchResult run_bench_case(const BenchCase& c, bool bf16) {
+BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attention) {
   const torch::Device device = resolve_device(c.config.train.device);
   set_threads(c.config.train.threads);
   reset_peak_memory(device);
   auto [model, batch] = initial_case(c);
   model->to(device);
+  model->force_explicit_attention(explicit_attention);
   auto optimizer = make_optimizer(model, c.config.train);
   const auto tokens = batch.tokens.to(device), labels = batch.labels.to(device);
 
@@ -219,8 +220,9 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16) {
   return r;
 }
 
-double matmul_peak_gflops(const std::string& device_name) {
+double matmul_peak_gflops(const std::string& device_name, int64_t threads) {
   const torch::Device device = resolve_device(device_name);
+  set_threads(threads);  // the cases' thread count, not LibTorch's default (all cores)
   double best = 0;
   for (int64_t n : {256, 512, 1024}) {
     auto a = torch::randn({n, n}, torch::TensorOptions().device(device));

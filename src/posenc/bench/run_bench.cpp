@@ -79,7 +79,7 @@ int run_benchmark(const BenchOptions& o) {
   }
   const int rounds = worker ? 2 : 1;  // C++, PyTorch, C++, PyTorch: each side keeps its faster median
 
-  const double peak = matmul_peak_gflops(o.device);
+  const double peak = matmul_peak_gflops(o.device, o.threads);
   spdlog::info("bench {}: {} cases on {}, {} thread(s){}; matrix-product peak {:.1f} GFLOP/s", o.config, cases.size(),
                o.device, o.threads, o.bf16 ? ", bf16 autocast" : "", peak);
 
@@ -94,12 +94,14 @@ int run_benchmark(const BenchOptions& o) {
       spdlog::info("{} {} {}: not run ({})", c.size, c.scheme, c.qkv, c.skipped);
       continue;
     }
-    json request = {{"threads", o.threads}, {"bf16", o.bf16}, {"case", bench_case_json(c)}};
+    const bool explicit_attention = o.attention == "explicit";
+    json request = {{"threads", o.threads}, {"bf16", o.bf16}, {"explicit_attention", explicit_attention},
+                    {"case", bench_case_json(c)}};
     request["case"]["index"] = i;
     BenchResult r;
     json py;
     for (int round = 0; round < rounds; ++round) {
-      const BenchResult now = run_bench_case(c, o.bf16);
+      const BenchResult now = run_bench_case(c, o.bf16, explicit_attention);
       if (round == 0 || now.train_ms < r.train_ms) r = now;
       if (!worker) continue;
       if (round == 0 && parity_case(r)) {
@@ -151,7 +153,7 @@ int run_benchmark(const BenchOptions& o) {
   if (!python_note.empty()) spdlog::warn("{}", python_note);
   write_file_atomic((fs::path(o.out) / "bench.json").string(),
                     json{{"config", o.config}, {"device", o.device}, {"threads", o.threads}, {"bf16", o.bf16},
-                         {"matmul_peak_gflops", peak}, {"cases", rows}}.dump(2) + "\n");
+                         {"attention", o.attention}, {"matmul_peak_gflops", peak}, {"cases", rows}}.dump(2) + "\n");
   write_file_atomic((fs::path(o.out) / "bench.txt").string(), text + legend);
   write_file_atomic((fs::path(o.out) / "bench.md").string(), render_markdown(cells, 3) + "\n" + legend);
   spdlog::info("wrote {}/bench.json", o.out);
