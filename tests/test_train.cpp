@@ -7,6 +7,7 @@
 
 #include "helpers.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/grad_clip.h"
 #include "posenc/train/schedule.h"
 #include "posenc/train/trainer.h"
 
@@ -50,6 +51,31 @@ TEST(Schedule, WarmupThenCosineToTheFloor) {
   EXPECT_NEAR(learning_rate(1000, 1000, 1e-3, 100, 0.1), 1e-4, 1e-12);
   for (int64_t s = 100; s < 999; ++s)
     EXPECT_GE(learning_rate(s, 1000, 1e-3, 100, 0.1), learning_rate(s + 1, 1000, 1e-3, 100, 0.1));
+}
+
+TEST(GradClip, MatchesTorchClipGradNormWithTheNormLeftOnTheDevice) {
+  for (const double max_norm : {0.5, 1e6}) {  // clipping, and a bound no gradient reaches
+    torch::manual_seed(9);
+    std::vector<torch::Tensor> ours, theirs;
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 4}, {7}, {2, 2, 2}}) {
+      auto p = torch::randn(shape).requires_grad_();
+      p.mutable_grad() = torch::randn(shape) * 3;
+      auto q = p.detach().clone().requires_grad_();
+      q.mutable_grad() = p.grad().clone();
+      ours.push_back(p);
+      theirs.push_back(q);
+    }
+    ours.push_back(torch::randn({2}).requires_grad_());  // no gradient: skipped
+    const torch::Tensor norm = posenc::clip_grad_norm(ours, max_norm);
+    const double expected = torch::nn::utils::clip_grad_norm_(theirs, max_norm);
+    EXPECT_EQ(norm.dim(), 0);
+    EXPECT_NEAR(norm.item<double>(), expected, 1e-5 * expected);
+    for (size_t i = 0; i < theirs.size(); ++i)
+      EXPECT_TRUE(torch::allclose(ours[i].grad(), theirs[i].grad(), 1e-6, 1e-7)) << "max_norm " << max_norm;
+    if (max_norm > 1) {
+      EXPECT_GT(norm.item<double>(), 1.0);  // really a no-clip case
+    }
+  }
 }
 
 TEST(Evaluate, WilsonIntervalMatchesTheFormula) {

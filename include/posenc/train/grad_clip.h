@@ -14,8 +14,8 @@ namespace posenc {
 
 /// Scales the gradients of `params` in place so that their global L2 norm is
 /// at most `max_norm`; returns that norm before scaling, a 0-dim tensor on the
-/// gradients' device (no host synchronisation). Parameters without a gradient
-/// are skipped; with none at all the result is a CPU zero.
+/// gradients' device (on a GPU without a host synchronisation). Parameters
+/// without a gradient are skipped; with none at all the result is a CPU zero.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace posenc
