@@ -22,17 +22,34 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+sudo=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "setup: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
-    sudo="sudo"
+  if [ "$(id -u)" -ne 0 ] && [ -z "$sudo" ]; then
+    echo "setup: not root and no sudo; install: ${missing[*]}" >&2
+    exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# OpenBLAS's OpenMP build for LibTorch's BLAS calls. On a fresh Debian 12 the
+# install also pulls in libopenblas0-pthread, whose alternative outranks the
+# OpenMP one (100 vs 95). In such a fresh root (2026-11-22), posenc bench's
+# one-thread matrix-product peak was 17 GFLOP/s through it, and a training step
+# took 2.7x as long as with the OpenMP build here.
+multiarch=$(gcc -print-multiarch 2>/dev/null || true)
+for lib in libblas.so.3 liblapack.so.3; do
+  name="$lib-$multiarch" target="/usr/lib/$multiarch/openblas-openmp/$lib"
+  [ -n "$multiarch" ] && [ -e "$target" ] || continue
+  current=$(update-alternatives --query "$name" 2>/dev/null | awk '/^Value:/ {print $2}')
+  if [ "$current" != "$target" ]; then
+    echo "setup: selecting $target for $lib (was ${current:-unset})"
+    $sudo update-alternatives --set "$name" "$target" >/dev/null
+  fi
+done
 
 [ "${1:-}" = "--no-build" ] && exit 0
 
