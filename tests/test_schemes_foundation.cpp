@@ -146,3 +146,20 @@ TEST(Learned, TableShapeAndMaxLengthError) {
     EXPECT_NE(std::string(e.what_without_backtrace()).find("position 10 has no row"), std::string::npos);
   }
 }
+
+// Tables cached for one forward are kept apart per dtype: a shared RoPE
+// instance that rotates float32 q,k (embedded QKV's first block) and then
+// bf16 ones (later blocks under autocast) gives each its own cos/sin.
+TEST(ForwardCache, TablesAreKeptApartPerDtype) {
+  ForwardCache cache;
+  const auto pos = arange_positions(6, &cache);
+  auto rope = scheme_with("rope", {16, 1, 16, 0});
+  torch::manual_seed(0);
+  auto q32 = torch::randn({1, 1, 6, 16}), k32 = q32.clone();
+  auto q16 = q32.to(torch::kBFloat16), k16 = q16.clone();
+  rope->rotate(q32, k32, pos);
+  rope->rotate(q16, k16, pos);
+  EXPECT_EQ(q16.scalar_type(), torch::kBFloat16) << "a float32 table was reused for bf16 inputs";
+  EXPECT_EQ(cache.size(), 4u);  // cos/sin for q and for k, each in float32 and in bf16
+  EXPECT_TRUE(torch::allclose(q16.to(torch::kFloat), q32, 2e-2, 2e-2));
+}

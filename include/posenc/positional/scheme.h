@@ -105,11 +105,15 @@ class PositionalSchemeImpl : public torch::nn::Module {
   virtual torch::Tensor reweight(const torch::Tensor& scores, const Positions& /*pos*/) { return scores; }
 
  protected:
-  /// Computes `make()` once per forward pass for this instance and key.
+  /// Computes `make()` once per forward pass for this instance and key. A value
+  /// made to match a tensor (its device and dtype: a table for x under autocast,
+  /// say) passes it as `like`, and is kept apart for each device and dtype.
   template <typename F>
-  torch::Tensor once_per_forward(const Positions& pos, const char* key, F&& make) {
+  torch::Tensor once_per_forward(const Positions& pos, const char* key, F&& make,
+                                 const torch::Tensor& like = torch::Tensor()) {
     if (pos.cache == nullptr) return make();
-    const std::string id = std::to_string(reinterpret_cast<std::uintptr_t>(this)) + key;
+    std::string id = std::to_string(reinterpret_cast<std::uintptr_t>(this)) + key;
+    if (like.defined()) id += std::string("/") + c10::toString(like.scalar_type()) + "/" + like.device().str();
     auto it = pos.cache->find(id);
     if (it != pos.cache->end()) return it->second;
     torch::Tensor value = make();

@@ -42,7 +42,7 @@ class SinusoidalImpl : public PositionalSchemeImpl {
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
     auto pe = once_per_forward(pos, "pe", [&] {
       return sinusoidal_table(pos.q, pe_dim_, base_, layout_).to(x.device(), x.scalar_type());  // (L, P)
-    });
+    }, x);
     auto tokens = token_scale_ == 1.0 ? x : x * token_scale_;  // seed 001: x * sqrt(D) + PE
     if (!concat_) return tokens + pe.unsqueeze(0);            // (B, L, D)
     // Concatenation at the same width (seed 002): [first D-P token dims ‖ PE].
@@ -112,7 +112,7 @@ class DynamicImpl : public PositionalSchemeImpl {
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
     auto pe = once_per_forward(pos, "pe", [&] {
       return sinusoidal_table(pos.q, dim_, 10000.0).to(x.device(), x.scalar_type());  // (L, D)
-    });
+    }, x);
     auto gate = torch::sigmoid(linear(gate_out_, torch::gelu(linear(gate_in_, x))) * content_factor_);  // (B, L, D)
     auto length_scale = torch::sigmoid(length_factor_ * (static_cast<double>(pos.q.size(0)) / max_length_));  // (1)
     return x * content_scale_ + pe.unsqueeze(0) * position_scale_ * gate * length_scale;  // (B, L, D)

@@ -102,7 +102,7 @@ class XlImpl : public PositionalSchemeImpl {
       auto offsets = torch::arange(lo, pos.end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));  // (R)
       auto projected = linear(w_r_, sinusoidal_table(offsets, d_model_, base_).to(q.scalar_type()));  // (R, H*Dh)
       return projected.view({-1, heads_, head_dim_}).permute({1, 2, 0});                                // (H, Dh, R)
-    });
+    }, q);
     auto content_bias = torch::matmul(u_.unsqueeze(1).unsqueeze(0), k.transpose(-2, -1));      // (1|B, H, 1, Lk)
     auto position = torch::matmul(q + v_.view({1, heads_, 1, head_dim_}), r);                  // (B, H, Lq, R)
     return content_bias + pick_columns(position, index);                                       // (B, H, Lq, Lk)

@@ -34,7 +34,7 @@ class RopeImpl : public PositionalSchemeImpl {
     auto cs = once_per_forward(pos, which, [&] {
       auto angle = rotary_angles(positions, rot_dim_, base_);                      // (L, R/2) float64
       return torch::stack({angle.cos(), angle.sin()}).to(x.device(), x.scalar_type());  // (2, L, R/2)
-    });
+    }, x);
     auto cos = cs[0], sin = cs[1];  // (L, R/2), broadcast over (B, H)
     auto rot = x.narrow(-1, 0, rot_dim_);
     torch::Tensor out;
