@@ -1,11 +1,14 @@
 // Running the posenc binary from a test: exit code and combined output.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace posenc::testing {
 
@@ -24,6 +27,39 @@ inline CliRun run_cli(const std::string& args) {
   const int status = ::pclose(pipe);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+/// Starts `posenc ARGS...` as a child with stdout and stderr in `log`; returns its pid.
+inline pid_t start_cli(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv = {POSENC_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// How a child ended: its exit code, or the signal that killed it.
+struct ChildEnd {
+  int code = -1;    ///< exit status if it exited
+  int signal = 0;   ///< the killing signal if it did not
+};
+
+inline ChildEnd wait_child(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ChildEnd end;
+  if (WIFEXITED(status)) end.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) end.signal = WTERMSIG(status);
+  return end;
 }
 
 }  // namespace posenc::testing

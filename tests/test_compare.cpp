@@ -125,11 +125,11 @@ TEST(ComparePlan, BadGridsNameTheEntry) {
   EXPECT_NE(err([](json& g) { g["sedes"] = {1}; }).find(".sedes: unknown key"), std::string::npos);
   EXPECT_NE(err([](json& g) { g["seeds"] = {0, 0}; }).find("twice"), std::string::npos);
   EXPECT_NE(err([](json& g) { g["qkv"] = {"fused"}; }).find("model.attention.qkv"), std::string::npos);
-  EXPECT_NE(err([](json& g) { g["base"] = "/no/such/base.json"; }).find("/no/such/base.json: cannot open"),
+  EXPECT_NE(err([](json& g) { g["base"] = "/no/such/base.json"; }).find("cannot read /no/such/base.json: No such file"),
             std::string::npos);
   EXPECT_NE(err([](json& g) { g["set"]["train.stepz"] = 5; }).find("stepz"), std::string::npos);
   EXPECT_NE(error_of([&] { posenc::plan_comparison((s.dir / "missing.json").string(), "out", false, 1); })
-                .find("cannot open"),
+                .find("missing.json: No such file"),
             std::string::npos);
 }
 
@@ -262,10 +262,12 @@ TEST(CompareCli, CrashedRunIsReportedFinishedRunsAreKeptAndRerunsContinue) {
   EXPECT_TRUE(fs::exists(fs::path(out) / "inspect" / "rope-projected-max.json"));
   EXPECT_TRUE(fs::exists(fs::path(out) / "attention" / "rope-projected-max.json"));
 
-  // Rerun: the two finished runs are skipped, the broken one is retried (and fails again).
+  // Rerun: the two finished runs are skipped, the broken one is retried (and fails again, before
+  // training: a length its table cannot hold is found when the model is built).
   const auto second = posenc::testing::run_cli(args);
   EXPECT_EQ(second.code, 1);
-  EXPECT_NE(second.output.find("2 finished already, 1 to resume, 0 to start"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("2 finished already, 0 diverged already, 0 to resume, 1 to start"), std::string::npos)
+      << second.output;
   EXPECT_EQ(fs::last_write_time(rope_results), written);
 
   // Without the broken scheme everything is finished and the exit status is 0.
@@ -273,7 +275,7 @@ TEST(CompareCli, CrashedRunIsReportedFinishedRunsAreKeptAndRerunsContinue) {
   s.write("grid.json", grid);
   const auto third = posenc::testing::run_cli(args);
   EXPECT_EQ(third.code, 0) << third.output;
-  EXPECT_NE(third.output.find("2 finished already, 0 to resume, 0 to start"), std::string::npos) << third.output;
+  EXPECT_NE(third.output.find("2 finished already, 0 diverged already, 0 to resume, 0 to start"), std::string::npos) << third.output;
 
   // A grid that changes the model of an existing run stops before touching anything.
   grid["set"]["model.d_ff"] = 128;
@@ -358,10 +360,14 @@ TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130) << posenc::tail_lines(log, 10);
+  EXPECT_EQ(WEXITSTATUS(status), 143) << posenc::tail_lines(log, 10);  // 128 + SIGTERM
   // The child was stopped with it: its metrics no longer grow.
   const auto size = fs::file_size(metrics);
   ::usleep(1'500'000);
   EXPECT_EQ(fs::file_size(metrics), size);
-  EXPECT_NE(posenc::tail_lines(log, 10).find("interrupted: finished runs are kept"), std::string::npos);
+  EXPECT_NE(posenc::tail_lines(log, 10).find("stopped by SIGTERM: finished runs are kept"), std::string::npos);
+  // The child saved its step before leaving, and says how to go on.
+  const std::string child_log = posenc::tail_lines(out + "/logs/none-projected-max-s0.log", 5);
+  EXPECT_NE(child_log.find("stopped by SIGTERM at step"), std::string::npos) << child_log;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "none-projected-max-s0" / "checkpoint.pt"));
 }

@@ -20,6 +20,7 @@
 
 using namespace posenc;
 using posenc::testing::config_with;
+using posenc::testing::fresh_dir;
 using posenc::testing::relative_error;
 namespace fs = std::filesystem;
 
@@ -30,22 +31,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("posenc_cuda_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
-
+/// The tiny run of helpers.h on the GPU.
 Config small_cuda_config(const fs::path& dir, std::initializer_list<std::string> extra) {
-  json j = json::object();
-  for (const auto* o : {"model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64", "task.vocab_size=16",
-                        "task.min_length=4", "task.max_length=8", "train.batch_size=32", "train.log_every=50",
-                        "train.eval_every=1000", "train.val_samples=200", "eval.samples_per_length=200",
-                        "eval.lengths=[8,16]", "train.warmup_steps=20", "train.device=\"cuda\""})
-    apply_override(j, o);
-  apply_override(j, "train.out_dir=" + json(dir.string()).dump());
-  for (const auto& e : extra) apply_override(j, e);
-  return config_from_json(j);
+  std::vector<std::string> overrides = {"train.log_every=50", "train.device=\"cuda\""};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return posenc::testing::small_config(dir, overrides);
 }
 
 }  // namespace

@@ -15,34 +15,9 @@ using namespace posenc;
 using posenc::testing::config_with;
 namespace fs = std::filesystem;
 
-namespace {
-
-fs::path fresh_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("posenc_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
-
-Config small_config(const fs::path& dir, std::initializer_list<std::string> extra = {}) {
-  json j = json::object();
-  for (const auto* o : {"model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64", "task.vocab_size=16",
-                        "task.min_length=4", "task.max_length=8", "train.batch_size=32", "train.log_every=10",
-                        "train.eval_every=1000", "train.val_samples=200", "eval.samples_per_length=200",
-                        "eval.lengths=[8,16]", "train.warmup_steps=20"})
-    apply_override(j, o);
-  apply_override(j, "train.out_dir=" + json(dir.string()).dump());
-  for (const auto& e : extra) apply_override(j, e);
-  return config_from_json(j);
-}
-
-std::vector<torch::Tensor> parameters_of(const std::string& ckpt) {
-  auto model = load_model(ckpt, torch::kCPU);
-  std::vector<torch::Tensor> out;
-  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-}  // namespace
+using posenc::testing::fresh_dir;
+using posenc::testing::parameters_of;
+using posenc::testing::small_config;
 
 TEST(Schedule, WarmupThenCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(learning_rate(0, 1000, 1e-3, 100, 0.1), 1e-5);
@@ -112,7 +87,7 @@ TEST(Checkpoint, GarbageAndMissingFilesAreClearErrors) {
     read_checkpoint_config((dir / "bad.pt").string());
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.pt: not a readable posenc checkpoint"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.pt: not a posenc checkpoint"), std::string::npos) << e.what();
   }
   EXPECT_THROW(read_checkpoint_config((dir / "none.pt").string()), ConfigError);
 }

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "posenc/util/io.h"
+
 namespace posenc {
 
 using json = nlohmann::json;
@@ -112,7 +114,12 @@ struct Config {
 Config config_from_json(const json& j);
 json config_to_json(const Config& c);
 
-/// Reads a JSON file; errors name the file (and line for syntax errors).
+/// Parses JSON text strictly: a syntax error, a number beyond a double's range
+/// or a key that appears twice in one object (JSON parsers keep the last one
+/// silently) is a ConfigError starting with `context`.
+json parse_json_strict(const std::string& text, const std::string& context);
+
+/// Reads a JSON file with parse_json_strict; errors name the file (and line for syntax errors).
 json read_json_file(const std::string& path);
 
 /// Sets the value at a dotted path (creating objects on the way); errors start with `context`.
@@ -127,8 +134,5 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 /// The JSON pointer (e.g. "/train/steps") of the first difference between two
 /// configs outside the paths starting with one of `may_differ`; "" if none.
 std::string first_difference(const Config& a, const Config& b, const std::vector<std::string>& may_differ);
-
-/// Writes text to path atomically (temp file in the same directory, then rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace posenc

@@ -9,10 +9,10 @@ namespace posenc::cli {
 
 void setup_attention(CLI::App& app, AttentionOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained run")->required()->check(CLI::ExistingFile);
-  app.add_option("--length", o.length, "tokens in the example")->check(CLI::Range(int64_t{2}, int64_t{4096}));
+  app.add_option("--length", o.length, "tokens in the example")->check(integer_in(2, 4096));
   app.add_option("--kind", o.kind, "sorted, shuffle, adjacent_swap, random_swap or reverse");
   app.add_option("--index", o.index, "which example of that kind in the fixed evaluation set")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, int64_t{1} << 40));
   app.add_option("--json", o.json, "write the JSON here (default: standard output)");
 }
 

@@ -9,13 +9,13 @@ void setup_bench(CLI::App& app, BenchOptions& o) {
   app.add_option("config", o.config, "bench file")->check(CLI::ExistingFile);
   app.add_option("--sizes", o.sizes, "only these sizes (names in the bench file)")->delimiter(',');
   app.add_option("--schemes", o.schemes, "only these scheme entries")->delimiter(',');
-  app.add_option("--threads", o.threads, "intra-op threads (both sides)")->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  app.add_option("--threads", o.threads, "intra-op threads (both sides)")->check(integer_in(1, 1024));
   app.add_option("--device", o.device, "cpu | cuda | auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--bf16", o.bf16, "autocast the forward pass to bfloat16");
   app.add_option("--attention", o.attention, "auto (fused SDPA where the scheme allows, LibTorch 2.x) | explicit")
       ->check(CLI::IsMember({"auto", "explicit"}));
   app.add_flag_callback("--no-python", [&o] { o.python = false; }, "skip the PyTorch-eager side (scripts/bench_eager.py)");
-  app.add_option("--out", o.out, "output directory");
+  app.add_option("--out", o.out, "output directory")->check(non_empty_utf8("--out"));
 }
 
 int run_bench(const BenchOptions& o) {

@@ -13,9 +13,9 @@ void setup_inspect(CLI::App& app, InspectOptions& o) {
   app.add_option("scheme", o.scheme, "scheme name (posenc list); or give --checkpoint");
   app.add_option("--checkpoint", o.checkpoint, "describe the scheme of this trained model instead")
       ->check(CLI::ExistingFile);
-  app.add_option("--length", o.length, "number of positions")->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
-  app.add_option("--heads", o.heads, "attention heads")->check(CLI::Range(int64_t{1}, int64_t{1024}));
-  app.add_option("--dim", o.dim, "model width D")->check(CLI::Range(int64_t{2}, int64_t{1} << 16));
+  app.add_option("--length", o.length, "number of positions")->check(integer_in(1, int64_t{1} << 16));
+  app.add_option("--heads", o.heads, "attention heads")->check(integer_in(1, 1024));
+  app.add_option("--dim", o.dim, "model width D")->check(integer_in(2, int64_t{1} << 16));
   app.add_option("--set", o.overrides, "scheme option: name=value (repeatable), e.g. layout=interleaved");
   app.add_option("--seed", o.seed, "seed of the initial learned parameters");
   app.add_option("--json", o.json, "write the JSON here (default: standard output)");

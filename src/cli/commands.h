@@ -13,6 +13,14 @@
 
 namespace posenc::cli {
 
+/// A flag's value must be an integer in [min, max]; the message says which of
+/// the two it is not ("'abc' is not an integer", "5000 is out of range [1, 1024]").
+CLI::Validator integer_in(int64_t min, int64_t max);
+
+/// A path flag's value must be non-empty and valid UTF-8 (run directories and
+/// results files are named in JSON).
+CLI::Validator non_empty_utf8(const std::string& flag);
+
 /// Writes JSON to `path` atomically, or to standard output when path is empty.
 void emit_json(const nlohmann::json& j, const std::string& path);
 

@@ -10,6 +10,8 @@
 #include "posenc/config.h"
 #include "posenc/environment.h"
 #include "posenc/experiments/process_pool.h"
+#include "posenc/train/trainer.h"
+#include "posenc/util/interrupt.h"
 
 void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
   const std::string text = j.dump() + "\n";
@@ -59,6 +61,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: the posenc compare that started this process is gone\n");
     return 1;
   }
+  // Whatever a command printed comes before its error line.
+  const auto error = [](const char* what) { std::fflush(stdout); std::fprintf(stderr, "error: %s\n", what); };
   try {
     if (app.got_subcommand("train")) return posenc::cli::run_train(train);
     if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);
@@ -67,14 +71,23 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("compare")) return posenc::cli::run_compare(compare);
     if (app.got_subcommand("attention")) return posenc::cli::run_attention(attention);
     if (app.got_subcommand("bench")) return posenc::cli::run_bench(bench);
+  } catch (const posenc::Interrupted& e) {
+    // What was stopped and what was kept has been logged where it happened.
+    return e.exit_code();
+  } catch (const posenc::Diverged& e) {
+    error(e.what());
+    return posenc::kDivergedExitCode;
   } catch (const posenc::ConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    error(e.what());
     return 2;
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what_without_backtrace());
+    error(e.what_without_backtrace());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    error(e.what());
+    return 1;
+  } catch (...) {
+    error("an unexpected failure (no message)");
     return 1;
   }
   return 1;

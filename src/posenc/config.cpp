@@ -285,14 +285,59 @@ json config_to_json(const Config& c) {
   };
 }
 
-json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open file");
+json parse_json_strict(const std::string& text, const std::string& context) {
+  // The callback sees every key as it is read: one set of keys per open object.
+  std::vector<std::set<std::string>> keys;
+  std::vector<std::string> where;  // the object path, for the message
+  std::string last_key;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        keys.emplace_back();
+        where.push_back(where.empty() ? "" : (where.back().empty() ? "" : where.back() + ".") + last_key);
+        break;
+      case json::parse_event_t::array_start:
+        last_key += "[]";
+        break;
+      case json::parse_event_t::object_end:
+        keys.pop_back();
+        where.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        last_key = parsed.get<std::string>();
+        if (!keys.empty() && !keys.back().insert(last_key).second)
+          throw ConfigError(context + ": key \"" + last_key + "\" appears twice in " +
+                            (where.back().empty() ? std::string("the top-level object") : "\"" + where.back() + "\"") +
+                            " (only one value can hold)");
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
   try {
-    return json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    return json::parse(text, check, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const json::parse_error& e) {
-    throw ConfigError(path + ": invalid JSON: " + e.what());
+    throw ConfigError(context + ": invalid JSON: " + e.what());
+  } catch (const json::out_of_range& e) {
+    // e.g. 1e400: "number overflow parsing '1e400'"
+    const std::string what = e.what();
+    throw ConfigError(context + ": a number is out of range: " + what.substr(what.find(']') + 2) +
+                      " (a JSON number must fit in a double)");
+  } catch (const json::exception& e) {
+    throw ConfigError(context + ": invalid JSON: " + e.what());
   }
+}
+
+json read_json_file(const std::string& path) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const IoError& e) {
+    throw ConfigError(e.what());
+  }
+  return parse_json_strict(text, path);
 }
 
 void set_json_path(json& j, const std::string& path, const json& value, const std::string& context) {
@@ -321,18 +366,28 @@ void apply_override(json& j, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set " + assignment + ": expected path=value, e.g. train.steps=2000");
+  const std::string context = "--set " + assignment;
+  if (const std::string bad = utf8_problem(assignment); !bad.empty()) throw ConfigError("--set: " + bad);
   const std::string text = assignment.substr(eq + 1);
-  json value;
+  bool is_json = true;
   try {
-    value = json::parse(text);
+    const json probe = json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    static_cast<void>(probe);
   } catch (const json::parse_error&) {
-    value = text;  // bare words are strings: model.pooling=cls
+    is_json = false;  // bare words are strings: model.pooling=cls
+  } catch (const json::exception&) {
+    // valid syntax with a number out of range: parse_json_strict says so
   }
-  set_json_path(j, assignment.substr(0, eq), value, "--set " + assignment);
+  // Duplicate keys and overflowing numbers are errors, as in a config file.
+  const json value = is_json ? parse_json_strict(text, context) : json(text);
+  set_json_path(j, assignment.substr(0, eq), value, context);
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json j = read_json_file(path);
+  if (!j.is_object())
+    throw ConfigError(path + ": a config file must hold one JSON object ({\"model\": ..., \"train\": ...}), not " +
+                      std::string(j.type_name() == std::string("array") ? "an " : "a ") + j.type_name());
   for (const auto& o : overrides) apply_override(j, o);
   try {
     return config_from_json(j);
@@ -349,21 +404,6 @@ std::string first_difference(const Config& a, const Config& b, const std::vector
     if (!allowed) return path;
   }
   return "";
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(path + ": cannot write (" + tmp.string() + ")");
-    out << text;
-    out.flush();
-    if (!out) throw ConfigError(path + ": write failed");
-  }
-  fs::rename(tmp, target);
 }
 
 }  // namespace posenc

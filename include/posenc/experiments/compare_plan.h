@@ -73,6 +73,7 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
 enum class RunState {
   Finished,   ///< results.json holds this config: skipped on rerun
   Resumable,  ///< checkpoint.pt holds this config: continued with --resume
+  Diverged,   ///< diverged.json holds this config: training is deterministic, so not retried
   Fresh,      ///< nothing (or only logs of a run killed before its first checkpoint)
 };
 

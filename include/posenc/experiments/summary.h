@@ -61,6 +61,7 @@ struct ComparisonSummary {
   std::vector<VariantSummary> variants;                      ///< sorted: see summarize()
   std::vector<std::pair<std::string, std::string>> skipped;  ///< variant, reason (incompatible)
   std::vector<std::string> unfinished;                       ///< run ids without results.json
+  std::vector<std::pair<std::string, std::string>> diverged;  ///< run id, diverged.json's message (NaN/inf)
 };
 
 /// Reads results.json of every finished run of the plan and aggregates per

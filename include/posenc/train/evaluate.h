@@ -44,10 +44,24 @@ int64_t evaluation_batch_size(const EncoderClassifier& model, int64_t length, in
 
 /// Tallies predictions on one set, in chunks of evaluation_batch_size().
 /// Runs under InferenceMode with the model in eval mode (restored afterwards).
+/// With `interruptible`, a SIGINT/SIGTERM request (util/interrupt.h) stops it
+/// between chunks by throwing Interrupted.
 std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch::Device device,
+                               int64_t max_batch_tokens, bool interruptible = false);
+
+/// Bytes that evaluating `samples` sequences of `length` needs at its peak, by
+/// an upper estimate: the token set, and per batch four (B, H, L, L) float
+/// tensors (scores, bias, probabilities, a temporary) plus activations.
+double evaluation_memory_bytes(const EncoderClassifier& model, int64_t length, int64_t samples,
                                int64_t max_batch_tokens);
 
-/// Scores the config's evaluation lengths on its fixed sets.
+/// Throws ConfigError before anything runs if a length cannot fit: longer than
+/// the model's position table, or (on the CPU) more memory than MemAvailable.
+void check_evaluation_fits(const EncoderClassifier& model, const Config& cfg, const std::vector<int64_t>& lengths,
+                           torch::Device device);
+
+/// Scores the config's evaluation lengths on its fixed sets (check_evaluation_fits
+/// first; interruptible between batches).
 std::vector<LengthResult> evaluate_lengths(EncoderClassifier& model, const Config& cfg,
                                            const std::vector<int64_t>& lengths, torch::Device device);
 

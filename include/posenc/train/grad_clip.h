@@ -18,4 +18,8 @@ namespace posenc {
 /// without a gradient are skipped; with none at all the result is a CPU zero.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
+/// The global L2 norm of the gradients of `params`, as clip_grad_norm computes
+/// it, without scaling anything (a 0-dim tensor on the gradients' device).
+torch::Tensor grad_norm(const std::vector<torch::Tensor>& params);
+
 }  // namespace posenc

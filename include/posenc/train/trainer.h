@@ -2,8 +2,16 @@
 // -> log -> validate -> checkpoint, then the extrapolation evaluation.
 //
 // A run directory holds config.json (resolved), metrics.jsonl, checkpoint.pt
-// and results.json. --resume continues from checkpoint.pt bit-for-bit: each
-// batch is a pure function of (seed, step) and the dropout RNG is checkpointed.
+// and results.json (diverged.json instead when the loss or the gradient norm
+// went NaN/inf), and train.lock while a process trains it. --resume continues
+// from checkpoint.pt bit-for-bit: each batch is a pure function of (seed, step)
+// and the dropout RNG and the running sums are checkpointed.
+//
+// SIGINT/SIGTERM (util/interrupt.h) finish the current step, write the
+// checkpoint and throw Interrupted; non-finite values are caught without a
+// per-step host sync (the first bad step is kept on the device and read at log
+// intervals, validations and checkpoints) and end the run with Diverged,
+// leaving the last finite checkpoint in place.
 #pragma once
 
 #include <string>
@@ -15,6 +23,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/fused_adamw.h"
+#include "posenc/train/run_dir.h"
 
 namespace posenc {
 
@@ -27,6 +36,16 @@ struct TrainOptions {
   /// Stop (with a checkpoint, without results) once this step is done, as if
   /// the run were killed there; 0 = run to train.steps.
   int64_t stop_at_step = 0;
+  /// Test hook: before this step (counted from 1), the first weight tensor is set to NaN, as a
+  /// diverging run would do on its own; 0 = never.
+  int64_t poison_at_step = 0;
+};
+
+/// The loss or the gradient norm became NaN or inf: the run stopped, its last
+/// finite checkpoint (if any) is kept, and diverged.json says what happened.
+class Diverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct TrainResult {

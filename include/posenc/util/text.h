@@ -10,6 +10,9 @@ namespace posenc {
 /// "m:ss", or "h:mm:ss" from an hour on.
 std::string format_duration(double seconds);
 
+/// "512 KiB", "3.2 GiB", "14.6 TiB".
+std::string format_bytes(double bytes);
+
 using Table = std::vector<std::vector<std::string>>;
 
 /// Aligned columns, two spaces apart: the first `left_columns` left-aligned,

@@ -1,8 +1,5 @@
 #include "posenc/experiments/compare.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,43 +19,15 @@
 #include "posenc/experiments/process_pool.h"
 #include "posenc/experiments/report.h"
 #include "posenc/experiments/summary.h"
+#include "posenc/train/run_dir.h"
+#include "posenc/util/dir_lock.h"
+#include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
 
 namespace {
-
-/// Set by SIGINT / SIGTERM: the pool stops its children and the comparison ends resumable.
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
-
-/// Holds an exclusive lock on OUT/compare.lock for the life of the comparison:
-/// two comparisons on one directory would train the same runs twice.
-class DirectoryLock {
- public:
-  explicit DirectoryLock(const std::string& dir) {
-    fs::create_directories(dir);
-    const std::string path = (fs::path(dir) / "compare.lock").string();
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
-    if (fd_ < 0) throw ConfigError(path + ": cannot open the lock file");
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      char buf[32] = {0};
-      const auto n = ::pread(fd_, buf, sizeof buf - 1, 0);
-      ::close(fd_);
-      throw ConfigError("another posenc compare is running on " + dir + (n > 0 ? " (pid " + std::string(buf) + ")" : "") +
-                        "; wait for it or stop it first");
-    }
-    const std::string pid = std::to_string(::getpid());
-    if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
-      // the pid is only informative
-    }
-  }
-  ~DirectoryLock() { ::close(fd_); }  // closing releases the lock
-
- private:
-  int fd_ = -1;
-};
 
 /// The last training step a run has logged (0 if none yet).
 int64_t logged_step(const fs::path& metrics) {
@@ -71,6 +40,14 @@ int64_t logged_step(const fs::path& metrics) {
     return nlohmann::json::parse(last).value("step", int64_t{0});
   } catch (const nlohmann::json::exception&) {
     return 0;  // a line being written
+  }
+}
+
+std::string diverged_message(const fs::path& run_dir) {
+  try {
+    return read_json_file((run_dir / kDivergedFile).string()).at("message").get<std::string>();
+  } catch (const std::exception&) {
+    return "see " + (run_dir / kDivergedFile).string();
   }
 }
 
@@ -115,7 +92,7 @@ class GridProgress {
   void done(const JobOutcome& o) {
     if (tty_) std::fprintf(stderr, "\r\033[K");
     const PlannedRun& r = *runs_.at(o.id);
-    if (g_interrupted.load() && o.exit_code != 0) {
+    if (interrupt_signal() != 0 && o.exit_code != 0) {
       spdlog::warn("{} stopped after {} (resumes from its last checkpoint on rerun)", o.id, format_duration(o.seconds));
       return;
     }
@@ -129,6 +106,10 @@ class GridProgress {
       } catch (const std::exception&) {
       }
       spdlog::info("[{}/{}] {} finished in {}{}", done_, total_, o.id, format_duration(o.seconds), val);
+    } else if (o.exit_code == kDivergedExitCode) {
+      ++failed_;
+      spdlog::error("[{}/{}] {} DIVERGED after {} (no result; not retried on rerun): {}", done_, total_, o.id,
+                    format_duration(o.seconds), diverged_message(fs::path(plan_.run_dir(r))));
     } else {
       ++failed_;
       spdlog::error("[{}/{}] {} FAILED (exit {}) after {}; last lines of {}:\n{}", done_, total_, o.id, o.exit_code,
@@ -161,14 +142,16 @@ int run_comparison(const CompareOptions& o) {
   const std::string out = o.out.empty() ? default_out(o) : o.out;
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
-  const DirectoryLock lock(out);
+  const DirectoryLock lock(out, "compare.lock", "posenc compare");
+  if (const int n = remove_stale_temporaries(out) + remove_stale_temporaries((fs::path(out) / "configs").string()))
+    spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, out);
   std::string command = "posenc compare " + o.config + (o.full ? " --full" : "");
   if (!o.out.empty()) command += " --out " + o.out;
 
   // Decide every run's state before starting any: a clash stops the comparison untouched.
   std::vector<const PlannedRun*> todo;
   std::vector<std::vector<std::string>> argvs;
-  size_t finished = 0, resumed = 0, skipped = 0;
+  size_t finished = 0, resumed = 0, skipped = 0, diverged = 0;
   // The running binary itself, even if a rebuild has replaced the file since it started.
   const std::string self = "/proc/self/exe";
   for (const auto& run : plan.runs) {
@@ -181,6 +164,10 @@ int run_comparison(const CompareOptions& o) {
       ++finished;
       continue;
     }
+    if (state == RunState::Diverged) {  // deterministic: a rerun would diverge at the same step
+      ++diverged;
+      continue;
+    }
     write_file_atomic(plan.config_path(run), config_to_json(run.config).dump(2) + "\n");
     std::vector<std::string> argv = {self, "train", plan.config_path(run), "--no-progress"};
     if (state == RunState::Resumable) {
@@ -190,10 +177,10 @@ int run_comparison(const CompareOptions& o) {
     todo.push_back(&run);
     argvs.push_back(argv);
   }
-  spdlog::info("compare {} -> {}: {} runs ({} finished already, {} to resume, {} to start, {} not buildable), "
-               "{} at a time, {} thread(s) each",
-               o.config, out, plan.runs.size() - skipped, finished, resumed, todo.size() - resumed, skipped, jobs,
-               o.threads);
+  spdlog::info("compare {} -> {}: {} runs ({} finished already, {} diverged already, {} to resume, {} to start, {} not "
+               "buildable), {} at a time, {} thread(s) each",
+               o.config, out, plan.runs.size() - skipped, finished, diverged, resumed, todo.size() - resumed, skipped,
+               jobs, o.threads);
   std::set<std::string> told;
   for (const auto& run : plan.runs)
     if (!run.skipped.empty() && told.insert(run.variant).second)
@@ -202,20 +189,20 @@ int run_comparison(const CompareOptions& o) {
   std::vector<Job> pool_jobs;
   for (size_t i = 0; i < todo.size(); ++i) pool_jobs.push_back({todo[i]->id, argvs[i], plan.log_path(*todo[i])});
   GridProgress progress(plan, todo, finished, o.progress);
-  g_interrupted.store(false);
-  struct sigaction action {};
-  action.sa_handler = on_interrupt;
-  struct sigaction old_int {}, old_term {};
-  ::sigaction(SIGINT, &action, &old_int);
-  ::sigaction(SIGTERM, &action, &old_term);
-  const auto outcomes = run_pool(
-      pool_jobs, jobs, [&](const PoolStatus& s) { progress.tick(s); },
-      [&](const JobOutcome& out) { progress.done(out); }, 1.0, &g_interrupted);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  if (g_interrupted.load()) {
-    spdlog::warn("interrupted: finished runs are kept; rerun `{}` to continue", command);
-    return 130;
+  std::vector<JobOutcome> outcomes;
+  {
+    // SIGINT/SIGTERM: the pool passes SIGTERM on to the running children, which
+    // checkpoint and exit; a second signal ends compare at once (the children
+    // still get SIGTERM through die_with_parent()).
+    const InterruptGuard stop_cleanly;
+    outcomes = run_pool(
+        pool_jobs, jobs, [&](const PoolStatus& s) { progress.tick(s); },
+        [&](const JobOutcome& out) { progress.done(out); }, 1.0, &interrupt_flag());
+    if (const int sig = interrupt_signal()) {
+      spdlog::warn("stopped by {}: finished runs are kept, running ones checkpointed; rerun `{}` to continue",
+                   signal_name(sig), command);
+      return 128 + sig;
+    }
   }
   size_t failed = 0;
   for (const auto& oc : outcomes) failed += oc.exit_code != 0;
@@ -239,13 +226,17 @@ int run_comparison(const CompareOptions& o) {
   write_report(plan, summary, command, plots);
   spdlog::info("summary: {}/summary.md, report: {}/report.md", out, out);
 
+  if (!summary.diverged.empty())
+    spdlog::error("{} run(s) diverged (NaN or inf) and have no results; see summary.md. Training is deterministic, "
+                  "so a rerun skips them: change the grid (e.g. train.lr) to train them again.",
+                  summary.diverged.size());
   if (!summary.unfinished.empty()) {
     spdlog::error("{} run(s) have no results ({} failed in this pass); their logs are in {}/logs. Finished runs are "
                   "kept: rerun `{}` to retry only those.",
                   summary.unfinished.size(), failed, out, command);
     return 1;
   }
-  return 0;
+  return summary.diverged.empty() ? 0 : 1;
 }
 
 }  // namespace posenc

@@ -1,5 +1,7 @@
 #include "posenc/experiments/compare_plan.h"
 
+#include "posenc/train/run_dir.h"
+
 #include <filesystem>
 #include <set>
 
@@ -175,24 +177,41 @@ RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
     return ConfigError(file.string() + " was made from a different config (first difference at " + at +
                        "); this comparison leaves it alone: choose another --out, or move that run away");
   };
-  if (fs::exists(results)) {
-    const json stored = read_json_file(results.string());
-    if (!stored.contains("config")) throw ConfigError(results.string() + ": no \"config\" entry; not a posenc run");
-    Config done;
+  // The config a JSON file of the run directory records (results.json and
+  // diverged.json under "config", config.json as a whole).
+  const auto stored_config = [](const fs::path& file, bool whole) {
+    const json stored = read_json_file(file.string());
+    if (!whole && !stored.contains("config")) throw ConfigError(file.string() + ": no \"config\" entry; not a posenc run");
     try {
-      done = config_from_json(stored["config"]);
+      return config_from_json(whole ? stored : stored["config"]);
     } catch (const ConfigError& e) {
-      throw ConfigError(results.string() + ": " + e.what());
+      throw ConfigError(file.string() + ": " + e.what());
     }
-    const std::string at = first_difference(done, run.config, {"/train/threads", "/train/device", "/train/log_every"});
+  };
+  // Where the comparison directory lives is not part of a run: it may be moved.
+  const std::vector<std::string> same_run = {"/train/threads", "/train/device", "/train/log_every", "/train/out_dir"};
+  if (fs::exists(results)) {
+    const Config done = stored_config(results, false);
+    const std::string at = first_difference(done, run.config, same_run);
     if (at.empty()) return RunState::Finished;
     // Same training, other steps or evaluation: --resume trains on / re-evaluates.
     if (!fs::exists(ckpt) || !first_difference(done, run.config, resumable_changes()).empty()) throw clash(results, at);
+  }
+  const fs::path diverged = dir / kDivergedFile;
+  if (fs::exists(diverged)) {
+    const std::string at = first_difference(stored_config(diverged, false), run.config, same_run);
+    if (at.empty()) return RunState::Diverged;
+    if (!fs::exists(ckpt)) throw clash(diverged, at);
   }
   if (fs::exists(ckpt)) {
     const std::string at = first_difference(read_checkpoint_config(ckpt.string()), run.config, resumable_changes());
     if (!at.empty()) throw clash(ckpt, at);
     return RunState::Resumable;
+  }
+  const fs::path started = dir / "config.json";  // a run stopped before its first checkpoint
+  if (fs::exists(started)) {
+    const std::string at = first_difference(stored_config(started, true), run.config, resumable_changes());
+    if (!at.empty()) throw clash(started, at);
   }
   return RunState::Fresh;
 }

@@ -52,9 +52,18 @@ pid_t spawn(const Job& job) {
     if (std::strncmp(*e, "POSENC_PARENT_PID=", 18) != 0) env.push_back(*e);
   env.push_back(const_cast<char*>(parent.c_str()));
   env.push_back(nullptr);
+  // Each child in a process group of its own: a Ctrl-C on the terminal reaches
+  // only the pool, which passes one SIGTERM on; a child that got the terminal's
+  // SIGINT as well would take the pool's SIGTERM as a second signal and stop
+  // without its checkpoint.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), env.data());
+  const int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     std::ofstream(job.log_path, std::ios::app) << "could not start " << job.argv[0] << ": " << std::strerror(rc) << "\n";
     return -1;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "posenc/train/evaluate.h"
+#include "posenc/train/run_dir.h"
 #include "posenc/util/text.h"
 
 namespace posenc {
@@ -125,7 +126,17 @@ ComparisonSummary summarize(const ComparePlan& plan) {
     }
     const fs::path results = fs::path(plan.run_dir(run)) / "results.json";
     if (!fs::exists(results)) {
-      s.unfinished.push_back(run.id);
+      const fs::path diverged = fs::path(plan.run_dir(run)) / kDivergedFile;
+      if (fs::exists(diverged)) {
+        std::string message = "diverged";
+        try {
+          message = read_json_file(diverged.string()).at("message").get<std::string>();
+        } catch (const std::exception&) {
+        }
+        s.diverged.emplace_back(run.id, message);
+      } else {
+        s.unfinished.push_back(run.id);
+      }
       continue;
     }
     if (!groups.count(run.variant)) order.push_back(run.variant);
@@ -218,6 +229,8 @@ std::string protocol_lines(const ComparisonSummary& s) {
 }  // namespace
 
 json summary_to_json(const ComparisonSummary& s) {
+  json diverged = json::array();
+  for (const auto& [id, message] : s.diverged) diverged.push_back({{"run", id}, {"message", message}});
   json variants = json::array();
   for (const auto& v : s.variants) {
     json lengths = json::array();
@@ -264,7 +277,8 @@ json summary_to_json(const ComparisonSummary& s) {
             {"learned_accuracy", kLearnedAccuracy}}},
           {"variants", variants},
           {"skipped", skipped},
-          {"unfinished", s.unfinished}};
+          {"unfinished", s.unfinished},
+          {"diverged", diverged}};
 }
 
 std::string summary_to_csv(const ComparisonSummary& s) {
@@ -295,6 +309,10 @@ std::string summary_to_markdown(const ComparisonSummary& s) {
     out << "\nNot run (the model cannot be built that way):\n\n";
     for (const auto& [variant, reason] : s.skipped) out << "- " << variant << ": " << reason << "\n";
   }
+  if (!s.diverged.empty()) {
+    out << "\nDiverged runs (NaN or inf; no result, not retried on rerun):\n\n";
+    for (const auto& [id, message] : s.diverged) out << "- " << id << ": " << message << "\n";
+  }
   if (!s.unfinished.empty()) {
     out << "\nUnfinished runs (no results yet; rerun the same command to continue them):";
     for (const auto& id : s.unfinished) out << " " << id;
@@ -308,6 +326,7 @@ std::string summary_to_text(const ComparisonSummary& s) {
   out << render_text(table_rows(s), 1);
   out << spread_note(s) << "; * = longer than training (" << s.train_min_length << "-" << s.train_max_length << ")\n";
   for (const auto& [variant, reason] : s.skipped) out << "not run: " << variant << " (" << reason << ")\n";
+  for (const auto& [id, message] : s.diverged) out << "diverged: " << id << " (" << message << ")\n";
   return out.str();
 }
 

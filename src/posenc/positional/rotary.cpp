@@ -13,6 +13,13 @@ class RopeImpl : public PositionalSchemeImpl {
   RopeImpl(const SchemeContext& ctx, const SchemeOptions& o)
       : PositionalSchemeImpl("rope"), base_(o.get_float("base")), interleaved_(o.get_string("layout") == "interleaved") {
     const double fraction = o.get_float("fraction");
+    // Rotation acts on pairs: at fraction 1 an odd head dimension would leave
+    // its last dimension unrotated while the config claims all are.
+    if (fraction >= 1.0 && ctx.head_dim % 2 != 0)
+      throw IncompatibleConfig("model.positional.type=rope rotates pairs of dimensions, but the head dimension is " +
+                               std::to_string(ctx.head_dim) +
+                               " (odd: model.d_model / model.heads); use an even head dimension, or "
+                               "model.positional.fraction < 1 to leave dimensions unrotated on purpose");
     rot_dim_ = static_cast<int64_t>(fraction * ctx.head_dim) / 2 * 2;  // even number of rotated dims
     if (rot_dim_ < 2)
       throw ConfigError("model.positional.fraction=" + std::to_string(fraction) + " rotates " +

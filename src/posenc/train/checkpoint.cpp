@@ -1,44 +1,115 @@
 #include "posenc/train/checkpoint.h"
 
-#include <filesystem>
-#include <unistd.h>
+#include <cstring>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
 namespace posenc {
 namespace {
 
-constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kLegacyFormat = 1;  // a bare torch archive
+constexpr int64_t kFormatVersion = 2;  // header + checksum + torch archive
+constexpr char kMagic[8] = {'P', 'E', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr size_t kHeaderSize = 32;
+
+uint64_t fnv1a64(const char* data, size_t size) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t get_u64(const std::string& in, size_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
 
 torch::Generator& default_generator(torch::Device device) {
   return const_cast<torch::Generator&>(at::globalContext().defaultGenerator(device));
 }
 
-/// Tensors land on `device` whatever device wrote them: a CUDA run's checkpoint
-/// loads on a machine without a GPU and the other way round.
-torch::serialize::InputArchive open_archive(const std::string& path, torch::Device device = torch::kCPU) {
-  if (!std::filesystem::exists(path)) throw ConfigError(path + ": checkpoint not found");
+/// A checkpoint's bytes, checked and opened. Tensors land on `device` whatever
+/// device wrote them: a CUDA run's checkpoint loads on a machine without a GPU
+/// and the other way round.
+struct OpenedCheckpoint {
   torch::serialize::InputArchive archive;
+  int64_t format = kFormatVersion;
+};
+
+OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device = torch::kCPU) {
+  std::string bytes;
   try {
-    archive.load_from(path, device);
+    bytes = read_file(path);
+  } catch (const IoError& e) {
+    throw ConfigError(std::string(e.what()) + " (checkpoint)");
+  }
+  OpenedCheckpoint opened;
+  const char* payload = bytes.data();
+  size_t payload_size = bytes.size();
+  if (bytes.size() >= 4 && bytes.compare(0, 4, "PK\x03\x04") == 0) {
+    opened.format = kLegacyFormat;  // format 1: no checksum to verify
+  } else {
+    if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+      throw ConfigError(path + ": not a posenc checkpoint (" +
+                        (bytes.size() < kHeaderSize ? std::to_string(bytes.size()) + " bytes, no header"
+                                                    : std::string("unknown header")) +
+                        ")");
+    const uint64_t size = get_u64(bytes, 8), checksum = get_u64(bytes, 16), reserved = get_u64(bytes, 24);
+    if (reserved != 0) throw ConfigError(path + ": checkpoint is corrupted: its header's reserved field is not zero");
+    if (size != bytes.size() - kHeaderSize)
+      throw ConfigError(path + ": checkpoint is truncated or padded: its header announces " + std::to_string(size) +
+                        " bytes of data, the file holds " + std::to_string(bytes.size() - kHeaderSize));
+    payload = bytes.data() + kHeaderSize;
+    payload_size = size;
+    if (fnv1a64(payload, payload_size) != checksum)
+      throw ConfigError(path + ": checkpoint is corrupted: its checksum does not match its contents (the file "
+                        "changed after it was written)");
+  }
+  try {
+    opened.archive.load_from(payload, payload_size, device);
   } catch (const c10::Error& e) {
     throw ConfigError(path + ": not a readable posenc checkpoint (" + e.what_without_backtrace() + ")");
   }
-  return archive;
+  return opened;
 }
 
-Config config_of(torch::serialize::InputArchive& archive, const std::string& path) {
-  c10::IValue version, text;
-  if (!archive.try_read("format_version", version) || !archive.try_read("config", text))
-    throw ConfigError(path + ": not a posenc checkpoint (no format_version/config entry)");
-  if (version.toInt() != kFormatVersion)
-    throw ConfigError(path + ": checkpoint format " + std::to_string(version.toInt()) + ", this build reads " +
-                      std::to_string(kFormatVersion));
+/// Any torch error while reading the archive's entries, named by file.
+template <typename F>
+auto reading(const std::string& path, const char* what, F&& f) -> decltype(f()) {
   try {
-    return config_from_json(nlohmann::json::parse(text.toStringRef()));
+    return f();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw ConfigError(path + ": " + what + " (" + e.what_without_backtrace() + ")");
   } catch (const std::exception& e) {
-    throw ConfigError(path + ": stored config is invalid: " + e.what());
+    throw ConfigError(path + ": " + what + " (" + e.what() + ")");
   }
+}
+
+Config config_of(OpenedCheckpoint& opened, const std::string& path) {
+  return reading(path, "cannot read the stored config", [&] {
+    c10::IValue version, text;
+    if (!opened.archive.try_read("format_version", version) || !opened.archive.try_read("config", text) ||
+        !version.isInt() || !text.isString())
+      throw ConfigError(path + ": not a posenc checkpoint (no format_version/config entry)");
+    if (version.toInt() != opened.format)
+      throw ConfigError(path + ": checkpoint format " + std::to_string(version.toInt()) + ", this build reads " +
+                        std::to_string(kLegacyFormat) + " and " + std::to_string(kFormatVersion));
+    try {
+      return config_from_json(parse_json_strict(text.toStringRef(), "stored config"));
+    } catch (const std::exception& e) {
+      throw ConfigError(path + ": stored config is invalid: " + e.what());
+    }
+  });
 }
 
 /// Puts back the dropout generator of `device`. A run resumed on another kind
@@ -58,12 +129,21 @@ void restore_rng(torch::serialize::InputArchive& archive, torch::Device device, 
 
 }  // namespace
 
+std::string first_non_finite_parameter(EncoderClassifier& model) {
+  for (const auto& p : model->named_parameters())
+    if (!torch::isfinite(p.value()).all().item<bool>()) return p.key();
+  return "";
+}
+
 void save_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer,
-                     int64_t step, const Config& config) {
+                     int64_t step, const Config& config, const nlohmann::json& state) {
+  if (const std::string bad = first_non_finite_parameter(model); !bad.empty())
+    throw std::runtime_error("refusing to write " + path + ": parameter " + bad + " holds NaN or inf");
   torch::serialize::OutputArchive archive;
   archive.write("format_version", c10::IValue(kFormatVersion));
   archive.write("config", c10::IValue(config_to_json(config).dump()));
   archive.write("step", c10::IValue(step));
+  archive.write("state", c10::IValue(state.dump()));
   torch::serialize::OutputArchive model_archive;
   model->save(model_archive);
   archive.write("model", model_archive);
@@ -78,26 +158,40 @@ void save_checkpoint(const std::string& path, EncoderClassifier& model, torch::o
   const auto device = model->parameters().front().device();
   if (device.is_cuda()) archive.write("rng_cuda", default_generator(device).get_state(), /*is_buffer=*/true);
 
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  archive.save_to(tmp);
-  fs::rename(tmp, target);
+  std::ostringstream payload;
+  archive.save_to(payload);
+  const std::string data = payload.str();
+  std::string file(kMagic, sizeof kMagic);
+  put_u64(file, data.size());
+  put_u64(file, fnv1a64(data.data(), data.size()));
+  put_u64(file, 0);  // reserved
+  file += data;
+  write_file_atomic(path, file);
 }
 
 Config read_checkpoint_config(const std::string& path) {
-  auto archive = open_archive(path);
-  return config_of(archive, path);
+  auto opened = open_checkpoint(path);
+  return config_of(opened, path);
 }
 
-int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer) {
+int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer,
+                        nlohmann::json* state) {
   const torch::Device device = model->parameters().front().device();
-  auto archive = open_archive(path, device);
-  config_of(archive, path);
-  c10::IValue step;
-  archive.read("step", step);
-  try {
+  auto opened = open_checkpoint(path, device);
+  config_of(opened, path);
+  auto& archive = opened.archive;
+  const int64_t step = reading(path, "cannot read the step", [&] {
+    c10::IValue v;
+    archive.read("step", v);
+    return v.toInt();
+  });
+  if (state) {
+    *state = nlohmann::json::object();
+    c10::IValue text;
+    if (archive.try_read("state", text) && text.isString())
+      *state = reading(path, "cannot read the trainer state", [&] { return nlohmann::json::parse(text.toStringRef()); });
+  }
+  reading(path, "checkpoint does not match the model", [&] {
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
     model->load(model_archive);
@@ -108,10 +202,9 @@ int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch
       optimizer->load(optim_archive);
       restore_rng(archive, device, path);
     }
-  } catch (const c10::Error& e) {
-    throw ConfigError(path + ": checkpoint does not match the model (" + e.what_without_backtrace() + ")");
-  }
-  return step.toInt();
+    return 0;
+  });
+  return step;
 }
 
 EncoderClassifier load_model(const std::string& path, torch::Device device, Config* config_out) {

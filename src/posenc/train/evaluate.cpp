@@ -1,9 +1,13 @@
 #include "posenc/train/evaluate.h"
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "posenc/util/interrupt.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 
@@ -24,7 +28,7 @@ int64_t evaluation_batch_size(const EncoderClassifier& model, int64_t length, in
 }
 
 std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch::Device device,
-                               int64_t max_batch_tokens) {
+                               int64_t max_batch_tokens, bool interruptible) {
   const bool was_training = model->is_training();
   model->eval();
   c10::InferenceMode guard;
@@ -32,6 +36,7 @@ std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch
   const int64_t chunk = evaluation_batch_size(model, L, max_batch_tokens);
   std::vector<torch::Tensor> correct_parts;
   for (int64_t start = 0; start < n; start += chunk) {
+    if (interruptible) throw_if_interrupted();
     const int64_t len = std::min(chunk, n - start);
     auto tokens = set.tokens.narrow(0, start, len).to(device);
     auto labels = set.labels.narrow(0, start, len).to(device);
@@ -55,16 +60,60 @@ constexpr int64_t kValidationSeedOffset = 1000003;
 std::string kind_name(int kind) { return kind == kSortedKind ? "sorted" : OrderingTask::negative_kinds().at(kind); }
 }  // namespace
 
+double evaluation_memory_bytes(const EncoderClassifier& model, int64_t length, int64_t samples,
+                               int64_t max_batch_tokens) {
+  const double L = static_cast<double>(model->model_length(length));
+  const double B = static_cast<double>(std::min(samples, evaluation_batch_size(model, length, max_batch_tokens)));
+  const auto& m = model->config();
+  const double set = 2.0 * 8.0 * static_cast<double>(samples) * length;  // int64 tokens, and a copy
+  const double per_example = 4.0 * (4.0 * m.heads * L * L + 12.0 * L * std::max(m.d_model, m.d_ff));
+  return set + B * per_example;
+}
+
+namespace {
+
+/// MemAvailable of /proc/meminfo in bytes; 0 if unknown.
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  return 0;
+}
+
+}  // namespace
+
+void check_evaluation_fits(const EncoderClassifier& model, const Config& cfg, const std::vector<int64_t>& lengths,
+                           torch::Device device) {
+  for (int64_t length : lengths) model->check_length(length);
+  // On a GPU the allocator's own error names the length (the CLI keeps the lengths done before it).
+  if (!device.is_cpu()) return;
+  const double available = available_memory_bytes();
+  if (available <= 0) return;
+  for (int64_t length : lengths) {
+    const double need = evaluation_memory_bytes(model, length, cfg.eval.samples_per_length, cfg.eval.max_batch_tokens);
+    if (need > available) {
+      const int64_t batch = evaluation_batch_size(model, length, cfg.eval.max_batch_tokens);
+      throw ConfigError(fmt::format(
+          "evaluation at length {} needs about {} of memory ({} examples, {} at a time), but {} is available{}", length,
+          format_bytes(need), cfg.eval.samples_per_length, batch, format_bytes(available),
+          batch > 1 ? "; lower eval.max_batch_tokens or eval.samples_per_length" : "; evaluate shorter lengths"));
+    }
+  }
+}
+
 std::vector<LengthResult> evaluate_lengths(EncoderClassifier& model, const Config& cfg,
                                            const std::vector<int64_t>& lengths, torch::Device device) {
+  check_evaluation_fits(model, cfg, lengths, device);
   const OrderingTask task(cfg.task);
   std::vector<LengthResult> results;
   for (int64_t length : lengths) {
-    model->check_length(length);
     const Batch set = task.fixed_set(length, cfg.eval.samples_per_length, cfg.eval.seed);
     LengthResult r;
     r.length = length;
-    for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens)) {
+    for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens, /*interruptible=*/true)) {
       r.by_kind[kind_name(kind)] = t;
       r.total.n += t.n;
       r.total.correct += t.correct;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,8 @@
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/schedule.h"
+#include "posenc/util/dir_lock.h"
+#include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
 
 namespace posenc {
@@ -34,8 +37,9 @@ void set_threads(int64_t threads) {
 }
 
 const std::vector<std::string>& resumable_changes() {
-  static const std::vector<std::string> paths = {"/train/steps", "/train/threads", "/train/device",
-                                                 "/train/log_every", "/eval"};
+  // out_dir is where the run is, not what it is: a moved or copied run resumes.
+  static const std::vector<std::string> paths = {"/train/steps",     "/train/threads", "/train/device",
+                                                 "/train/log_every", "/train/out_dir", "/eval"};
   return paths;
 }
 
@@ -50,7 +54,8 @@ void check_resume_config(const Config& now, const Config& stored, const std::str
   const std::string path = first_difference(stored, now, resumable_changes());
   if (!path.empty())
     throw ConfigError("--resume: the config differs from the one stored in " + ckpt + " at " + path +
-                      " (only train.steps, train.threads, train.device, train.log_every and eval.* may change)");
+                      " (only train.steps, train.threads, train.device, train.log_every, train.out_dir and eval.* "
+                      "may change)");
 }
 
 /// Keeps the metrics lines of steps <= step (what a resumed run will not rewrite).
@@ -68,6 +73,115 @@ void truncate_metrics(const fs::path& file, int64_t step) {
   }
   write_file_atomic(file.string(), kept);
 }
+
+/// What a fresh (not --resume) run may start in: a new or empty directory, or
+/// one holding only an unfinished start of the same run (no checkpoint yet).
+void check_fresh_directory(const fs::path& dir, const Config& cfg) {
+  if (fs::exists(dir / "checkpoint.pt"))
+    throw ConfigError(dir.string() + " already holds a run (checkpoint.pt); pass --resume to continue it or choose "
+                                     "another --out");
+  for (const char* name : {"results.json", kDivergedFile})
+    if (fs::exists(dir / name))
+      throw ConfigError(dir.string() + " holds " + name + " of an earlier run but no checkpoint; choose another --out "
+                                       "or move that run away");
+  const fs::path config = dir / "config.json";
+  if (!fs::exists(config)) return;
+  std::string at;
+  try {
+    at = first_difference(config_from_json(read_json_file(config.string())), cfg, resumable_changes());
+  } catch (const ConfigError& e) {
+    throw ConfigError(dir.string() + " holds a config.json that is not a posenc run config (" + e.what() +
+                      "); choose another --out");
+  }
+  if (!at.empty())
+    throw ConfigError(dir.string() + " holds config.json of another run (first difference at " + at +
+                      ") and no checkpoint; choose another --out or move that run away");
+}
+
+/// The running sums between two log lines and the time trained so far: kept in
+/// the checkpoint so a resumed run logs and reports what an uninterrupted one would.
+struct RunningState {
+  double seconds_before = 0;  ///< training time of earlier segments
+  double last_logged_loss = 0;
+  double val_accuracy = 0;
+  int64_t interval_steps = 0, seen = 0;
+  double loss_sum = 0;
+  int64_t correct_sum = 0;
+
+  nlohmann::json to_json(double seconds_now) const {
+    return {{"train_seconds", seconds_now}, {"last_logged_loss", last_logged_loss}, {"val_accuracy", val_accuracy},
+            {"interval_steps", interval_steps}, {"seen", seen},  {"loss_sum", loss_sum},
+            {"correct_sum", correct_sum}};
+  }
+  static RunningState from_json(const nlohmann::json& j) {
+    RunningState s;
+    s.seconds_before = j.value("train_seconds", 0.0);
+    s.last_logged_loss = j.value("last_logged_loss", 0.0);
+    s.val_accuracy = j.value("val_accuracy", 0.0);
+    s.interval_steps = j.value("interval_steps", int64_t{0});
+    s.seen = j.value("seen", int64_t{0});
+    s.loss_sum = j.value("loss_sum", 0.0);
+    s.correct_sum = j.value("correct_sum", int64_t{0});
+    return s;
+  }
+};
+
+/// The first step whose loss, and the first whose gradient norm, was not
+/// finite, kept on the device: a few tiny ops per step and no host sync.
+class FiniteWatch {
+ public:
+  explicit FiniteWatch(torch::Device device)
+      : first_bad_(torch::full({2}, kNever, torch::TensorOptions().dtype(torch::kLong).device(device))) {}
+
+  void observe(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm) {
+    auto values = torch::stack({loss.detach().to(torch::kFloat), grad_norm.to(loss.device(), torch::kFloat)});  // (2)
+    first_bad_ = torch::where(values.isfinite(), first_bad_, first_bad_.clamp_max(step));
+  }
+
+  /// Reads the flags (a host sync); throws Diverged if anything went non-finite.
+  void check(const fs::path& dir, const Config& cfg, int64_t last_checkpoint) const {
+    const auto bad = first_bad_.cpu();
+    const int64_t loss_step = bad[0].item<int64_t>(), grad_step = bad[1].item<int64_t>();
+    if (loss_step == kNever && grad_step == kNever) return;
+    const bool loss_first = loss_step <= grad_step;
+    diverged(dir, cfg, last_checkpoint, (loss_first ? loss_step : grad_step) + 1,  // steps are reported from 1
+             loss_first ? "loss" : "grad_norm", loss_first ? "the loss" : "the gradient norm");
+  }
+
+  /// A weight went non-finite with a finite loss and gradient norm (one no
+  /// batch reaches, such as the padding row): found before a checkpoint.
+  void check_weights(EncoderClassifier& model, const fs::path& dir, const Config& cfg, int64_t last_checkpoint,
+                     int64_t step) const {
+    const std::string name = first_non_finite_parameter(model);
+    if (!name.empty()) diverged(dir, cfg, last_checkpoint, step, "weights", "parameter " + name);
+  }
+
+ private:
+  /// Writes diverged.json and throws Diverged.
+  [[noreturn]] static void diverged(const fs::path& dir, const Config& cfg, int64_t last_checkpoint, int64_t step,
+                                    const std::string& key, const std::string& what) {
+    const std::string kept = last_checkpoint > 0
+                                 ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
+                                               (dir / "checkpoint.pt").string(), last_checkpoint)
+                                 : std::string("no checkpoint was written before it");
+    const std::string message = fmt::format(
+        "training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}), raise "
+        "train.warmup_steps or use train.precision=float32",
+        what, step, kept, cfg.train.lr);
+    write_file_atomic((dir / kDivergedFile).string(),
+                      nlohmann::json{{"step", step},
+                                     {"non_finite", key},
+                                     {"last_checkpoint_step", last_checkpoint},
+                                     {"message", message},
+                                     {"config", config_to_json(cfg)}}
+                              .dump(2) +
+                          "\n");
+    throw Diverged(message);
+  }
+
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  torch::Tensor first_bad_;  // (2) int64: loss, gradient norm
+};
 
 std::vector<torch::optim::OptimizerParamGroup> param_groups(EncoderClassifier& model, double weight_decay) {
   // Decay matrices and tables; not biases and LayerNorm gains (nanoGPT's rule).
@@ -118,22 +232,37 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   set_threads(cfg.train.threads);
   const fs::path dir(cfg.train.out_dir);
   const fs::path ckpt = dir / "checkpoint.pt";
-  if (!options.resume && fs::exists(ckpt))
-    throw ConfigError(dir.string() + " already holds a run (checkpoint.pt); pass --resume to continue it or choose another --out");
-  if (options.resume && !fs::exists(ckpt))
-    throw ConfigError("--resume: no checkpoint at " + ckpt.string());
-  fs::create_directories(dir);
-
+  // Everything that can be checked without touching the disk, first.
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   EncoderClassifier model(cfg.model, cfg.task.vocab_size);
   model->to(device);
+  // A length that cannot be evaluated fails now, not after the training.
+  if (!options.skip_final_eval) check_evaluation_fits(model, cfg, cfg.eval.lengths, device);
+  if (options.resume && !fs::exists(ckpt)) throw ConfigError("--resume: no checkpoint at " + ckpt.string());
+  if (fs::exists(dir / "compare.lock"))
+    throw ConfigError(dir.string() + " is the output directory of a posenc compare; a train run needs a directory of "
+                                     "its own (choose another --out)");
+  const DirectoryLock lock(dir.string(), "train.lock", "posenc train");
+  if (!options.resume) check_fresh_directory(dir, cfg);
+  if (const int n = remove_stale_temporaries(dir.string()))
+    spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir.string());
+
   FusedAdamW optimizer = make_optimizer(model, cfg.train);
   int64_t start = 0;
+  RunningState state;
   if (options.resume) {
     check_resume_config(cfg, read_checkpoint_config(ckpt.string()), ckpt.string());
-    start = load_checkpoint(ckpt.string(), model, &optimizer);
+    nlohmann::json stored;
+    start = load_checkpoint(ckpt.string(), model, &optimizer, &stored);
+    state = RunningState::from_json(stored);
+    if (start > cfg.train.steps)
+      throw ConfigError(fmt::format("--resume: {} is at step {}, past train.steps={}; raise train.steps to train on, "
+                                    "or evaluate it with `posenc eval {}`",
+                                    ckpt.string(), start, cfg.train.steps, ckpt.string()));
     truncate_metrics(dir / "metrics.jsonl", start);
-    spdlog::info("resuming {} at step {}", dir.string(), start);
+    fs::remove(dir / kDivergedFile);  // written again if it diverges again
+    spdlog::info("resuming {} at step {}{}", dir.string(), start,
+                 start == cfg.train.steps ? " (already trained: evaluating it)" : "");
   } else {
     write_file_atomic((dir / "metrics.jsonl").string(), "");
   }
@@ -146,19 +275,33 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
                torch::get_num_threads(), cfg.train.steps);
 
   const OrderingTask task(cfg.task);
-  std::ofstream metrics(dir / "metrics.jsonl", std::ios::app);
+  AppendFile metrics((dir / "metrics.jsonl").string());
   Progress progress(options.progress);
   const auto t0 = Clock::now();
+  const auto train_seconds = [&] { return state.seconds_before + seconds_since(t0); };
   auto interval_start = Clock::now();
-  int64_t interval_steps = 0;
-  auto loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
-  auto correct_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device));
-  int64_t seen = 0;
+  const auto on_device = torch::TensorOptions().device(device);
+  auto loss_sum = torch::full({}, state.loss_sum, on_device.dtype(torch::kFloat));
+  auto correct_sum = torch::full({}, state.correct_sum, on_device.dtype(torch::kLong));
+  FiniteWatch finite(device);
+  int64_t last_checkpoint = start;
+  const auto save = [&](int64_t step) {
+    finite.check(dir, cfg, last_checkpoint);  // never a checkpoint from non-finite weights
+    finite.check_weights(model, dir, cfg, last_checkpoint, step);
+    state.loss_sum = loss_sum.item<double>();
+    state.correct_sum = correct_sum.item<int64_t>();
+    save_checkpoint(ckpt.string(), model, &optimizer, step, cfg, state.to_json(train_seconds()));
+    last_checkpoint = step;
+  };
   TrainResult result;
   result.parameters = parameters;
   model->train();
 
   for (int64_t step = start; step < cfg.train.steps; ++step) {
+    if (step + 1 == options.poison_at_step) {
+      torch::NoGradGuard no_grad;
+      model->parameters().front().fill_(std::numeric_limits<float>::quiet_NaN());
+    }
     const double lr = learning_rate(step, cfg.train.steps, cfg.train.lr, cfg.train.warmup_steps, cfg.train.min_lr_ratio);
     set_lr(optimizer, lr);
     const Batch batch = task.train_batch(step, cfg.train.batch_size, cfg.train.seed);
@@ -171,58 +314,64 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     }
     optimizer.zero_grad();
     loss.backward();
-    if (cfg.train.grad_clip > 0) clip_grad_norm(model->parameters(), cfg.train.grad_clip);
+    const auto norm = cfg.train.grad_clip > 0 ? clip_grad_norm(model->parameters(), cfg.train.grad_clip)
+                                              : grad_norm(model->parameters());
     optimizer.step();
 
-    // Running sums stay on the device: no host sync inside the loop.
+    // Running sums and the finiteness watch stay on the device: no host sync inside the loop.
+    finite.observe(step, loss, norm);
     loss_sum += loss.detach();
     correct_sum += logits.detach().argmax(-1).eq(labels).sum();
-    seen += labels.size(0);
-    ++interval_steps;
+    state.seen += labels.size(0);
+    ++state.interval_steps;
     const int64_t done = step + 1;
 
     if (done % cfg.train.log_every == 0 || done == cfg.train.steps) {
-      const double loss_avg = loss_sum.item<double>() / interval_steps;
-      const double acc = static_cast<double>(correct_sum.item<int64_t>()) / seen;
-      const double rate = interval_steps / std::max(1e-9, seconds_since(interval_start));
-      const double elapsed = seconds_since(t0);
-      metrics << nlohmann::json{{"step", done}, {"loss", loss_avg}, {"accuracy", acc}, {"lr", lr},
-                                {"steps_per_s", rate}, {"elapsed_s", elapsed}}.dump()
-              << "\n" << std::flush;
+      finite.check(dir, cfg, last_checkpoint);
+      const double loss_avg = loss_sum.item<double>() / state.interval_steps;
+      const double acc = static_cast<double>(correct_sum.item<int64_t>()) / state.seen;
+      const double rate = state.interval_steps / std::max(1e-9, seconds_since(interval_start));
+      metrics.write_line(nlohmann::json{{"step", done}, {"loss", loss_avg}, {"accuracy", acc}, {"lr", lr},
+                                        {"steps_per_s", rate}, {"elapsed_s", train_seconds()}}
+                             .dump());
       progress.update(fmt::format("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} {:.1f} steps/s ETA {}", done,
                                   cfg.train.steps, loss_avg, acc, lr, rate,
                                   format_duration((cfg.train.steps - done) / std::max(1e-9, rate))));
-      result.final_loss = loss_avg;
+      state.last_logged_loss = loss_avg;
       loss_sum.zero_();
       correct_sum.zero_();
-      seen = 0;
-      interval_steps = 0;
+      state.seen = 0;
+      state.interval_steps = 0;
       interval_start = Clock::now();
     }
     if (done % cfg.train.eval_every == 0 || done == cfg.train.steps) {
+      finite.check(dir, cfg, last_checkpoint);
       const Tally val = validation_accuracy(model, cfg, device);
-      result.val_accuracy = val.accuracy();
-      metrics << nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump() << "\n"
-              << std::flush;
+      state.val_accuracy = val.accuracy();
+      metrics.write_line(nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump());
       if (!options.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
     }
-    const bool interrupted = done == options.stop_at_step;
-    if (done % cfg.train.checkpoint_every == 0 || done == cfg.train.steps || interrupted)
-      save_checkpoint(ckpt.string(), model, &optimizer, done, cfg);
-    if (interrupted) {
+    const int stop_signal = interrupt_signal();
+    const bool stop = done == options.stop_at_step || stop_signal != 0;
+    if (done % cfg.train.checkpoint_every == 0 || done == cfg.train.steps || stop) save(done);
+    if (stop) {
       progress.done();
-      spdlog::info("stopped at step {} as asked; continue with --resume", done);
+      spdlog::info("{} at step {}: checkpoint written to {}; continue with `posenc train {} --out {} --resume`",
+                   stop_signal ? "stopped by " + signal_name(stop_signal) : std::string("stopped as asked"), done,
+                   ckpt.string(), (dir / "config.json").string(), dir.string());
+      if (stop_signal) throw Interrupted(stop_signal);
       result.steps = done;
-      result.seconds = seconds_since(t0);
+      result.seconds = train_seconds();
       return result;
     }
   }
   progress.done();
   result.steps = cfg.train.steps;
-  result.seconds = seconds_since(t0);
-  if (start >= cfg.train.steps) {
-    result.val_accuracy = validation_accuracy(model, cfg, device).accuracy();
-  }
+  result.seconds = train_seconds();
+  result.final_loss = state.last_logged_loss;
+  result.val_accuracy = state.val_accuracy;
+  if (start >= cfg.train.steps && state.val_accuracy == 0)
+    result.val_accuracy = validation_accuracy(model, cfg, device).accuracy();  // a format-1 checkpoint has no state
 
   result.results = {{"scheme", cfg.model.positional.type},
                      {"qkv", cfg.model.qkv},
@@ -237,13 +386,21 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
                      {"directional", model->directional()},
                      {"config", config_to_json(cfg)}};
   if (!options.skip_final_eval) {
-    result.lengths = evaluate_lengths(model, cfg, cfg.eval.lengths, device);
+    try {
+      result.lengths = evaluate_lengths(model, cfg, cfg.eval.lengths, device);
+    } catch (const Interrupted& e) {
+      spdlog::info("stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train {} "
+                   "--out {} --resume` evaluates it",
+                   signal_name(e.signal()), ckpt.string(), cfg.train.steps, (dir / "config.json").string(),
+                   dir.string());
+      throw;
+    }
     result.results["lengths"] = length_results_to_json(result.lengths);
     std::printf("%s", format_length_table(result.lengths).c_str());
   }
   write_file_atomic((dir / "results.json").string(), result.results.dump(2) + "\n");
-  spdlog::info("done: {} steps in {:.1f}s, val_accuracy {:.4f}; results in {}", cfg.train.steps, result.seconds,
-               result.val_accuracy, (dir / "results.json").string());
+  spdlog::info("done: {} steps in {}, val_accuracy {:.4f}; results in {}", cfg.train.steps,
+               format_duration(result.seconds), result.val_accuracy, (dir / "results.json").string());
   return result;
 }
 

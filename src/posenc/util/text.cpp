@@ -14,6 +14,16 @@ std::string format_duration(double seconds) {
                        : fmt::format("{}:{:02}", total / 60, total % 60);
 }
 
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 5) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
 namespace {
 
 size_t columns(const std::string& text) {

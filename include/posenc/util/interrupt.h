@@ -1,0 +1,47 @@
+// SIGINT and SIGTERM as a request to stop cleanly. While an InterruptGuard is
+// alive, the first signal only sets a flag that long loops poll (training
+// finishes its step and writes a checkpoint; evaluation stops between
+// batches); a second signal of either kind ends the process at once with the
+// default action. Nothing is lost either way: every file is written atomically.
+// No torch here.
+#pragma once
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+namespace posenc {
+
+class InterruptGuard {
+ public:
+  InterruptGuard();   ///< installs the handlers and clears the flag
+  ~InterruptGuard();  ///< puts the previous handlers back
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+};
+
+/// The signal that asked to stop (SIGINT, SIGTERM), or 0.
+int interrupt_signal();
+
+/// The flag itself, for code that takes an atomic<bool> (the process pool).
+const std::atomic<bool>& interrupt_flag();
+
+/// "SIGINT" / "SIGTERM".
+std::string signal_name(int signal);
+
+/// Thrown where a loop honours a stop request; the CLI exits with 128 + signal
+/// (130 for SIGINT, 143 for SIGTERM), as a shell reports a process killed by it.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(int signal);
+  int signal() const { return signal_; }
+  int exit_code() const { return 128 + signal_; }
+
+ private:
+  int signal_;
+};
+
+/// Throws Interrupted if a stop was requested.
+void throw_if_interrupted();
+
+}  // namespace posenc

@@ -1,0 +1,58 @@
+// Writing files so that nothing a user has is lost: every write goes to a
+// temporary file in the same directory and is renamed over the target only
+// once it is complete and synced. A failure (disk full, read-only, quota)
+// removes the temporary file, leaves the previous version untouched and throws
+// IoError naming the file and the system's reason. No torch here.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace posenc {
+
+/// A file could not be written or read: "cannot write PATH: No space left on device".
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Writes `bytes` to `path` atomically (PATH.tmp.PID, fsync, rename).
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+/// Reads a whole file; IoError naming it if it cannot.
+std::string read_file(const std::string& path);
+
+/// An append-only text file (metrics.jsonl) whose lines are written whole or
+/// not at all: a failed append is cut back off and reported as IoError.
+class AppendFile {
+ public:
+  explicit AppendFile(std::string path);
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  void write_line(const std::string& line);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+/// Deletes NAME.tmp.PID files left in `dir` (not recursive) by writes that a
+/// kill or a crash interrupted. Call it only while holding the directory's
+/// lock, so that no live writer owns them. Returns how many it removed.
+int remove_stale_temporaries(const std::string& dir);
+
+/// Fault injection for tests: with POSENC_FAIL_WRITE=N in the environment, the
+/// Nth write of this process (atomic writes and appends, counted together, from
+/// 1) fails as if the disk were full (ENOSPC). Returns true when this write is
+/// the one to fail.
+bool injected_write_failure();
+
+/// "" if text is valid UTF-8, else what is wrong and where ("byte 0xff at
+/// offset 3 is not valid UTF-8"): configs, paths and results are JSON, which
+/// holds only UTF-8.
+std::string utf8_problem(const std::string& text);
+
+}  // namespace posenc

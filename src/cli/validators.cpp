@@ -1,0 +1,35 @@
+// Flag validators whose messages say what is wrong with the value as typed.
+#include <cerrno>
+#include <cstdlib>
+
+#include "commands.h"
+#include "posenc/util/io.h"
+
+namespace posenc::cli {
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long x = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || end == value.c_str() || *end != '\0')
+          return "'" + value + "' is not an integer (expected a whole number in " + range + ")";
+        if (errno == ERANGE || x < min || x > max) return value + " is out of range " + range;
+        return "";
+      },
+      "INT in " + range);
+}
+
+CLI::Validator non_empty_utf8(const std::string& flag) {
+  return CLI::Validator(
+      [flag](std::string& value) -> std::string {
+        if (value.empty()) return flag + " must not be empty";
+        const std::string bad = utf8_problem(value);
+        return bad.empty() ? "" : flag + ": " + bad + " (paths must be UTF-8 text)";
+      },
+      "PATH");
+}
+
+}  // namespace posenc::cli

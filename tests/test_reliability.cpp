@@ -1,0 +1,626 @@
+// Reliability: stopping by signal, failed writes, NaN/inf, damaged and hostile
+// input. Each test checks what a user keeps: the checkpoint, the results, a
+// one-line error that names the file or the key.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "posenc/experiments/process_pool.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/trainer.h"
+
+using namespace posenc;
+using posenc::testing::fresh_dir;
+using posenc::testing::parameters_of;
+using posenc::testing::run_cli;
+using posenc::testing::small_config;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A directory removed when the test ends.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name) : dir(fresh_dir(name)) { fs::create_directories(dir); }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+/// Writes a tiny run's config file (the small_config of helpers.h) and returns its path.
+std::string write_config(const Scratch& s, const std::string& name, const std::vector<std::string>& extra = {}) {
+  const std::string file = s.path(name);
+  write_file_atomic(file, config_to_json(small_config(s.dir / "unused", extra)).dump(2));
+  return file;
+}
+
+/// NAME.tmp.PID files anywhere under dir.
+std::vector<std::string> temporaries(const fs::path& dir) {
+  static const std::regex tmp(R"(.+\.tmp\.[0-9]+)");
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (std::regex_match(e.path().filename().string(), tmp)) out.push_back(e.path().string());
+  return out;
+}
+
+/// The last logged training step in a run directory's metrics.jsonl.
+int64_t logged_step(const fs::path& run) {
+  std::ifstream in(run / "metrics.jsonl");
+  int64_t step = 0;
+  for (std::string line; std::getline(in, line);) {
+    try {
+      step = std::max(step, json::parse(line).value("step", int64_t{0}));
+    } catch (const json::exception&) {
+    }
+  }
+  return step;
+}
+
+bool wait_for(const std::function<bool()>& done, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+/// One error line holding `fragment`; no backtrace, no library exception names.
+void expect_one_line_error(const std::string& output, const std::string& fragment) {
+  const auto at = output.find("error: ");
+  ASSERT_NE(at, std::string::npos) << output;
+  EXPECT_EQ(output.find("error: ", at + 1), std::string::npos) << "more than one error line:\n" << output;
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  EXPECT_NE(line.find(fragment), std::string::npos) << output;
+  for (const char* leak : {"terminate called", "json.exception", "c10::Error", "Exception raised from", "frame #"})
+    EXPECT_EQ(output.find(leak), std::string::npos) << leak << " in:\n" << output;
+}
+
+json results_without_timing(const fs::path& run) {
+  json r = read_json_file((run / "results.json").string());
+  r.erase("train_seconds");
+  r["config"]["train"].erase("out_dir");
+  return r;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- signals
+
+TEST(Signals, SigtermCheckpointsTheCurrentStepAndResumeMatchesAnUninterruptedRun) {
+  Scratch s("sigterm");
+  const std::string config =
+      // min_lr_ratio=1: a flat schedule after warm-up, so the stopped 3000-step run
+      // and the shorter ones it is compared with follow the same learning rates.
+      write_config(s, "c.json", {"train.steps=3000", "train.checkpoint_every=100000", "model.dropout=0.1",
+                                 "train.log_every=5", "eval.lengths=[8]", "train.min_lr_ratio=1"});
+  const fs::path run = s.dir / "run";
+  const pid_t pid = posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
+  ASSERT_TRUE(wait_for([&] { return logged_step(run) >= 20; }, 120)) << posenc::tail_lines(s.path("log"), 20);
+  ::kill(pid, SIGTERM);
+  const auto end = posenc::testing::wait_child(pid);
+  const std::string log = posenc::tail_lines(s.path("log"), 20);
+  EXPECT_EQ(end.code, 143) << log;  // 128 + SIGTERM, after saving
+  EXPECT_NE(log.find("stopped by SIGTERM at step"), std::string::npos) << log;
+  EXPECT_NE(log.find("--resume"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(run / "results.json"));
+  EXPECT_TRUE(temporaries(s.dir).empty());
+
+  // The checkpoint holds the step it stopped at (no checkpoint_every was due).
+  Config stored;
+  auto model = load_model((run / "checkpoint.pt").string(), torch::kCPU, &stored);
+  FusedAdamW optimizer = make_optimizer(model, stored.train);
+  const int64_t stopped = load_checkpoint((run / "checkpoint.pt").string(), model, &optimizer);
+  EXPECT_GE(stopped, 20);
+  EXPECT_LT(stopped, 3000);
+
+  // Resume to a total a little past the stop, and compare with a run that was never stopped.
+  const int64_t total = stopped + 23;
+  const std::string steps = "train.steps=" + std::to_string(total);
+  // Spelled differently (a trailing slash): the same run directory.
+  const auto resumed =
+      run_cli("train " + config + " --out " + run.string() + "/ --set " + steps + " --resume --no-progress");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const fs::path straight = s.dir / "straight";
+  const auto uninterrupted = run_cli("train " + config + " --out " + straight.string() + " --set " + steps +
+                                     " --no-progress");
+  ASSERT_EQ(uninterrupted.code, 0) << uninterrupted.output;
+  EXPECT_EQ(results_without_timing(run), results_without_timing(straight));
+  const auto a = parameters_of((run / "checkpoint.pt").string()), b = parameters_of((straight / "checkpoint.pt").string());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+TEST(Signals, SigintGivesExit130AndASecondSignalStopsAtOnce) {
+  Scratch s("sigint");
+  const std::string config = write_config(s, "c.json", {"train.steps=100000", "train.checkpoint_every=10"});
+  const fs::path run = s.dir / "run";
+  pid_t pid = posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
+  ASSERT_TRUE(wait_for([&] { return logged_step(run) >= 20; }, 120));
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(posenc::testing::wait_child(pid).code, 130) << posenc::tail_lines(s.path("log"), 10);
+
+  // Two signals in a row: the second one ends the process by its default action.
+  pid = posenc::testing::start_cli({"train", config, "--out", run.string(), "--resume", "--no-progress"},
+                                   s.path("log2"));
+  const int64_t before = logged_step(run);
+  ASSERT_TRUE(wait_for([&] { return logged_step(run) >= before + 20; }, 120));
+  // Two different signals (two of one kind may merge into one while pending):
+  // whichever is delivered second ends the process by its default action.
+  ::kill(pid, SIGTERM);
+  ::kill(pid, SIGINT);
+  const auto end = posenc::testing::wait_child(pid);
+  EXPECT_TRUE(end.signal == SIGTERM || end.signal == SIGINT)
+      << "exit " << end.code << "\n" << posenc::tail_lines(s.path("log2"), 10);
+  // Whatever it was doing, the last complete checkpoint loads, and the next start clears any temporary file.
+  EXPECT_NO_THROW(load_model((run / "checkpoint.pt").string(), torch::kCPU));
+  const auto again = run_cli("train " + config + " --out " + run.string() + " --resume --set train.steps=" +
+                             std::to_string(logged_step(run) + 5) + " --set eval.lengths=[8] --no-progress");
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_TRUE(temporaries(s.dir).empty());
+}
+
+TEST(Signals, EvalStoppedBySignalWritesNoResultsFile) {
+  Scratch s("sigeval");
+  const std::string config = write_config(s, "c.json", {"train.steps=10", "eval.lengths=[8]"});
+  const fs::path run = s.dir / "run";
+  ASSERT_EQ(run_cli("train " + config + " --out " + run.string() + " --no-progress").code, 0);
+  const std::string out = s.path("eval.json");
+  // Long enough to be stopped half way: many examples at a long length.
+  const pid_t pid = posenc::testing::start_cli(
+      {"eval", (run / "checkpoint.pt").string(), "--lengths", "8,512", "--samples", "200000", "--out", out},
+      s.path("log"));
+  // Once its signal handlers are in (they come before the environment line), and a moment into the work.
+  ASSERT_TRUE(wait_for([&] { return posenc::tail_lines(s.path("log"), 5).find("libtorch=") != std::string::npos; }, 60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ::kill(pid, SIGTERM);
+  const auto end = posenc::testing::wait_child(pid);
+  const std::string log = posenc::tail_lines(s.path("log"), 10);
+  EXPECT_EQ(end.code, 143) << log;
+  EXPECT_NE(log.find("no results written"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(temporaries(s.dir).empty());
+}
+
+// ---------------------------------------------------------------- failed writes
+
+TEST(WriteFailure, EachWriteOfATrainRunFailsWithOneLineAndKeepsThePreviousCheckpoint) {
+  Scratch s("writefail");
+  const std::string config = write_config(
+      s, "c.json", {"train.steps=30", "train.checkpoint_every=10", "train.eval_every=30", "eval.lengths=[8]"});
+  // Writes of this run, in order: metrics.jsonl (created), config.json, metrics
+  // lines and checkpoints every 10 steps, the validation line, results.json.
+  int failures_seen = 0;
+  for (int n = 1;; ++n) {
+    ASSERT_LT(n, 40) << "the run never got through all its writes";
+    const fs::path run = s.dir / ("run" + std::to_string(n));
+    ::setenv("POSENC_FAIL_WRITE", std::to_string(n).c_str(), 1);
+    const auto r = run_cli("train " + config + " --out " + run.string() + " --no-progress");
+    ::unsetenv("POSENC_FAIL_WRITE");
+    SCOPED_TRACE("write " + std::to_string(n) + ":\n" + r.output);
+    EXPECT_TRUE(temporaries(run).empty());
+    if (r.code == 0) {  // n is past the last write
+      EXPECT_NE(r.output.find("done: 30 steps"), std::string::npos);
+      EXPECT_TRUE(fs::exists(run / "results.json"));
+      break;
+    }
+    ++failures_seen;
+    EXPECT_EQ(r.code, 1);
+    expect_one_line_error(r.output, "No space left on device");
+    EXPECT_TRUE(std::regex_search(r.output, std::regex("error: cannot write " + run.string() + "/[a-z.]+: No space")));
+    EXPECT_FALSE(fs::exists(run / "results.json"));
+    // Whatever checkpoint there is, is a complete one.
+    if (fs::exists(run / "checkpoint.pt")) {
+      EXPECT_NO_THROW(load_model((run / "checkpoint.pt").string(), torch::kCPU));
+    }
+  }
+  EXPECT_GE(failures_seen, 8);  // metrics, config, 3 checkpoints, log lines, validation, results
+}
+
+TEST(WriteFailure, AFullTmpfsIsAOneLineErrorWithNothingLeftBehind) {
+  Scratch s("tmpfs");
+  const fs::path mnt = s.dir / "small";
+  fs::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=300k") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << "); the fault-injection test covers it";
+  const fs::path run = mnt / "run";
+  const auto r = run_cli("train " + std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json --set train.steps=60 " +
+                         "--set eval.lengths=[8] --out " + run.string() + " --no-progress");
+  const auto left = temporaries(mnt);
+  ::umount(mnt.c_str());
+  EXPECT_EQ(r.code, 1) << r.output;
+  expect_one_line_error(r.output, "cannot write " + run.string() + "/checkpoint.pt: No space left on device");
+  EXPECT_TRUE(left.empty()) << left.front();
+}
+
+// ---------------------------------------------------------------- NaN / inf
+
+TEST(Divergence, APoisonedWeightStopsTheRunAndKeepsTheLastFiniteCheckpoint) {
+  const auto dir = fresh_dir("diverge");
+  TrainOptions opts;
+  opts.poison_at_step = 25;
+  const Config cfg = small_config(dir, {"train.steps=100", "train.checkpoint_every=10", "train.log_every=10"});
+  try {
+    train(cfg, opts);
+    FAIL() << "a NaN weight must stop the run";
+  } catch (const Diverged& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the loss became NaN or inf at step 25"), std::string::npos) << what;
+    EXPECT_NE(what.find("step 20) is finite and kept"), std::string::npos) << what;
+  }
+  // Found at the step-30 log line, before that step's checkpoint: the step-20 one stays.
+  Config stored;
+  auto model = load_model((dir / "checkpoint.pt").string(), torch::kCPU, &stored);
+  FusedAdamW optimizer = make_optimizer(model, stored.train);
+  EXPECT_EQ(load_checkpoint((dir / "checkpoint.pt").string(), model, &optimizer), 20);
+  for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+  const json diverged = read_json_file((dir / kDivergedFile).string());
+  EXPECT_EQ(diverged["step"], 25);
+  EXPECT_EQ(diverged["non_finite"], "loss");
+  EXPECT_EQ(diverged["last_checkpoint_step"], 20);
+  EXPECT_FALSE(fs::exists(dir / "results.json"));
+  // No metrics line past the last finite interval.
+  EXPECT_EQ(logged_step(dir), 20);
+  fs::remove_all(dir);
+}
+
+TEST(Divergence, FoundWithoutGradientClippingAndBeforeAnyCheckpoint) {
+  const auto dir = fresh_dir("diverge0");
+  TrainOptions opts;
+  opts.poison_at_step = 3;
+  try {
+    train(small_config(dir, {"train.steps=50", "train.grad_clip=0", "train.checkpoint_every=40"}), opts);
+    FAIL();
+  } catch (const Diverged& e) {
+    EXPECT_NE(std::string(e.what()).find("at step 3; no checkpoint was written before it"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "checkpoint.pt"));
+  fs::remove_all(dir);
+}
+
+TEST(Divergence, ACheckpointIsNeverWrittenFromNonFiniteWeights) {
+  const auto dir = fresh_dir("nanckpt");
+  const Config cfg = small_config(dir);
+  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  save_checkpoint((dir / "c.pt").string(), model, nullptr, 1, cfg);
+  {
+    torch::NoGradGuard no_grad;
+    model->parameters().back().fill_(std::numeric_limits<float>::infinity());
+  }
+  EXPECT_THROW(save_checkpoint((dir / "c.pt").string(), model, nullptr, 2, cfg), std::runtime_error);
+  auto loaded = load_model((dir / "c.pt").string(), torch::kCPU);  // the finite one is still there
+  for (const auto& p : loaded->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+  fs::remove_all(dir);
+}
+
+TEST(Divergence, CompareReportsADivergedRunAsFailedAndDoesNotRetryIt) {
+  Scratch s("comparediverge");
+  const json grid = {{"base", std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"},
+                     {"set",
+                      {{"train.steps", 20},
+                       {"train.eval_every", 20},
+                       {"train.checkpoint_every", 10},
+                       {"train.log_every", 10},
+                       {"train.val_samples", 64},
+                       {"eval.lengths", {8}},
+                       {"eval.samples_per_length", 64}}},
+                     {"schemes", {"none"}},
+                     {"seeds", {0}}};
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const std::string args = "compare " + s.path("grid.json") + " --out " + s.path("out") + " --no-figures --no-progress";
+  ::setenv("POSENC_POISON_STEP", "15", 1);
+  const auto first = run_cli(args);
+  ::unsetenv("POSENC_POISON_STEP");
+  EXPECT_EQ(first.code, 1) << first.output;
+  EXPECT_NE(first.output.find("none-projected-max-s0 DIVERGED"), std::string::npos) << first.output;
+  const json summary = read_json_file(s.path("out") + "/summary.json");
+  ASSERT_EQ(summary["diverged"].size(), 1u);
+  EXPECT_EQ(summary["diverged"][0]["run"], "none-projected-max-s0");
+  EXPECT_TRUE(summary["unfinished"].empty());
+  EXPECT_TRUE(summary["variants"].empty());
+  const auto second = run_cli(args);
+  EXPECT_NE(second.output.find("1 diverged already, 0 to resume, 0 to start"), std::string::npos) << second.output;
+}
+
+// ---------------------------------------------------------------- run directories
+
+TEST(RunDirectory, AMovedRunResumesAndTimeAndLossWindowSpanTheSegments) {
+  const auto straight = fresh_dir("moved_straight"), first = fresh_dir("moved_a"), moved = fresh_dir("moved_b");
+  // Stop at step 25, half way through a 10-step log window.
+  const std::vector<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1"};
+  TrainOptions opts;
+  opts.skip_final_eval = true;
+  const auto whole = train(small_config(straight, run), opts);
+  opts.stop_at_step = 25;
+  const auto part = train(small_config(first, run), opts);
+  fs::rename(first, moved);
+  opts.stop_at_step = 0;
+  opts.resume = true;
+  const auto rest = train(small_config(moved, run), opts);  // out_dir differs from the stored one: allowed
+  EXPECT_EQ(rest.final_loss, whole.final_loss);             // the window 31..40 spans no restart, 21..30 did
+  EXPECT_GE(rest.seconds, part.seconds);                    // time of both segments
+  const json results = read_json_file((moved / "results.json").string());
+  EXPECT_EQ(results["final_train_loss"].get<double>(), whole.final_loss);
+  EXPECT_EQ(results["train_seconds"].get<double>(), rest.seconds);
+  // Metrics lines agree with the uninterrupted run's, the step-30 one included.
+  auto losses = [](const fs::path& dir) {
+    std::vector<double> out;
+    std::ifstream in(dir / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (auto j = json::parse(line); j.contains("loss")) out.push_back(j["loss"]);
+    return out;
+  };
+  EXPECT_EQ(losses(moved), losses(straight));
+  // Resuming with fewer steps than the checkpoint holds is an error, not "done: 30 steps".
+  try {
+    train(small_config(moved, {"train.steps=30", "train.checkpoint_every=20", "model.dropout=0.1"}), opts);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is at step 40, past train.steps=30"), std::string::npos) << e.what();
+  }
+  for (const auto& d : {straight, moved}) fs::remove_all(d);
+}
+
+TEST(RunDirectory, AnotherRunsFilesACompareRootAndALiveTrainAreRefused) {
+  Scratch s("rundir");
+  TrainOptions opts;
+  opts.skip_final_eval = true;
+  // config.json of another run, no checkpoint.
+  const fs::path other = s.dir / "other";
+  write_file_atomic((other / "config.json").string(),
+                    config_to_json(small_config(other, {"model.d_model=16"})).dump());
+  try {
+    train(small_config(other, {"train.steps=5"}), opts);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds config.json of another run (first difference at /model/d_model)"),
+              std::string::npos)
+        << e.what();
+  }
+  // results.json without a checkpoint.
+  const fs::path done = s.dir / "done";
+  write_file_atomic((done / "results.json").string(), "{}");
+  EXPECT_THROW(train(small_config(done, {"train.steps=5"}), opts), ConfigError);
+  // A compare output root.
+  const fs::path root = s.dir / "root";
+  write_file_atomic((root / "compare.lock").string(), "");
+  try {
+    train(small_config(root, {"train.steps=5"}), opts);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is the output directory of a posenc compare"), std::string::npos);
+  }
+  // The same run's unfinished start (config.json, no checkpoint) may start again, and
+  // temporary files of interrupted writes are removed.
+  const fs::path again = s.dir / "again";
+  write_file_atomic((again / "config.json").string(), config_to_json(small_config(again, {"train.steps=5"})).dump());
+  write_file_atomic((again / "checkpoint.pt.tmp.99999").string(), "partial");
+  write_file_atomic((again / "config.json.tmp.12").string(), "partial");
+  train(small_config(again, {"train.steps=5"}), opts);
+  EXPECT_TRUE(temporaries(again).empty());
+
+  // Two trains on one directory: the second is refused while the first runs.
+  const std::string config = write_config(s, "long.json", {"train.steps=100000"});
+  const fs::path busy = s.dir / "busy";
+  const pid_t pid = posenc::testing::start_cli({"train", config, "--out", busy.string(), "--no-progress"}, s.path("log"));
+  ASSERT_TRUE(wait_for([&] { return logged_step(busy) >= 10; }, 120));
+  const auto second = run_cli("train " + config + " --out " + busy.string() + "/ --no-progress");
+  ::kill(pid, SIGTERM);
+  posenc::testing::wait_child(pid);
+  EXPECT_EQ(second.code, 2);
+  expect_one_line_error(second.output, "another posenc train is running on " + busy.string());
+}
+
+// ---------------------------------------------------------------- messages
+
+TEST(Messages, BadFilesAndFlagsSayWhatIsWrong) {
+  Scratch s("messages");
+  write_file_atomic(s.path("array.json"), "[1, 2]");
+  auto r = run_cli("train " + s.path("array.json") + " --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "array.json: a config file must hold one JSON object");
+
+  write_file_atomic(s.path("dup.json"), "{\"train\": {\"steps\": 5, \"steps\": 6}}");
+  r = run_cli("train " + s.path("dup.json") + " --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "key \"steps\" appears twice in \"train\"");
+
+  const std::string config = write_config(s, "c.json");
+  r = run_cli("train " + config + " --set train.lr=1e400 --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "--set train.lr=1e400: a number is out of range");
+
+  r = run_cli("train " + config + " --out ''");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--out must not be empty"), std::string::npos) << r.output;
+
+  r = run_cli("train " + config + " --out " + s.path("bad\xff"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("is not valid UTF-8"), std::string::npos) << r.output;
+  r = run_cli("train " + config + " --set train.out_dir=" + s.path("bad\xff"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "is not valid UTF-8");
+  EXPECT_FALSE(fs::exists(s.path("bad\xff")));
+
+  r = run_cli("eval " + config + " --lengths abc");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("'abc' is not an integer"), std::string::npos) << r.output;
+
+  r = run_cli("train " + config + " --set model.d_model=66 --set model.heads=6 --set model.positional.type=rope --out " +
+              s.path("odd"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "the head dimension is 11 (odd");
+}
+
+TEST(Messages, DamagedCheckpointsAndImpossibleLengthsNameTheFile) {
+  Scratch s("ckptmsg");
+  const std::string config = write_config(s, "c.json", {"train.steps=5", "eval.lengths=[8]"});
+  const fs::path run = s.dir / "run";
+  ASSERT_EQ(run_cli("train " + config + " --out " + run.string() + " --no-progress").code, 0);
+  const std::string ckpt = (run / "checkpoint.pt").string();
+  std::string bytes = read_file(ckpt);
+  bytes[bytes.size() / 2] ^= 0x10;
+  write_file_atomic(s.path("flipped.pt"), bytes);
+  auto r = run_cli("eval " + s.path("flipped.pt"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, s.path("flipped.pt") + ": checkpoint is corrupted");
+
+  // A length that cannot fit is refused before any length runs, quickly.
+  const auto t0 = std::chrono::steady_clock::now();
+  r = run_cli("eval " + ckpt + " --lengths 8,1000000 --out " + s.path("e.json"));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "evaluation at length 1000000 needs about");
+  EXPECT_FALSE(fs::exists(s.path("e.json")));
+}
+
+// ---------------------------------------------------------------- fuzzing
+
+namespace {
+
+/// Every JSON pointer of a document's values (objects and arrays included).
+void pointers(const json& j, const std::string& at, std::vector<std::string>& out) {
+  out.push_back(at);
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) pointers(it.value(), at + "/" + it.key(), out);
+  if (j.is_array())
+    for (size_t i = 0; i < j.size(); ++i) pointers(j[i], at + "/" + std::to_string(i), out);
+}
+
+json extreme_value(std::mt19937& rng) {
+  static const std::vector<json> values = {
+      0, -1, 1, 2, 3, int64_t{1} << 31, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
+      1e308, -1e308, 1e-320, 0.5, -0.0, "", "x", "rope", "\u00e9\u4e2d", true, false, nullptr, json::array(),
+      json::object(), json::array({1, 2}), json{{"type", "alibi"}}, std::numeric_limits<uint64_t>::max()};
+  return values[rng() % values.size()];
+}
+
+/// One random change: drop, add, retype, nest or set an extreme number at a random place.
+json mutate(json doc, std::mt19937& rng) {
+  std::vector<std::string> at;
+  pointers(doc, "", at);
+  const json::json_pointer p(at[rng() % at.size()]);
+  const int op = static_cast<int>(rng() % 5);
+  if (op == 0 && !p.empty()) {
+    doc[p.parent_pointer()].is_object() ? (void)doc[p.parent_pointer()].erase(p.back())
+                                        : doc[p.parent_pointer()].erase(std::stoul(p.back()));
+  } else if (op == 1 && doc[p].is_object()) {
+    doc[p]["unknown_" + std::to_string(rng() % 3)] = extreme_value(rng);
+  } else if (op == 2) {
+    doc[p] = extreme_value(rng);
+  } else if (op == 3) {
+    doc[p] = (rng() % 2) ? json{{"nested", doc[p]}} : json::array({doc[p]});
+  } else {
+    doc[p] = (rng() % 2) ? json(static_cast<double>(rng()) * std::pow(10.0, static_cast<int>(rng() % 600) - 300))
+                         : json(static_cast<int64_t>(rng()) * ((rng() % 2) ? -1 : 1));
+  }
+  return doc;
+}
+
+}  // namespace
+
+TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
+  std::mt19937 rng(20261122);
+  const json base = config_to_json(Config{});
+  int valid = 0, rejected = 0, cases = 0;
+  for (int i = 0; i < 3000; ++i) {
+    json doc = base;
+    const int changes = 1 + static_cast<int>(rng() % 3);
+    for (int c = 0; c < changes; ++c) doc = mutate(doc, rng);
+    std::string text = doc.dump();
+    if (i % 5 == 0) {  // raw bytes: invalid UTF-8, control bytes, cut short
+      const size_t at = rng() % (text.size() + 1);
+      const char junk[] = {'\xff', '\xc3', '\x00', '\x80', '"', '{', '\xed'};
+      if (rng() % 3 == 0) text = text.substr(0, at);
+      else text.insert(at, 1, junk[rng() % sizeof junk]);
+    }
+    ++cases;
+    try {
+      const Config c = config_from_json(parse_json_strict(text, "fuzz"));
+      // What validates round-trips to itself.
+      EXPECT_EQ(config_to_json(config_from_json(config_to_json(c))), config_to_json(c)) << text;
+      ++valid;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      ++rejected;
+    }
+  }
+  // The same through --set: random paths and values.
+  const std::vector<std::string> paths = {"train.steps", "model", "model.positional.type", "eval.lengths",
+                                          "task.negatives.shuffle", "model.positional.base", "a.b.c", "train..x"};
+  for (int i = 0; i < 1000; ++i) {
+    json j = json::object();
+    const std::string value = extreme_value(rng).dump();
+    ++cases;
+    try {
+      apply_override(j, paths[rng() % paths.size()] + "=" + value);
+      config_from_json(j);
+      ++valid;
+    } catch (const ConfigError& e) {
+      ++rejected;
+    }
+  }
+  std::printf("config fuzz: %d cases, %d valid, %d rejected with a ConfigError, 0 other outcomes\n", cases, valid,
+              rejected);
+  EXPECT_EQ(valid + rejected, cases);
+  EXPECT_GT(valid, 100);
+  EXPECT_GT(rejected, 1000);
+}
+
+TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
+  const auto dir = fresh_dir("ckptfuzz");
+  const Config cfg = small_config(dir);
+  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  FusedAdamW optimizer = make_optimizer(model, cfg.train);
+  const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
+  save_checkpoint(good, model, &optimizer, 3, cfg);
+  const std::string bytes = read_file(good);
+  std::mt19937 rng(7);
+  int cases = 0, rejected = 0;
+  const auto expect_rejected = [&](const std::string& damaged, const std::string& what) {
+    write_file_atomic(bad, damaged);
+    ++cases;
+    try {
+      EncoderClassifier m(cfg.model, cfg.task.vocab_size);
+      FusedAdamW o = make_optimizer(m, cfg.train);
+      load_checkpoint(bad, m, &o);
+      ADD_FAILURE() << what << " loaded without an error";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+      ++rejected;
+    }
+  };
+  for (size_t i = 0; i < 32; ++i) expect_rejected(bytes.substr(0, i), "cut at " + std::to_string(i));
+  for (int i = 0; i < 400; ++i) {
+    const size_t at = rng() % bytes.size();
+    expect_rejected(bytes.substr(0, at), "cut at " + std::to_string(at));
+    std::string flipped = bytes;
+    flipped[at] ^= static_cast<char>(1 << (rng() % 8));
+    expect_rejected(flipped, "bit flipped at " + std::to_string(at));
+  }
+  for (size_t at = 0; at < 32; ++at) {  // every header byte
+    std::string flipped = bytes;
+    flipped[at] ^= 0x01;
+    expect_rejected(flipped, "header byte " + std::to_string(at));
+  }
+  std::printf("checkpoint fuzz: %d damaged files (%zu bytes intact), %d rejected naming the file\n", cases,
+              bytes.size(), rejected);
+  EXPECT_EQ(rejected, cases);
+  fs::remove_all(dir);
+}
