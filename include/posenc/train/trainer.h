@@ -22,6 +22,7 @@
 #include "posenc/config.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/finite_watch.h"
 #include "posenc/train/fused_adamw.h"
 #include "posenc/train/run_dir.h"
 
@@ -41,12 +42,6 @@ struct TrainOptions {
   int64_t poison_at_step = 0;
 };
 
-/// The loss or the gradient norm became NaN or inf: the run stopped, its last
-/// finite checkpoint (if any) is kept, and diverged.json says what happened.
-class Diverged : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct TrainResult {
   int64_t steps = 0;
@@ -60,9 +55,6 @@ struct TrainResult {
 
 /// "auto" -> CUDA when available; "cuda" without CUDA is a ConfigError.
 torch::Device resolve_device(const std::string& name);
-
-/// JSON pointers of the config parts that --resume accepts changed.
-const std::vector<std::string>& resumable_changes();
 
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
 FusedAdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train);

@@ -143,7 +143,10 @@ int run_comparison(const CompareOptions& o) {
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
   const DirectoryLock lock(out, "compare.lock", "posenc compare");
-  if (const int n = remove_stale_temporaries(out) + remove_stale_temporaries((fs::path(out) / "configs").string()))
+  int stale = 0;
+  for (const char* sub : {"", "configs", "inspect", "attention"})
+    stale += remove_stale_temporaries((fs::path(out) / sub).string());
+  if (const int n = stale)
     spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, out);
   std::string command = "posenc compare " + o.config + (o.full ? " --full" : "");
   if (!o.out.empty()) command += " --out " + o.out;

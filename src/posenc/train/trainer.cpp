@@ -13,6 +13,7 @@
 #include "posenc/train/autocast.h"
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/finite_watch.h"
 #include "posenc/train/schedule.h"
 #include "posenc/util/dir_lock.h"
 #include "posenc/util/interrupt.h"
@@ -36,13 +37,6 @@ void set_threads(int64_t threads) {
   if (torch::get_num_threads() != threads) torch::set_num_threads(static_cast<int>(threads));
 }
 
-const std::vector<std::string>& resumable_changes() {
-  // out_dir is where the run is, not what it is: a moved or copied run resumes.
-  static const std::vector<std::string> paths = {"/train/steps",     "/train/threads", "/train/device",
-                                                 "/train/log_every", "/train/out_dir", "/eval"};
-  return paths;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -56,46 +50,6 @@ void check_resume_config(const Config& now, const Config& stored, const std::str
     throw ConfigError("--resume: the config differs from the one stored in " + ckpt + " at " + path +
                       " (only train.steps, train.threads, train.device, train.log_every, train.out_dir and eval.* "
                       "may change)");
-}
-
-/// Keeps the metrics lines of steps <= step (what a resumed run will not rewrite).
-void truncate_metrics(const fs::path& file, int64_t step) {
-  if (!fs::exists(file)) return;
-  std::ifstream in(file);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      if (nlohmann::json::parse(line).value("step", int64_t{0}) <= step) kept += line + "\n";
-    } catch (const nlohmann::json::exception&) {
-      // a line cut short by a kill: drop it
-    }
-  }
-  write_file_atomic(file.string(), kept);
-}
-
-/// What a fresh (not --resume) run may start in: a new or empty directory, or
-/// one holding only an unfinished start of the same run (no checkpoint yet).
-void check_fresh_directory(const fs::path& dir, const Config& cfg) {
-  if (fs::exists(dir / "checkpoint.pt"))
-    throw ConfigError(dir.string() + " already holds a run (checkpoint.pt); pass --resume to continue it or choose "
-                                     "another --out");
-  for (const char* name : {"results.json", kDivergedFile})
-    if (fs::exists(dir / name))
-      throw ConfigError(dir.string() + " holds " + name + " of an earlier run but no checkpoint; choose another --out "
-                                       "or move that run away");
-  const fs::path config = dir / "config.json";
-  if (!fs::exists(config)) return;
-  std::string at;
-  try {
-    at = first_difference(config_from_json(read_json_file(config.string())), cfg, resumable_changes());
-  } catch (const ConfigError& e) {
-    throw ConfigError(dir.string() + " holds a config.json that is not a posenc run config (" + e.what() +
-                      "); choose another --out");
-  }
-  if (!at.empty())
-    throw ConfigError(dir.string() + " holds config.json of another run (first difference at " + at +
-                      ") and no checkpoint; choose another --out or move that run away");
 }
 
 /// The running sums between two log lines and the time trained so far: kept in
@@ -124,63 +78,6 @@ struct RunningState {
     s.correct_sum = j.value("correct_sum", int64_t{0});
     return s;
   }
-};
-
-/// The first step whose loss, and the first whose gradient norm, was not
-/// finite, kept on the device: a few tiny ops per step and no host sync.
-class FiniteWatch {
- public:
-  explicit FiniteWatch(torch::Device device)
-      : first_bad_(torch::full({2}, kNever, torch::TensorOptions().dtype(torch::kLong).device(device))) {}
-
-  void observe(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm) {
-    auto values = torch::stack({loss.detach().to(torch::kFloat), grad_norm.to(loss.device(), torch::kFloat)});  // (2)
-    first_bad_ = torch::where(values.isfinite(), first_bad_, first_bad_.clamp_max(step));
-  }
-
-  /// Reads the flags (a host sync); throws Diverged if anything went non-finite.
-  void check(const fs::path& dir, const Config& cfg, int64_t last_checkpoint) const {
-    const auto bad = first_bad_.cpu();
-    const int64_t loss_step = bad[0].item<int64_t>(), grad_step = bad[1].item<int64_t>();
-    if (loss_step == kNever && grad_step == kNever) return;
-    const bool loss_first = loss_step <= grad_step;
-    diverged(dir, cfg, last_checkpoint, (loss_first ? loss_step : grad_step) + 1,  // steps are reported from 1
-             loss_first ? "loss" : "grad_norm", loss_first ? "the loss" : "the gradient norm");
-  }
-
-  /// A weight went non-finite with a finite loss and gradient norm (one no
-  /// batch reaches, such as the padding row): found before a checkpoint.
-  void check_weights(EncoderClassifier& model, const fs::path& dir, const Config& cfg, int64_t last_checkpoint,
-                     int64_t step) const {
-    const std::string name = first_non_finite_parameter(model);
-    if (!name.empty()) diverged(dir, cfg, last_checkpoint, step, "weights", "parameter " + name);
-  }
-
- private:
-  /// Writes diverged.json and throws Diverged.
-  [[noreturn]] static void diverged(const fs::path& dir, const Config& cfg, int64_t last_checkpoint, int64_t step,
-                                    const std::string& key, const std::string& what) {
-    const std::string kept = last_checkpoint > 0
-                                 ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
-                                               (dir / "checkpoint.pt").string(), last_checkpoint)
-                                 : std::string("no checkpoint was written before it");
-    const std::string message = fmt::format(
-        "training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}), raise "
-        "train.warmup_steps or use train.precision=float32",
-        what, step, kept, cfg.train.lr);
-    write_file_atomic((dir / kDivergedFile).string(),
-                      nlohmann::json{{"step", step},
-                                     {"non_finite", key},
-                                     {"last_checkpoint_step", last_checkpoint},
-                                     {"message", message},
-                                     {"config", config_to_json(cfg)}}
-                              .dump(2) +
-                          "\n");
-    throw Diverged(message);
-  }
-
-  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-  torch::Tensor first_bad_;  // (2) int64: loss, gradient norm
 };
 
 std::vector<torch::optim::OptimizerParamGroup> param_groups(EncoderClassifier& model, double weight_decay) {

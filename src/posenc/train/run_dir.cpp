@@ -1,0 +1,52 @@
+#include "posenc/train/run_dir.h"
+
+#include <fstream>
+
+namespace posenc {
+namespace fs = std::filesystem;
+
+const std::vector<std::string>& resumable_changes() {
+  // out_dir is where the run is, not what it is: a moved or copied run resumes.
+  static const std::vector<std::string> paths = {"/train/steps",     "/train/threads", "/train/device",
+                                                 "/train/log_every", "/train/out_dir", "/eval"};
+  return paths;
+}
+
+void check_fresh_directory(const fs::path& dir, const Config& cfg) {
+  if (fs::exists(dir / "checkpoint.pt"))
+    throw ConfigError(dir.string() + " already holds a run (checkpoint.pt); pass --resume to continue it or choose "
+                                     "another --out");
+  for (const char* name : {"results.json", kDivergedFile})
+    if (fs::exists(dir / name))
+      throw ConfigError(dir.string() + " holds " + name + " of an earlier run but no checkpoint; choose another --out "
+                                       "or move that run away");
+  const fs::path config = dir / "config.json";
+  if (!fs::exists(config)) return;
+  std::string at;
+  try {
+    at = first_difference(config_from_json(read_json_file(config.string())), cfg, resumable_changes());
+  } catch (const ConfigError& e) {
+    throw ConfigError(dir.string() + " holds a config.json that is not a posenc run config (" + e.what() +
+                      "); choose another --out");
+  }
+  if (!at.empty())
+    throw ConfigError(dir.string() + " holds config.json of another run (first difference at " + at +
+                      ") and no checkpoint; choose another --out or move that run away");
+}
+
+void truncate_metrics(const fs::path& file, int64_t step) {
+  if (!fs::exists(file)) return;
+  std::ifstream in(file);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      if (nlohmann::json::parse(line).value("step", int64_t{0}) <= step) kept += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      // a line cut short by a kill: drop it
+    }
+  }
+  write_file_atomic(file.string(), kept);
+}
+
+}  // namespace posenc
