@@ -203,27 +203,83 @@ class Rope(Scheme):
         return self.apply(q, pos.q, pos, "q"), self.apply(k, pos.k, pos, "k")
 
 
+def add_directional(module, o, H):
+    """The shared `directional` option (relative.h): offsets for keys left / right of the query."""
+    module.directional = o["directional"]
+    if module.directional:
+        module.left_offset = nn.Parameter(torch.zeros(H))
+        module.right_offset = nn.Parameter(torch.zeros(H))
+
+
+def apply_directional(module, b, rel):
+    """b (1, H or 1, Lq, Lk) plus the offsets by the sign of rel (Lq, Lk)."""
+    if not module.directional:
+        return b
+    dtype = module.left_offset.dtype
+    offsets = (module.right_offset.view(-1, 1, 1) * (rel > 0).to(dtype)
+               + module.left_offset.view(-1, 1, 1) * (rel < 0).to(dtype))
+    return b + offsets.unsqueeze(0)
+
+
 class Alibi(Scheme):
     bias_hook = True
 
     def __init__(self, o, D, H, Dh):
         super().__init__()
-        self.directional = o["directional"]
         self.register_buffer("slopes", torch.tensor(alibi_slopes(H), dtype=torch.float32))
-        if self.directional:
-            self.left_offset = nn.Parameter(torch.zeros(H))
-            self.right_offset = nn.Parameter(torch.zeros(H))
+        add_directional(self, o, H)
 
     def bias(self, pos):
         def make():
-            rel = relative_positions(pos.q, pos.k).to(self.slopes.dtype).unsqueeze(0)
-            b = -self.slopes.view(-1, 1, 1) * rel.abs()
-            if self.directional:
-                b = (b + self.right_offset.view(-1, 1, 1) * (rel > 0).to(rel.dtype)
-                     + self.left_offset.view(-1, 1, 1) * (rel < 0).to(rel.dtype))
-            return b.unsqueeze(0)
+            rel = relative_positions(pos.q, pos.k)
+            b = -self.slopes.view(-1, 1, 1) * rel.abs().to(self.slopes.dtype).unsqueeze(0)
+            return apply_directional(self, b.unsqueeze(0), rel)
 
         return pos.once(self, "alibi", make)
+
+
+class Kerple(Scheme):
+    bias_hook = True
+    EPS = 1e-2
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.power = o["variant"] == "power"
+        self.r1 = nn.Parameter(torch.rand(H) * (1.0 if self.power else 2.0))
+        self.r2 = nn.Parameter(torch.rand(H) * (2.0 if self.power else 1.0))
+        add_directional(self, o, H)
+
+    def bias(self, pos):
+        def make():
+            rel = relative_positions(pos.q, pos.k)
+            distance = rel.abs().to(self.r1.dtype).unsqueeze(0)
+            r1 = self.r1.clamp(min=self.EPS).view(-1, 1, 1)
+            r2 = self.r2.clamp(min=self.EPS).view(-1, 1, 1)
+            b = -r1 * distance.pow(r2.clamp(max=2.0)) if self.power else -r1 * torch.log1p(r2 * distance)
+            return apply_directional(self, b.unsqueeze(0), rel)
+
+        return pos.once(self, "kerple", make)
+
+
+class Sandwich(Scheme):
+    bias_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.H, self.Dh, self.base = H, Dh, o["base"]
+        add_directional(self, o, H)
+
+    def bias(self, pos):
+        def make():
+            rel = relative_positions(pos.q, pos.k)
+            k = torch.arange(1, self.Dh // 2 + 1, dtype=torch.float64, device=rel.device)
+            freq = torch.pow(torch.tensor(self.base, dtype=torch.float64), -2.0 * k / self.Dh)
+            dot = torch.cos(rel.to(torch.float64).unsqueeze(-1) * freq).sum(-1) - self.Dh // 2
+            h = torch.arange(1, self.H + 1, dtype=torch.float64, device=rel.device)
+            b = (dot.unsqueeze(0) / (8.0 * h / self.H).view(-1, 1, 1)).to(torch.float32)
+            return apply_directional(self, b.unsqueeze(0), rel)
+
+        return pos.once(self, "sandwich", make)
 
 
 class T5(Scheme):
@@ -317,11 +373,14 @@ class Ape(Scheme):
     def __init__(self, o, D, H, Dh):
         super().__init__()
         scalar(self, "scale", o["scale"], o["learnable"])
+        add_directional(self, o, H)
 
     def bias(self, pos):
         def make():
-            distance = relative_positions(pos.q, pos.k).abs().to(self.scale.dtype)
-            return (self.scale * (1.0 - distance / pos.k.size(0))).view(1, 1, *distance.shape)
+            rel = relative_positions(pos.q, pos.k)
+            distance = rel.abs().to(self.scale.dtype)
+            b = (self.scale * (1.0 - distance / pos.k.size(0))).view(1, 1, *distance.shape)
+            return apply_directional(self, b, rel)
 
         return pos.once(self, "ape", make)
 
@@ -332,11 +391,14 @@ class Decay(Scheme):
     def __init__(self, o, D, H, Dh):
         super().__init__()
         scalar(self, "log_tau", math.log(o["tau"]), o["learnable"])
+        add_directional(self, o, H)
 
     def bias(self, pos):
         def make():
-            distance = relative_positions(pos.q, pos.k).abs().to(self.log_tau.dtype)
-            return torch.exp(-distance / self.log_tau.exp()).view(1, 1, *distance.shape)
+            rel = relative_positions(pos.q, pos.k)
+            distance = rel.abs().to(self.log_tau.dtype)
+            b = torch.exp(-distance / self.log_tau.exp()).view(1, 1, *distance.shape)
+            return apply_directional(self, b, rel)
 
         return pos.once(self, "decay", make)
 
@@ -361,7 +423,7 @@ class Da(Scheme):
 
 
 SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope,
-           "alibi": Alibi, "t5": T5, "shaw": Shaw, "xl": Xl, "ape": Ape, "decay": Decay, "da": Da}
+           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "shaw": Shaw, "xl": Xl, "ape": Ape, "decay": Decay, "da": Da}
 INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's Placement::Input
 
 # ---------------------------------------------------------------------------

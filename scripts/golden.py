@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for the rope, alibi, t5 and sinusoidal schemes.
+"""Golden values for the rope, alibi, t5, sinusoidal, kerple and sandwich schemes.
 
 An independent implementation in numpy, written from the papers' formulas (not
 from posenc's C++), whose output the C++ tests compare against within a
@@ -73,6 +73,26 @@ def t5_bucket(relative, num_buckets, max_distance, bidirectional):
     return ret + min(val, num_buckets - 1)
 
 
+def kerple_bias(r1, r2, length, variant):
+    """Chi et al. 2022: -r1 log(1 + r2 |i-j|) or -r1 |i-j|^r2, per head (positive r1, r2 given)."""
+    out = []
+    for a, b in zip(r1, r2):
+        if variant == "log":
+            out.append([[-a * math.log(1.0 + b * abs(i - j)) for j in range(length)] for i in range(length)])
+        else:
+            out.append([[-a * abs(i - j) ** b for j in range(length)] for i in range(length)])
+    return out
+
+
+def sandwich_bias(heads, head_dim, length, base):
+    """Chi et al. 2023: the dot product of sinusoidal vectors p_i . p_j = sum_k cos((i-j) w_k),
+    w_k = base^(-2k/d), k = 1..d/2, minus its value d/2 at i = j, divided by 8h/H for head h = 1..H."""
+    def dot(offset):
+        return sum(math.cos(offset * base ** (-2.0 * k / head_dim)) for k in range(1, head_dim // 2 + 1))
+    return [[[(dot(j - i) - head_dim // 2) / (8.0 * h / heads) for j in range(length)] for i in range(length)]
+            for h in range(1, heads + 1)]
+
+
 def rope_input(length, dh):
     return np.array([[math.cos(0.3 * m + 0.7 * d) + 0.1 * d for d in range(dh)] for m in range(length)])
 
@@ -118,6 +138,22 @@ def main(out_dir):
             t5_bucket(r, case["num_buckets"], case["max_distance"], case["bidirectional"])
             for r in fixtures["t5"]["offsets"]
         ]
+    fixtures["kerple"] = {
+        "cases": [
+            {"variant": "log", "r1": [0.5, 1.7, 0.01], "r2": [0.3, 0.9, 2.5], "length": 12},
+            {"variant": "power", "r1": [0.2, 0.8, 1.5], "r2": [0.5, 1.0, 2.0], "length": 12},
+        ]
+    }
+    for case in fixtures["kerple"]["cases"]:
+        case["bias"] = kerple_bias(case["r1"], case["r2"], case["length"], case["variant"])
+    fixtures["sandwich"] = {
+        "cases": [
+            {"heads": 4, "head_dim": 16, "length": 20, "base": 10000.0},
+            {"heads": 3, "head_dim": 8, "length": 15, "base": 100.0},
+        ]
+    }
+    for case in fixtures["sandwich"]["cases"]:
+        case["bias"] = sandwich_bias(case["heads"], case["head_dim"], case["length"], case["base"])
     for name, data in fixtures.items():
         data["generator"] = "scripts/golden.py (numpy, independent of the C++ code)"
         with open(os.path.join(out_dir, name + ".json"), "w") as f:

@@ -93,3 +93,34 @@ TEST(Inspect, ReportsWhatEachSchemeContributes) {
   EXPECT_THROW(inspect_scheme({"rope", 7, 3, 8}), ConfigError);
   EXPECT_THROW(inspect_scheme({"rope", 7, 2, 8, {{"bogus", 1}}}), ConfigError);
 }
+
+namespace {
+
+/// The bias (H, L, L) of a scheme built with `options`, its named parameters set from `values`.
+torch::Tensor bias_with(const std::string& type, int64_t heads, int64_t head_dim, int64_t length, const json& options,
+                        const std::map<std::string, json>& values = {}) {
+  auto s = posenc::testing::scheme_with(type, {heads * head_dim, heads, head_dim, 0}, options);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : s->named_parameters())
+      if (values.count(p.key())) p.value().copy_(tensor_of(values.at(p.key())).to(torch::kFloat32));
+  }
+  return s->bias(posenc::testing::arange_positions(length))[0].to(torch::kFloat64);
+}
+
+}  // namespace
+
+TEST(Golden, KerpleLogAndPower) {
+  for (const auto& c : golden("kerple")["cases"]) {
+    const int64_t H = c["r1"].size();
+    const auto got = bias_with("kerple", H, 4, c["length"], {{"variant", c["variant"]}}, {{"r1", c["r1"]}, {"r2", c["r2"]}});
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5)) << c["variant"];
+  }
+}
+
+TEST(Golden, SandwichBias) {
+  for (const auto& c : golden("sandwich")["cases"]) {
+    const auto got = bias_with("sandwich", c["heads"], c["head_dim"], c["length"], {{"base", c["base"]}});
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5)) << c["heads"] << " heads, base " << c["base"];
+  }
+}

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include "posenc/positional/registry.h"
+
 namespace posenc {
 
 /// rel[i, j] = k_pos[j] - q_pos[i]: (Lq, Lk) int64 ("memory minus query", as in T5 and Shaw).
@@ -22,5 +24,26 @@ std::vector<double> alibi_slopes(int64_t heads);
 /// T5 relative-position bucket of each offset (memory - query), bidirectional or causal:
 /// exact buckets for |offset| < num_buckets/4 (bidirectional) and log-spaced ones up to max_distance.
 torch::Tensor t5_buckets(const torch::Tensor& relative, int64_t num_buckets, int64_t max_distance, bool bidirectional);
+
+/// The `directional` option that every symmetric bias (a function of |i-j|
+/// only) offers, declared once so that each scheme lists it alike.
+OptionSpec directional_option();
+
+/// What `directional: true` adds to a symmetric bias: learned per-head offsets
+/// for keys left (j < i) and right (j > i) of the query, zero at start, so the
+/// model can tell a sequence from its reverse. Parameters `left_offset` and
+/// `right_offset` (H) are registered on the owning scheme when enabled.
+class DirectionalOffsets {
+ public:
+  DirectionalOffsets(torch::nn::Module& owner, int64_t heads, bool enabled);
+  bool enabled() const { return enabled_; }
+  /// bias (1, H or 1, Lq, Lk) plus the offsets by the sign of rel (Lq, Lk): (1, H, Lq, Lk);
+  /// the bias unchanged when disabled.
+  torch::Tensor apply(const torch::Tensor& bias, const torch::Tensor& rel) const;
+
+ private:
+  bool enabled_;
+  torch::Tensor left_, right_;  // (H)
+};
 
 }  // namespace posenc

@@ -124,6 +124,12 @@ class PositionalSchemeImpl : public torch::nn::Module {
 
 using PositionalScheme = std::shared_ptr<PositionalSchemeImpl>;
 
+/// A registry entry's factory for a scheme class constructed from (context, options).
+template <typename Impl>
+PositionalScheme construct(const SchemeContext& ctx, const SchemeOptions& options) {
+  return std::make_shared<Impl>(ctx, options);
+}
+
 /// Builds a scheme from its registry entry and resolved options.
 PositionalScheme make_scheme(const std::string& type, const SchemeContext& ctx, const SchemeOptions& options);
 

@@ -21,6 +21,10 @@ SchemeInfo t5_scheme_info();
 SchemeInfo ape_scheme_info();
 SchemeInfo decay_scheme_info();
 
+// extrapolation_bias.cpp: biases proposed for length extrapolation
+SchemeInfo kerple_scheme_info();
+SchemeInfo sandwich_scheme_info();
+
 // relative_attention.cpp: score (and value) terms
 SchemeInfo shaw_scheme_info();
 SchemeInfo xl_scheme_info();

@@ -1,9 +1,11 @@
 // Bias schemes: a (1, H, Lq, Lk) term added to the scaled attention scores,
 // computed once per forward and shared by the layers that hold the instance.
-//   alibi  -m_h |i-j|, geometric slopes (Press et al.); optional learned left/right offsets
+//   alibi  -m_h |i-j|, geometric slopes (Press et al.)
 //   t5     learned scalar per (relative-position bucket, head) (Raffel et al.)
 //   ape    scale * (1 - |i-j| / L) (seed 000)
 //   decay  exp(-|i-j| / tau), tau fixed or learned (seed 001)
+// The symmetric ones (all but t5) take the shared `directional` option
+// (DirectionalOffsets, relative.h).
 #include "posenc/config.h"
 #include "posenc/positional/relative.h"
 #include "posenc/positional/scheme.h"
@@ -20,32 +22,24 @@ torch::Tensor register_scalar(torch::nn::Module& m, const std::string& name, dou
 
 class AlibiImpl : public PositionalSchemeImpl {
  public:
-  AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o)
-      : PositionalSchemeImpl("alibi"), directional_(o.get_bool("directional")) {
+  AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("alibi") {
     slopes_ = register_buffer("slopes", torch::tensor(alibi_slopes(ctx.heads), torch::kFloat32));  // (H)
-    if (directional_) {
-      // Per-head offsets for keys left / right of the query: the symmetric bias cannot tell them apart.
-      left_ = register_parameter("left_offset", torch::zeros({ctx.heads}));
-      right_ = register_parameter("right_offset", torch::zeros({ctx.heads}));
-    }
+    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return directional_; }
+  bool directional() const override { return direction_.enabled(); }
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "alibi", [&] {
-      auto rel = relative_positions(pos.q, pos.k).to(slopes_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
-      auto b = -slopes_.view({-1, 1, 1}) * rel.abs();                                        // (H, Lq, Lk)
-      if (directional_)
-        b = b + right_.view({-1, 1, 1}) * (rel > 0).to(rel.scalar_type()) +
-            left_.view({-1, 1, 1}) * (rel < 0).to(rel.scalar_type());
-      return b.unsqueeze(0);  // (1, H, Lq, Lk)
+      auto rel = relative_positions(pos.q, pos.k);                                        // (Lq, Lk)
+      auto b = -slopes_.view({-1, 1, 1}) * rel.abs().to(slopes_.scalar_type()).unsqueeze(0);  // (H, Lq, Lk)
+      return direction_.apply(b.unsqueeze(0), rel);                                       // (1, H, Lq, Lk)
     });
   }
 
  private:
-  bool directional_;
-  torch::Tensor slopes_, left_, right_;
+  torch::Tensor slopes_;
+  DirectionalOffsets direction_{*this, 0, false};
 };
 
 class T5Impl : public PositionalSchemeImpl {
@@ -85,48 +79,50 @@ class T5Impl : public PositionalSchemeImpl {
 
 class ApeImpl : public PositionalSchemeImpl {
  public:
-  ApeImpl(const SchemeContext&, const SchemeOptions& o) : PositionalSchemeImpl("ape") {
+  ApeImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("ape") {
     scale_ = register_scalar(*this, "scale", o.get_float("scale"), o.get_bool("learnable"));
+    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return false; }
+  bool directional() const override { return direction_.enabled(); }
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "ape", [&] {
       // The seed divides by the sequence length itself: the bias changes with L.
-      auto distance = absolute_distances(pos.q, pos.k, scale_.scalar_type());  // (Lq, Lk)
-      return (scale_ * (1.0 - distance / static_cast<double>(pos.k.size(0)))).view({1, 1, distance.size(0), distance.size(1)});
+      auto rel = relative_positions(pos.q, pos.k);                         // (Lq, Lk)
+      auto distance = rel.abs().to(scale_.scalar_type());
+      auto b = scale_ * (1.0 - distance / static_cast<double>(pos.k.size(0)));  // (Lq, Lk)
+      return direction_.apply(b.view({1, 1, b.size(0), b.size(1)}), rel);
     });
   }
 
  private:
   torch::Tensor scale_;
+  DirectionalOffsets direction_{*this, 0, false};
 };
 
 class DecayImpl : public PositionalSchemeImpl {
  public:
-  DecayImpl(const SchemeContext&, const SchemeOptions& o) : PositionalSchemeImpl("decay") {
+  DecayImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("decay") {
     // tau is kept as log(tau) so that it stays positive when learned.
     log_tau_ = register_scalar(*this, "log_tau", std::log(o.get_float("tau")), o.get_bool("learnable"));
+    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return false; }
+  bool directional() const override { return direction_.enabled(); }
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "decay", [&] {
-      auto distance = absolute_distances(pos.q, pos.k, log_tau_.scalar_type());  // (Lq, Lk)
-      return torch::exp(-distance / log_tau_.exp()).view({1, 1, distance.size(0), distance.size(1)});
+      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
+      auto b = torch::exp(-rel.abs().to(log_tau_.scalar_type()) / log_tau_.exp());
+      return direction_.apply(b.view({1, 1, b.size(0), b.size(1)}), rel);
     });
   }
 
  private:
   torch::Tensor log_tau_;
+  DirectionalOffsets direction_{*this, 0, false};
 };
-
-template <typename Impl>
-PositionalScheme make(const SchemeContext& ctx, const SchemeOptions& o) {
-  return std::make_shared<Impl>(ctx, o);
-}
 
 }  // namespace
 
@@ -134,9 +130,8 @@ SchemeInfo alibi_scheme_info() {
   return {"alibi",
           "bias -m_h*|i-j| with fixed geometric slopes m_h = 2^(-8(h+1)/H) (Press et al.); symmetric unless "
           "directional",
-          {{"directional", OptionKind::Bool, false,
-            "add learned per-head offsets for keys left/right of the query so the model can tell direction"}},
-          Placement::EveryLayer, make<AlibiImpl>};
+          {directional_option()},
+          Placement::EveryLayer, construct<AlibiImpl>};
 }
 
 SchemeInfo t5_scheme_info() {
@@ -147,23 +142,25 @@ SchemeInfo t5_scheme_info() {
            {"max_distance", OptionKind::Int, 128, "offsets at or beyond this share the last bucket", 2, 1 << 24},
            {"bidirectional", OptionKind::Bool, true, "separate buckets for keys left and right of the query"},
            {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial biases", 0.0, 10.0}},
-          Placement::EveryLayer, make<T5Impl>};
+          Placement::EveryLayer, construct<T5Impl>};
 }
 
 SchemeInfo ape_scheme_info() {
   return {"ape",
           "attention positional encoding of seed 000: bias scale*(1 - |i-j|/L), L the sequence length",
           {{"scale", OptionKind::Float, 0.1, "height of the bias on the diagonal", -1e6, 1e6},
-           {"learnable", OptionKind::Bool, false, "train the scale"}},
-          Placement::EveryLayer, make<ApeImpl>};
+           {"learnable", OptionKind::Bool, false, "train the scale"},
+           directional_option()},
+          Placement::EveryLayer, construct<ApeImpl>};
 }
 
 SchemeInfo decay_scheme_info() {
   return {"decay",
           "bias exp(-|i-j|/tau), a smooth locality prior (seed 001's position-based attention bias)",
           {{"tau", OptionKind::Float, 5.0, "decay length in positions", 1e-6, 1e9},
-           {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"}},
-          Placement::EveryLayer, make<DecayImpl>};
+           {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"},
+           directional_option()},
+          Placement::EveryLayer, construct<DecayImpl>};
 }
 
 }  // namespace posenc

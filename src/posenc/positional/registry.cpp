@@ -19,6 +19,8 @@ const std::vector<SchemeInfo>& scheme_registry() {
       rope_scheme_info(),
       alibi_scheme_info(),
       t5_scheme_info(),
+      kerple_scheme_info(),
+      sandwich_scheme_info(),
       shaw_scheme_info(),
       xl_scheme_info(),
       ape_scheme_info(),

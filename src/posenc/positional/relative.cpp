@@ -45,4 +45,23 @@ torch::Tensor t5_buckets(const torch::Tensor& relative, int64_t num_buckets, int
   return buckets + torch::where(distance < max_exact, distance, large);
 }
 
+OptionSpec directional_option() {
+  return {"directional", OptionKind::Bool, false,
+          "add learned per-head offsets for keys left/right of the query so the model can tell direction"};
+}
+
+DirectionalOffsets::DirectionalOffsets(torch::nn::Module& owner, int64_t heads, bool enabled) : enabled_(enabled) {
+  if (!enabled_) return;
+  left_ = owner.register_parameter("left_offset", torch::zeros({heads}));
+  right_ = owner.register_parameter("right_offset", torch::zeros({heads}));
+}
+
+torch::Tensor DirectionalOffsets::apply(const torch::Tensor& bias, const torch::Tensor& rel) const {
+  if (!enabled_) return bias;
+  const auto dtype = left_.scalar_type();
+  auto right = (rel > 0).to(dtype), left = (rel < 0).to(dtype);                                  // (Lq, Lk)
+  auto offsets = right_.view({-1, 1, 1}) * right + left_.view({-1, 1, 1}) * left;               // (H, Lq, Lk)
+  return bias + offsets.unsqueeze(0);                                                            // (1, H, Lq, Lk)
+}
+
 }  // namespace posenc

@@ -1,0 +1,109 @@
+// Additive biases proposed for length extrapolation since ALiBi, each a
+// (1, H, Lq, Lk) term added to the scaled scores and a function of i - j:
+//   kerple    -r1 log(1 + r2 |i-j|) or -r1 |i-j|^r2, r1, r2 learned per head
+//             (Chi et al. 2022, "KERPLE: Kernelized Relative Positional
+//             Embedding for Length Extrapolation")
+//   sandwich  the dot product of two sinusoidal position vectors,
+//             sum_k cos((i-j) w_k), shifted to 0 on the diagonal and divided per
+//             head (Chi et al. 2023, "Dissecting Transformer Length
+//             Extrapolation via the Lens of Receptive Field Analysis")
+// Both are symmetric in i - j and take the shared `directional` option.
+#include <cmath>
+
+#include "posenc/config.h"
+#include "posenc/positional/relative.h"
+#include "posenc/positional/scheme.h"
+#include "posenc/positional/schemes.h"
+
+namespace posenc {
+namespace {
+
+class KerpleImpl : public PositionalSchemeImpl {
+ public:
+  /// Positivity: r1 and r2 are clamped to >= kEps in the forward pass (the
+  /// paper's code clamps the parameters to 1e-2 as well), and the power
+  /// variant's exponent to <= 2 (a conditionally positive definite kernel).
+  static constexpr double kEps = 1e-2;
+
+  KerpleImpl(const SchemeContext& ctx, const SchemeOptions& o)
+      : PositionalSchemeImpl("kerple"), power_(o.get_string("variant") == "power") {
+    // Initialization as in the paper's code: the factor outside the kernel
+    // uniform in (0, 2) for log and (0, 1) for power, the one inside (0, 1) for
+    // log, the exponent (0, 2) for power.
+    r1_ = register_parameter("r1", torch::rand({ctx.heads}) * (power_ ? 1.0 : 2.0));
+    r2_ = register_parameter("r2", torch::rand({ctx.heads}) * (power_ ? 2.0 : 1.0));
+    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
+  }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
+  bool directional() const override { return direction_.enabled(); }
+
+  torch::Tensor bias(const Positions& pos) override {
+    return once_per_forward(pos, "kerple", [&] {
+      auto rel = relative_positions(pos.q, pos.k);                      // (Lq, Lk)
+      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(0);     // (1, Lq, Lk)
+      auto r1 = r1_.clamp_min(kEps).view({-1, 1, 1});                   // (H, 1, 1)
+      auto r2 = r2_.clamp_min(kEps).view({-1, 1, 1});
+      auto b = power_ ? -r1 * distance.pow(r2.clamp_max(2.0)) : -r1 * torch::log1p(r2 * distance);  // (H, Lq, Lk)
+      return direction_.apply(b.unsqueeze(0), rel);
+    });
+  }
+
+ private:
+  bool power_;
+  torch::Tensor r1_, r2_;  // (H)
+  DirectionalOffsets direction_{*this, 0, false};
+};
+
+class SandwichImpl : public PositionalSchemeImpl {
+ public:
+  SandwichImpl(const SchemeContext& ctx, const SchemeOptions& o)
+      : PositionalSchemeImpl("sandwich"), heads_(ctx.heads), dim_(ctx.head_dim), base_(o.get_float("base")) {
+    if (dim_ < 2)
+      throw IncompatibleConfig("model.positional.type=sandwich sums head_dim/2 frequencies; the head dimension is " +
+                               std::to_string(dim_));
+    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
+  }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
+  bool directional() const override { return direction_.enabled(); }
+
+  torch::Tensor bias(const Positions& pos) override {
+    return once_per_forward(pos, "sandwich", [&] {
+      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
+      // w_k = base^(-2k/d), k = 1..d/2, in float64 as the sinusoid tables are.
+      auto k = torch::arange(1, dim_ / 2 + 1, torch::TensorOptions().dtype(torch::kFloat64).device(rel.device()));
+      auto freq = torch::pow(base_, -2.0 * k / static_cast<double>(dim_));                   // (d/2)
+      auto dot = torch::cos(rel.to(torch::kFloat64).unsqueeze(-1) * freq).sum(-1) - (dim_ / 2);  // (Lq, Lk), 0 at i = j
+      // Head h (1-based) divides by 8h/H: sharp near the diagonal for the first
+      // heads, wide for the last (the paper's per-head compression).
+      auto h = torch::arange(1, heads_ + 1, torch::TensorOptions().dtype(torch::kFloat64).device(rel.device()));
+      auto b = (dot.unsqueeze(0) / (8.0 * h / static_cast<double>(heads_)).view({-1, 1, 1})).to(torch::kFloat32);
+      return direction_.apply(b.unsqueeze(0), rel);  // (1, H, Lq, Lk)
+    });
+  }
+
+ private:
+  int64_t heads_, dim_;
+  double base_;
+  DirectionalOffsets direction_{*this, 0, false};
+};
+
+}  // namespace
+
+SchemeInfo kerple_scheme_info() {
+  return {"kerple",
+          "kernelized bias -r1*log(1+r2*|i-j|) (log) or -r1*|i-j|^r2 (power, r2 <= 2), r1, r2 > 0 learned per head "
+          "(Chi et al. 2022)",
+          {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}}, directional_option()},
+          Placement::EveryLayer, construct<KerpleImpl>};
+}
+
+SchemeInfo sandwich_scheme_info() {
+  return {"sandwich",
+          "parameter-free bias (sum_k cos((i-j)*w_k) - d/2) / (8h/H): the dot product of sinusoidal position "
+          "vectors, compressed per head (Chi et al. 2023)",
+          {{"base", OptionKind::Float, 10000.0, "frequency base of the sinusoids, w_k = base^(-2k/d)", 2.0, 1e12},
+           directional_option()},
+          Placement::EveryLayer, construct<SandwichImpl>};
+}
+
+}  // namespace posenc

@@ -1,0 +1,121 @@
+// Properties of the length-extrapolation biases (kerple, sandwich) and of the
+// `directional` option every symmetric bias shares.
+#include <gtest/gtest.h>
+
+#include "helpers.h"
+#include "posenc/positional/relative.h"
+
+using namespace posenc;
+using posenc::testing::arange_positions;
+using posenc::testing::scheme_with;
+
+namespace {
+
+constexpr int64_t kHeads = 4, kHeadDim = 8;
+
+PositionalScheme build(const std::string& type, const json& options = json::object()) {
+  return scheme_with(type, {kHeads * kHeadDim, kHeads, kHeadDim, 0}, options);
+}
+
+/// (H, L, L) bias at positions 0..L-1.
+torch::Tensor bias_of(const PositionalScheme& s, int64_t L) { return s->bias(arange_positions(L))[0].detach(); }
+
+/// b[h, i, j] depends only on j - i (compared along every diagonal).
+void expect_toeplitz(const torch::Tensor& b, const std::string& what) {
+  const int64_t L = b.size(-1);
+  for (int64_t i = 1; i < L; ++i)
+    for (int64_t j = 1; j < L; ++j)
+      ASSERT_TRUE(torch::allclose(b.select(-2, i).select(-1, j), b.select(-2, i - 1).select(-1, j - 1), 1e-5, 1e-6))
+          << what << " at (" << i << ", " << j << ")";
+}
+
+/// Registry schemes that declare the shared `directional` option.
+std::vector<std::string> schemes_with_direction_option() {
+  std::vector<std::string> out;
+  for (const auto& info : scheme_registry())
+    for (const auto& o : info.options)
+      if (o.name == "directional") out.push_back(info.name);
+  return out;
+}
+
+}  // namespace
+
+TEST(Kerple, NegativeMonotoneToeplitzAndSymmetricAtInitialization) {
+  for (const char* variant : {"log", "power"}) {
+    torch::manual_seed(3);
+    auto s = build("kerple", {{"variant", variant}});
+    EXPECT_FALSE(s->directional());
+    const auto b = bias_of(s, 24);  // (H, L, L)
+    expect_toeplitz(b, variant);
+    EXPECT_TRUE(torch::allclose(b, b.transpose(-1, -2))) << variant;
+    EXPECT_TRUE(torch::all(b.diagonal(0, -2, -1) == 0).item<bool>()) << variant;
+    // Row 0 is the bias against distance 0, 1, 2, ...: strictly decreasing for r1, r2 > 0.
+    const auto row = b.select(-2, 0);  // (H, L)
+    EXPECT_TRUE(torch::all(row.narrow(-1, 1, 23) < row.narrow(-1, 0, 23)).item<bool>()) << variant;
+  }
+}
+
+TEST(Kerple, ParametersStayPositiveAndThePowerAtMostTwo) {
+  for (const char* variant : {"log", "power"}) {
+    auto s = build("kerple", {{"variant", variant}});
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : s->named_parameters()) p.value().fill_(p.key() == "r2" ? 9.0 : -3.0);  // r1 < 0, r2 large
+    }
+    const auto b = bias_of(s, 10);
+    const double d = 9;  // distance of (0, 9)
+    const double r1 = 1e-2 /* the clamp, KerpleImpl::kEps */, r2 = std::string(variant) == "power" ? 2.0 : 9.0;
+    const double want = std::string(variant) == "power" ? -r1 * std::pow(d, r2) : -r1 * std::log1p(r2 * d);
+    EXPECT_NEAR(b[0][0][9].item<double>(), want, 1e-6) << variant;
+    EXPECT_LE(b.max().item<double>(), 0.0);
+  }
+}
+
+TEST(Sandwich, ZeroOnTheDiagonalNegativeToeplitzAndWiderInLaterHeads) {
+  auto s = build("sandwich");
+  EXPECT_EQ(s->parameters().size(), 0u);  // parameter-free
+  const auto b = bias_of(s, 40);
+  expect_toeplitz(b, "sandwich");
+  EXPECT_TRUE(torch::allclose(b, b.transpose(-1, -2)));
+  EXPECT_TRUE(torch::all(b.diagonal(0, -2, -1).abs() < 1e-6).item<bool>());
+  EXPECT_LE(b.max().item<double>(), 1e-6);
+  // Head h divides by 8h/H: head 1's bias is H times head H's.
+  EXPECT_TRUE(torch::allclose(b[0], b[kHeads - 1] * kHeads, 1e-5, 1e-5));
+  // The same offsets give the same bias wherever they sit (no absolute position).
+  auto shifted = s->bias({torch::arange(100, 140, torch::kLong), torch::arange(100, 140, torch::kLong), 140, nullptr});
+  EXPECT_TRUE(torch::allclose(shifted[0], b, 1e-5, 1e-5));
+}
+
+TEST(Directional, EverySymmetricBiasSharesTheOption) {
+  const auto names = schemes_with_direction_option();
+  for (const char* expected : {"alibi", "kerple", "sandwich", "ape", "decay"})
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected << " lacks `directional`";
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    torch::manual_seed(5);  // the same initial weights (kerple's r1, r2) for both instances
+    const auto symmetric = build(name);
+    EXPECT_FALSE(symmetric->directional());
+    const auto b0 = bias_of(symmetric, 9);
+    EXPECT_TRUE(torch::allclose(b0.expand({kHeads, 9, 9}), b0.expand({kHeads, 9, 9}).transpose(-1, -2), 1e-6, 1e-6));
+
+    torch::manual_seed(5);
+    auto s = build(name, {{"directional", true}});
+    EXPECT_TRUE(s->directional());
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : s->named_parameters()) {
+        if (p.key() == "left_offset") p.value().copy_(torch::arange(kHeads, torch::kFloat32) + 1);
+        if (p.key() == "right_offset") p.value().copy_(-torch::arange(kHeads, torch::kFloat32));
+      }
+    }
+    const auto b = bias_of(s, 9);  // (H, 9, 9)
+    // The offsets land by side: keys left of the query get left_offset, right ones right_offset.
+    const auto base = b0.expand({kHeads, 9, 9});
+    for (int64_t h = 0; h < kHeads; ++h) {
+      EXPECT_NEAR((b[h][5][2] - base[h][5][2]).item<double>(), h + 1.0, 1e-5);
+      EXPECT_NEAR((b[h][2][5] - base[h][2][5]).item<double>(), -static_cast<double>(h), 1e-5);
+      EXPECT_NEAR((b[h][4][4] - base[h][4][4]).item<double>(), 0.0, 1e-6);
+    }
+    EXPECT_FALSE(torch::allclose(b, b.transpose(-1, -2)));
+  }
+}
