@@ -44,12 +44,6 @@ def sinusoidal_table(positions, dim, base, layout="interleaved"):
     return torch.stack([s, c], dim=2).reshape(positions.size(0), dim)
 
 
-def rotary_angles(positions, rot_dim, base):
-    i = torch.arange(rot_dim // 2, dtype=torch.float64, device=positions.device)
-    theta = torch.pow(torch.tensor(base, dtype=torch.float64, device=positions.device), -2.0 * i / rot_dim)
-    return positions.to(torch.float64).unsqueeze(1) * theta.unsqueeze(0)  # (L, R/2)
-
-
 def relative_positions(q, k):
     return k.unsqueeze(0) - q.unsqueeze(1)  # (Lq, Lk): j - i
 
@@ -179,11 +173,48 @@ class Rope(Scheme):
         super().__init__()
         self.base, self.interleaved = o["base"], o["layout"] == "interleaved"
         self.rot = int(o["fraction"] * Dh) // 2 * 2
+        self.scaling, self.factor = o.get("scaling", "none"), o.get("factor", 1.0)
+        self.original, self.drop_low = o.get("original_max_position", 0), o.get("drop_low_frequencies", 0.0)
+
+    def frequencies(self, length, device):
+        """theta_i (R/2, float64) after scaling and p-RoPE, and the factor on cos and sin (rotary.cpp)."""
+        R, s = float(self.rot), self.factor
+        i = torch.arange(self.rot // 2, dtype=torch.float64, device=device)
+
+        def at_base(base):
+            return torch.pow(torch.tensor(base, dtype=torch.float64, device=device), -2.0 * i / R)
+
+        mscale = 1.0
+        if self.scaling == "linear":
+            theta = at_base(self.base) / s
+        elif self.scaling == "ntk":
+            theta = at_base(self.base * s ** (R / (R - 2.0)))
+        elif self.scaling == "dynamic_ntk":
+            L = float(max(length, self.original))
+            theta = at_base(self.base * (s * L / self.original - (s - 1.0)) ** (R / (R - 2.0)))
+        elif self.scaling == "yarn":
+            def pair_for(rotations):
+                return R * math.log(self.original / (rotations * 2.0 * math.pi)) / (2.0 * math.log(self.base))
+            low, high = max(math.floor(pair_for(32.0)), 0.0), min(math.ceil(pair_for(1.0)), R - 1.0)
+            if high == low:
+                high += 0.001
+            ramp = ((i - low) / (high - low)).clamp(0.0, 1.0)
+            unscaled = at_base(self.base)
+            theta = unscaled / s * ramp + unscaled * (1.0 - ramp)
+            mscale = 0.1 * math.log(s) + 1.0 if s > 1.0 else 1.0
+        else:
+            theta = at_base(self.base)
+        dropped = int(round(self.drop_low * (self.rot // 2)))
+        if dropped > 0:
+            theta = theta.clone()
+            theta[self.rot // 2 - dropped:] = 0.0
+        return theta, mscale
 
     def apply(self, x, positions, pos, which):
         def make():
-            angle = rotary_angles(positions, self.rot, self.base)
-            return torch.stack([angle.cos(), angle.sin()]).to(x.dtype)
+            theta, mscale = self.frequencies(pos.end, positions.device)
+            angle = positions.to(torch.float64).unsqueeze(1) * theta.unsqueeze(0)
+            return (torch.stack([angle.cos(), angle.sin()]) * mscale).to(x.dtype)
 
         cs = pos.once(self, which, make)
         cos, sin = cs[0], cs[1]

@@ -73,6 +73,49 @@ def t5_bucket(relative, num_buckets, max_distance, bidirectional):
     return ret + min(val, num_buckets - 1)
 
 
+def rope_scaled(x, base, scaling, factor, original, drop_low=0.0, layout="half"):
+    """x: (L, R) rotated at positions 0..L-1 with theta_i after a scaling mode of HF
+    transformers' modeling_rope_utils (linear, dynamic, yarn; ntk = NTK-aware base s^(R/(R-2)))
+    and p-RoPE; cos and sin multiplied by the mode's attention factor."""
+    length, r = x.shape
+    half = r // 2
+    theta = [base ** (-2.0 * i / r) for i in range(half)]
+    mscale = 1.0
+    if scaling == "linear":
+        theta = [t / factor for t in theta]
+    elif scaling == "ntk":
+        b = base * factor ** (r / (r - 2))
+        theta = [b ** (-2.0 * i / r) for i in range(half)]
+    elif scaling == "dynamic_ntk":
+        seq = max(length, original)
+        b = base * ((factor * seq / original) - (factor - 1)) ** (r / (r - 2))
+        theta = [b ** (-2.0 * i / r) for i in range(half)]
+    elif scaling == "yarn":
+        def correction_dim(rotations):
+            return (r * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+        low = max(math.floor(correction_dim(32)), 0)
+        high = min(math.ceil(correction_dim(1)), r - 1)
+        if low == high:
+            high += 0.001
+        blended = []
+        for i, t in enumerate(theta):
+            ramp = min(max((i - low) / (high - low), 0.0), 1.0)
+            blended.append(t / factor * ramp + t * (1 - ramp))
+        theta = blended
+        mscale = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    dropped = int(round(drop_low * half))
+    for i in range(half - dropped, half):
+        theta[i] = 0.0
+    out = x.copy()
+    for m in range(length):
+        for i in range(half):
+            c, s = math.cos(m * theta[i]) * mscale, math.sin(m * theta[i]) * mscale
+            a, b2 = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + half)
+            out[m, a] = x[m, a] * c - x[m, b2] * s
+            out[m, b2] = x[m, a] * s + x[m, b2] * c
+    return out
+
+
 def kerple_bias(r1, r2, length, variant):
     """Chi et al. 2022: -r1 log(1 + r2 |i-j|) or -r1 |i-j|^r2, per head (positive r1, r2 given)."""
     out = []
@@ -138,6 +181,19 @@ def main(out_dir):
             t5_bucket(r, case["num_buckets"], case["max_distance"], case["bidirectional"])
             for r in fixtures["t5"]["offsets"]
         ]
+    fixtures["rope_scaling"] = {
+        "cases": [
+            {"scaling": s, "factor": 4.0, "original_max_position": 8, "drop_low_frequencies": d, "length": 40,
+             "head_dim": 16, "base": 10000.0}
+            for s, d in (("linear", 0.0), ("ntk", 0.0), ("dynamic_ntk", 0.0), ("yarn", 0.0), ("none", 0.25))
+        ] + [{"scaling": "yarn", "factor": 8.0, "original_max_position": 64, "drop_low_frequencies": 0.0,
+              "length": 30, "head_dim": 32, "base": 500.0}]
+    }
+    for case in fixtures["rope_scaling"]["cases"]:
+        x = rope_input(case["length"], case["head_dim"])
+        case["input"] = x.tolist()
+        case["output"] = rope_scaled(x, case["base"], case["scaling"], case["factor"], case["original_max_position"],
+                                     case["drop_low_frequencies"]).tolist()
     fixtures["kerple"] = {
         "cases": [
             {"variant": "log", "r1": [0.5, 1.7, 0.01], "r2": [0.3, 0.9, 2.5], "length": 12},

@@ -624,3 +624,36 @@ TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
   EXPECT_EQ(rejected, cases);
   fs::remove_all(dir);
 }
+
+TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
+  Scratch s("evalset");
+  const std::string config = write_config(s, "c.json", {"train.steps=5", "eval.lengths=[8]"});
+  const fs::path run = s.dir / "run";
+  ASSERT_EQ(run_cli("train " + config + " --out " + run.string() + " --no-progress").code, 0);
+  const std::string ckpt = (run / "checkpoint.pt").string();
+  auto r = run_cli("eval " + ckpt + " --lengths 8,32 --set model.positional.scaling=yarn --set model.positional.factor=4 "
+                   "--set model.positional.original_max_position=9 --out " + s.path("yarn.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json j = read_json_file(s.path("yarn.json"));
+  EXPECT_EQ(j["positional"]["scaling"], "yarn");
+  EXPECT_EQ(j["overrides"].size(), 3u);
+  EXPECT_EQ(j["lengths"].size(), 2u);
+
+  r = run_cli("eval " + ckpt + " --set model.d_model=16");
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "eval accepts only eval.* and the scheme's options");
+  r = run_cli("eval " + ckpt + " --set model.positional.type=alibi");
+  EXPECT_EQ(r.code, 2);
+  r = run_cli("eval " + ckpt + " --set model.positional.scaling=yarn");  // no original_max_position
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "needs model.positional.original_max_position");
+
+  // An option that adds parameters (alibi's directional offsets) cannot be switched on after training.
+  const fs::path alibi = s.dir / "alibi";
+  const std::string alibi_config =
+      write_config(s, "alibi.json", {"train.steps=5", "eval.lengths=[8]", "model.positional={\"type\": \"alibi\"}"});
+  ASSERT_EQ(run_cli("train " + alibi_config + " --out " + alibi.string() + " --no-progress").code, 0);
+  r = run_cli("eval " + (alibi / "checkpoint.pt").string() + " --set model.positional.directional=true");
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "--set may change only options that add or remove no parameter");
+}

@@ -119,3 +119,61 @@ TEST(Directional, EverySymmetricBiasSharesTheOption) {
     EXPECT_FALSE(torch::allclose(b, b.transpose(-1, -2)));
   }
 }
+
+namespace {
+
+/// q (1, 1, L, Dh) rotated by a rope built with `options` at `positions`; `end` as a forward would pass it.
+torch::Tensor rotated(const json& options, const torch::Tensor& x, const torch::Tensor& positions, int64_t end) {
+  auto rope = scheme_with("rope", {kHeadDim, 1, kHeadDim, 0}, options);
+  auto q = x.clone(), k = x.clone();
+  rope->rotate(q, k, {positions, positions, end, nullptr});
+  return q;
+}
+
+}  // namespace
+
+TEST(RopeScaling, LinearAtSPEqualsUnscaledAtPAndDynamicIsUnscaledWithinTheOriginalLength) {
+  torch::manual_seed(0);
+  const auto x = torch::randn({1, 1, 10, kHeadDim}, torch::kFloat64);
+  const auto p = torch::arange(10, torch::kLong);
+  const auto plain = rotated(json::object(), x, p, 10);
+  // linear, factor 3: position 3p rotates as p did.
+  EXPECT_TRUE(torch::allclose(rotated({{"scaling", "linear"}, {"factor", 3.0}, {"original_max_position", 16}}, x, p * 3, 28),
+                              plain, 1e-9, 1e-9));
+  // dynamic_ntk: nothing changes while the sequence fits in original_max_position ...
+  const json dynamic = {{"scaling", "dynamic_ntk"}, {"factor", 4.0}, {"original_max_position", 16}};
+  EXPECT_TRUE(torch::allclose(rotated(dynamic, x, p, 16), plain, 1e-12, 1e-12));
+  // ... and past it the low frequencies stretch (the first pair, theta_0 = 1, never changes).
+  const auto longer = rotated(dynamic, x, p, 64);
+  EXPECT_FALSE(torch::allclose(longer, plain, 1e-6, 1e-6));
+  // Factor 1 is no scaling in the static modes (dynamic NTK, as in HF, still
+  // stretches with L/L0 past the original length).
+  for (const char* mode : {"linear", "ntk", "yarn"})
+    EXPECT_TRUE(torch::allclose(rotated({{"scaling", mode}, {"factor", 1.0}, {"original_max_position", 8}}, x, p, 40),
+                                plain, 1e-9, 1e-9))
+        << mode;
+  // Scaling without original_max_position is a clear error.
+  EXPECT_THROW(scheme_with("rope", {kHeadDim, 1, kHeadDim, 0}, {{"scaling", "yarn"}, {"factor", 2.0}}), ConfigError);
+}
+
+TEST(RopeScaling, ScoresStillDependOnlyOnTheOffset) {
+  torch::manual_seed(1);
+  const auto q = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64), k = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64);
+  for (const json& options : {json{{"scaling", "yarn"}, {"factor", 4.0}, {"original_max_position", 8}},
+                              json{{"scaling", "ntk"}, {"factor", 4.0}, {"original_max_position", 8}},
+                              json{{"drop_low_frequencies", 0.5}}}) {
+    const auto score = [&](int64_t m, int64_t n) {
+      auto qm = rotated(options, q, torch::full({1}, m, torch::kLong), 64);
+      auto kn = rotated(options, k, torch::full({1}, n, torch::kLong), 64);
+      return (qm * kn).sum().item<double>();
+    };
+    EXPECT_NEAR(score(7, 3), score(30, 26), 1e-9) << options.dump();
+    EXPECT_NEAR(score(2, 9), score(40, 47), 1e-9) << options.dump();
+  }
+  // p-RoPE: the dropped (lowest-frequency) pairs are not rotated at all.
+  const auto x = torch::randn({1, 1, 5, kHeadDim}, torch::kFloat64);
+  const auto out = rotated({{"drop_low_frequencies", 0.5}}, x, torch::arange(5, torch::kLong), 5);
+  // layout half: pairs (i, i + R/2); the last R/4 of each half are the low frequencies.
+  for (int64_t d : {2, 3, 6, 7}) EXPECT_TRUE(torch::allclose(out.select(-1, d), x.select(-1, d))) << d;
+  EXPECT_FALSE(torch::allclose(out.select(-1, 1), x.select(-1, 1)));
+}

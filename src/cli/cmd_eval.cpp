@@ -1,4 +1,4 @@
-// posenc eval CHECKPOINT [--lengths 8,16,...] [--samples N] [--out FILE]
+// posenc eval CHECKPOINT [--lengths 8,16,...] [--samples N] [--set path=value ...] [--out FILE]
 #include <cstdio>
 #include <filesystem>
 
@@ -11,12 +11,40 @@
 #include "posenc/util/interrupt.h"
 
 namespace posenc::cli {
+namespace {
+
+/// The checkpoint's config with `--set` changes that leave the trained model as
+/// it is: eval.* and the scheme's own options (RoPE scaling, say), never its
+/// type, placement, or anything of the model or training.
+Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
+  json j = config_to_json(stored);
+  for (const auto& o : overrides) {
+    const std::string path = o.substr(0, o.find('='));
+    const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
+                               path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
+    if (!scheme_option && path.rfind("eval.", 0) != 0)
+      throw ConfigError("--set " + o + ": eval accepts only eval.* and the scheme's options (model.positional.*, "
+                        "not type, apply_to or share_across_layers); the rest is what the checkpoint was trained as");
+    apply_override(j, o);
+  }
+  try {
+    return config_from_json(j);
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("--set: ") + e.what());
+  }
+}
+
+}  // namespace
 
 void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a run")->required()->check(CLI::ExistingFile);
   app.add_option("--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)")
       ->delimiter(',')
       ->check(integer_in(2, int64_t{1} << 20));
+  app.add_option("--set", o.overrides,
+                 "evaluation-time change of the stored config (repeatable): eval.* or a scheme option that adds no "
+                 "parameter, e.g. model.positional.scaling=yarn")
+      ->allow_extra_args(false);
   app.add_option("--samples", o.samples, "examples per length (0: the checkpoint's eval.samples_per_length)")
       ->check(integer_in(2, int64_t{1} << 24));
   app.add_option("--out", o.out, "results file (default: results_eval.json beside the checkpoint)")
@@ -30,8 +58,16 @@ int run_eval(const EvalOptions& o) {
   const torch::Device device = resolve_device(o.device);
   set_threads(o.threads);
   log_environment();
-  Config cfg;
-  EncoderClassifier model = load_model(o.checkpoint, device, &cfg);
+  Config cfg = read_checkpoint_config(o.checkpoint);
+  if (!o.overrides.empty()) cfg = with_evaluation_changes(cfg, o.overrides);
+  EncoderClassifier model = [&] {
+    try {
+      return load_model_as(o.checkpoint, device, cfg);
+    } catch (const ConfigError& e) {
+      if (o.overrides.empty()) throw;
+      throw ConfigError(std::string(e.what()) + "; --set may change only options that add or remove no parameter");
+    }
+  }();
   if (o.samples > 0) cfg.eval.samples_per_length = o.samples;
   const std::vector<int64_t> lengths = o.lengths.empty() ? cfg.eval.lengths : o.lengths;
   const std::string out =
@@ -39,7 +75,9 @@ int run_eval(const EvalOptions& o) {
   nlohmann::json j = {{"checkpoint", o.checkpoint},
                       {"scheme", cfg.model.positional.type},
                       {"train_lengths", {cfg.task.min_length, cfg.task.max_length}},
-                      {"eval_seed", cfg.eval.seed}};
+                      {"eval_seed", cfg.eval.seed},
+                      {"overrides", o.overrides},
+                      {"positional", config_to_json(cfg)["model"]["positional"]}};
   check_evaluation_fits(model, cfg, lengths, device);  // every length, before the first runs
   // One length at a time: a failure at a long length keeps the shorter ones' results.
   std::vector<LengthResult> results;

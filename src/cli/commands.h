@@ -38,6 +38,7 @@ int run_train(const TrainOptions& o);
 
 struct EvalOptions {
   std::string checkpoint;
+  std::vector<std::string> overrides;
   std::vector<int64_t> lengths;
   int64_t samples = 0;
   std::string out;

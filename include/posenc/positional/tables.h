@@ -15,8 +15,4 @@ namespace posenc {
 torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, double base = 10000.0,
                                const std::string& layout = "interleaved");
 
-/// Rotary angles p * theta_i with theta_i = base^(-2i/rot_dim), i < rot_dim/2.
-/// positions (L) int64 -> (L, rot_dim/2) float64 (callers take cos/sin, then cast).
-torch::Tensor rotary_angles(const torch::Tensor& positions, int64_t rot_dim, double base);
-
 }  // namespace posenc

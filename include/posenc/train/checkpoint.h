@@ -40,4 +40,9 @@ int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch
 /// Builds the model a checkpoint describes and loads its weights onto `device`.
 EncoderClassifier load_model(const std::string& path, torch::Device device, Config* config_out = nullptr);
 
+/// Builds the model of `config` (the checkpoint's, with evaluation-time changes
+/// such as RoPE scaling) and loads the checkpoint's weights into it; a change
+/// that alters the parameters is a ConfigError naming the file.
+EncoderClassifier load_model_as(const std::string& path, torch::Device device, const Config& config);
+
 }  // namespace posenc

@@ -1,5 +1,19 @@
 // Rotary position embedding (Su et al., RoFormer): q and k are rotated pairwise
 // by p * theta_i, so q_m · k_n depends on m - n only. Values are not rotated.
+//
+// Scaling for sequences longer than the trained ones (`scaling`, `factor`,
+// `original_max_position`), following the formulas of HF transformers'
+// modeling_rope_utils.py (written here from them, not copied):
+//   linear       theta_i / s (positions interpolated: s*p rotates as p did)
+//   ntk          base * s^(R/(R-2)) (NTK-aware: high frequencies kept, low ones stretched)
+//   dynamic_ntk  ntk with s_eff = s*L/L0 - (s-1) when the sequence L exceeds L0, else unscaled
+//   yarn         per-frequency blend of theta_i and theta_i/s by a linear ramp between the
+//                wavelengths of beta_fast=32 and beta_slow=1 rotations over L0, and cos/sin
+//                multiplied by 0.1 ln(s) + 1 (Peng et al. 2023)
+// and p-RoPE (`drop_low_frequencies`: the lowest fraction of frequencies is set to
+// zero, leaving those pairs unrotated; Barbero et al. 2024).
+#include <cmath>
+
 #include "posenc/config.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/positional/schemes.h"
@@ -8,10 +22,22 @@
 namespace posenc {
 namespace {
 
+const double kPi = std::acos(-1.0);
+
 class RopeImpl : public PositionalSchemeImpl {
  public:
   RopeImpl(const SchemeContext& ctx, const SchemeOptions& o)
-      : PositionalSchemeImpl("rope"), base_(o.get_float("base")), interleaved_(o.get_string("layout") == "interleaved") {
+      : PositionalSchemeImpl("rope"),
+        base_(o.get_float("base")),
+        interleaved_(o.get_string("layout") == "interleaved"),
+        scaling_(o.get_string("scaling")),
+        factor_(o.get_float("factor")),
+        original_(o.get_int("original_max_position")),
+        drop_low_(o.get_float("drop_low_frequencies")) {
+    if (scaling_ != "none" && original_ < 1)
+      throw ConfigError("model.positional.scaling=" + scaling_ +
+                        " needs model.positional.original_max_position (the longest position count seen in "
+                        "training, e.g. task.max_length + 1 with CLS pooling)");
     const double fraction = o.get_float("fraction");
     // Rotation acts on pairs: at fraction 1 an odd head dimension would leave
     // its last dimension unrotated while the config claims all are.
@@ -39,8 +65,10 @@ class RopeImpl : public PositionalSchemeImpl {
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions, const Positions& pos, const char* which) {
     // cos/sin once per forward, shared by every layer using this instance.
     auto cs = once_per_forward(pos, which, [&] {
-      auto angle = rotary_angles(positions, rot_dim_, base_);                      // (L, R/2) float64
-      return torch::stack({angle.cos(), angle.sin()}).to(x.device(), x.scalar_type());  // (2, L, R/2)
+      double attention_factor = 1.0;
+      auto theta = frequencies(pos.end, positions.device(), attention_factor);        // (R/2) float64
+      auto angle = positions.to(torch::kFloat64).unsqueeze(1) * theta.unsqueeze(0);  // (L, R/2)
+      return (torch::stack({angle.cos(), angle.sin()}) * attention_factor).to(x.device(), x.scalar_type());  // (2, L, R/2)
     }, x);
     auto cos = cs[0], sin = cs[1];  // (L, R/2), broadcast over (B, H)
     auto rot = x.narrow(-1, 0, rot_dim_);
@@ -57,8 +85,47 @@ class RopeImpl : public PositionalSchemeImpl {
     return torch::cat({out, x.narrow(-1, rot_dim_, x.size(-1) - rot_dim_)}, -1);  // pass-through dims
   }
 
+  /// theta_i (R/2, float64) for a forward whose positions end before `length`,
+  /// after scaling and p-RoPE; sets the factor that multiplies cos and sin.
+  torch::Tensor frequencies(int64_t length, torch::Device device, double& attention_factor) const {
+    const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+    const double R = static_cast<double>(rot_dim_), s = factor_;
+    auto i = torch::arange(rot_dim_ / 2, opts);  // (R/2)
+    const auto at_base = [&](double base) { return torch::pow(torch::tensor(base, opts), -2.0 * i / R); };
+    torch::Tensor theta;
+    if (scaling_ == "linear") {
+      theta = at_base(base_) / s;
+    } else if (scaling_ == "ntk") {
+      theta = at_base(base_ * std::pow(s, R / (R - 2.0)));
+    } else if (scaling_ == "dynamic_ntk") {
+      const double L = static_cast<double>(std::max(length, original_));
+      theta = at_base(base_ * std::pow(s * L / static_cast<double>(original_) - (s - 1.0), R / (R - 2.0)));
+    } else if (scaling_ == "yarn") {
+      // The pair index at which a frequency makes `rotations` turns over original_ positions.
+      const auto pair_for = [&](double rotations) {
+        return R * std::log(static_cast<double>(original_) / (rotations * 2.0 * kPi)) / (2.0 * std::log(base_));
+      };
+      const double low = std::max(std::floor(pair_for(32.0)), 0.0);
+      double high = std::min(std::ceil(pair_for(1.0)), R - 1.0);
+      if (high == low) high += 0.001;
+      auto ramp = ((i - low) / (high - low)).clamp(0.0, 1.0);  // 0: fast pairs kept, 1: slow pairs interpolated
+      auto unscaled = at_base(base_);
+      theta = unscaled / s * ramp + unscaled * (1.0 - ramp);
+      attention_factor = s > 1.0 ? 0.1 * std::log(s) + 1.0 : 1.0;
+    } else {
+      theta = at_base(base_);
+    }
+    const int64_t dropped = static_cast<int64_t>(std::llround(drop_low_ * (rot_dim_ / 2)));
+    if (dropped > 0) theta = theta.clone().index_fill_(0, torch::arange(rot_dim_ / 2 - dropped, rot_dim_ / 2, opts.dtype(torch::kLong)), 0.0);
+    return theta;
+  }
+
   double base_;
   bool interleaved_;
+  std::string scaling_;
+  double factor_;
+  int64_t original_;
+  double drop_low_;
   int64_t rot_dim_;
 };
 
@@ -74,6 +141,16 @@ SchemeInfo rope_scheme_info() {
                0, 0, {"half", "interleaved"}},
               {"fraction", OptionKind::Float, 1.0, "fraction of each head's dims that rotate (partial rotary)", 0.0,
                1.0},
+              {"scaling", OptionKind::String, "none",
+               "for lengths past training: none, linear (interpolation), ntk, dynamic_ntk or yarn (HF transformers' "
+               "formulas)",
+               0, 0, {"none", "linear", "ntk", "dynamic_ntk", "yarn"}},
+              {"factor", OptionKind::Float, 1.0, "the scaling factor s (target length / original_max_position)", 1.0,
+               1e6},
+              {"original_max_position", OptionKind::Int, 0,
+               "positions seen in training (needed by every scaling but none)", 0, int64_t{1} << 40},
+              {"drop_low_frequencies", OptionKind::Float, 0.0,
+               "p-RoPE: the lowest fraction of frequencies is set to 0, leaving those pairs unrotated", 0.0, 1.0},
           },
           Placement::EveryLayer, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<RopeImpl>(ctx, o);

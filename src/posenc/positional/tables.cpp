@@ -20,12 +20,4 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, doub
   return table;
 }
 
-torch::Tensor rotary_angles(const torch::Tensor& positions, int64_t rot_dim, double base) {
-  TORCH_CHECK(rot_dim % 2 == 0 && rot_dim > 0, "rotary angles: rotated dim ", rot_dim, " must be even and positive");
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(positions.device());
-  auto i = torch::arange(rot_dim / 2, opts);                                     // (R/2)
-  auto theta = torch::pow(torch::tensor(base, opts), -2.0 * i / double(rot_dim));  // (R/2)
-  return positions.to(torch::kFloat64).unsqueeze(1) * theta.unsqueeze(0);  // (L, R/2)
-}
-
 }  // namespace posenc

@@ -209,11 +209,15 @@ int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch
 
 EncoderClassifier load_model(const std::string& path, torch::Device device, Config* config_out) {
   Config cfg = read_checkpoint_config(path);
-  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  if (config_out) *config_out = cfg;
+  return load_model_as(path, device, cfg);
+}
+
+EncoderClassifier load_model_as(const std::string& path, torch::Device device, const Config& config) {
+  EncoderClassifier model(config.model, config.task.vocab_size);
   load_checkpoint(path, model, nullptr);
   model->to(device);
   model->eval();
-  if (config_out) *config_out = cfg;
   return model;
 }
 
