@@ -234,6 +234,33 @@ class Rope(Scheme):
         return self.apply(q, pos.q, pos, "q"), self.apply(k, pos.k, pos, "k")
 
 
+class Xpos(Rope):
+    """RoPE, then q scaled by zeta_i^((n - end//2)/scale_base) and k by its inverse (rotary.cpp)."""
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__(o, D, H, Dh)
+        self.gamma, self.scale_base = o["gamma"], o["scale_base"]
+
+    def scales(self, pos, positions, sign, like, key):
+        def make():
+            R = float(self.rot)
+            zeta = (2.0 * torch.arange(self.rot // 2, dtype=torch.float64, device=positions.device) / R
+                    + self.gamma) / (1.0 + self.gamma)
+            power = sign * (positions.to(torch.float64) - float(pos.end // 2)) / self.scale_base
+            s = torch.pow(zeta.unsqueeze(0), power.unsqueeze(1))
+            s = s.repeat_interleave(2, -1) if self.interleaved else torch.cat([s, s], -1)
+            Dh = like.size(-1)
+            if self.rot < Dh:
+                s = torch.cat([s, torch.ones(s.size(0), Dh - self.rot, dtype=torch.float64, device=s.device)], -1)
+            return s.to(like.dtype)
+
+        return pos.once(self, key, make)
+
+    def rotate(self, q, k, pos):
+        q, k = super().rotate(q, k, pos)
+        return q * self.scales(pos, pos.q, 1.0, q, "xpos_q"), k * self.scales(pos, pos.k, -1.0, k, "xpos_k")
+
+
 def add_directional(module, o, H):
     """The shared `directional` option (relative.h): offsets for keys left / right of the query."""
     module.directional = o["directional"]
@@ -453,7 +480,7 @@ class Da(Scheme):
         return torch.relu(scores) * pos.once(self, "f", make)
 
 
-SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope,
+SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope, "xpos": Xpos,
            "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "shaw": Shaw, "xl": Xl, "ape": Ape, "decay": Decay, "da": Da}
 INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's Placement::Input
 

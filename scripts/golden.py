@@ -116,6 +116,24 @@ def rope_scaled(x, base, scaling, factor, original, drop_low=0.0, layout="half")
     return out
 
 
+def xpos(x, base, layout, gamma, scale_base):
+    """Sun et al. 2022: RoPE, then pair i of a query at position n times zeta_i^((n - c)/scale_base) and of a
+    key times zeta_i^(-(n - c)/scale_base), zeta_i = (2i/R + gamma)/(1 + gamma), c = L // 2 (a centre that
+    cancels in q . k). Returns (q, k) for q = k = x at positions 0..L-1."""
+    length, r = x.shape
+    rotated = rope(x, base, layout)
+    q, k = rotated.copy(), rotated.copy()
+    centre = length // 2
+    for m in range(length):
+        for i in range(r // 2):
+            zeta = (2.0 * i / r + gamma) / (1.0 + gamma)
+            up = zeta ** ((m - centre) / scale_base)
+            for d in ((2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + r // 2)):
+                q[m, d] *= up
+                k[m, d] /= up
+    return q, k
+
+
 def kerple_bias(r1, r2, length, variant):
     """Chi et al. 2022: -r1 log(1 + r2 |i-j|) or -r1 |i-j|^r2, per head (positive r1, r2 given)."""
     out = []
@@ -194,6 +212,17 @@ def main(out_dir):
         case["input"] = x.tolist()
         case["output"] = rope_scaled(x, case["base"], case["scaling"], case["factor"], case["original_max_position"],
                                      case["drop_low_frequencies"]).tolist()
+    fixtures["xpos"] = {
+        "cases": [
+            {"length": 20, "head_dim": 16, "base": 10000.0, "layout": layout, "gamma": 0.4, "scale_base": 8.0}
+            for layout in ("half", "interleaved")
+        ]
+    }
+    for case in fixtures["xpos"]["cases"]:
+        x = rope_input(case["length"], case["head_dim"])
+        case["input"] = x.tolist()
+        q, k = xpos(x, case["base"], case["layout"], case["gamma"], case["scale_base"])
+        case["q"], case["k"] = q.tolist(), k.tolist()
     fixtures["kerple"] = {
         "cases": [
             {"variant": "log", "r1": [0.5, 1.7, 0.01], "r2": [0.3, 0.9, 2.5], "length": 12},

@@ -139,3 +139,16 @@ TEST(Golden, RopeScalingModesAndPRope) {
     EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), 1e-6, 1e-6)) << c["scaling"];
   }
 }
+
+TEST(Golden, XposScalesQueriesAndKeys) {
+  for (const auto& c : golden("xpos")["cases"]) {
+    const int64_t L = c["length"], Dh = c["head_dim"];
+    auto xpos = posenc::testing::scheme_with(
+        "xpos", {Dh, 1, Dh, 0},
+        {{"base", c["base"]}, {"layout", c["layout"]}, {"gamma", c["gamma"]}, {"scale_base", c["scale_base"]}});
+    auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
+    xpos->rotate(q, k, posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["q"]), 1e-6, 1e-6)) << c["layout"];
+    EXPECT_TRUE(torch::allclose(k[0][0], tensor_of(c["k"]), 1e-6, 1e-6)) << c["layout"];
+  }
+}

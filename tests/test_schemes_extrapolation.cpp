@@ -177,3 +177,22 @@ TEST(RopeScaling, ScoresStillDependOnlyOnTheOffset) {
   for (int64_t d : {2, 3, 6, 7}) EXPECT_TRUE(torch::allclose(out.select(-1, d), x.select(-1, d))) << d;
   EXPECT_FALSE(torch::allclose(out.select(-1, 1), x.select(-1, 1)));
 }
+
+TEST(Xpos, ScoresDependOnlyOnTheOffsetAndDecayWithItAsZetaToTheDistance) {
+  torch::manual_seed(2);
+  auto xpos = scheme_with("xpos", {kHeadDim, 1, kHeadDim, 0}, {{"scale_base", 16.0}});
+  auto rope = scheme_with("rope", {kHeadDim, 1, kHeadDim, 0});
+  const auto q = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64), k = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64);
+  const auto score = [&](PositionalScheme& s, int64_t m, int64_t n) {
+    auto qm = q.clone(), kn = k.clone(), unused_q = q.clone(), unused_k = k.clone();
+    s->rotate(qm, unused_k, {torch::full({1}, m, torch::kLong), torch::full({1}, m, torch::kLong), 64, nullptr});
+    s->rotate(unused_q, kn, {torch::full({1}, n, torch::kLong), torch::full({1}, n, torch::kLong), 64, nullptr});
+    return (qm * kn).sum().item<double>();
+  };
+  EXPECT_NEAR(score(xpos, 10, 4), score(xpos, 40, 34), 1e-9);
+  EXPECT_NEAR(score(xpos, 3, 20), score(xpos, 33, 50), 1e-9);
+  // At offset 0 the scales cancel: the score is RoPE's.
+  EXPECT_NEAR(score(xpos, 9, 9), score(rope, 9, 9), 1e-9);
+  EXPECT_TRUE(xpos->directional());
+  EXPECT_TRUE(xpos->capabilities().fits_fused_attention());
+}

@@ -14,6 +14,7 @@ SchemeInfo dynamic_scheme_info();
 
 // rotary.cpp
 SchemeInfo rope_scheme_info();
+SchemeInfo xpos_scheme_info();
 
 // bias.cpp: additive attention biases
 SchemeInfo alibi_scheme_info();

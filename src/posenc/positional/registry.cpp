@@ -17,6 +17,7 @@ const std::vector<SchemeInfo>& scheme_registry() {
       learned_scheme_info(),
       dynamic_scheme_info(),
       rope_scheme_info(),
+      xpos_scheme_info(),
       alibi_scheme_info(),
       t5_scheme_info(),
       kerple_scheme_info(),

@@ -26,8 +26,8 @@ const double kPi = std::acos(-1.0);
 
 class RopeImpl : public PositionalSchemeImpl {
  public:
-  RopeImpl(const SchemeContext& ctx, const SchemeOptions& o)
-      : PositionalSchemeImpl("rope"),
+  RopeImpl(const SchemeContext& ctx, const SchemeOptions& o, const std::string& name = "rope")
+      : PositionalSchemeImpl(name),
         base_(o.get_float("base")),
         interleaved_(o.get_string("layout") == "interleaved"),
         scaling_(o.get_string("scaling")),
@@ -42,7 +42,7 @@ class RopeImpl : public PositionalSchemeImpl {
     // Rotation acts on pairs: at fraction 1 an odd head dimension would leave
     // its last dimension unrotated while the config claims all are.
     if (fraction >= 1.0 && ctx.head_dim % 2 != 0)
-      throw IncompatibleConfig("model.positional.type=rope rotates pairs of dimensions, but the head dimension is " +
+      throw IncompatibleConfig("model.positional.type=" + name + " rotates pairs of dimensions, but the head dimension is " +
                                std::to_string(ctx.head_dim) +
                                " (odd: model.d_model / model.heads); use an even head dimension, or "
                                "model.positional.fraction < 1 to leave dimensions unrotated on purpose");
@@ -50,7 +50,7 @@ class RopeImpl : public PositionalSchemeImpl {
     if (rot_dim_ < 2)
       throw ConfigError("model.positional.fraction=" + std::to_string(fraction) + " rotates " +
                         std::to_string(rot_dim_) + " of head_dim " + std::to_string(ctx.head_dim) +
-                        " dims; rope needs at least 2");
+                        " dims; " + name + " needs at least 2");
   }
   Capabilities capabilities() const override { return Capabilities::rotation(); }
   bool directional() const override { return true; }
@@ -60,7 +60,7 @@ class RopeImpl : public PositionalSchemeImpl {
     k = apply(k, pos.k, pos, "k");
   }
 
- private:
+ protected:
   /// x (B, H, L, Dh) rotated at the given positions (L).
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions, const Positions& pos, const char* which) {
     // cos/sin once per forward, shared by every layer using this instance.
@@ -129,32 +129,86 @@ class RopeImpl : public PositionalSchemeImpl {
   int64_t rot_dim_;
 };
 
+/// xPos (Sun et al. 2022, "A Length-Extrapolatable Transformer"): RoPE, then
+/// each rotated pair i of a query at position n scaled by zeta_i^(n/scale_base)
+/// and of a key by zeta_i^(-n/scale_base), zeta_i = (2i/R + gamma)/(1 + gamma),
+/// so q_m . k_n gains zeta^((m-n)/scale_base): a decay with distance that still
+/// depends on m - n only. Positions are centred on end/2 before the power (as
+/// the reference implementation does, against overflow at long lengths; the
+/// centre cancels in q . k).
+class XposImpl : public RopeImpl {
+ public:
+  XposImpl(const SchemeContext& ctx, const SchemeOptions& o)
+      : RopeImpl(ctx, o, "xpos"), gamma_(o.get_float("gamma")), scale_base_(o.get_float("scale_base")) {}
+
+  void rotate(torch::Tensor& q, torch::Tensor& k, const Positions& pos) override {
+    RopeImpl::rotate(q, k, pos);
+    q = q * scales(pos, pos.q, 1.0, q, "xpos_q");
+    k = k * scales(pos, pos.k, -1.0, k, "xpos_k");
+  }
+
+ private:
+  /// zeta^(sign * (p - end/2) / scale_base) per dimension: (L, Dh), 1 on unrotated dims.
+  torch::Tensor scales(const Positions& pos, const torch::Tensor& positions, double sign, const torch::Tensor& like,
+                       const char* key) {
+    return once_per_forward(pos, key, [&] {
+      const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(positions.device());
+      const double R = static_cast<double>(rot_dim_);
+      auto zeta = (2.0 * torch::arange(rot_dim_ / 2, opts) / R + gamma_) / (1.0 + gamma_);  // (R/2)
+      auto power = sign * (positions.to(torch::kFloat64) - static_cast<double>(pos.end / 2)) / scale_base_;  // (L)
+      auto s = torch::pow(zeta.unsqueeze(0), power.unsqueeze(1));                           // (L, R/2)
+      s = interleaved_ ? s.repeat_interleave(2, -1) : torch::cat({s, s}, -1);                // (L, R)
+      const int64_t Dh = like.size(-1);
+      if (rot_dim_ < Dh) s = torch::cat({s, torch::ones({s.size(0), Dh - rot_dim_}, opts)}, -1);  // (L, Dh)
+      return s.to(like.device(), like.scalar_type());
+    }, like);
+  }
+
+  double gamma_, scale_base_;
+};
+
+}  // namespace
+
+namespace {
+
+/// RoPE's options, shared by xpos (which rotates the same way).
+std::vector<OptionSpec> rope_options() {
+  return {
+      {"base", OptionKind::Float, 10000.0, "frequency base", 1.0, 1e12},
+      {"layout", OptionKind::String, "half",
+       "half: rotate (x[:R/2], x[R/2:]) as in HF/LLaMA; interleaved: rotate pairs (2i, 2i+1) as in the paper",
+       0, 0, {"half", "interleaved"}},
+      {"fraction", OptionKind::Float, 1.0, "fraction of each head's dims that rotate (partial rotary)", 0.0,
+       1.0},
+      {"scaling", OptionKind::String, "none",
+       "for lengths past training: none, linear (interpolation), ntk, dynamic_ntk or yarn (HF transformers' "
+       "formulas)",
+       0, 0, {"none", "linear", "ntk", "dynamic_ntk", "yarn"}},
+      {"factor", OptionKind::Float, 1.0, "the scaling factor s (target length / original_max_position)", 1.0,
+       1e6},
+      {"original_max_position", OptionKind::Int, 0,
+       "positions seen in training (needed by every scaling but none)", 0, int64_t{1} << 40},
+      {"drop_low_frequencies", OptionKind::Float, 0.0,
+       "p-RoPE: the lowest fraction of frequencies is set to 0, leaving those pairs unrotated", 0.0, 1.0},
+  };
+}
+
 }  // namespace
 
 SchemeInfo rope_scheme_info() {
   return {"rope",
           "rotary: q and k rotated pairwise by p*theta_i, theta_i = base^(-2i/Dh); q·k depends on m-n only (Su et al.)",
-          {
-              {"base", OptionKind::Float, 10000.0, "frequency base", 1.0, 1e12},
-              {"layout", OptionKind::String, "half",
-               "half: rotate (x[:R/2], x[R/2:]) as in HF/LLaMA; interleaved: rotate pairs (2i, 2i+1) as in the paper",
-               0, 0, {"half", "interleaved"}},
-              {"fraction", OptionKind::Float, 1.0, "fraction of each head's dims that rotate (partial rotary)", 0.0,
-               1.0},
-              {"scaling", OptionKind::String, "none",
-               "for lengths past training: none, linear (interpolation), ntk, dynamic_ntk or yarn (HF transformers' "
-               "formulas)",
-               0, 0, {"none", "linear", "ntk", "dynamic_ntk", "yarn"}},
-              {"factor", OptionKind::Float, 1.0, "the scaling factor s (target length / original_max_position)", 1.0,
-               1e6},
-              {"original_max_position", OptionKind::Int, 0,
-               "positions seen in training (needed by every scaling but none)", 0, int64_t{1} << 40},
-              {"drop_low_frequencies", OptionKind::Float, 0.0,
-               "p-RoPE: the lowest fraction of frequencies is set to 0, leaving those pairs unrotated", 0.0, 1.0},
-          },
-          Placement::EveryLayer, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
-            return std::make_shared<RopeImpl>(ctx, o);
-          }};
+          rope_options(), Placement::EveryLayer, construct<RopeImpl>};
+}
+
+SchemeInfo xpos_scheme_info() {
+  auto options = rope_options();
+  options.push_back({"gamma", OptionKind::Float, 0.4, "zeta_i = (2i/R + gamma)/(1 + gamma)", 0.0, 1e6});
+  options.push_back({"scale_base", OptionKind::Float, 512.0, "positions are divided by it in the exponent", 1e-6, 1e12});
+  return {"xpos",
+          "RoPE with a per-pair exponential scale: q by zeta_i^(n/scale_base), k by zeta_i^(-n/scale_base), so "
+          "q_m.k_n decays with m-n (Sun et al. 2022)",
+          options, Placement::EveryLayer, construct<XposImpl>};
 }
 
 }  // namespace posenc
