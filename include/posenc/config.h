@@ -44,6 +44,9 @@ struct PositionalConfig {
   bool share_across_layers = true;
   /// The scheme's own options, resolved against its registry entry (defaults filled in).
   json options = json::object();
+  /// Randomized positions (`randomize: {"max_position": N}`): training batches
+  /// take sorted random ids from [0, N) instead of 0..L-1; 0 = off.
+  int64_t randomize_max_position = 0;
 };
 
 struct ModelConfig {

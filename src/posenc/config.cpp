@@ -125,6 +125,13 @@ PositionalConfig parse_positional(const json& j, const std::string& path) {
   }();
   r.read("apply_to", p.apply_to, {"auto", "input", "every_layer"});
   r.read("share_across_layers", p.share_across_layers);
+  if (r.has("randomize")) {
+    ObjectReader rnd(r.raw("randomize"), r.child("randomize"));
+    if (!rnd.has("max_position"))
+      throw ConfigError(r.child("randomize") + ": needs max_position (training positions are drawn from [0, max_position))");
+    rnd.read("max_position", p.randomize_max_position, 2, int64_t{1} << 30);
+    rnd.finish();
+  }
   // Everything else belongs to the scheme and is validated by its registry entry.
   json user = json::object();
   for (const auto& key : r.unread()) user[key] = r.raw(key);
@@ -244,6 +251,8 @@ json config_to_json(const Config& c) {
   positional["type"] = c.model.positional.type;
   positional["apply_to"] = c.model.positional.apply_to;
   positional["share_across_layers"] = c.model.positional.share_across_layers;
+  if (c.model.positional.randomize_max_position > 0)
+    positional["randomize"] = {{"max_position", c.model.positional.randomize_max_position}};
   return {
       {"model",
        {{"d_model", c.model.d_model},

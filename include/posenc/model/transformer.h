@@ -38,8 +38,10 @@ class EncoderClassifierImpl : public torch::nn::Module {
   EncoderClassifierImpl(const ModelConfig& cfg, int64_t vocab_size);
 
   /// tokens (B, L) int64 in 1..vocab_size -> logits (B, 2).
-  /// Position ids default to 0..L-1 (0..L with the CLS token in front).
-  torch::Tensor forward(const torch::Tensor& tokens);
+  /// Position ids default to 0..L-1 (0..L with the CLS token in front); `ids`,
+  /// when given, replaces them: model_length(L) sorted int64 ids on the CPU
+  /// (randomized positions in training).
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& ids = {});
 
   /// Sequence length the model actually runs for `length` tokens (adds the CLS token).
   int64_t model_length(int64_t length) const { return length + (cfg_.pooling == "cls" ? 1 : 0); }

@@ -78,9 +78,16 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& cfg, int64_t voc
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
   head_ = register_module("head", torch::nn::Linear(D, 2));
+  const int64_t randomized = cfg.positional.randomize_max_position;
+  for (const auto& s : schemes_)
+    if (randomized > 0 && s->max_positions() > 0 && randomized > s->max_positions())
+      throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) +
+                        " draws positions the scheme cannot encode: model.positional.type=" + cfg.positional.type +
+                        " holds " + std::to_string(s->max_positions()) +
+                        " (model.positional.max_positions); raise it or lower max_position");
 }
 
-torch::Tensor EncoderClassifierImpl::forward(const torch::Tensor& tokens_in) {
+torch::Tensor EncoderClassifierImpl::forward(const torch::Tensor& tokens_in, const torch::Tensor& given_ids) {
   auto tokens = tokens_in;  // (B, L)
   if (cfg_.pooling == "cls") {
     auto cls = torch::full({tokens.size(0), 1}, cls_token(), tokens.options());
@@ -88,8 +95,17 @@ torch::Tensor EncoderClassifierImpl::forward(const torch::Tensor& tokens_in) {
   }
   const int64_t L = tokens.size(1);
   ForwardCache cache;
-  auto ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));  // (L)
-  const Positions pos{ids, ids, L, &cache};
+  torch::Tensor ids;  // (L)
+  int64_t end = L;    // one past the largest id, known on the host
+  if (given_ids.defined()) {
+    TORCH_CHECK(given_ids.device().is_cpu() && given_ids.dim() == 1 && given_ids.size(0) == L,
+                "position ids: expected ", L, " ids on the CPU, got ", given_ids.sizes());
+    end = given_ids[L - 1].item<int64_t>() + 1;  // sorted; a CPU read, no device sync
+    ids = given_ids.to(tokens.device());
+  } else {
+    ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  }
+  const Positions pos{ids, ids, end, &cache};
 
   auto x = embed_drop_->forward(tokens_->forward(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
   for (int64_t i = 0; i < cfg_.layers; ++i) {

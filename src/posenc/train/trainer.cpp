@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "posenc/model/transformer.h"
+#include "posenc/positional/randomized.h"
 #include "posenc/tasks/ordering.h"
 #include "posenc/train/autocast.h"
 #include "posenc/train/grad_clip.h"
@@ -133,6 +134,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   EncoderClassifier model(cfg.model, cfg.task.vocab_size);
   model->to(device);
+  const int64_t randomized = cfg.model.positional.randomize_max_position;
+  if (randomized > 0 && randomized < model->model_length(cfg.task.max_length))
+    throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
+                      std::to_string(model->model_length(cfg.task.max_length)) +
+                      " positions of the longest training sequence (task.max_length, plus CLS)");
   // A length that cannot be evaluated fails now, not after the training.
   if (!options.skip_final_eval) check_evaluation_fits(model, cfg, cfg.eval.lengths, device);
   if (options.resume && !fs::exists(ckpt)) throw ConfigError("--resume: no checkpoint at " + ckpt.string());
@@ -206,7 +212,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     torch::Tensor logits, loss;
     {
       AutocastGuard autocast(cfg.train.precision == "bf16", device);
-      logits = model->forward(tokens);  // (B, 2)
+      // Randomized positions: a sorted random subset of [0, N) per batch (evaluation keeps 0..L-1).
+      const auto ids = randomized > 0 ? randomized_positions(model->model_length(tokens.size(1)), randomized,
+                                                             cfg.train.seed, step)
+                                      : torch::Tensor();
+      logits = model->forward(tokens, ids);  // (B, 2)
       loss = torch::nn::functional::cross_entropy(logits, labels);
     }
     optimizer.zero_grad();
