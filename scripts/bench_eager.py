@@ -261,6 +261,35 @@ class Xpos(Rope):
         return q * self.scales(pos, pos.q, 1.0, q, "xpos_q"), k * self.scales(pos, pos.k, -1.0, k, "xpos_k")
 
 
+class Fire(Scheme):
+    """f(psi(|i-j|) / psi(max(T, i))), psi(x) = log(|c| x + 1), f: Linear(1, hidden), ReLU, Linear(hidden, H)."""
+    bias_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.hidden = nn.Linear(1, o["hidden"])
+        self.out = nn.Linear(o["hidden"], H)
+        self.c = nn.Parameter(torch.tensor(float(o["init_c"])))
+        self.threshold = nn.Parameter(torch.tensor(float(o["init_threshold"])))
+        add_directional(self, o, H)
+
+    def bias(self, pos):
+        def make():
+            rel = relative_positions(pos.q, pos.k)
+            dtype = self.c.dtype
+
+            def psi(x):
+                return torch.log1p(self.c.abs() * x)
+
+            query = pos.q.to(dtype).unsqueeze(1)
+            normalizer = psi(torch.maximum(query, self.threshold.abs()))
+            x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1)
+            b = self.out(torch.relu(self.hidden(x)))
+            return apply_directional(self, b.permute(2, 0, 1).unsqueeze(0), rel)
+
+        return pos.once(self, "fire", make)
+
+
 def add_directional(module, o, H):
     """The shared `directional` option (relative.h): offsets for keys left / right of the query."""
     module.directional = o["directional"]
@@ -481,7 +510,7 @@ class Da(Scheme):
 
 
 SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope, "xpos": Xpos,
-           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "shaw": Shaw, "xl": Xl, "ape": Ape, "decay": Decay, "da": Da}
+           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "ape": Ape, "decay": Decay, "da": Da}
 INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's Placement::Input
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for the rope, alibi, t5, sinusoidal, kerple and sandwich schemes.
+"""Golden values for the rope (and its scalings), xpos, alibi, t5, sinusoidal, kerple, sandwich and fire schemes.
 
 An independent implementation in numpy, written from the papers' formulas (not
 from posenc's C++), whose output the C++ tests compare against within a
@@ -134,6 +134,22 @@ def xpos(x, base, layout, gamma, scale_base):
     return q, k
 
 
+def fire_bias(w1, b1, w2, b2, c, threshold, length):
+    """Li et al. 2023 (bidirectional, on |i-j|): f(psi(|i-j|) / psi(max(T, i))), psi(x) = log(c x + 1),
+    f(x) = W2 relu(W1 x + b1) + b2; returns (H, L, L)."""
+    def psi(x):
+        return math.log(abs(c) * x + 1.0)
+    heads = len(b2)
+    out = [[[0.0] * length for _ in range(length)] for _ in range(heads)]
+    for i in range(length):
+        for j in range(length):
+            x = psi(abs(i - j)) / psi(max(abs(threshold), i))
+            hidden = [max(w1[u][0] * x + b1[u], 0.0) for u in range(len(b1))]
+            for h in range(heads):
+                out[h][i][j] = sum(w2[h][u] * hidden[u] for u in range(len(b1))) + b2[h]
+    return out
+
+
 def kerple_bias(r1, r2, length, variant):
     """Chi et al. 2022: -r1 log(1 + r2 |i-j|) or -r1 |i-j|^r2, per head (positive r1, r2 given)."""
     out = []
@@ -223,6 +239,12 @@ def main(out_dir):
         case["input"] = x.tolist()
         q, k = xpos(x, case["base"], case["layout"], case["gamma"], case["scale_base"])
         case["q"], case["k"] = q.tolist(), k.tolist()
+    fire = {"w1": [[0.5], [-1.2], [2.0], [0.3]], "b1": [0.1, 0.4, -0.5, 0.0],
+            "w2": [[1.0, -0.5, 0.25, 2.0], [-1.5, 0.3, 0.7, -0.2]], "b2": [0.05, -0.1], "c": 0.3, "threshold": 6.0,
+            "length": 14}
+    fire["bias"] = fire_bias(fire["w1"], fire["b1"], fire["w2"], fire["b2"], fire["c"], fire["threshold"],
+                             fire["length"])
+    fixtures["fire"] = {"cases": [fire]}
     fixtures["kerple"] = {
         "cases": [
             {"variant": "log", "r1": [0.5, 1.7, 0.01], "r2": [0.3, 0.9, 2.5], "length": 12},

@@ -152,3 +152,17 @@ TEST(Golden, XposScalesQueriesAndKeys) {
     EXPECT_TRUE(torch::allclose(k[0][0], tensor_of(c["k"]), 1e-6, 1e-6)) << c["layout"];
   }
 }
+
+TEST(Golden, FireWithFixedWeights) {
+  for (const auto& c : golden("fire")["cases"]) {
+    const int64_t H = c["b2"].size(), hidden = c["b1"].size();
+    const auto got = bias_with("fire", H, 4, c["length"], {{"hidden", hidden}},
+                               {{"hidden.weight", c["w1"]},
+                                {"hidden.bias", c["b1"]},
+                                {"out.weight", c["w2"]},
+                                {"out.bias", c["b2"]},
+                                {"c", c["c"]},
+                                {"threshold", c["threshold"]}});
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5));
+  }
+}

@@ -244,3 +244,23 @@ TEST(RandomizedPositions, ConfigRoundTripTablesThatAreTooSmallAndTraining) {
   EXPECT_EQ(result.steps, 30);
   std::filesystem::remove_all(dir);
 }
+
+TEST(Fire, RelativeUpToTheThresholdAndProgressivelyInterpolatedPastIt) {
+  torch::manual_seed(4);
+  auto s = build("fire", {{"init_threshold", 8.0}});
+  EXPECT_FALSE(s->directional());
+  // Queries below T share one normalizer psi(T): a function of |i - j| only.
+  const auto near = bias_of(s, 8);
+  expect_toeplitz(near, "fire below T");
+  EXPECT_TRUE(torch::allclose(near, near.transpose(-1, -2), 1e-6, 1e-6));
+  // Past T, a query's farthest key on the left (j = 0) always maps to psi(i)/psi(i) = 1,
+  // the input the query at T gives its key at distance T: distances are squeezed into the trained range.
+  const auto far = bias_of(s, 64);
+  for (int64_t i : {8, 20, 63})
+    EXPECT_TRUE(torch::allclose(far.select(-2, i).select(-1, 0), far.select(-2, 8).select(-1, 0), 1e-5, 1e-6)) << i;
+  // Gradients reach the MLP, c and the threshold.
+  auto loss = s->bias(arange_positions(40)).sum();
+  loss.backward();
+  for (const auto& p : s->named_parameters())
+    EXPECT_TRUE(p.value().grad().defined() && p.value().grad().abs().sum().item<double>() > 0) << p.key();
+}

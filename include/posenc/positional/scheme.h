@@ -74,6 +74,9 @@ class PositionalSchemeImpl : public torch::nn::Module {
   virtual Capabilities capabilities() const = 0;
   /// Can the scheme tell left from right? Symmetric |i-j| biases cannot.
   virtual bool directional() const = 0;
+  /// Does its bias or rotation depend on j - i alone? FIRE's does not past its
+  /// threshold (the query position normalizes the distance).
+  virtual bool offset_only() const { return true; }
   /// Largest number of positions the scheme can encode (0 = unbounded).
   virtual int64_t max_positions() const { return 0; }
   /// True where positions the model never saw in training have untrained parameters.

@@ -25,6 +25,7 @@ SchemeInfo decay_scheme_info();
 // extrapolation_bias.cpp: biases proposed for length extrapolation
 SchemeInfo kerple_scheme_info();
 SchemeInfo sandwich_scheme_info();
+SchemeInfo fire_scheme_info();
 
 // relative_attention.cpp: score (and value) terms
 SchemeInfo shaw_scheme_info();

@@ -7,7 +7,13 @@
 //             sum_k cos((i-j) w_k), shifted to 0 on the diagonal and divided per
 //             head (Chi et al. 2023, "Dissecting Transformer Length
 //             Extrapolation via the Lens of Receptive Field Analysis")
-// Both are symmetric in i - j and take the shared `directional` option.
+//   fire      f(psi(|i-j|) / psi(max(T, i))), psi(x) = log(c x + 1), f an MLP
+//             1 -> hidden -> H, c and the threshold T learned (Li et al. 2023,
+//             "Functional Interpolation for Relative Positions Improves Long
+//             Context Transformers"); for queries past T the distances are
+//             compressed into the range seen in training (progressive
+//             interpolation), so it is not Toeplitz there.
+// All are symmetric in i - j and take the shared `directional` option.
 #include <cmath>
 
 #include "posenc/config.h"
@@ -87,6 +93,42 @@ class SandwichImpl : public PositionalSchemeImpl {
   DirectionalOffsets direction_{*this, 0, false};
 };
 
+class FireImpl : public PositionalSchemeImpl {
+ public:
+  FireImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("fire") {
+    const int64_t hidden = o.get_int("hidden");
+    // nn::Linear's default initialization, as the paper's MLP.
+    hidden_ = register_module("hidden", torch::nn::Linear(1, hidden));
+    out_ = register_module("out", torch::nn::Linear(hidden, ctx.heads));
+    c_ = register_parameter("c", torch::tensor(o.get_float("init_c")));
+    threshold_ = register_parameter("threshold", torch::tensor(o.get_float("init_threshold")));
+    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
+  }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
+  /// Symmetric while every query is below the threshold (as in training here);
+  /// past it the query's own position enters through the normalizer.
+  bool directional() const override { return direction_.enabled(); }
+  bool offset_only() const override { return false; }
+
+  torch::Tensor bias(const Positions& pos) override {
+    return once_per_forward(pos, "fire", [&] {
+      auto rel = relative_positions(pos.q, pos.k);                       // (Lq, Lk)
+      const auto dtype = c_.scalar_type();
+      const auto psi = [&](const torch::Tensor& x) { return torch::log1p(c_.abs() * x); };  // c kept positive by |c|
+      auto query = pos.q.to(dtype).unsqueeze(1);                          // (Lq, 1)
+      auto normalizer = psi(torch::maximum(query, threshold_.abs()));     // (Lq, 1): psi(max(T, i))
+      auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);     // (Lq, Lk, 1), in [0, 1] up to T
+      auto b = out_->forward(torch::relu(hidden_->forward(x)));           // (Lq, Lk, H)
+      return direction_.apply(b.permute({2, 0, 1}).unsqueeze(0), rel);    // (1, H, Lq, Lk)
+    });
+  }
+
+ private:
+  torch::nn::Linear hidden_{nullptr}, out_{nullptr};
+  torch::Tensor c_, threshold_;
+  DirectionalOffsets direction_{*this, 0, false};
+};
+
 }  // namespace
 
 SchemeInfo kerple_scheme_info() {
@@ -95,6 +137,20 @@ SchemeInfo kerple_scheme_info() {
           "(Chi et al. 2022)",
           {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}}, directional_option()},
           Placement::EveryLayer, construct<KerpleImpl>};
+}
+
+SchemeInfo fire_scheme_info() {
+  return {"fire",
+          "learned bias MLP(psi(|i-j|) / psi(max(T, i))), psi(x) = log(c*x + 1), c and T learned: progressive "
+          "interpolation of distances for queries past T (Li et al. 2023)",
+          {{"hidden", OptionKind::Int, 32, "hidden units of the MLP (1 -> hidden -> heads)", 1, 4096},
+           {"init_c", OptionKind::Float, 0.1, "initial c of psi(x) = log(c*x + 1)", 1e-6, 1e6},
+           {"init_threshold", OptionKind::Float, 16.0,
+            "initial T: queries past it have their distances compressed (the paper uses a fraction of the "
+            "training length)",
+            1.0, 1e9},
+           directional_option()},
+          Placement::EveryLayer, construct<FireImpl>};
 }
 
 SchemeInfo sandwich_scheme_info() {

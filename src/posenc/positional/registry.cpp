@@ -22,6 +22,7 @@ const std::vector<SchemeInfo>& scheme_registry() {
       t5_scheme_info(),
       kerple_scheme_info(),
       sandwich_scheme_info(),
+      fire_scheme_info(),
       shaw_scheme_info(),
       xl_scheme_info(),
       ape_scheme_info(),
