@@ -371,3 +371,21 @@ TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
   EXPECT_NE(child_log.find("stopped by SIGTERM at step"), std::string::npos) << child_log;
   EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "none-projected-max-s0" / "checkpoint.pt"));
 }
+
+TEST(ComparePlan, EveryShippedGridPlans) {
+  // Each configs/*_compare.json expands into buildable runs, default and --full.
+  int grids = 0;
+  for (const auto& e : fs::directory_iterator(std::string(POSENC_SOURCE_DIR) + "/configs")) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 13 || name.compare(name.size() - 13, 13, "_compare.json") != 0) continue;
+    ++grids;
+    const bool has_full = posenc::read_json_file(e.path().string()).contains("full");
+    for (const bool full : {false, true}) {
+      if (full && !has_full) continue;
+      ComparePlan plan;
+      ASSERT_NO_THROW(plan = posenc::plan_comparison(e.path().string(), "out", full, 1)) << name;
+      EXPECT_FALSE(plan.runs.empty()) << name;
+    }
+  }
+  EXPECT_GE(grids, 3);
+}
