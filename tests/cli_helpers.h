@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace posenc::testing {
 
 struct CliRun {
@@ -27,6 +29,21 @@ inline CliRun run_cli(const std::string& args) {
   const int status = ::pclose(pipe);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+/// A compare grid of tiny runs (seconds each) on the shipped ordering config.
+inline nlohmann::json tiny_grid() {
+  return {{"base", std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"},
+          {"set",
+           {{"train.steps", 20},
+            {"train.eval_every", 20},
+            {"train.checkpoint_every", 10},
+            {"train.log_every", 10},
+            {"train.val_samples", 64},
+            {"eval.lengths", {8, 32}},
+            {"eval.samples_per_length", 64}}},
+          {"schemes", {"none", "rope"}},
+          {"seeds", {0}}};
 }
 
 /// Starts `posenc ARGS...` as a child with stdout and stderr in `log`; returns its pid.

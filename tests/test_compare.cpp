@@ -42,20 +42,7 @@ struct Scratch {
 
 std::string base_config() { return std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"; }
 
-/// A grid of tiny runs (seconds each).
-json tiny_grid() {
-  return {{"base", base_config()},
-          {"set",
-           {{"train.steps", 20},
-            {"train.eval_every", 20},
-            {"train.checkpoint_every", 10},
-            {"train.log_every", 10},
-            {"train.val_samples", 64},
-            {"eval.lengths", {8, 32}},
-            {"eval.samples_per_length", 64}}},
-          {"schemes", {"none", "rope"}},
-          {"seeds", {0}}};
-}
+using posenc::testing::tiny_grid;
 
 std::string error_of(const std::function<void()>& f) {
   try {
