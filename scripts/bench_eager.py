@@ -405,12 +405,12 @@ class Shaw(Scheme):
     def index(self, pos):
         return pos.once(self, "index", lambda: relative_positions(pos.q, pos.k).clamp(-self.clip, self.clip) + self.clip)
 
-    def score_terms(self, q, k, pos):
+    def score_terms(self, q, k, qk, pos):
         rel = pick_columns(torch.matmul(q, self.keys.t()), self.index(pos))
         if not self.head_scales:
             return rel
         c, p = self.content_scale.view(1, -1, 1, 1), self.position_scale.view(1, -1, 1, 1)
-        return (c - 1.0) * torch.matmul(q, k.transpose(-2, -1)) + p * rel
+        return (c - 1.0) * qk + p * rel
 
     def value_terms(self, probs, pos):
         idx = self.index(pos).expand_as(probs)
@@ -430,7 +430,7 @@ class Xl(Scheme):
         self.v = nn.Parameter(torch.zeros(H, Dh))
         self.w_r = nn.Linear(D, H * Dh, bias=False)
 
-    def score_terms(self, q, k, pos):
+    def score_terms(self, q, k, qk, pos):
         rel = -relative_positions(pos.q, pos.k)
         lo = -(pos.end - 1)
         index = pos.once(self, "index", lambda: rel - lo)
@@ -550,7 +550,7 @@ class Attention(nn.Module):
         else:
             scores = torch.matmul(q, k.transpose(-2, -1))
             if s is not None and s.score_hook:
-                scores = scores + s.score_terms(q, k, pos)
+                scores = scores + s.score_terms(q, k, scores, pos)
             scores = scores * (1.0 / math.sqrt(self.Dh))
             if bias is not None:
                 scores = scores + bias

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for the rope (and its scalings), xpos, alibi, t5, sinusoidal, kerple, sandwich and fire schemes.
+"""Golden values for the rope (and its scalings), xpos, alibi, t5, sinusoidal, kerple, sandwich, fire and cope schemes.
 
 An independent implementation in numpy, written from the papers' formulas (not
 from posenc's C++), whose output the C++ tests compare against within a
@@ -170,6 +170,31 @@ def sandwich_bias(heads, head_dim, length, base):
             for h in range(1, heads + 1)]
 
 
+def cope_terms(q, k, table, max_count):
+    """Golovneva et al. 2024, counted both ways (the C++ header comment): gates g_ij = sigmoid(q_i.k_j / sqrt(d)),
+    p_ij = sum_{t=j..i} g_it left of the query, -sum_{t=i+1..j} g_it right of it, clamped to +-(N-1), and the
+    score term interpolates q_i.e[floor p] and q_i.e[ceil p]; table row r is position r - (N-1).
+    q, k (H, L, d); returns (H, L, L). Direct sums, not the prefix-sum trick."""
+    heads, length, d = q.shape
+    out = np.zeros((heads, length, length))
+    for h in range(heads):
+        gate = [[1.0 / (1.0 + math.exp(-float(np.dot(q[h, i], k[h, j])) / math.sqrt(d))) for j in range(length)]
+                for i in range(length)]
+        for i in range(length):
+            for j in range(length):
+                if j <= i:
+                    p = sum(gate[i][t] for t in range(j, i + 1))
+                else:
+                    p = -sum(gate[i][t] for t in range(i + 1, j + 1))
+                p = min(max(p, -(max_count - 1)), max_count - 1)
+                lo = math.floor(p)
+                hi = min(lo + 1, max_count - 1)
+                w = p - lo
+                e_lo, e_hi = table[lo + max_count - 1], table[hi + max_count - 1]
+                out[h, i, j] = (1 - w) * float(np.dot(q[h, i], e_lo)) + w * float(np.dot(q[h, i], e_hi))
+    return out
+
+
 def rope_input(length, dh):
     return np.array([[math.cos(0.3 * m + 0.7 * d) + 0.1 * d for d in range(dh)] for m in range(length)])
 
@@ -261,6 +286,14 @@ def main(out_dir):
     }
     for case in fixtures["sandwich"]["cases"]:
         case["bias"] = sandwich_bias(case["heads"], case["head_dim"], case["length"], case["base"])
+    cope = {"heads": 2, "length": 9, "head_dim": 4, "max_count": 4}
+    H, L, Dh, N = cope["heads"], cope["length"], cope["head_dim"], cope["max_count"]
+    q = np.array([[[1.5 * math.cos(0.7 * i + 1.3 * d + h) for d in range(Dh)] for i in range(L)] for h in range(H)])
+    k = np.array([[[2.0 * math.sin(0.4 * i - 0.9 * d + 0.5 * h) for d in range(Dh)] for i in range(L)]
+                  for h in range(H)])
+    table = np.array([[0.3 * math.cos(0.8 * r + d) + 0.05 * r for d in range(Dh)] for r in range(2 * N - 1)])
+    cope.update(q=q.tolist(), k=k.tolist(), table=table.tolist(), terms=cope_terms(q, k, table, N).tolist())
+    fixtures["cope"] = {"cases": [cope]}
     for name, data in fixtures.items():
         data["generator"] = "scripts/golden.py (numpy, independent of the C++ code)"
         with open(os.path.join(out_dir, name + ".json"), "w") as f:

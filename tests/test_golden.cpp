@@ -166,3 +166,15 @@ TEST(Golden, FireWithFixedWeights) {
     EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5));
   }
 }
+
+TEST(Golden, CopeWithFixedQueriesKeysAndTable) {
+  for (const auto& c : golden("cope")["cases"]) {
+    const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
+    auto cope = posenc::testing::scheme_with("cope", {H * Dh, H, Dh, 0}, {{"max_count", c["max_count"]}});
+    cope->to(torch::kFloat64);
+    cope->named_parameters()["table"].data().copy_(tensor_of(c["table"]));
+    auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
+    auto terms = cope->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), 1e-5, 1e-6));
+  }
+}

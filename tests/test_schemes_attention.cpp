@@ -107,7 +107,7 @@ TEST(T5, BiasLooksUpTheTablePerHead) {
 TEST(Shaw, ClipsOffsetsBeyondK) {
   auto shaw = scheme_with("shaw", {16, 2, 8, 0}, {{"max_distance", 2}});
   auto q = torch::randn({1, 2, 8, 8}), k = torch::randn({1, 2, 8, 8});
-  auto s = shaw->score_terms(q, k, arange_positions(8));  // (1, 2, 8, 8)
+  auto s = shaw->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), arange_positions(8));  // (1, 2, 8, 8)
   auto keys = shaw->named_parameters()["keys"];             // (5, 8)
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j) {
@@ -138,9 +138,9 @@ TEST(Shaw, HeadScalesWeighContentAndPosition) {
   auto q = torch::randn({1, 2, 5, 8}), k = torch::randn({1, 2, 5, 8});
   auto plain = scheme_with("shaw", {16, 2, 8, 0});
   plain->named_parameters()["keys"].data().copy_(params["keys"]);
-  auto rel = plain->score_terms(q, k, arange_positions(5));
   auto qk = torch::matmul(q, k.transpose(-2, -1));
-  auto total = qk + shaw->score_terms(q, k, arange_positions(5));
+  auto rel = plain->score_terms(q, k, qk, arange_positions(5));
+  auto total = qk + shaw->score_terms(q, k, qk, arange_positions(5));
   auto c = torch::tensor({2.0f, 0.5f}).view({1, 2, 1, 1}), p = torch::tensor({3.0f, 0.0f}).view({1, 2, 1, 1});
   EXPECT_TRUE(torch::allclose(total, c * qk + p * rel, 1e-4, 1e-5));
 }
@@ -155,7 +155,8 @@ TEST(Xl, EqualsTheNaiveFourTermFormula) {
   auto W = params["w_r.weight"];  // (H*Dh, D)
   auto q = torch::randn({2, H, L, Dh}, torch::kFloat64), k = torch::randn({2, H, L, Dh}, torch::kFloat64);
   xl->to(torch::kFloat64);
-  auto fast = xl->score_terms(q, k, arange_positions(L)) + torch::matmul(q, k.transpose(-2, -1));
+  auto qk = torch::matmul(q, k.transpose(-2, -1));
+  auto fast = xl->score_terms(q, k, qk, arange_positions(L)) + qk;
   auto u = params["u"].to(torch::kFloat64), v = params["v"].to(torch::kFloat64);
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t h = 0; h < H; ++h)

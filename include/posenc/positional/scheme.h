@@ -95,9 +95,10 @@ class PositionalSchemeImpl : public torch::nn::Module {
   virtual void rotate(torch::Tensor& /*q*/, torch::Tensor& /*k*/, const Positions& /*pos*/) {}
   /// (1 or B, H, Lq, Lk), added after the 1/sqrt(Dh) scale.
   virtual torch::Tensor bias(const Positions& /*pos*/) { return {}; }
-  /// (B, H, Lq, Lk), added to q·k before the 1/sqrt(Dh) scale.
+  /// (B, H, Lq, Lk), added to q·k before the 1/sqrt(Dh) scale. `qk` is q·kᵀ (B, H, Lq, Lk),
+  /// already computed by attention, for terms that depend on the content scores (CoPE's gates).
   virtual torch::Tensor score_terms(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
-                                    const Positions& /*pos*/) {
+                                    const torch::Tensor& /*qk*/, const Positions& /*pos*/) {
     return {};
   }
   /// probs (B, H, Lq, Lk) -> (B, H, Lq, Dh), added to probs·v.

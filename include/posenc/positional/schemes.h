@@ -31,6 +31,9 @@ SchemeInfo fire_scheme_info();
 SchemeInfo shaw_scheme_info();
 SchemeInfo xl_scheme_info();
 
+// contextual.cpp: positions counted from the content
+SchemeInfo cope_scheme_info();
+
 // rescale.cpp: multiplicative reweighting of the scores
 SchemeInfo da_scheme_info();
 

@@ -44,7 +44,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
   if (!ctx.defined()) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     auto scores = batched_matmul(q, k.transpose(-2, -1));  // (B, H, L, L)
-    if (caps.score_terms) scores = scores + scheme->score_terms(q, k, pos);
+    if (caps.score_terms) scores = scores + scheme->score_terms(q, k, scores, pos);
     scores = scores * scale;
     if (bias.defined()) scores = scores + bias;
     if (caps.reweight) scores = scheme->reweight(scores, pos);

@@ -25,6 +25,7 @@ const std::vector<SchemeInfo>& scheme_registry() {
       fire_scheme_info(),
       shaw_scheme_info(),
       xl_scheme_info(),
+      cope_scheme_info(),
       ape_scheme_info(),
       decay_scheme_info(),
       da_scheme_info(),

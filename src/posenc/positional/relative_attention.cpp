@@ -43,12 +43,13 @@ class ShawImpl : public PositionalSchemeImpl {
     return per_table * (use_values_ ? 2 : 1) + (content_scale_.defined() ? 2.0 * B * H * Lq * Lk * Dh : 0.0);
   }
 
-  torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const Positions& pos) override {
+  torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& qk,
+                            const Positions& pos) override {
     auto rel = pick_columns(torch::matmul(q, keys_.t()), index(pos));  // (B, H, Lq, 2k+1) -> (B, H, Lq, Lk)
     if (!content_scale_.defined()) return rel;
     // c_h q·k + p_h q·a^K, written as a term added to q·k.
     auto c = content_scale_.view({1, -1, 1, 1}), p = position_scale_.view({1, -1, 1, 1});
-    return (c - 1.0) * torch::matmul(q, k.transpose(-2, -1)) + p * rel;
+    return (c - 1.0) * qk + p * rel;
   }
 
   torch::Tensor value_terms(const torch::Tensor& probs, const Positions& pos) override {
@@ -93,7 +94,8 @@ class XlImpl : public PositionalSchemeImpl {
            + 2.0 * R * d_model_ * H * Dh;   // W_R R
   }
 
-  torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const Positions& pos) override {
+  torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*qk*/,
+                            const Positions& pos) override {
     // Offsets i - j of every pair, as an index into the table of distinct offsets.
     auto rel = -relative_positions(pos.q, pos.k);  // (Lq, Lk): query minus key
     const int64_t lo = -(pos.end - 1);  // ids are in [0, end): offsets in [lo, end)
