@@ -446,6 +446,29 @@ class Xl(Scheme):
         return content_bias + pick_columns(position, index)
 
 
+class Cope(Scheme):
+    """Contextual positions, counted back to the left and forward (negative) to the right: contextual.cpp."""
+    score_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.N, self.scale = o["max_count"], 1.0 / math.sqrt(Dh)
+        self.table = nn.Parameter(torch.randn(2 * self.N - 1, Dh) * o["init_std"])
+
+    def score_terms(self, q, k, qk, pos):
+        N, L = self.N, qk.size(-1)
+        at_or_left = pos.once(self, "at_or_left", lambda: torch.ones(L, L, dtype=torch.bool, device=qk.device).tril())
+        gates = torch.sigmoid(qk.float() * self.scale)
+        prefix = gates.cumsum(-1)
+        p = (prefix.diagonal(0, -2, -1).unsqueeze(-1) - prefix + gates * at_or_left).clamp(-(N - 1), N - 1)
+        lower = p.floor()
+        weight = (p - lower).to(q.dtype)
+        below = (lower + (N - 1)).long()
+        above = (below + 1).clamp(max=2 * N - 2)
+        per_position = torch.matmul(q, self.table.to(q.dtype).t())
+        return per_position.gather(-1, below) * (1 - weight) + per_position.gather(-1, above) * weight
+
+
 def scalar(module, name, value, learnable):
     t = torch.tensor(value, dtype=torch.float32)
     if learnable:
@@ -510,7 +533,7 @@ class Da(Scheme):
 
 
 SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope, "xpos": Xpos,
-           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "ape": Ape, "decay": Decay, "da": Da}
+           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "ape": Ape, "decay": Decay, "da": Da}
 INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's Placement::Input
 
 # ---------------------------------------------------------------------------
