@@ -64,6 +64,34 @@ PlotOutcome run_plot_script(const std::string& out_dir) {
   return {true, "figures in " + (fs::path(out_dir) / "figures").string()};
 }
 
+namespace {
+
+/// "### Accuracy per example kind at length L (what)" and its table, mean over seeds.
+std::string by_kind_table(const ComparisonSummary& s, int64_t length, const std::string& what) {
+  if (s.variants.empty()) return "";
+  std::vector<std::string> kinds;
+  for (const auto& v : s.variants)
+    for (const auto& l : v.lengths)
+      if (l.length == length)
+        for (const auto& [k, _] : l.by_kind)
+          if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+  Table table = {{"variant"}};
+  table[0].insert(table[0].end(), kinds.begin(), kinds.end());
+  for (const auto& v : s.variants)
+    for (const auto& l : v.lengths)
+      if (l.length == length) {
+        table.push_back({v.variant});
+        for (const auto& k : kinds) {
+          auto it = l.by_kind.find(k);
+          table.back().push_back(it == l.by_kind.end() ? std::string("-") : fmt::format("{:.3f}", it->second.mean));
+        }
+      }
+  return "### Accuracy per example kind at length " + std::to_string(length) + " (" + what + ")\n\n" +
+         render_markdown(table, 1) + "\n";
+}
+
+}  // namespace
+
 void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std::string& command,
                   const PlotOutcome& plots) {
   const fs::path figures = fs::path(plan.out_dir) / "figures";
@@ -74,35 +102,16 @@ void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std
   md << "Reproduce: `" << command << "` (finished runs are kept; rerunning continues).\n\n";
   md << "## Results\n\n" << summary_to_markdown(s) << "\n";
 
-  // Which negatives break first beyond training.
+  // Which negatives break first beyond training, and which still hold at the longest length.
   int64_t probe = 0;
   for (int64_t L : s.eval_lengths)
     if (L > s.train_max_length) {
       probe = L;
       break;
     }
-  if (probe > 0 && !s.variants.empty()) {
-    md << "### Accuracy per example kind at length " << probe << " (first length beyond training)\n\n";
-    std::vector<std::string> kinds;
-    for (const auto& v : s.variants)
-      for (const auto& l : v.lengths)
-        if (l.length == probe)
-          for (const auto& [k, _] : l.by_kind)
-            if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
-    Table table = {{"variant"}};
-    table[0].insert(table[0].end(), kinds.begin(), kinds.end());
-    for (const auto& v : s.variants)
-      for (const auto& l : v.lengths)
-        if (l.length == probe) {
-          table.push_back({v.variant});
-          for (const auto& k : kinds) {
-            auto it = l.by_kind.find(k);
-            table.back().push_back(it == l.by_kind.end() ? std::string("-") : fmt::format("{:.3f}", it->second.mean));
-          }
-        }
-    md << render_markdown(table, 1);
-    md << "\n";
-  }
+  const int64_t longest = s.eval_lengths.empty() ? 0 : *std::max_element(s.eval_lengths.begin(), s.eval_lengths.end());
+  if (probe > 0) md << by_kind_table(s, probe, "first length beyond training");
+  if (longest > probe) md << by_kind_table(s, longest, "the longest evaluated");
 
   md << "## Figures\n\n";
   if (!plots.ran) md << "No figures: " << plots.message << "\n\n";
