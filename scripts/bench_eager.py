@@ -327,11 +327,11 @@ class Alibi(Scheme):
 
 class Kerple(Scheme):
     bias_hook = True
-    EPS = 1e-2
 
     def __init__(self, o, D, H, Dh):
         super().__init__()
         self.power = o["variant"] == "power"
+        self.min_r1, self.min_r2 = o["min_r1"], o["min_r2"]
         self.r1 = nn.Parameter(torch.rand(H) * (1.0 if self.power else 2.0))
         self.r2 = nn.Parameter(torch.rand(H) * (2.0 if self.power else 1.0))
         add_directional(self, o, H)
@@ -340,8 +340,8 @@ class Kerple(Scheme):
         def make():
             rel = relative_positions(pos.q, pos.k)
             distance = rel.abs().to(self.r1.dtype).unsqueeze(0)
-            r1 = self.r1.clamp(min=self.EPS).view(-1, 1, 1)
-            r2 = self.r2.clamp(min=self.EPS).view(-1, 1, 1)
+            r1 = self.r1.clamp(min=self.min_r1).view(-1, 1, 1)
+            r2 = self.r2.clamp(min=self.min_r2).view(-1, 1, 1)
             b = -r1 * distance.pow(r2.clamp(max=2.0)) if self.power else -r1 * torch.log1p(r2 * distance)
             return apply_directional(self, b.unsqueeze(0), rel)
 

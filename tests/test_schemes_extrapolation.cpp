@@ -66,11 +66,28 @@ TEST(Kerple, ParametersStayPositiveAndThePowerAtMostTwo) {
     }
     const auto b = bias_of(s, 10);
     const double d = 9;  // distance of (0, 9)
-    const double r1 = 1e-2 /* the clamp, KerpleImpl::kEps */, r2 = std::string(variant) == "power" ? 2.0 : 9.0;
+    const double r1 = 1e-2 /* the default floor, min_r1 */, r2 = std::string(variant) == "power" ? 2.0 : 9.0;
     const double want = std::string(variant) == "power" ? -r1 * std::pow(d, r2) : -r1 * std::log1p(r2 * d);
     EXPECT_NEAR(b[0][0][9].item<double>(), want, 1e-6) << variant;
     EXPECT_LE(b.max().item<double>(), 0.0);
   }
+}
+
+TEST(Kerple, FloorsKeepEveryHeadFallingOffWithDistance) {
+  // min_r1 = 0.5, min_r2 = 1 (power): no head can flatten into a global one,
+  // whatever its parameters; each starts at or above the floors with a gradient.
+  auto s = build("kerple", {{"variant", "power"}, {"min_r1", 0.5}, {"min_r2", 1.0}});
+  for (auto& p : s->named_parameters()) {
+    if (p.key() == "r1") EXPECT_GE(p.value().min().item<double>(), 0.5);
+    if (p.key() == "r2") EXPECT_GE(p.value().min().item<double>(), 1.0);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : s->named_parameters()) p.value().fill_(-1.0);
+  }
+  const auto row = bias_of(s, 40).select(-2, 0);  // (H, 40): bias against distance 0..39
+  EXPECT_TRUE(torch::allclose(row, -0.5 * torch::arange(40, torch::kFloat32).expand_as(row)));
+  EXPECT_THROW(build("kerple", {{"variant", "power"}, {"min_r2", 2.5}}), ConfigError);
 }
 
 TEST(Sandwich, ZeroOnTheDiagonalNegativeToeplitzAndWiderInLaterHeads) {

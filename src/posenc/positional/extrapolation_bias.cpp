@@ -26,18 +26,24 @@ namespace {
 
 class KerpleImpl : public PositionalSchemeImpl {
  public:
-  /// Positivity: r1 and r2 are clamped to >= kEps in the forward pass (the
-  /// paper's code clamps the parameters to 1e-2 as well), and the power
+  /// Positivity: r1 and r2 are clamped from below in the forward pass (by
+  /// default to 1e-2, as the paper's code clamps the parameters), and the power
   /// variant's exponent to <= 2 (a conditionally positive definite kernel).
-  static constexpr double kEps = 1e-2;
-
+  /// Higher floors (`min_r1`, `min_r2`) keep every head's bias falling off with
+  /// distance, so that no head can become a global one.
   KerpleImpl(const SchemeContext& ctx, const SchemeOptions& o)
-      : PositionalSchemeImpl("kerple"), power_(o.get_string("variant") == "power") {
+      : PositionalSchemeImpl("kerple"),
+        power_(o.get_string("variant") == "power"),
+        min_r1_(o.get_float("min_r1")),
+        min_r2_(o.get_float("min_r2")) {
+    if (power_ && min_r2_ > 2.0)
+      throw ConfigError("model.positional.min_r2=" + std::to_string(min_r2_) + ": the power variant's exponent is at most 2");
     // Initialization as in the paper's code: the factor outside the kernel
     // uniform in (0, 2) for log and (0, 1) for power, the one inside (0, 1) for
-    // log, the exponent (0, 2) for power.
-    r1_ = register_parameter("r1", torch::rand({ctx.heads}) * (power_ ? 1.0 : 2.0));
-    r2_ = register_parameter("r2", torch::rand({ctx.heads}) * (power_ ? 2.0 : 1.0));
+    // log, the exponent (0, 2) for power; raised to the floors, so that every
+    // parameter starts where it has a gradient.
+    r1_ = register_parameter("r1", (torch::rand({ctx.heads}) * (power_ ? 1.0 : 2.0)).clamp_min(min_r1_));
+    r2_ = register_parameter("r2", (torch::rand({ctx.heads}) * (power_ ? 2.0 : 1.0)).clamp_min(min_r2_));
     direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
@@ -47,8 +53,8 @@ class KerpleImpl : public PositionalSchemeImpl {
     return once_per_forward(pos, "kerple", [&] {
       auto rel = relative_positions(pos.q, pos.k);                      // (Lq, Lk)
       auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(0);     // (1, Lq, Lk)
-      auto r1 = r1_.clamp_min(kEps).view({-1, 1, 1});                   // (H, 1, 1)
-      auto r2 = r2_.clamp_min(kEps).view({-1, 1, 1});
+      auto r1 = r1_.clamp_min(min_r1_).view({-1, 1, 1});                // (H, 1, 1)
+      auto r2 = r2_.clamp_min(min_r2_).view({-1, 1, 1});
       auto b = power_ ? -r1 * distance.pow(r2.clamp_max(2.0)) : -r1 * torch::log1p(r2 * distance);  // (H, Lq, Lk)
       return direction_.apply(b.unsqueeze(0), rel);
     });
@@ -56,6 +62,7 @@ class KerpleImpl : public PositionalSchemeImpl {
 
  private:
   bool power_;
+  double min_r1_, min_r2_;
   torch::Tensor r1_, r2_;  // (H)
   DirectionalOffsets direction_{*this, 0, false};
 };
@@ -135,7 +142,10 @@ SchemeInfo kerple_scheme_info() {
   return {"kerple",
           "kernelized bias -r1*log(1+r2*|i-j|) (log) or -r1*|i-j|^r2 (power, r2 <= 2), r1, r2 > 0 learned per head "
           "(Chi et al. 2022)",
-          {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}}, directional_option()},
+          {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}},
+           {"min_r1", OptionKind::Float, 0.01, "floor of r1 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
+           {"min_r2", OptionKind::Float, 0.01, "floor of r2 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
+           directional_option()},
           Placement::EveryLayer, construct<KerpleImpl>};
 }
 
