@@ -77,10 +77,9 @@ TEST(Kerple, FloorsKeepEveryHeadFallingOffWithDistance) {
   // min_r1 = 0.5, min_r2 = 1 (power): no head can flatten into a global one,
   // whatever its parameters; each starts at or above the floors with a gradient.
   auto s = build("kerple", {{"variant", "power"}, {"min_r1", 0.5}, {"min_r2", 1.0}});
-  for (auto& p : s->named_parameters()) {
-    if (p.key() == "r1") EXPECT_GE(p.value().min().item<double>(), 0.5);
-    if (p.key() == "r2") EXPECT_GE(p.value().min().item<double>(), 1.0);
-  }
+  const auto params = s->named_parameters();
+  EXPECT_GE(params["r1"].min().item<double>(), 0.5);
+  EXPECT_GE(params["r2"].min().item<double>(), 1.0);
   {
     torch::NoGradGuard no_grad;
     for (auto& p : s->named_parameters()) p.value().fill_(-1.0);
