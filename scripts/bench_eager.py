@@ -773,6 +773,7 @@ def main():
     reads one case per line on stdin and answers one result line on stdout, so
     that posenc bench can alternate the two sides case by case."""
     global FORCE_EXPLICIT
+    torch.set_flush_denormal(True)  # as posenc does (environment.cpp: flush_denormals)
     if len(sys.argv) == 2 and sys.argv[1] == "--serve":
         out = sys.stdout
         sys.stdout = sys.stderr  # progress lines must not mix with the answers

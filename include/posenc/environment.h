@@ -15,6 +15,8 @@ std::string live_blas();
 /// alone when the user set MALLOC_* or GLIBC_TUNABLES. Returns what it did,
 /// for the start-up log line: "tuned", "user" or "default" (not glibc).
 const char* tune_malloc_for_training();
+/// Subnormal floats flushed to zero on the calling thread (x86 SSE; false where unsupported).
+bool flush_denormals();
 /// Logs LibTorch version, CUDA availability, intra-op threads and the live BLAS.
 void log_environment();
 

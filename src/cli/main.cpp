@@ -21,6 +21,7 @@ void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
 
 int main(int argc, char** argv) {
   posenc::tune_malloc_for_training();
+  posenc::flush_denormals();
   CLI::App app{"posenc: study positional encodings in transformers"};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
