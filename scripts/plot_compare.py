@@ -62,14 +62,23 @@ def scheme_colors(variants):
     return {n: palette[i % len(palette)] for i, n in enumerate(names)}
 
 
+def panel_key(v):
+    """One panel per (task, qkv, pooling); the pooling means nothing to a decoder task."""
+    metric = v.get("metric", "accuracy")
+    return (v.get("task", "ordering"), metric, v["qkv"], v["pooling"] if metric == "accuracy" else "-")
+
+
 def panels(variants):
-    """(qkv, pooling) combinations in first-seen order."""
+    """Panel keys in first-seen order."""
     keys = []
     for v in variants:
-        k = (v["qkv"], v["pooling"])
+        k = panel_key(v)
         if k not in keys:
             keys.append(k)
     return keys
+
+
+METRIC_LABEL = {"accuracy": "accuracy", "exact_match": "exact match (greedy decoding)", "perplexity": "perplexity"}
 
 
 def plot_accuracy(summary, out):
@@ -80,40 +89,53 @@ def plot_accuracy(summary, out):
     keys = panels(variants)
     cols = min(2, len(keys))  # two panels a row: four in a row would be too wide to read
     rows = (len(keys) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 5.4 * rows), squeeze=False, sharey=True,
-                             layout="constrained")
+    metrics = {k[1] for k in keys}
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 5.4 * rows), squeeze=False,
+                             sharey=len(metrics) == 1 and "perplexity" not in metrics, layout="constrained")
     for ax in axes.flat[len(keys):]:
         ax.set_visible(False)
-    for ax, (qkv, pooling) in zip(axes.flat, keys):
+    for ax, key in zip(axes.flat, keys):
+        task, metric, qkv, pooling = key
         ax.axvspan(lo_train, hi_train, color="0.85", zorder=0, label=f"training lengths {lo_train}-{hi_train}")
-        ax.axhline(0.5, color="0.4", ls="--", lw=1, label="chance")
+        if metric == "accuracy":
+            ax.axhline(0.5, color="0.4", ls="--", lw=1, label="chance")
         for v in variants:
-            if (v["qkv"], v["pooling"]) != (qkv, pooling):
+            if panel_key(v) != key:
                 continue
+            field = "perplexity" if metric == "perplexity" else "accuracy"
             x = np.array([l["length"] for l in v["lengths"]])
-            y = np.array([l["accuracy"]["mean"] for l in v["lengths"]])
+            y = np.array([l[field]["mean"] for l in v["lengths"]])
             if len(v["seeds"]) > 1:
-                s = np.array([l["accuracy"]["std"] for l in v["lengths"]])
+                s = np.array([l[field]["std"] for l in v["lengths"]])
                 lo, hi = y - s, y + s
-            else:
+            elif field == "accuracy":
                 lo = np.array([l["ci95"][0] for l in v["lengths"]])
                 hi = np.array([l["ci95"][1] for l in v["lengths"]])
+            else:
+                lo, hi = y, y
             c = colors[v["scheme"]]
             ax.plot(x, y, marker="o", ms=3.5, color=c, label=f'{v["scheme"]} (n={len(v["seeds"])})')
-            ax.fill_between(x, np.clip(lo, 0, 1), np.clip(hi, 0, 1), color=c, alpha=0.18, lw=0)
+            if field == "accuracy":
+                lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+            ax.fill_between(x, lo, hi, color=c, alpha=0.18, lw=0)
         ax.set_xscale("log", base=2)
         ticks = proto["eval_lengths"]
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(t) for t in ticks])
         ax.set_xlim(min(lo_train, min(ticks)) * 0.9, max(ticks) * 1.1)
-        ax.set_ylim(0.4, 1.02)
-        ax.set_xlabel("evaluation length (tokens)")
-        ax.set_title(f"qkv={qkv}, pooling={pooling}")
+        if metric == "accuracy":
+            ax.set_ylim(0.4, 1.02)
+        elif metric == "exact_match":
+            ax.set_ylim(-0.02, 1.02)
+        else:
+            ax.set_yscale("log")
+        ax.set_xlabel("context length (characters)" if metric == "perplexity" else "evaluation length (tokens)")
+        ax.set_ylabel(METRIC_LABEL.get(metric, metric))
+        ax.set_title(f"{task}: qkv={qkv}" + (f", pooling={pooling}" if metric == "accuracy" else ""))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4)
-    for row in axes:
-        row[0].set_ylabel("accuracy")
-    fig.suptitle("Ordering task: accuracy against sequence length "
+    tasks = sorted({k[0] for k in keys})
+    fig.suptitle(f"{', '.join(tasks)}: score against length "
                  "(band: ±std over seeds, or 95% Wilson interval with one seed)", fontsize=11)
     save(fig, os.path.join(out, "accuracy_vs_length.png"))
 
@@ -303,10 +325,15 @@ def plot_attention(d, out):
                 ax.set_ylabel(f"block {b + 1}\nquery (token)")
             if b == 0:
                 ax.set_title(f"head {h + 1}")
-    verdict = "sorted" if d["prediction"] == 1 else "not sorted"
-    fig.suptitle(f'{d["variant"]}: attention on one {d["kind"]} example of length {d["length"]}; '
-                 f'model says {verdict} (p_sorted = {d["p_sorted"]:.3f}, label {d["label"]}); darker = more '
-                 f'attention, each map scaled to its own maximum', fontsize=10)
+    if "prediction" in d:
+        verdict = "sorted" if d["prediction"] == 1 else "not sorted"
+        fig.suptitle(f'{d["variant"]}: attention on one {d["kind"]} example of length {d["length"]}; '
+                     f'model says {verdict} (p_sorted = {d["p_sorted"]:.3f}, label {d["label"]}); darker = more '
+                     f'attention, each map scaled to its own maximum', fontsize=10)
+    else:
+        fig.suptitle(f'{d["variant"]}: causal attention on one {d.get("task", "")} example of length {d["length"]} '
+                     f'(prompt and answer, teacher-forced; the answer starts at token {d.get("answer_start", "?")}); '
+                     f'darker = more attention, each map scaled to its own maximum', fontsize=10)
     save(fig, os.path.join(out, f"attention_{d['variant']}.png"))
 
 

@@ -41,7 +41,7 @@ inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
 inline void expect_fused_matches_explicit(const std::string& scheme, torch::Device device, bool bf16) {
   torch::manual_seed(0);
   const Config c = config_with({"model.positional.type=\"" + scheme + "\"", "model.dropout=0"});
-  EncoderClassifier model(c.model, c.task.vocab_size);
+  Transformer model(c.model, c.task.vocab_size);
   model->to(device);
   model->train();
   const auto tokens = torch::randint(1, c.task.vocab_size + 1, {3, 24}, torch::kLong).to(device);

@@ -12,6 +12,7 @@
 #include "cli_helpers.h"
 #include "fused_check.h"
 #include "helpers.h"
+#include "posenc/tasks/ordering.h"
 #include "posenc/bench/bench.h"
 #include "posenc/compat.h"
 #include "posenc/model/transformer.h"
@@ -21,23 +22,23 @@
 
 namespace fs = std::filesystem;
 using posenc::Config;
-using posenc::EncoderClassifier;
+using posenc::Transformer;
 using posenc::json;
 using posenc::testing::config_with;
 
 TEST(Flops, CountedFromShapes) {
   const Config c = config_with({"model.positional.type=\"none\"", "model.pooling=\"max\""});
-  EncoderClassifier model(c.model, c.task.vocab_size);
+  Transformer model(c.model, c.task.vocab_size);
   const double B = 2, L = 5, D = 64, F = 256;
   const double per_layer = 2 * B * L * D * 3 * D + 2 * 2 * B * L * L * D + 2 * B * L * D * D + 2 * 2 * B * L * D * F;
   EXPECT_DOUBLE_EQ(model->forward_flops(2, 5), 3 * per_layer + 2 * B * D * 2);
 
   // Embedded QKV has no W_qkv in block 1; Shaw adds q·a^K and probs·a^V per layer (R = 33, Dh = 16).
-  EncoderClassifier embedded(config_with({"model.positional.type=\"none\"", "model.attention.qkv=\"embedded\""}).model, 64);
+  Transformer embedded(config_with({"model.positional.type=\"none\"", "model.attention.qkv=\"embedded\""}).model, 64);
   EXPECT_DOUBLE_EQ(model->forward_flops(2, 5) - embedded->forward_flops(2, 5), 2 * B * L * D * 3 * D);
-  EncoderClassifier shaw(config_with({"model.positional.type=\"shaw\""}).model, 64);
+  Transformer shaw(config_with({"model.positional.type=\"shaw\""}).model, 64);
   EXPECT_DOUBLE_EQ(shaw->forward_flops(2, 5) - model->forward_flops(2, 5), 3 * 2 * (2 * B * 4 * L * 33 * 16));
-  EncoderClassifier xl(config_with({"model.positional.type=\"xl\""}).model, 64);
+  Transformer xl(config_with({"model.positional.type=\"xl\""}).model, 64);
   EXPECT_GT(xl->forward_flops(2, 5), model->forward_flops(2, 5));
 }
 
@@ -53,7 +54,7 @@ TEST(FastPath, FusedAndExplicitAttentionAgree) {
 
 TEST(LongEvaluation, BatchIsBoundedByTheScoreTensorAndLength4096Runs) {
   const Config c = config_with({"model.positional.type=\"alibi\""});
-  EncoderClassifier model(c.model, c.task.vocab_size);
+  Transformer model(c.model, c.task.vocab_size);
   EXPECT_EQ(posenc::evaluation_batch_size(model, 4096, c.eval.max_batch_tokens), 1);
   EXPECT_EQ(posenc::evaluation_batch_size(model, 16, c.eval.max_batch_tokens), 4096);
   const int64_t at_512 = posenc::evaluation_batch_size(model, 512, c.eval.max_batch_tokens);

@@ -11,6 +11,7 @@
 #include "cli_helpers.h"
 #include "posenc/config.h"
 #include "posenc/positional/registry.h"
+#include "posenc/tasks/registry.h"
 
 namespace {
 
@@ -21,12 +22,15 @@ std::string config_path() { return std::string(POSENC_SOURCE_DIR) + "/configs/or
 
 }  // namespace
 
-TEST(Cli, ListShowsEverySchemeFromTheRegistry) {
+TEST(Cli, ListShowsEverySchemeAndTaskFromTheRegistries) {
   const CliRun r = run("list");
   EXPECT_EQ(r.code, 0);
   for (const auto& name : posenc::scheme_names()) EXPECT_NE(r.output.find("\n" + name + "\n"), std::string::npos) << name;
   const CliRun j = run("list --json");
-  EXPECT_EQ(posenc::json::parse(j.output).size(), posenc::scheme_names().size());
+  const auto listed = posenc::json::parse(j.output);
+  EXPECT_EQ(listed.at("schemes").size(), posenc::scheme_names().size());
+  EXPECT_EQ(listed.at("tasks").size(), posenc::task_names().size());
+  for (const auto& name : posenc::task_names()) EXPECT_NE(r.output.find("\n" + name + "\n"), std::string::npos) << name;
 }
 
 TEST(Cli, HelpShowsDefaults) {

@@ -114,7 +114,7 @@ TEST(Cope, ATrainedModelStillRunsFarPastItsTrainingLength) {
   // Positions are clamped, so a 512-token input reads only table rows that exist.
   auto config = posenc::testing::config_with({"model.positional.type=cope", "model.positional.max_count=8",
                                               "model.d_model=16", "model.heads=2", "model.layers=1", "model.d_ff=32"});
-  EncoderClassifier model(config.model, 16);
+  Transformer model(config.model, 16);
   model->eval();
   auto logits = model->forward(torch::randint(1, 17, {2, 512}, torch::kLong));
   EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());

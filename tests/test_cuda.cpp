@@ -15,6 +15,7 @@
 #include "posenc/model/batched_matmul.h"
 #include "posenc/train/fused_adamw.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/tasks/task.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 
@@ -48,7 +49,7 @@ TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
     torch::manual_seed(3);
     const Config c = config_with({"model.positional.type=\"" + GetParam() + "\"", "model.dropout=0",
                                   std::string("model.pooling=\"") + pooling + "\""});
-    EncoderClassifier cpu(c.model, c.task.vocab_size), gpu(c.model, c.task.vocab_size);
+    Transformer cpu(c.model, c.task.vocab_size), gpu(c.model, c.task.vocab_size);
     {
       torch::NoGradGuard no_grad;
       auto src = cpu->parameters(), dst = gpu->parameters();
@@ -131,8 +132,9 @@ TEST(Cuda, CheckpointWrittenOnCudaEvaluatesOnCpuAndResumesThere) {
   auto on_cpu = load_model(ckpt, torch::kCPU);
   EXPECT_TRUE(on_gpu->parameters().front().is_cuda());
   EXPECT_TRUE(on_cpu->parameters().front().is_cpu());
-  const auto gpu_results = evaluate_lengths(on_gpu, stored, stored.eval.lengths, torch::kCUDA);
-  const auto cpu_results = evaluate_lengths(on_cpu, stored, stored.eval.lengths, torch::kCPU);
+  const auto task = make_task(stored.task);
+  const auto gpu_results = evaluate_lengths(on_gpu, *task, stored, stored.eval.lengths, torch::kCUDA);
+  const auto cpu_results = evaluate_lengths(on_cpu, *task, stored, stored.eval.lengths, torch::kCPU);
   ASSERT_EQ(gpu_results.size(), cpu_results.size());
   for (size_t i = 0; i < gpu_results.size(); ++i) {
     // Float32 on two devices: at most one borderline example may flip.

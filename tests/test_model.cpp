@@ -19,13 +19,13 @@ TEST(Model, WithoutPositionsTheEncoderIsPermutationInvariant) {
     for (const char* qkv : {"projected", "embedded"}) {
       auto cfg = config_with({"model.positional.type=none", std::string("model.pooling=") + pooling,
                               std::string("model.attention.qkv=") + qkv});
-      EncoderClassifier model(cfg.model, 64);
+      Transformer model(cfg.model, 64);
       model->eval();
       EXPECT_TRUE(torch::allclose(model->forward(tokens), model->forward(tokens.index_select(1, perm)), 1e-5, 1e-5))
           << pooling << " " << qkv;
     }
   // The same model with positions is not: the test can fail.
-  EncoderClassifier rope(config_with({"model.positional.type=rope"}).model, 64);
+  Transformer rope(config_with({"model.positional.type=rope"}).model, 64);
   rope->eval();
   EXPECT_FALSE(torch::allclose(rope->forward(tokens), rope->forward(tokens.index_select(1, perm)), 1e-5, 1e-5));
 }
@@ -33,7 +33,7 @@ TEST(Model, WithoutPositionsTheEncoderIsPermutationInvariant) {
 TEST(Model, EmbeddedQkvTakesQkvFromTheTokenTable) {
   auto projected_cfg = config_with({"model.attention.qkv=projected"});
   auto embedded_cfg = config_with({"model.attention.qkv=embedded"});
-  EncoderClassifier projected(projected_cfg.model, 64), embedded(embedded_cfg.model, 64);
+  Transformer projected(projected_cfg.model, 64), embedded(embedded_cfg.model, 64);
   std::map<std::string, torch::Tensor> p, e;
   for (const auto& kv : projected->named_parameters()) p[kv.key()] = kv.value();
   for (const auto& kv : embedded->named_parameters()) e[kv.key()] = kv.value();
@@ -59,7 +59,7 @@ TEST(Model, EmbeddedQkvTakesQkvFromTheTokenTable) {
 TEST(Model, EmbeddingSchemesAreRejectedWithEmbeddedQkv) {
   auto cfg = config_with({"model.attention.qkv=embedded", "model.positional.type=sinusoidal"});
   try {
-    EncoderClassifier model(cfg.model, 64);
+    Transformer model(cfg.model, 64);
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
@@ -67,12 +67,12 @@ TEST(Model, EmbeddingSchemesAreRejectedWithEmbeddedQkv) {
     EXPECT_NE(msg.find("model.attention.qkv=embedded"), std::string::npos) << msg;
   }
   // Attention-time schemes work with it.
-  EncoderClassifier ok(config_with({"model.attention.qkv=embedded", "model.positional.type=rope"}).model, 64);
+  Transformer ok(config_with({"model.attention.qkv=embedded", "model.positional.type=rope"}).model, 64);
 }
 
 TEST(Model, PerLayerSchemesHaveTheirOwnParameters) {
   auto count = [](const Config& c) {
-    EncoderClassifier m(c.model, 16);
+    Transformer m(c.model, 16);
     int64_t n = 0;
     for (const auto& kv : m->named_parameters())
       if (kv.key().find("positional") != std::string::npos) n += kv.value().numel();
@@ -88,7 +88,7 @@ TEST(Model, PerLayerSchemesHaveTheirOwnParameters) {
 }
 
 TEST(Model, LengthChecksNameTheLimit) {
-  EncoderClassifier model(config_with({"model.positional.type=learned", "model.positional.max_positions=17",
+  Transformer model(config_with({"model.positional.type=learned", "model.positional.max_positions=17",
                                        "model.pooling=cls"})
                               .model,
                           16);
@@ -97,12 +97,12 @@ TEST(Model, LengthChecksNameTheLimit) {
     model->check_length(17);
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("length 17 needs 18 positions"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("17 tokens needs 18 positions"), std::string::npos) << e.what();
   }
 }
 
 TEST(Model, AttentionMapsAreKeptOnRequest) {
-  EncoderClassifier model(config_with({}).model, 16);
+  Transformer model(config_with({}).model, 16);
   model->eval();
   model->keep_attention(true);
   model->forward(torch::randint(1, 17, {2, 6}, torch::kLong));

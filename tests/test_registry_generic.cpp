@@ -32,7 +32,7 @@ TEST_P(EveryScheme, ListsDescriptionAndBuildsWithDefaults) {
 TEST_P(EveryScheme, GradientsReachEveryParameter) {
   torch::manual_seed(1);
   for (const char* pooling : {"max", "cls"}) {
-    EncoderClassifier model(config({std::string("model.pooling=") + pooling}).model, 16);
+    Transformer model(config({std::string("model.pooling=") + pooling}).model, 16);
     auto tokens = torch::randint(1, 17, {4, 9}, torch::kLong);
     model->forward(tokens).pow(2).sum().backward();
     for (const auto& p : model->named_parameters()) {
@@ -44,7 +44,7 @@ TEST_P(EveryScheme, GradientsReachEveryParameter) {
 }
 
 TEST_P(EveryScheme, RunsLongerThanTrainingOrSaysWhyNot) {
-  EncoderClassifier model(config().model, 16);
+  Transformer model(config().model, 16);
   model->eval();
   auto tokens = torch::randint(1, 17, {2, 300}, torch::kLong);
   try {
@@ -60,7 +60,7 @@ TEST_P(EveryScheme, SymmetricSchemesCannotTellReversal) {
   // A scheme that is not directional leaves the encoder reversal-equivariant;
   // with max pooling the logits are then reversal-invariant.
   torch::manual_seed(2);
-  EncoderClassifier model(config().model, 16);
+  Transformer model(config().model, 16);
   model->eval();
   auto tokens = torch::randint(1, 17, {3, 11}, torch::kLong);
   const bool same = torch::allclose(model->forward(tokens), model->forward(tokens.flip({1})), 1e-5, 1e-5);
@@ -74,7 +74,7 @@ TEST_P(EveryScheme, SymmetricSchemesCannotTellReversal) {
 TEST_P(EveryScheme, SharedOrPerLayerAndEitherPlacementBuild) {
   for (const char* share : {"true", "false"})
     for (const char* where : {"input", "every_layer"}) {
-      EncoderClassifier model(
+      Transformer model(
           config({std::string("model.positional.share_across_layers=") + share, std::string("model.positional.apply_to=") + where})
               .model,
           16);

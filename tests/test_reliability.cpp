@@ -297,7 +297,7 @@ TEST(Divergence, FoundWithoutGradientClippingAndBeforeAnyCheckpoint) {
 TEST(Divergence, ACheckpointIsNeverWrittenFromNonFiniteWeights) {
   const auto dir = fresh_dir("nanckpt");
   const Config cfg = small_config(dir);
-  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  Transformer model(cfg.model, cfg.task.vocab_size);
   save_checkpoint((dir / "c.pt").string(), model, nullptr, 1, cfg);
   {
     torch::NoGradGuard no_grad;
@@ -578,7 +578,7 @@ TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
 TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
   const auto dir = fresh_dir("ckptfuzz");
   const Config cfg = small_config(dir);
-  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  Transformer model(cfg.model, cfg.task.vocab_size);
   FusedAdamW optimizer = make_optimizer(model, cfg.train);
   const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
   save_checkpoint(good, model, &optimizer, 3, cfg);
@@ -589,7 +589,7 @@ TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
     write_file_atomic(bad, damaged);
     ++cases;
     try {
-      EncoderClassifier m(cfg.model, cfg.task.vocab_size);
+      Transformer m(cfg.model, cfg.task.vocab_size);
       FusedAdamW o = make_optimizer(m, cfg.train);
       load_checkpoint(bad, m, &o);
       ADD_FAILURE() << what << " loaded without an error";

@@ -245,7 +245,7 @@ TEST(RandomizedPositions, ConfigRoundTripTablesThatAreTooSmallAndTraining) {
   const auto learned = posenc::testing::small_config(
       dir, {"model.positional={\"type\": \"learned\", \"max_positions\": 32, \"randomize\": {\"max_position\": 64}}"});
   try {
-    EncoderClassifier model(learned.model, learned.task.vocab_size);
+    Transformer model(learned.model, learned.task.vocab_size);
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("randomize.max_position=64"), std::string::npos) << e.what();

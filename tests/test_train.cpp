@@ -66,7 +66,7 @@ TEST(Checkpoint, RoundTripGivesTheSameFunction) {
   const auto dir = fresh_dir("ckpt");
   const Config cfg = small_config(dir);
   torch::manual_seed(4);
-  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  Transformer model(cfg.model, cfg.task.vocab_size);
   model->eval();
   save_checkpoint((dir / "c.pt").string(), model, nullptr, 7, cfg);
   Config loaded_cfg;

@@ -50,27 +50,36 @@ struct PositionalConfig {
 };
 
 struct ModelConfig {
+  /// "encoder" (bidirectional, pooled, classifies) | "decoder" (causal mask,
+  /// next-token head); a task names the kind it trains (tasks/registry.h).
+  std::string kind = "encoder";
   int64_t d_model = 64;
   int64_t heads = 4;
   int64_t layers = 3;
   int64_t d_ff = 256;
   double dropout = 0.0;
-  /// "cls" | "mean" | "max"
+  /// "cls" | "mean" | "max" (the encoder's; the decoder predicts at every position)
   std::string pooling = "max";
   /// "projected" (W_qkv) | "embedded" (seed 000: the token table yields q, k, v for block 1)
   std::string qkv = "projected";
   PositionalConfig positional;
 };
 
+/// The task (tasks/registry.h). Each task takes type, min_length, max_length
+/// and the keys its registry entry lists; any other key is an error.
 struct TaskConfig {
-  std::string name = "ordering";
-  /// Tokens are 1..vocab_size (0 = padding, vocab_size+1 = CLS).
-  int64_t vocab_size = 64;
+  std::string type = "ordering";
+  /// Training lengths, in the task's unit (tokens; digits for addition; context for charlm).
   int64_t min_length = 4;
   int64_t max_length = 16;
-  /// Mixing weights of the negative kinds (shuffle, adjacent_swap, random_swap, reverse).
+  /// ordering, copy, reverse, sort: tokens are 1..vocab_size (0 = padding, vocab_size+1 = CLS or SEP).
+  int64_t vocab_size = 64;
+  /// ordering: mixing weights of the negative kinds (shuffle, adjacent_swap, random_swap, reverse).
   std::map<std::string, double> negatives = {
       {"shuffle", 1.0}, {"adjacent_swap", 1.0}, {"random_swap", 1.0}, {"reverse", 1.0}};
+  /// charlm: the UTF-8 text file, and the fraction at its end held out for evaluation.
+  std::string path = "/usr/share/games/fortunes/cookie";
+  double val_fraction = 0.1;
 };
 
 struct TrainConfig {

@@ -60,7 +60,7 @@ int run_eval(const EvalOptions& o) {
   log_environment();
   Config cfg = read_checkpoint_config(o.checkpoint);
   if (!o.overrides.empty()) cfg = with_evaluation_changes(cfg, o.overrides);
-  EncoderClassifier model = [&] {
+  Transformer model = [&] {
     try {
       return load_model_as(o.checkpoint, device, cfg);
     } catch (const ConfigError& e) {
@@ -72,18 +72,21 @@ int run_eval(const EvalOptions& o) {
   const std::vector<int64_t> lengths = o.lengths.empty() ? cfg.eval.lengths : o.lengths;
   const std::string out =
       o.out.empty() ? (std::filesystem::path(o.checkpoint).parent_path() / "results_eval.json").string() : o.out;
+  const std::unique_ptr<Task> task = make_task(cfg.task);
   nlohmann::json j = {{"checkpoint", o.checkpoint},
+                      {"task", cfg.task.type},
+                      {"metric", metric_name(task->info().metric)},
                       {"scheme", cfg.model.positional.type},
                       {"train_lengths", {cfg.task.min_length, cfg.task.max_length}},
                       {"eval_seed", cfg.eval.seed},
                       {"overrides", o.overrides},
                       {"positional", config_to_json(cfg)["model"]["positional"]}};
-  check_evaluation_fits(model, cfg, lengths, device);  // every length, before the first runs
+  check_evaluation_fits(model, *task, cfg, lengths, device);  // every length, before the first runs
   // One length at a time: a failure at a long length keeps the shorter ones' results.
   std::vector<LengthResult> results;
   for (int64_t length : lengths) {
     try {
-      results.push_back(evaluate_lengths(model, cfg, {length}, device).front());
+      results.push_back(evaluate_lengths(model, *task, cfg, {length}, device).front());
     } catch (const Interrupted& e) {
       spdlog::warn("stopped by {} during the evaluation at length {}; no results written", signal_name(e.signal()),
                    length);
@@ -91,17 +94,17 @@ int run_eval(const EvalOptions& o) {
     } catch (const std::exception& e) {
       if (results.empty()) throw;
       const std::string reason = e.what();
-      j["lengths"] = length_results_to_json(results);
+      j["lengths"] = length_results_to_json(results, *task);
       j["failed"] = {{"length", length}, {"error", reason.substr(0, reason.find('\n'))}};
       write_file_atomic(out, j.dump(2) + "\n");
-      std::printf("%s", format_length_table(results).c_str());
+      std::printf("%s", format_length_table(results, *task).c_str());
       throw std::runtime_error("evaluation at length " + std::to_string(length) + " failed: " +
                                reason.substr(0, reason.find('\n')) + "; the " + std::to_string(results.size()) +
                                " length(s) before it are in " + out);
     }
   }
-  std::printf("%s", format_length_table(results).c_str());
-  j["lengths"] = length_results_to_json(results);
+  std::printf("%s", format_length_table(results, *task).c_str());
+  j["lengths"] = length_results_to_json(results, *task);
   write_file_atomic(out, j.dump(2) + "\n");
   spdlog::info("wrote {}", out);
   return 0;

@@ -1,4 +1,4 @@
-// posenc list [--json]: the positional schemes and their options, from the registry.
+// posenc list [--json]: the positional schemes and the tasks, with their options, from the registries.
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "posenc/positional/registry.h"
 #include "posenc/positional/scheme.h"
+#include "posenc/tasks/registry.h"
 
 namespace posenc::cli {
 
@@ -42,13 +43,28 @@ nlohmann::json describe(const SchemeInfo& info) {
           {"options", options}};
 }
 
+
+nlohmann::json describe_task(const TaskInfo& t) {
+  std::vector<std::string> keys = {"type", "min_length", "max_length"};
+  keys.insert(keys.end(), t.keys.begin(), t.keys.end());
+  return {{"name", t.name},
+          {"description", t.description},
+          {"model_kind", t.model_kind},
+          {"metric", metric_name(t.metric)},
+          {"keys", keys},
+          {"length_unit", t.length_unit},
+          {"default_lengths", {t.default_min_length, t.default_max_length}},
+          {"default_eval_lengths", t.default_eval_lengths}};
+}
+
 }  // namespace
 
 int run_list(const ListOptions& o) {
-  nlohmann::json all = nlohmann::json::array();
+  nlohmann::json all = nlohmann::json::array(), tasks = nlohmann::json::array();
   for (const auto& info : scheme_registry()) all.push_back(describe(info));
+  for (const auto& info : task_registry()) tasks.push_back(describe_task(info));
   if (o.json) {
-    std::printf("%s\n", all.dump(2).c_str());
+    std::printf("%s\n", nlohmann::json{{"schemes", all}, {"tasks", tasks}}.dump(2).c_str());
     return 0;
   }
   std::printf("Positional schemes (model.positional.type); options go beside type in model.positional:\n\n");
@@ -66,7 +82,16 @@ int run_list(const ListOptions& o) {
     std::printf("\n");
   }
   std::printf("Common: model.positional.apply_to = auto|input|every_layer, model.positional.share_across_layers = true|false\n");
-  std::printf("Tasks: ordering (task.vocab_size, task.min_length, task.max_length, task.negatives.{shuffle,adjacent_swap,random_swap,reverse})\n");
+  std::printf("\nTasks (task.type; model.kind must match):\n\n");
+  for (const auto& t : tasks) {
+    std::string keys;
+    for (const auto& k : t["keys"]) keys += (keys.empty() ? "" : ", ") + std::string("task.") + k.get<std::string>();
+    std::printf("%s\n  %s\n  model.kind: %s; metric: %s; length: %s (default training %s, evaluation %s)\n  keys: %s\n\n",
+                t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(),
+                t["model_kind"].get<std::string>().c_str(), t["metric"].get<std::string>().c_str(),
+                t["length_unit"].get<std::string>().c_str(), t["default_lengths"].dump().c_str(),
+                t["default_eval_lengths"].dump().c_str(), keys.c_str());
+  }
   return 0;
 }
 

@@ -48,6 +48,20 @@ struct EvalOptions {
 void setup_eval(CLI::App& app, EvalOptions& o);
 int run_eval(const EvalOptions& o);
 
+struct GenerateOptions {
+  std::string checkpoint;
+  std::string prompt;
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 0;
+  int64_t seed = 0;
+  std::string out;
+  std::string device = "auto";
+  int threads = 1;
+};
+void setup_generate(CLI::App& app, GenerateOptions& o);
+int run_generate(const GenerateOptions& o);
+
 struct ListOptions {
   bool json = false;
 };

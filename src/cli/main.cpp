@@ -30,14 +30,17 @@ int main(int argc, char** argv) {
 
   posenc::cli::TrainOptions train;
   posenc::cli::EvalOptions eval;
+  posenc::cli::GenerateOptions generate;
   posenc::cli::ListOptions list;
   posenc::cli::InspectOptions inspect;
   posenc::CompareOptions compare;
   posenc::cli::AttentionOptions attention;
   posenc::BenchOptions bench;
-  posenc::cli::setup_train(*app.add_subcommand("train", "train a classifier from a JSON config, then evaluate it"), train);
+  posenc::cli::setup_train(*app.add_subcommand("train", "train a model from a JSON config, then evaluate it"), train);
   posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
-  posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and their options"), list);
+  posenc::cli::setup_generate(
+      *app.add_subcommand("generate", "continue a text prompt with a language-model checkpoint (task charlm)"), generate);
+  posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and tasks, with their options"), list);
   posenc::cli::setup_inspect(*app.add_subcommand("inspect", "write what a scheme contributes at initialization as JSON"),
                              inspect);
   posenc::cli::setup_compare(
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("train")) return posenc::cli::run_train(train);
     if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);
+    if (app.got_subcommand("generate")) return posenc::cli::run_generate(generate);
     if (app.got_subcommand("list")) return posenc::cli::run_list(list);
     if (app.got_subcommand("inspect")) return posenc::cli::run_inspect(inspect);
     if (app.got_subcommand("compare")) return posenc::cli::run_compare(compare);

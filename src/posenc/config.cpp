@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "posenc/positional/registry.h"
+#include "posenc/tasks/registry.h"
 
 namespace posenc {
 namespace {
@@ -112,7 +113,7 @@ class ObjectReader {
 
 constexpr int64_t kBig = int64_t{1} << 40;
 
-PositionalConfig parse_positional(const json& j, const std::string& path) {
+PositionalConfig parse_positional(const json& j, const std::string& path, bool causal) {
   PositionalConfig p;
   ObjectReader r(j, path);
   r.read("type", p.type);
@@ -135,13 +136,14 @@ PositionalConfig parse_positional(const json& j, const std::string& path) {
   // Everything else belongs to the scheme and is validated by its registry entry.
   json user = json::object();
   for (const auto& key : r.unread()) user[key] = r.raw(key);
-  p.options = resolve_scheme_options(info, user, path).json();
+  p.options = resolve_scheme_options(info, user, path, causal).json();
   return p;
 }
 
 ModelConfig parse_model(const json& j, const std::string& path) {
   ModelConfig m;
   ObjectReader r(j, path);
+  r.read("kind", m.kind, {"encoder", "decoder"});
   r.read("d_model", m.d_model, 1, 65536);
   r.read("heads", m.heads, 1, 1024);
   r.read("layers", m.layers, 1, 1024);
@@ -153,8 +155,9 @@ ModelConfig parse_model(const json& j, const std::string& path) {
     a.read("qkv", m.qkv, {"projected", "embedded"});
     a.finish();
   }
-  if (r.has("positional")) m.positional = parse_positional(r.raw("positional"), r.child("positional"));
-  else m.positional = parse_positional(json::object(), r.child("positional"));
+  const bool causal = m.kind == "decoder";
+  if (r.has("positional")) m.positional = parse_positional(r.raw("positional"), r.child("positional"), causal);
+  else m.positional = parse_positional(json::object(), r.child("positional"), causal);
   r.finish();
   if (m.d_model % m.heads != 0)
     throw ConfigError(path + ".heads: " + std::to_string(m.heads) + " does not divide " + path + ".d_model " +
@@ -165,15 +168,35 @@ ModelConfig parse_model(const json& j, const std::string& path) {
 TaskConfig parse_task(const json& j, const std::string& path) {
   TaskConfig t;
   ObjectReader r(j, path);
-  r.read("name", t.name, {"ordering"});
-  r.read("vocab_size", t.vocab_size, 2, 1 << 24);
+  // "name" is what configs and checkpoints written before the task registry call it.
+  if (r.has("name") && r.has("type"))
+    throw ConfigError(r.child("name") + ": give the task as " + r.child("type") + " only (name is its old spelling)");
+  const std::string type_key = r.has("name") ? "name" : "type";
+  r.read(type_key, t.type);
+  const TaskInfo& info = [&]() -> const TaskInfo& {
+    try {
+      return find_task(t.type);
+    } catch (const ConfigError& e) {
+      throw ConfigError(r.child(type_key) + ": " + e.what());
+    }
+  }();
+  const std::set<std::string> common = {"type", "name", "min_length", "max_length"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!common.count(it.key()) && std::find(info.keys.begin(), info.keys.end(), it.key()) == info.keys.end())
+      throw ConfigError(r.child(it.key()) + ": task \"" + t.type + "\" does not take this key (it takes: type, " +
+                        "min_length, max_length" + (info.keys.empty() ? "" : ", " + join(info.keys, ", ")) + ")");
+  t.min_length = info.default_min_length;
+  t.max_length = info.default_max_length;
   r.read("min_length", t.min_length, 2, 1 << 20);
   r.read("max_length", t.max_length, 2, 1 << 20);
+  r.read("vocab_size", t.vocab_size, 2, 1 << 24);
   if (r.has("negatives")) {
     ObjectReader n(r.raw("negatives"), r.child("negatives"));
     for (auto& [kind, weight] : t.negatives) n.read(kind, weight, 0.0, 1e9);
     n.finish();
   }
+  r.read("path", t.path);
+  r.read("val_fraction", t.val_fraction, 0.001, 0.9);
   r.finish();
   if (t.min_length > t.max_length)
     throw ConfigError(path + ".min_length: " + std::to_string(t.min_length) + " is greater than " + path +
@@ -181,6 +204,7 @@ TaskConfig parse_task(const json& j, const std::string& path) {
   double total = 0;
   for (const auto& [kind, weight] : t.negatives) total += weight;
   if (total <= 0) throw ConfigError(path + ".negatives: all weights are zero; at least one must be positive");
+  if (t.path.empty()) throw ConfigError(path + ".path: must not be empty");
   return t;
 }
 
@@ -243,8 +267,33 @@ Config config_from_json(const json& j) {
   section("train", parse_train, c.train);
   section("eval", parse_eval, c.eval);
   r.finish();
+  const TaskInfo& task = find_task(c.task.type);
+  if (!(j.contains("eval") && j["eval"].is_object() && j["eval"].contains("lengths")))
+    c.eval.lengths = task.default_eval_lengths;
+  if (task.model_kind != c.model.kind)
+    throw ConfigError("task.type=" + c.task.type + " trains " + (task.model_kind == "decoder" ? "a causal decoder" : "the encoder classifier") +
+                      ", but model.kind=" + c.model.kind + " builds " +
+                      (c.model.kind == "decoder" ? "a causal decoder" : "the encoder classifier") + "; set model.kind=" +
+                      task.model_kind + " or choose a " + c.model.kind + " task");
   return c;
 }
+
+namespace {
+
+/// type, the lengths and the keys this task takes (tasks/registry.h).
+json task_to_json(const TaskConfig& t) {
+  json out = {{"type", t.type}, {"min_length", t.min_length}, {"max_length", t.max_length}};
+  for (const auto& key : find_task(t.type).keys) {
+    if (key == "vocab_size") out[key] = t.vocab_size;
+    else if (key == "negatives") out[key] = t.negatives;
+    else if (key == "path") out[key] = t.path;
+    else if (key == "val_fraction") out[key] = t.val_fraction;
+    else throw std::logic_error("task key " + key + " has no field in TaskConfig");
+  }
+  return out;
+}
+
+}  // namespace
 
 json config_to_json(const Config& c) {
   json positional = c.model.positional.options;
@@ -255,7 +304,8 @@ json config_to_json(const Config& c) {
     positional["randomize"] = {{"max_position", c.model.positional.randomize_max_position}};
   return {
       {"model",
-       {{"d_model", c.model.d_model},
+       {{"kind", c.model.kind},
+        {"d_model", c.model.d_model},
         {"heads", c.model.heads},
         {"layers", c.model.layers},
         {"d_ff", c.model.d_ff},
@@ -263,12 +313,7 @@ json config_to_json(const Config& c) {
         {"pooling", c.model.pooling},
         {"attention", {{"qkv", c.model.qkv}}},
         {"positional", positional}}},
-      {"task",
-       {{"name", c.task.name},
-        {"vocab_size", c.task.vocab_size},
-        {"min_length", c.task.min_length},
-        {"max_length", c.task.max_length},
-        {"negatives", c.task.negatives}}},
+      {"task", task_to_json(c.task)},
       {"train",
        {{"steps", c.train.steps},
         {"batch_size", c.train.batch_size},

@@ -7,6 +7,8 @@
 //     "description": "...",                       optional, shown in the report
 //     "base": "ordering.json",                    a training config, relative to this file
 //     "set": {"train.steps": 2000},               overrides for every run (dotted paths)
+//     "tasks": ["copy", {"name": ..., "set": ...}], optional: a task name (sets task.type and
+//                                                 its model.kind), or a named overlay
 //     "schemes": ["rope", {"name": "alibi-dir",   a scheme name, or a named overlay
 //                 "set": {"model.positional.type": "alibi", "model.positional.directional": true}}],
 //     "qkv": ["projected", "embedded"],           model.attention.qkv values (default: the base's)
@@ -14,7 +16,8 @@
 //     "seeds": [0],                               train.seed values (default: the base's)
 //     "full": {"seeds": [0, 1, 2], ...}           replaces qkv/pooling/seeds/set under --full
 //   }
-// Every run lives in OUT/runs/<id>, id = <scheme>-<qkv>-<pooling>-s<seed>.
+// Every run lives in OUT/runs/<id>, id = <scheme>-<qkv>-<pooling>-s<seed>, with
+// <task>- in front when the file has a "tasks" axis.
 // A combination the model cannot build (IncompatibleConfig) is kept in the plan
 // as skipped, with the reason; any other error names the file and the entry.
 #pragma once
@@ -31,6 +34,7 @@ namespace posenc {
 struct PlannedRun {
   std::string id;       ///< rope-projected-max-s0: the run directory's name
   std::string variant;  ///< rope-projected-max: runs that differ only by seed
+  std::string task;     ///< the "tasks" entry's name; empty without a tasks axis
   std::string scheme;   ///< the grid entry's name (rope, alibi-directional, ...)
   std::string qkv, pooling;
   int64_t seed = 0;
@@ -43,8 +47,9 @@ struct ComparePlan {
   std::string out_dir;  ///< OUT
   std::string description;
   bool full = false;
+  std::vector<std::string> tasks;    ///< the "tasks" axis (empty: the base's task only)
   std::vector<std::string> schemes;  ///< grid order
-  std::vector<PlannedRun> runs;      ///< scheme-major, then qkv, pooling, seed
+  std::vector<PlannedRun> runs;      ///< task-major, then scheme, qkv, pooling, seed
 
   std::string run_dir(const PlannedRun& r) const;
   std::string log_path(const PlannedRun& r) const;    ///< OUT/logs/<id>.log

@@ -28,16 +28,22 @@ struct LengthSummary {
   int64_t correct = 0, total = 0;       ///< pooled over seeds
   double ci_lo = 0, ci_hi = 0;          ///< 95% Wilson interval of the pooled predictions
   std::map<std::string, Stat> by_kind;  ///< "sorted" and each negative kind, over seeds
+  Stat perplexity;                      ///< over seeds (metric "perplexity" only)
 };
 
 /// Marks of VariantSummary::extrapolation.
 constexpr int64_t kNotLearned = -1;  ///< in-distribution accuracy below kLearnedAccuracy
 constexpr double kLearnedAccuracy = 0.6;
-/// Fraction of the in-distribution margin above chance (0.5) a length must keep.
+/// Fraction of the in-distribution margin above chance a length must keep
+/// (chance: 0.5 for the ordering classifier, 0 for exact match and next-token accuracy).
 constexpr double kRetainedMargin = 0.9;
 
 struct VariantSummary {
-  std::string variant, scheme, qkv, pooling;
+  std::string variant, task, scheme, qkv, pooling;
+  /// The task's metric (results.json "metric"): "accuracy", "exact_match" or
+  /// "perplexity". Stat accuracy holds exact match for exact_match and
+  /// next-token accuracy for perplexity.
+  std::string metric = "accuracy";
   std::vector<std::string> runs;  ///< run ids (finished ones)
   std::vector<int64_t> seeds;
   int64_t parameters = 0;
@@ -58,6 +64,7 @@ struct ComparisonSummary {
   int64_t samples_per_length = 0, eval_seed = 0, val_samples = 0;
   std::map<std::string, double> negatives;
   std::vector<int64_t> eval_lengths;
+  std::vector<std::string> tasks;                            ///< the grid's tasks axis (empty: one task)
   std::vector<VariantSummary> variants;                      ///< sorted: see summarize()
   std::vector<std::pair<std::string, std::string>> skipped;  ///< variant, reason (incompatible)
   std::vector<std::string> unfinished;                       ///< run ids without results.json
@@ -65,15 +72,17 @@ struct ComparisonSummary {
 };
 
 /// Reads results.json of every finished run of the plan and aggregates per
-/// variant. Rows are sorted by: learned before not learned, then mean accuracy
-/// beyond training, then in-distribution accuracy (both descending).
+/// variant. Rows are grouped by task (grid order) and sorted within a task by:
+/// learned before not learned, then mean accuracy beyond training, then
+/// in-distribution accuracy (both descending).
 ComparisonSummary summarize(const ComparePlan& plan);
 
 /// Aggregates the results.json documents of one variant's runs (seed order).
 VariantSummary summarize_variant(const std::vector<nlohmann::json>& results, const std::vector<std::string>& ids);
 
 /// The extrapolation length rule of VariantSummary::extrapolation.
-int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<int64_t, double>>& length_accuracy);
+int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<int64_t, double>>& length_accuracy,
+                             double chance = 0.5);
 
 nlohmann::json summary_to_json(const ComparisonSummary& s);
 std::string summary_to_csv(const ComparisonSummary& s);

@@ -4,7 +4,7 @@
 // handed in directly (attend), which is how the "embedded QKV" first block
 // works (seed 000). The positional scheme's hooks are called here and nowhere
 // else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
-// softmax -> probs·v (+ value_terms).
+// causal mask -> softmax -> probs·v (+ value_terms).
 #pragma once
 
 #include <torch/torch.h>
@@ -13,16 +13,26 @@
 
 namespace posenc {
 
+/// One block's keys and values of the positions decoded so far: (B, H, L, Dh),
+/// keys already rotated. Undefined before the first step.
+struct LayerCache {
+  torch::Tensor k, v;
+};
+
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
   /// project_input=false builds no W_qkv: the caller supplies q, k, v to attend().
-  MultiHeadAttentionImpl(int64_t d_model, int64_t heads, double dropout, bool project_input);
+  /// causal: a query sees the keys whose position id is not greater than its own.
+  MultiHeadAttentionImpl(int64_t d_model, int64_t heads, double dropout, bool project_input, bool causal = false);
 
   /// x (B, L, D) -> (B, L, D); scheme may be null (no positional hooks in this block).
-  torch::Tensor forward(const torch::Tensor& x, PositionalSchemeImpl* scheme, const Positions& pos);
+  /// With a cache, x holds the new positions only (pos.q their ids, pos.k the ids
+  /// of every key: cached and new); their keys and values are appended to it.
+  torch::Tensor forward(const torch::Tensor& x, PositionalSchemeImpl* scheme, const Positions& pos,
+                        LayerCache* cache = nullptr);
   /// q, k, v (B, L, D) -> (B, L, D)
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                       PositionalSchemeImpl* scheme, const Positions& pos);
+                       PositionalSchemeImpl* scheme, const Positions& pos, LayerCache* cache = nullptr);
 
   /// When set, the next forward keeps its attention probabilities (B, H, Lq, Lk) in last_weights()
   /// and takes the explicit path.
@@ -37,6 +47,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
 
   int64_t d_model_, heads_, head_dim_;
   double dropout_;
+  bool causal_;
   bool keep_weights_ = false;
   bool force_explicit_ = false;
   torch::Tensor last_weights_;

@@ -29,6 +29,10 @@ struct OptionSpec {
   double min = -1e300;  ///< inclusive bounds for Int/Float
   double max = 1e300;
   std::vector<std::string> choices;  ///< allowed values for String (empty = any)
+  /// Non-null: the only value that means something in a causal decoder (keys
+  /// right of the query are masked there); it is the default there, and any
+  /// other value is an error.
+  nlohmann::json causal_value = nullptr;
 };
 
 /// A scheme's options after validation: every declared option present, typed.
@@ -52,6 +56,7 @@ struct SchemeContext {
   int64_t heads = 0;
   int64_t head_dim = 0;
   int64_t layer = 0;  ///< index of the (first) block this instance serves
+  bool causal = false;  ///< a decoder: queries never see keys to their right
 };
 
 /// Where a scheme acts when `apply_to` is "auto".
@@ -73,7 +78,8 @@ std::vector<std::string> scheme_names();
 
 /// Validates user options against the entry (unknown key, type, bounds, choices),
 /// filling in defaults. `path` prefixes error messages (e.g. "model.positional").
+/// `causal`: for a decoder, where options with a causal_value take that value.
 SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user,
-                                     const std::string& path);
+                                     const std::string& path, bool causal = false);
 
 }  // namespace posenc

@@ -77,6 +77,12 @@ class PositionalSchemeImpl : public torch::nn::Module {
   /// Does its bias or rotation depend on j - i alone? FIRE's does not past its
   /// threshold (the query position normalizes the distance).
   virtual bool offset_only() const { return true; }
+  /// Does a decoder step from a KV cache see what the whole sequence would?
+  /// Not where a position's encoding depends on the sequence's length (xPos's
+  /// centre, dynamic NTK, APE's and the dynamic embedding's length scale) or
+  /// on the square score matrix (CoPE's counts): the decoder then reruns the
+  /// whole sequence per new token. tests/test_decoder.cpp holds every scheme that says yes to it.
+  virtual bool supports_kv_cache() const { return true; }
   /// Largest number of positions the scheme can encode (0 = unbounded).
   virtual int64_t max_positions() const { return 0; }
   /// True where positions the model never saw in training have untrained parameters.

@@ -13,25 +13,24 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
-
-#include "posenc/config.h"
+#include "posenc/tasks/task.h"
 
 namespace posenc {
 
 /// Kind index of a positive example in Batch::kinds.
 constexpr int kSortedKind = -1;
 
-/// Examples of one length (no padding anywhere).
-struct Batch {
-  torch::Tensor tokens;    ///< (B, L) int64 in 1..V
-  torch::Tensor labels;    ///< (B) int64, 1 = sorted
-  std::vector<int> kinds;  ///< per example: kSortedKind or an index into OrderingTask::negative_kinds()
-};
+/// Ordering examples: tokens (B, L) in 1..V, labels (B) with 1 = sorted, kinds
+/// kSortedKind or an index into OrderingTask::negative_kinds().
+using Batch = TaskBatch;
 
-class OrderingTask {
+class OrderingTask : public Task {
  public:
   explicit OrderingTask(const TaskConfig& cfg);
+  static TaskInfo registry_info();
+  const TaskInfo& info() const override;
+  int64_t vocab_size() const override { return cfg_.vocab_size; }
+  std::vector<std::string> kind_names() const override { return negative_kinds(); }
 
   /// Names of the negative kinds, in kind-index order.
   static const std::vector<std::string>& negative_kinds();
@@ -39,11 +38,11 @@ class OrderingTask {
 
   /// A training batch for `step`: one length drawn from [min_length, max_length],
   /// half positives, negatives of random kinds by weight. Same (seed, step) -> same batch.
-  Batch train_batch(int64_t step, int64_t batch_size, int64_t seed) const;
+  Batch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override;
 
   /// A fixed set of n examples of one length: n/2 positives, negatives split
   /// across kinds in proportion to the weights (largest remainder).
-  Batch fixed_set(int64_t length, int64_t n, int64_t seed) const;
+  Batch fixed_set(int64_t length, int64_t n, int64_t seed) const override;
 
   /// Draws one sorted sequence with at least two distinct tokens.
   std::vector<int64_t> positive(int64_t length, std::mt19937_64& rng) const;
@@ -57,8 +56,5 @@ class OrderingTask {
   TaskConfig cfg_;
   std::vector<double> weights_;  // per kind index
 };
-
-/// A deterministic 64-bit seed from several integers (splitmix64 mixing).
-uint64_t mix_seed(std::initializer_list<uint64_t> parts);
 
 }  // namespace posenc

@@ -22,11 +22,11 @@ namespace posenc {
 /// Writes a checkpoint; optimizer may be null (model-only checkpoint). `state`
 /// is the trainer's own running state (times, running sums), stored as JSON.
 /// Throws std::runtime_error, writing nothing, if a parameter is not finite.
-void save_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer,
+void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer,
                      int64_t step, const Config& config, const nlohmann::json& state = nlohmann::json::object());
 
 /// The name of the first parameter holding NaN or inf, or "" if all are finite.
-std::string first_non_finite_parameter(EncoderClassifier& model);
+std::string first_non_finite_parameter(Transformer& model);
 
 /// Reads only the config stored in a checkpoint. Errors name the file.
 Config read_checkpoint_config(const std::string& path);
@@ -34,15 +34,15 @@ Config read_checkpoint_config(const std::string& path);
 /// Loads model (and optimizer, and the RNG state of the model's device) from a
 /// checkpoint written for the same config; returns the step it was taken at
 /// and, if `state` is given, the trainer state stored with it ({} if none).
-int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer,
+int64_t load_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer,
                         nlohmann::json* state = nullptr);
 
 /// Builds the model a checkpoint describes and loads its weights onto `device`.
-EncoderClassifier load_model(const std::string& path, torch::Device device, Config* config_out = nullptr);
+Transformer load_model(const std::string& path, torch::Device device, Config* config_out = nullptr);
 
 /// Builds the model of `config` (the checkpoint's, with evaluation-time changes
 /// such as RoPE scaling) and loads the checkpoint's weights into it; a change
 /// that alters the parameters is a ConfigError naming the file.
-EncoderClassifier load_model_as(const std::string& path, torch::Device device, const Config& config);
+Transformer load_model_as(const std::string& path, torch::Device device, const Config& config);
 
 }  // namespace posenc

@@ -1,7 +1,13 @@
-// Accuracy of a trained classifier: per length, with a 95% Wilson interval and
-// a breakdown by negative kind, on the fixed evaluation sets of the config.
+// A trained model's score per evaluation length, on the fixed evaluation sets
+// of the config, by the task's metric (tasks/registry.h):
+//   accuracy     classification, with a 95% Wilson interval and a breakdown by
+//                negative kind (ordering);
+//   exact_match  greedy decoding of the whole answer (sequence tasks), with
+//                the per-token accuracy of the decoded answers;
+//   perplexity   exp of the mean next-token NLL over held-out text (charlm).
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,7 +16,7 @@
 
 #include "posenc/config.h"
 #include "posenc/model/transformer.h"
-#include "posenc/tasks/ordering.h"
+#include "posenc/tasks/task.h"
 
 namespace posenc {
 
@@ -27,8 +33,14 @@ struct Tally {
 
 struct LengthResult {
   int64_t length = 0;
+  TaskMetric metric = TaskMetric::Accuracy;
+  /// Examples: classified right (accuracy), or decoded exactly (exact_match);
+  /// for perplexity, next tokens predicted right (teacher-forced).
   Tally total;
-  Interval ci95;
+  Interval ci95;  ///< of total
+  Tally tokens;   ///< decoder: answer tokens right (greedy for exact_match, teacher-forced for perplexity)
+  double nll_sum = 0;  ///< perplexity: summed negative log-likelihood (nats) of tokens.n predictions
+  double perplexity() const { return tokens.n ? std::exp(nll_sum / static_cast<double>(tokens.n)) : 0.0; }
   std::map<std::string, Tally> by_kind;  ///< "sorted" and each negative kind
   bool beyond_training = false;          ///< longer than task.max_length
   bool untrained_positions = false;      ///< uses rows of a position table that training never reached
@@ -38,38 +50,52 @@ struct LengthResult {
 /// (256 MiB), so that long lengths (4096 with the default model) fit in memory.
 constexpr int64_t kMaxScoreElements = int64_t{1} << 26;
 
-/// Sequences per evaluation batch at `length`: at most max_batch_tokens tokens
-/// and at most kMaxScoreElements attention scores, at least 1.
-int64_t evaluation_batch_size(const EncoderClassifier& model, int64_t length, int64_t max_batch_tokens);
+/// Examples per evaluation batch for examples of `tokens` tokens: at most
+/// max_batch_tokens tokens and at most kMaxScoreElements attention scores, at least 1.
+int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t max_batch_tokens);
 
 /// Tallies predictions on one set, in chunks of evaluation_batch_size().
 /// Runs under InferenceMode with the model in eval mode (restored afterwards).
 /// With `interruptible`, a SIGINT/SIGTERM request (util/interrupt.h) stops it
 /// between chunks by throwing Interrupted.
-std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch::Device device,
+std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device,
                                int64_t max_batch_tokens, bool interruptible = false);
 
-/// Bytes that evaluating `samples` sequences of `length` needs at its peak, by
-/// an upper estimate: the token set, and per batch four (B, H, L, L) float
+/// Bytes that evaluating `samples` examples of `tokens` tokens needs at its peak,
+/// by an upper estimate: the token set, and per batch four (B, H, L, L) float
 /// tensors (scores, bias, probabilities, a temporary) plus activations.
-double evaluation_memory_bytes(const EncoderClassifier& model, int64_t length, int64_t samples,
+double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples,
                                int64_t max_batch_tokens);
 
+/// Decoder: exact matches (per example) and right tokens of greedily decoded
+/// answers of `set` (the prompt is tokens[:, :answer_start]).
+std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
+                                       int64_t max_batch_tokens, bool interruptible = false);
+/// Decoder, teacher-forced: right next tokens of the answers and their summed
+/// NLL (nats); `exact` (if given) counts examples with every answer token right.
+Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
+                           double* nll_sum, Tally* exact = nullptr, bool interruptible = false);
+
 /// Throws ConfigError before anything runs if a length cannot fit: longer than
-/// the model's position table, or (on the CPU) more memory than MemAvailable.
-void check_evaluation_fits(const EncoderClassifier& model, const Config& cfg, const std::vector<int64_t>& lengths,
-                           torch::Device device);
+/// the model's position table, more than the task can make (charlm's held-out
+/// text), or (on the CPU) more memory than MemAvailable.
+void check_evaluation_fits(const Transformer& model, const Task& task, const Config& cfg,
+                           const std::vector<int64_t>& lengths, torch::Device device);
 
 /// Scores the config's evaluation lengths on its fixed sets (check_evaluation_fits
 /// first; interruptible between batches).
-std::vector<LengthResult> evaluate_lengths(EncoderClassifier& model, const Config& cfg,
+std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const Config& cfg,
                                            const std::vector<int64_t>& lengths, torch::Device device);
 
-/// In-distribution validation accuracy: fixed sets over task.min_length..max_length.
-Tally validation_accuracy(EncoderClassifier& model, const Config& cfg, torch::Device device);
+/// In-distribution validation: fixed sets over task.min_length..max_length
+/// (charlm: held-out windows of max_length). Classification accuracy; exact
+/// match, teacher-forced, for sequence tasks (the same as greedy decoding's: an
+/// answer decodes exactly iff every teacher-forced argmax is right); next-token
+/// accuracy for language modelling.
+Tally validation_accuracy(Transformer& model, const Task& task, const Config& cfg, torch::Device device);
 
-nlohmann::json length_results_to_json(const std::vector<LengthResult>& results);
+nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& task);
 /// Human-readable table (one row per length) for the terminal.
-std::string format_length_table(const std::vector<LengthResult>& results);
+std::string format_length_table(const std::vector<LengthResult>& results, const Task& task);
 
 }  // namespace posenc

@@ -36,7 +36,7 @@ class FiniteWatch {
 
   /// A weight went non-finite with a finite loss and gradient norm (one no
   /// batch reaches, such as the padding row): checked before each checkpoint.
-  void check_weights(EncoderClassifier& model, const std::filesystem::path& dir, const Config& cfg,
+  void check_weights(Transformer& model, const std::filesystem::path& dir, const Config& cfg,
                      int64_t last_checkpoint, int64_t step) const;
 
  private:

@@ -57,7 +57,7 @@ struct TrainResult {
 torch::Device resolve_device(const std::string& name);
 
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
-FusedAdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train);
+FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train);
 
 /// Applies the thread count (intra-op) once per process.
 void set_threads(int64_t threads);

@@ -6,13 +6,14 @@
 #include "posenc/positional/inspect.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/ordering.h"
+#include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 
 namespace posenc {
 
 nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length) {
   Config cfg;
-  EncoderClassifier model = load_model(checkpoint, torch::kCPU, &cfg);
+  Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   PositionalSchemeImpl* scheme = model->first_scheme();
   if (scheme == nullptr) throw ConfigError(checkpoint + ": the model has no positional scheme instance");
   if (scheme->max_positions() > 0) length = std::min(length, scheme->max_positions());
@@ -26,35 +27,17 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length)
   return out;
 }
 
-nlohmann::json attention_example(const std::string& checkpoint, const AttentionRequest& r) {
-  Config cfg;
-  EncoderClassifier model = load_model(checkpoint, torch::kCPU, &cfg);
-  if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
-  model->check_length(r.length);
-  const auto& kinds = OrderingTask::negative_kinds();
-  int wanted = kSortedKind;
-  if (r.kind != "sorted") {
-    const auto it = std::find(kinds.begin(), kinds.end(), r.kind);
-    if (it == kinds.end())
-      throw ConfigError("--kind " + r.kind + ": expected sorted or one of shuffle, adjacent_swap, random_swap, reverse");
-    wanted = static_cast<int>(it - kinds.begin());
-  }
-  const OrderingTask task(cfg.task);
-  const Batch set = task.fixed_set(r.length, cfg.eval.samples_per_length, cfg.eval.seed);
-  int64_t found = -1, seen = 0;
-  for (size_t i = 0; i < set.kinds.size() && found < 0; ++i)
-    if (set.kinds[i] == wanted && seen++ == r.index) found = static_cast<int64_t>(i);
-  if (found < 0)
-    throw ConfigError("--index " + std::to_string(r.index) + ": the evaluation set at length " +
-                      std::to_string(r.length) + " has only " + std::to_string(seen) + " examples of kind " + r.kind +
-                      (seen == 0 ? " (its weight in task.negatives may be 0)" : ""));
+namespace {
 
-  auto tokens = set.tokens.slice(0, found, found + 1);  // (1, L)
+/// Runs tokens (1, L) through the model keeping its attention maps: per layer,
+/// head and query, the row of probabilities. `p_sorted` (encoder): P(class 1).
+nlohmann::json attention_layers(Transformer& model, const torch::Tensor& tokens, double* p_sorted) {
   model->eval();
   model->keep_attention(true);
   model->force_explicit_attention(true);  // the fused path does not expose its weights
   c10::InferenceMode guard;
-  const auto p_sorted = torch::softmax(model->forward(tokens), -1)[0][1].item<double>();
+  auto logits = model->forward(tokens);
+  if (!model->is_decoder()) *p_sorted = torch::softmax(logits, -1)[0][1].item<double>();
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& w : model->attention_maps()) {  // (1, H, L', L')
     auto maps = w[0].to(torch::kFloat64).contiguous();
@@ -69,6 +52,62 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
     }
     layers.push_back(heads);
   }
+  return layers;
+}
+
+/// The decoder's maps over one evaluation example (prompt and answer, teacher-forced).
+nlohmann::json decoder_attention_example(const std::string& checkpoint, const AttentionRequest& r, const Config& cfg,
+                                         const Task& task, Transformer& model) {
+  const TaskBatch set = task.fixed_set(r.length, r.index + 1, cfg.eval.seed);
+  if (set.tokens.size(0) <= r.index)
+    throw ConfigError("--index " + std::to_string(r.index) + ": the evaluation set at length " +
+                      std::to_string(r.length) + " has only " + std::to_string(set.tokens.size(0)) + " examples");
+  auto example = set.tokens.slice(0, r.index, r.index + 1);  // (1, T)
+  auto tokens = example.narrow(1, 0, example.size(1) - 1);    // (1, T-1): what the model reads
+  double unused = 0;
+  const nlohmann::json layers = attention_layers(model, tokens, &unused);
+  auto tok = example[0].contiguous();
+  return {{"checkpoint", checkpoint},
+          {"scheme", cfg.model.positional.type},
+          {"task", cfg.task.type},
+          {"length", r.length},
+          {"index", r.index},
+          {"tokens", std::vector<int64_t>(tok.data_ptr<int64_t>(), tok.data_ptr<int64_t>() + tok.numel())},
+          {"answer_start", set.answer_start},
+          {"causal", true},
+          {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
+          {"layers", layers}};
+}
+
+}  // namespace
+
+nlohmann::json attention_example(const std::string& checkpoint, const AttentionRequest& r) {
+  Config cfg;
+  Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
+  if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
+  const std::unique_ptr<Task> task = make_task(cfg.task);
+  model->check_length(task->sequence_length(r.length));
+  if (model->is_decoder()) return decoder_attention_example(checkpoint, r, cfg, *task, model);
+  const auto kinds = task->kind_names();
+  int wanted = kSortedKind;
+  if (r.kind != "sorted") {
+    const auto it = std::find(kinds.begin(), kinds.end(), r.kind);
+    if (it == kinds.end())
+      throw ConfigError("--kind " + r.kind + ": expected sorted or one of shuffle, adjacent_swap, random_swap, reverse");
+    wanted = static_cast<int>(it - kinds.begin());
+  }
+  const TaskBatch set = task->fixed_set(r.length, cfg.eval.samples_per_length, cfg.eval.seed);
+  int64_t found = -1, seen = 0;
+  for (size_t i = 0; i < set.kinds.size() && found < 0; ++i)
+    if (set.kinds[i] == wanted && seen++ == r.index) found = static_cast<int64_t>(i);
+  if (found < 0)
+    throw ConfigError("--index " + std::to_string(r.index) + ": the evaluation set at length " +
+                      std::to_string(r.length) + " has only " + std::to_string(seen) + " examples of kind " + r.kind +
+                      (seen == 0 ? " (its weight in task.negatives may be 0)" : ""));
+
+  auto tokens = set.tokens.slice(0, found, found + 1);  // (1, L)
+  double p_sorted = 0;
+  const nlohmann::json layers = attention_layers(model, tokens, &p_sorted);
   auto tok = tokens[0].contiguous();
   return {{"checkpoint", checkpoint},
           {"scheme", cfg.model.positional.type},

@@ -14,6 +14,9 @@
 #include "posenc/train/autocast.h"
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/trainer.h"
+#include "posenc/tasks/registry.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/objective.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -114,8 +117,8 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
         set_json_path(j, "train.device", device, "--device");
         try {
           c.config = config_from_json(j);
-          EncoderClassifier probe(c.config.model, c.config.task.vocab_size);
-          probe->check_length(c.length);
+          Transformer probe(c.config.model, task_vocab_size(c.config.task));
+          probe->check_length(make_task(c.config.task)->sequence_length(c.length));
         } catch (const IncompatibleConfig& e) {
           c.skipped = e.what();
         } catch (const ConfigError& e) {
@@ -137,14 +140,14 @@ namespace {
 /// The case's initial model (seeded by train.seed) and its fixed batch: what the
 /// timing and the parity export both start from.
 struct InitialCase {
-  EncoderClassifier model;
-  Batch batch;
+  Transformer model;
+  TaskBatch batch;
 };
 
 InitialCase initial_case(const BenchCase& c) {
   torch::manual_seed(static_cast<uint64_t>(c.config.train.seed));
-  EncoderClassifier model(c.config.model, c.config.task.vocab_size);
-  return {model, OrderingTask(c.config.task).fixed_set(c.length, c.batch, c.config.train.seed)};
+  Transformer model(c.config.model, task_vocab_size(c.config.task));
+  return {model, make_task(c.config.task)->fixed_set(c.length, c.batch, c.config.train.seed)};
 }
 
 }  // namespace
@@ -157,13 +160,18 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
   model->to(device);
   model->force_explicit_attention(explicit_attention);
   auto optimizer = make_optimizer(model, c.config.train);
-  const auto tokens = batch.tokens.to(device), labels = batch.labels.to(device);
+  batch.tokens = batch.tokens.to(device);
+  if (batch.labels.defined()) batch.labels = batch.labels.to(device);
+  const auto tokens = batch.tokens;
+  const int64_t T = tokens.size(1);
+  // What the model reads: the whole example (encoder), all but the last token (decoder).
+  const auto inputs = model->is_decoder() ? tokens.narrow(1, 0, T - 1) : tokens;
 
   BenchResult r;
   for (const auto& p : model->parameters()) r.parameters += p.numel();
   {
     c10::InferenceMode guard;
-    r.initial_loss = torch::nn::functional::cross_entropy(model->forward(tokens), labels).item<double>();
+    r.initial_loss = task_objective(model, batch).loss.item<double>();
   }
   model->train();
   std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
@@ -174,7 +182,7 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
     torch::Tensor loss;
     {
       AutocastGuard autocast(bf16, device);
-      loss = torch::nn::functional::cross_entropy(model->forward(tokens), labels);
+      loss = task_objective(model, batch).loss;
     }
     synchronize(device);
     const auto t1 = Clock::now();
@@ -204,7 +212,7 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
       const auto t0 = Clock::now();
       {
         AutocastGuard autocast(bf16, device);
-        auto logits = model->forward(tokens);
+        auto logits = model->forward(inputs);
       }
       synchronize(device);
       if (i >= c.warmup) eval_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
@@ -214,8 +222,8 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
   r.train_ms = median(step_ms);
   r.train_ms_min = *std::min_element(step_ms.begin(), step_ms.end());
   r.eval_ms = median(eval_ms);
-  r.tokens_per_s = static_cast<double>(c.batch * c.length) / (r.train_ms / 1000.0);
-  r.flops_per_step = 3.0 * model->forward_flops(c.batch, c.length);
+  r.tokens_per_s = static_cast<double>(inputs.numel()) / (r.train_ms / 1000.0);
+  r.flops_per_step = 3.0 * model->forward_flops(c.batch, T);
   r.gflops_per_s = r.flops_per_step / (r.train_ms / 1000.0) / 1e9;
   return r;
 }
@@ -242,6 +250,9 @@ double matmul_peak_gflops(const std::string& device_name, int64_t threads) {
 }
 
 void export_bench_case(const BenchCase& c, const std::string& dir) {
+  if (c.config.model.kind != "encoder")
+    throw ConfigError("the PyTorch twin (scripts/bench_eager.py) is the encoder classifier; " + c.scheme +
+                      " is a " + c.config.model.kind + " case");
   fs::create_directories(dir);
   auto [model, batch] = initial_case(c);
   json index = json::array();

@@ -8,6 +8,8 @@
 #include "posenc/model/transformer.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/trainer.h"
+#include "posenc/tasks/registry.h"
+#include "posenc/tasks/registry.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -15,7 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 /// The keys a comparison file (and its "full" block) may hold.
-const std::set<std::string> kTopKeys = {"description", "base", "set", "schemes", "qkv", "pooling", "seeds", "full"};
+const std::set<std::string> kTopKeys = {"description", "base", "set", "tasks", "schemes", "qkv", "pooling", "seeds", "full"};
 const std::set<std::string> kFullKeys = {"set", "qkv", "pooling", "seeds"};
 
 bool valid_name(const std::string& s) {
@@ -122,26 +124,54 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
 
   if (!spec.contains("schemes") || !spec["schemes"].is_array() || spec["schemes"].empty())
     throw ConfigError(path + ".schemes: expected a non-empty array of scheme names or {\"name\", \"set\"} entries");
-  std::set<std::string> names;
+  // Tasks (optional): a task name sets task.type and the model.kind it trains; {"name", "set"} sets more.
+  std::vector<GridEntry> tasks;
+  if (spec.contains("tasks")) {
+    if (!spec["tasks"].is_array() || spec["tasks"].empty())
+      throw ConfigError(path + ".tasks: expected a non-empty array of task names or {\"name\", \"set\"} entries");
+    std::set<std::string> task_names_seen;
+    for (size_t t = 0; t < spec["tasks"].size(); ++t) {
+      const std::string where = path + ".tasks[" + std::to_string(t) + "]";
+      const json& raw = spec["tasks"][t];
+      GridEntry entry = raw.is_string() ? GridEntry{raw.get<std::string>(), json::object()} : grid_entry(raw, where);
+      if (raw.is_string()) {
+        try {
+          const TaskInfo& info = find_task(entry.name);
+          entry.set = {{"task.type", info.name}, {"model.kind", info.model_kind}};
+        } catch (const ConfigError& e) {
+          throw ConfigError(where + ": " + e.what());
+        }
+      }
+      if (!task_names_seen.insert(entry.name).second)
+        throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
+      tasks.push_back(entry);
+    }
+  }
   std::set<std::string> ids;
+  const std::vector<GridEntry> task_axis = tasks.empty() ? std::vector<GridEntry>{GridEntry{"", json::object()}} : tasks;
+  for (size_t t = 0; t < task_axis.size(); ++t) {
+  const GridEntry& task = task_axis[t];
+  std::set<std::string> names;
   for (size_t i = 0; i < spec["schemes"].size(); ++i) {
     const std::string where = path + ".schemes[" + std::to_string(i) + "]";
     const GridEntry entry = grid_entry(spec["schemes"][i], where);
     if (!names.insert(entry.name).second) throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
-    plan.schemes.push_back(entry.name);
+    if (t == 0) plan.schemes.push_back(entry.name);
     for (const auto& qkv : qkvs)
       for (const auto& pooling : poolings)
         for (const int64_t seed : seeds) {
           PlannedRun run;
+          run.task = task.name;
           run.scheme = entry.name;
           run.qkv = qkv;
           run.pooling = pooling;
           run.seed = seed;
-          run.variant = entry.name + "-" + qkv + "-" + pooling;
+          run.variant = (task.name.empty() ? "" : task.name + "-") + entry.name + "-" + qkv + "-" + pooling;
           run.id = run.variant + "-s" + std::to_string(seed);
           if (!ids.insert(run.id).second)
             throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
           json j = base;
+          if (!task.name.empty()) apply_set(j, task.set, path + ".tasks[" + std::to_string(t) + "]");
           apply_set(j, entry.set, where + ".set");
           set_json_path(j, "model.attention.qkv", qkv, path + ".qkv");
           set_json_path(j, "model.pooling", pooling, path + ".pooling");
@@ -157,7 +187,7 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
             run.skipped = plan.runs.back().skipped;  // the model does not depend on the seed: built once per variant
           } else {
             try {
-              EncoderClassifier probe(run.config.model, run.config.task.vocab_size);  // decides compatibility
+              Transformer probe(run.config.model, task_vocab_size(run.config.task));  // decides compatibility
             } catch (const IncompatibleConfig& e) {
               run.skipped = e.what();
             } catch (const ConfigError& e) {
@@ -167,6 +197,8 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
           plan.runs.push_back(std::move(run));
         }
   }
+  }
+  for (const auto& t : tasks) plan.tasks.push_back(t.name);
   return plan;
 }
 

@@ -29,9 +29,10 @@ Stat stat_of(const std::vector<double>& xs) {
   return s;
 }
 
-int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<int64_t, double>>& length_accuracy) {
+int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<int64_t, double>>& length_accuracy,
+                             double chance) {
   if (val_accuracy < kLearnedAccuracy) return kNotLearned;
-  const double floor = 0.5 + kRetainedMargin * (val_accuracy - 0.5);
+  const double floor = chance + kRetainedMargin * (val_accuracy - chance);
   auto sorted = length_accuracy;
   std::sort(sorted.begin(), sorted.end());
   int64_t longest = 0;
@@ -46,6 +47,8 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
   if (results.empty()) throw std::invalid_argument("summarize_variant: no runs");
   VariantSummary v;
   v.runs = ids;
+  v.task = results[0].value("task", std::string("ordering"));  // results.json before the task registry: ordering
+  v.metric = results[0].value("metric", std::string("accuracy"));
   v.scheme = results[0].at("scheme");
   v.qkv = results[0].at("qkv");
   v.pooling = results[0].at("pooling");
@@ -70,17 +73,19 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
     LengthSummary ls;
     ls.length = first[li].at("length");
     ls.beyond_training = first[li].at("beyond_training");
-    std::vector<double> acc;
+    std::vector<double> acc, perplexity;
     std::map<std::string, std::vector<double>> kinds;
     for (const auto& r : results) {
       const json& at = r.at("lengths").at(li);
       if (at.at("length") != ls.length) throw std::runtime_error("runs of one variant were evaluated at different lengths");
       acc.push_back(at.at("accuracy"));
+      if (at.contains("perplexity")) perplexity.push_back(at.at("perplexity"));
       ls.correct += at.at("correct").get<int64_t>();
       ls.total += at.at("n").get<int64_t>();
       for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(t.at("accuracy"));
     }
     ls.accuracy = stat_of(acc);
+    if (!perplexity.empty()) ls.perplexity = stat_of(perplexity);
     const Interval ci = wilson_interval(ls.correct, ls.total);
     ls.ci_lo = ci.lo;
     ls.ci_hi = ci.hi;
@@ -93,7 +98,7 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
     v.lengths.push_back(ls);
   }
   v.beyond_mean = beyond_n ? beyond_sum / beyond_n : -1;
-  v.extrapolation = extrapolation_length(v.val_accuracy.mean, curve);
+  v.extrapolation = extrapolation_length(v.val_accuracy.mean, curve, v.metric == "accuracy" ? 0.5 : 0.0);
   return v;
 }
 
@@ -102,6 +107,7 @@ ComparisonSummary summarize(const ComparePlan& plan) {
   s.source = plan.source;
   s.description = plan.description;
   s.full = plan.full;
+  s.tasks = plan.tasks;
   if (!plan.runs.empty()) {
     const Config& c = plan.runs.front().config;
     s.steps = c.train.steps;
@@ -152,7 +158,11 @@ ComparisonSummary summarize(const ComparePlan& plan) {
       if (run.variant == name) v.scheme = run.scheme;
     s.variants.push_back(std::move(v));
   }
-  std::stable_sort(s.variants.begin(), s.variants.end(), [](const VariantSummary& a, const VariantSummary& b) {
+  const auto task_rank = [&](const VariantSummary& v) {
+    return std::find(s.tasks.begin(), s.tasks.end(), v.task) - s.tasks.begin();
+  };
+  std::stable_sort(s.variants.begin(), s.variants.end(), [&](const VariantSummary& a, const VariantSummary& b) {
+    if (task_rank(a) != task_rank(b)) return task_rank(a) < task_rank(b);
     const bool la = a.extrapolation != kNotLearned, lb = b.extrapolation != kNotLearned;
     if (la != lb) return la;
     if (a.beyond_mean != b.beyond_mean) return a.beyond_mean > b.beyond_mean;
@@ -165,8 +175,12 @@ namespace {
 
 json stat_json(const Stat& s) { return {{"mean", s.mean}, {"std", s.std}, {"n", s.n}}; }
 
-/// "0.975 ± 0.004": std over seeds, or with one seed the 95% Wilson half-width.
+/// "0.975 ± 0.004": std over seeds, or with one seed the 95% Wilson half-width;
+/// a perplexity "3.214 ± 0.051" (std over seeds; nothing with one seed).
 std::string cell(const LengthSummary& l) {
+  if (l.perplexity.n > 0)
+    return l.perplexity.n > 1 ? fmt::format("{:.3f} ± {:.3f}", l.perplexity.mean, l.perplexity.std)
+                              : fmt::format("{:.3f}", l.perplexity.mean);
   const double spread =
       l.accuracy.n > 1 ? l.accuracy.std : std::max(l.accuracy.mean - l.ci_lo, l.ci_hi - l.accuracy.mean);
   return fmt::format("{:.3f} ± {:.3f}", l.accuracy.mean, spread);
@@ -189,6 +203,7 @@ std::string length_header(const ComparisonSummary& s, int64_t length) {
 /// The table as rows of cells (header first), shared by Markdown and text.
 Table table_rows(const ComparisonSummary& s) {
   std::vector<std::string> header = {"variant", "seeds", "params", "train s", "in-dist"};
+  if (!s.tasks.empty()) header.insert(header.begin() + 1, "metric");
   for (int64_t L : s.eval_lengths) header.push_back(length_header(s, L));
   header.push_back("beyond mean");
   header.push_back("extrapolates to");
@@ -196,6 +211,7 @@ Table table_rows(const ComparisonSummary& s) {
   for (const auto& v : s.variants) {
     std::vector<std::string> row = {v.variant, std::to_string(v.seeds.size()), std::to_string(v.parameters),
                                     fmt::format("{:.0f}", v.train_seconds.mean), val_cell(v.val_accuracy)};
+    if (!s.tasks.empty()) row.insert(row.begin() + 1, v.metric);
     for (int64_t L : s.eval_lengths) {
       auto it = std::find_if(v.lengths.begin(), v.lengths.end(), [&](const LengthSummary& l) { return l.length == L; });
       row.push_back(it == v.lengths.end() ? "-" : cell(*it));
@@ -215,6 +231,17 @@ std::string spread_note(const ComparisonSummary& s) {
 }
 
 std::string protocol_lines(const ComparisonSummary& s) {
+  if (!s.tasks.empty() || (!s.variants.empty() && s.variants.front().metric != "accuracy"))
+    return fmt::format(
+        "Trained {} steps of batch {} on lengths {}-{} (the task's unit: input tokens for copy, reverse and sort). "
+        "In-dist: {} validation examples over lengths {}-{}, exact match with teacher forcing (equal to greedy "
+        "decoding's). Each length: the same {} examples (eval seed {}) for every variant, scored by greedy decoding "
+        "(exact_match: the whole answer right; perplexity: per held-out character); * marks lengths beyond training. "
+        "{}. \"extrapolates to\": the longest length up to which every evaluated length keeps >= {:.0f}% of the "
+        "in-distribution score above chance (0 for exact match); \"not learned\": in-dist < {}.",
+        s.steps, s.batch_size, s.train_min_length, s.train_max_length, s.val_samples, s.train_min_length,
+        s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100,
+        kLearnedAccuracy);
   std::string negatives;
   for (const auto& [k, w] : s.negatives) negatives += (negatives.empty() ? "" : ", ") + fmt::format("{} {:g}", k, w);
   return fmt::format(
@@ -237,15 +264,19 @@ json summary_to_json(const ComparisonSummary& s) {
     for (const auto& l : v.lengths) {
       json kinds = json::object();
       for (const auto& [k, st] : l.by_kind) kinds[k] = stat_json(st);
-      lengths.push_back({{"length", l.length},
-                         {"beyond_training", l.beyond_training},
-                         {"accuracy", stat_json(l.accuracy)},
-                         {"correct", l.correct},
-                         {"n", l.total},
-                         {"ci95", {l.ci_lo, l.ci_hi}},
-                         {"by_kind", kinds}});
+      json at = {{"length", l.length},
+                 {"beyond_training", l.beyond_training},
+                 {"accuracy", stat_json(l.accuracy)},
+                 {"correct", l.correct},
+                 {"n", l.total},
+                 {"ci95", {l.ci_lo, l.ci_hi}},
+                 {"by_kind", kinds}};
+      if (l.perplexity.n > 0) at["perplexity"] = stat_json(l.perplexity);
+      lengths.push_back(at);
     }
     variants.push_back({{"variant", v.variant},
+                        {"task", v.task},
+                        {"metric", v.metric},
                         {"scheme", v.scheme},
                         {"qkv", v.qkv},
                         {"pooling", v.pooling},
@@ -264,6 +295,7 @@ json summary_to_json(const ComparisonSummary& s) {
   return {{"source", s.source},
           {"description", s.description},
           {"full", s.full},
+          {"tasks", s.tasks},
           {"protocol",
            {{"steps", s.steps},
             {"batch_size", s.batch_size},
@@ -286,7 +318,7 @@ std::string summary_to_csv(const ComparisonSummary& s) {
   out << "variant,scheme,qkv,pooling,seeds,parameters,train_seconds,val_mean,val_std";
   for (int64_t L : s.eval_lengths)
     out << fmt::format(",len{0}_mean,len{0}_std,len{0}_ci_lo,len{0}_ci_hi", L);
-  out << ",beyond_mean,extrapolation\n";
+  out << ",beyond_mean,extrapolation,task,metric\n";
   for (const auto& v : s.variants) {
     out << fmt::format("{},{},{},{},{},{},{:.2f},{:.4f},{:.4f}", v.variant, v.scheme, v.qkv, v.pooling, v.seeds.size(),
                        v.parameters, v.train_seconds.mean, v.val_accuracy.mean, v.val_accuracy.std);
@@ -296,7 +328,8 @@ std::string summary_to_csv(const ComparisonSummary& s) {
       else out << fmt::format(",{:.4f},{:.4f},{:.4f},{:.4f}", it->accuracy.mean, it->accuracy.std, it->ci_lo, it->ci_hi);
     }
     out << "," << (v.beyond_mean < 0 ? "" : fmt::format("{:.4f}", v.beyond_mean)) << ","
-        << (v.extrapolation == kNotLearned ? "not learned" : std::to_string(v.extrapolation)) << "\n";
+        << (v.extrapolation == kNotLearned ? "not learned" : std::to_string(v.extrapolation)) << "," << v.task << ","
+        << v.metric << "\n";
   }
   return out.str();
 }

@@ -4,11 +4,15 @@
 #include "posenc/model/linear.h"
 
 #include <cmath>
+#include <limits>
+
+#include "posenc/positional/relative.h"
 
 namespace posenc {
 
-MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t heads, double dropout, bool project_input)
-    : d_model_(d_model), heads_(heads), head_dim_(d_model / heads), dropout_(dropout) {
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t heads, double dropout, bool project_input,
+                                               bool causal)
+    : d_model_(d_model), heads_(heads), head_dim_(d_model / heads), dropout_(dropout), causal_(causal) {
   TORCH_CHECK(d_model % heads == 0, "d_model ", d_model, " is not divisible by heads ", heads);
   if (project_input) qkv_ = register_module("qkv", torch::nn::Linear(d_model, 3 * d_model));
   out_ = register_module("out", torch::nn::Linear(d_model, d_model));
@@ -20,41 +24,63 @@ torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const 
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, PositionalSchemeImpl* scheme,
-                                              const Positions& pos) {
+                                              const Positions& pos, LayerCache* cache) {
   TORCH_CHECK(!qkv_.is_empty(), "attention built without a projection: call attend(q, k, v)");
   auto qkv = linear(qkv_, x).chunk(3, /*dim=*/-1);  // 3 x (B, L, D)
-  return attend(qkv[0], qkv[1], qkv[2], scheme, pos);
+  return attend(qkv[0], qkv[1], qkv[2], scheme, pos, cache);
 }
 
 torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const torch::Tensor& k_in,
                                              const torch::Tensor& v_in, PositionalSchemeImpl* scheme,
-                                             const Positions& pos) {
+                                             const Positions& pos, LayerCache* cache) {
   const int64_t B = q_in.size(0), L = q_in.size(1);
   auto q = split_heads(q_in), k = split_heads(k_in), v = split_heads(v_in);  // (B, H, L, Dh)
   const Capabilities caps = scheme ? scheme->capabilities() : Capabilities{};
-  if (caps.rotate) scheme->rotate(q, k, pos);
-  torch::Tensor bias = caps.bias ? scheme->bias(pos) : torch::Tensor();  // (1|B, H, L, L)
+  if (cache) {
+    // The new keys sit at the queries' positions; earlier keys were rotated when they were new.
+    Positions own = pos;
+    own.k = pos.q;
+    if (caps.rotate) scheme->rotate(q, k, own);
+    if (cache->k.defined()) {
+      k = torch::cat({cache->k, k}, /*dim=*/2);  // (B, H, Lk, Dh)
+      v = torch::cat({cache->v, v}, /*dim=*/2);
+    }
+    cache->k = k;
+    cache->v = v;
+  } else if (caps.rotate) {
+    scheme->rotate(q, k, pos);
+  }
+  torch::Tensor bias = caps.bias ? scheme->bias(pos) : torch::Tensor();  // (1|B, H, Lq, Lk)
+  torch::Tensor mask;  // (1, 1, Lq, Lk): -inf on keys right of the query (causal), else 0
+  if (causal_) {
+    auto future = relative_positions(pos.q, pos.k).gt(0);  // (Lq, Lk)
+    mask = torch::zeros(future.sizes(), q.options().dtype(torch::kFloat))
+               .masked_fill(future, -std::numeric_limits<float>::infinity())
+               .view({1, 1, future.size(0), future.size(1)});
+  }
 
   torch::Tensor ctx;  // (B, H, L, Dh)
   if (compat::kHasSdpa && caps.fits_fused_attention() && !keep_weights_ && !force_explicit_) {
     // Fused kernel; the bias becomes an additive float mask in the query dtype.
-    ctx = compat::scaled_dot_product_attention(q, k, v, bias.defined() ? bias.to(q.scalar_type()) : bias,
+    torch::Tensor additive = bias.defined() && mask.defined() ? bias + mask : bias.defined() ? bias : mask;
+    ctx = compat::scaled_dot_product_attention(q, k, v, additive.defined() ? additive.to(q.scalar_type()) : additive,
                                                is_training() ? dropout_ : 0.0);
   }
   if (!ctx.defined()) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-    auto scores = batched_matmul(q, k.transpose(-2, -1));  // (B, H, L, L)
+    auto scores = batched_matmul(q, k.transpose(-2, -1));  // (B, H, Lq, Lk)
     if (caps.score_terms) scores = scores + scheme->score_terms(q, k, scores, pos);
     scores = scores * scale;
     if (bias.defined()) scores = scores + bias;
     if (caps.reweight) scores = scheme->reweight(scores, pos);
+    if (mask.defined()) scores = scores + mask;  // after reweighting, which may scale the scores
     auto probs = torch::softmax(scores, /*dim=*/-1);  // (B, H, L, L)
     if (keep_weights_) last_weights_ = probs.detach();
     auto dropped = attn_drop_->forward(probs);
     ctx = batched_matmul(dropped, v);  // (B, H, L, Dh)
     if (caps.value_terms) ctx = ctx + scheme->value_terms(dropped, pos);
   }
-  ctx = ctx.transpose(1, 2).reshape({B, L, d_model_});  // (B, L, D)
+  ctx = ctx.transpose(1, 2).reshape({B, L, d_model_});  // (B, Lq, D)
   return linear(out_, ctx);
 }
 

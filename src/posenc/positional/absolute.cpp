@@ -106,6 +106,7 @@ class DynamicImpl : public PositionalSchemeImpl {
     length_factor_ = register_parameter("length_factor", torch::ones({1}));
   }
   Capabilities capabilities() const override { return Capabilities::embedding(); }
+  bool supports_kv_cache() const override { return false; }  // its scale depends on the length
   bool directional() const override { return true; }
   double embed_flops(int64_t B, int64_t L, int64_t D) const override { return 2.0 * B * L * (D * 2 * D) * 2; }
 

@@ -84,6 +84,7 @@ class ApeImpl : public PositionalSchemeImpl {
     direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
   }
   Capabilities capabilities() const override { return Capabilities::additive_bias(); }
+  bool supports_kv_cache() const override { return false; }  // distances are divided by the length
   bool directional() const override { return direction_.enabled(); }
 
   torch::Tensor bias(const Positions& pos) override {
@@ -140,7 +141,9 @@ SchemeInfo t5_scheme_info() {
           "(Raffel et al.)",
           {{"num_buckets", OptionKind::Int, 32, "number of buckets (half per sign when bidirectional)", 2, 4096},
            {"max_distance", OptionKind::Int, 128, "offsets at or beyond this share the last bucket", 2, 1 << 24},
-           {"bidirectional", OptionKind::Bool, true, "separate buckets for keys left and right of the query"},
+           {"bidirectional", OptionKind::Bool, true,
+            "separate buckets for keys left and right of the query (false in a decoder: causal buckets)", -1e300,
+            1e300, {}, false},
            {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial biases", 0.0, 10.0}},
           Placement::EveryLayer, construct<T5Impl>};
 }

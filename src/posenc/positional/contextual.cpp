@@ -40,6 +40,7 @@ class CopeImpl : public PositionalSchemeImpl {
     c.score_terms = true;
     return c;
   }
+  bool supports_kv_cache() const override { return false; }  // counts read the square score matrix
   bool directional() const override { return true; }
   bool offset_only() const override { return false; }
   double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {

@@ -75,9 +75,11 @@ bool kind_matches(OptionKind k, const nlohmann::json& v) {
 
 }  // namespace
 
-SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user, const std::string& path) {
+SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user, const std::string& path,
+                                     bool causal) {
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& spec : info.options) out[spec.name] = spec.default_value;
+  for (const auto& spec : info.options)
+    out[spec.name] = causal && !spec.causal_value.is_null() ? spec.causal_value : spec.default_value;
   for (auto it = user.begin(); it != user.end(); ++it) {
     const std::string at = path + "." + it.key();
     const OptionSpec* spec = nullptr;
@@ -108,6 +110,9 @@ SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::jso
         throw ConfigError(at + ": \"" + s + "\" is not one of " + choices);
       }
     }
+    if (causal && !spec->causal_value.is_null() && v != spec->causal_value)
+      throw ConfigError(at + ": " + v.dump() + " means nothing in a causal decoder (model.kind=decoder), where keys "
+                        "right of the query are masked; leave it out or set " + spec->causal_value.dump());
     out[it.key()] = v;
   }
   return SchemeOptions(out);

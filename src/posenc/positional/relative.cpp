@@ -47,7 +47,8 @@ torch::Tensor t5_buckets(const torch::Tensor& relative, int64_t num_buckets, int
 
 OptionSpec directional_option() {
   return {"directional", OptionKind::Bool, false,
-          "add learned per-head offsets for keys left/right of the query so the model can tell direction"};
+          "add learned per-head offsets for keys left/right of the query so the model can tell direction",
+          -1e300, 1e300, {}, false};
 }
 
 DirectionalOffsets::DirectionalOffsets(torch::nn::Module& owner, int64_t heads, bool enabled) : enabled_(enabled) {

@@ -53,6 +53,7 @@ class RopeImpl : public PositionalSchemeImpl {
                         " dims; " + name + " needs at least 2");
   }
   Capabilities capabilities() const override { return Capabilities::rotation(); }
+  bool supports_kv_cache() const override { return scaling_ != "dynamic_ntk"; }  // its base follows the length
   bool directional() const override { return true; }
 
   void rotate(torch::Tensor& q, torch::Tensor& k, const Positions& pos) override {
@@ -140,6 +141,7 @@ class XposImpl : public RopeImpl {
  public:
   XposImpl(const SchemeContext& ctx, const SchemeOptions& o)
       : RopeImpl(ctx, o, "xpos"), gamma_(o.get_float("gamma")), scale_base_(o.get_float("scale_base")) {}
+  bool supports_kv_cache() const override { return false; }  // scales are centred on the length
 
   void rotate(torch::Tensor& q, torch::Tensor& k, const Positions& pos) override {
     RopeImpl::rotate(q, k, pos);

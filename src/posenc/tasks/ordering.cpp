@@ -1,4 +1,5 @@
 #include "posenc/tasks/ordering.h"
+#include "posenc/tasks/tasks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,16 +7,26 @@
 
 namespace posenc {
 
-uint64_t mix_seed(std::initializer_list<uint64_t> parts) {
-  uint64_t h = 0x9E3779B97F4A7C15ull;
-  for (uint64_t p : parts) {
-    uint64_t z = (h ^ p) + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    h = z ^ (z >> 31);
-  }
-  return h;
+TaskInfo OrderingTask::registry_info() {
+  TaskInfo t;
+  t.name = "ordering";
+  t.description =
+      "is this sequence of integers non-decreasing? (seed 004; encoder classifier; negatives are permutations of a "
+      "sorted draw: shuffle, adjacent_swap, random_swap, reverse)";
+  t.model_kind = "encoder";
+  t.metric = TaskMetric::Accuracy;
+  t.keys = {"vocab_size", "negatives"};
+  t.length_unit = "tokens";
+  t.default_min_length = 4;
+  t.default_max_length = 16;
+  t.default_eval_lengths = {8, 16, 32, 64, 128};
+  t.make = [](const TaskConfig& cfg) { return std::make_unique<OrderingTask>(cfg); };
+  return t;
 }
+
+const TaskInfo& OrderingTask::info() const { return find_task("ordering"); }
+
+TaskInfo ordering_task_info() { return OrderingTask::registry_info(); }
 
 const std::vector<std::string>& OrderingTask::negative_kinds() {
   static const std::vector<std::string> kinds = {"shuffle", "adjacent_swap", "random_swap", "reverse"};

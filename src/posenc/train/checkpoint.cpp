@@ -1,4 +1,5 @@
 #include "posenc/train/checkpoint.h"
+#include "posenc/tasks/registry.h"
 
 #include <cstring>
 #include <sstream>
@@ -129,13 +130,13 @@ void restore_rng(torch::serialize::InputArchive& archive, torch::Device device, 
 
 }  // namespace
 
-std::string first_non_finite_parameter(EncoderClassifier& model) {
+std::string first_non_finite_parameter(Transformer& model) {
   for (const auto& p : model->named_parameters())
     if (!torch::isfinite(p.value()).all().item<bool>()) return p.key();
   return "";
 }
 
-void save_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer,
+void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer,
                      int64_t step, const Config& config, const nlohmann::json& state) {
   if (const std::string bad = first_non_finite_parameter(model); !bad.empty())
     throw std::runtime_error("refusing to write " + path + ": parameter " + bad + " holds NaN or inf");
@@ -174,7 +175,7 @@ Config read_checkpoint_config(const std::string& path) {
   return config_of(opened, path);
 }
 
-int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch::optim::Optimizer* optimizer,
+int64_t load_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer,
                         nlohmann::json* state) {
   const torch::Device device = model->parameters().front().device();
   auto opened = open_checkpoint(path, device);
@@ -207,14 +208,14 @@ int64_t load_checkpoint(const std::string& path, EncoderClassifier& model, torch
   return step;
 }
 
-EncoderClassifier load_model(const std::string& path, torch::Device device, Config* config_out) {
+Transformer load_model(const std::string& path, torch::Device device, Config* config_out) {
   Config cfg = read_checkpoint_config(path);
   if (config_out) *config_out = cfg;
   return load_model_as(path, device, cfg);
 }
 
-EncoderClassifier load_model_as(const std::string& path, torch::Device device, const Config& config) {
-  EncoderClassifier model(config.model, config.task.vocab_size);
+Transformer load_model_as(const std::string& path, torch::Device device, const Config& config) {
+  Transformer model(config.model, task_vocab_size(config.task));
   load_checkpoint(path, model, nullptr);
   model->to(device);
   model->eval();

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "posenc/train/decode.h"
+#include "posenc/train/objective.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
 
@@ -20,14 +22,14 @@ Interval wilson_interval(int64_t correct, int64_t n, double z) {
   return {std::max(0.0, center - half), std::min(1.0, center + half)};
 }
 
-int64_t evaluation_batch_size(const EncoderClassifier& model, int64_t length, int64_t max_batch_tokens) {
-  const int64_t L = std::max<int64_t>(1, model->model_length(length));
+int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t max_batch_tokens) {
+  const int64_t L = std::max<int64_t>(1, model->model_length(tokens));
   const int64_t by_tokens = max_batch_tokens / L;
   const int64_t by_scores = kMaxScoreElements / (model->config().heads * L * L);
   return std::max<int64_t>(1, std::min(by_tokens, by_scores));
 }
 
-std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch::Device device,
+std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device,
                                int64_t max_batch_tokens, bool interruptible) {
   const bool was_training = model->is_training();
   model->eval();
@@ -55,17 +57,77 @@ std::map<int, Tally> score_set(EncoderClassifier& model, const Batch& set, torch
 }
 
 namespace {
-// Validation sets are drawn apart from the evaluation sets of the same eval.seed.
-constexpr int64_t kValidationSeedOffset = 1000003;
-std::string kind_name(int kind) { return kind == kSortedKind ? "sorted" : OrderingTask::negative_kinds().at(kind); }
+
+/// Runs `score(chunk)` over the set in chunks of evaluation_batch_size(), in eval
+/// mode under InferenceMode (the mode is restored afterwards).
+template <typename F>
+void for_each_chunk(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
+                    bool interruptible, F&& score) {
+  const bool was_training = model->is_training();
+  model->eval();
+  c10::InferenceMode guard;
+  const int64_t n = set.tokens.size(0), T = set.tokens.size(1);
+  const int64_t chunk = evaluation_batch_size(model, T, max_batch_tokens);
+  for (int64_t start = 0; start < n; start += chunk) {
+    if (interruptible) throw_if_interrupted();
+    score(set.tokens.narrow(0, start, std::min(chunk, n - start)).to(device));
+  }
+  if (was_training) model->train();
+}
+
 }  // namespace
 
-double evaluation_memory_bytes(const EncoderClassifier& model, int64_t length, int64_t samples,
+std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
+                                       int64_t max_batch_tokens, bool interruptible) {
+  Tally exact, tokens;
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](const torch::Tensor& chunk) {
+    auto decoded = continue_tokens(model, chunk.narrow(1, 0, a), A);  // (b, A)
+    auto right = decoded.eq(chunk.narrow(1, a, A));                   // (b, A)
+    exact.n += chunk.size(0);
+    exact.correct += right.all(1).sum().item<int64_t>();
+    tokens.n += right.numel();
+    tokens.correct += right.sum().item<int64_t>();
+  });
+  return {exact, tokens};
+}
+
+Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
+                           double* nll_sum, Tally* exact, bool interruptible) {
+  Tally tokens;
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](const torch::Tensor& chunk) {
+    auto logits = answer_logits(model, chunk, a).to(torch::kFloat);  // (b, A, V+2)
+    auto targets = chunk.narrow(1, a, A);                             // (b, A)
+    auto right = logits.argmax(-1).eq(targets);                       // (b, A)
+    tokens.n += right.numel();
+    tokens.correct += right.sum().item<int64_t>();
+    if (exact) {
+      exact->n += chunk.size(0);
+      exact->correct += right.all(1).sum().item<int64_t>();
+    }
+    if (nll_sum) {
+      auto nll = torch::nn::functional::cross_entropy(
+          logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      *nll_sum += nll.item<double>();
+    }
+  });
+  return tokens;
+}
+
+namespace {
+// Validation sets are drawn apart from the evaluation sets of the same eval.seed.
+constexpr int64_t kValidationSeedOffset = 1000003;
+std::string kind_name(const Task& task, int kind) { return kind < 0 ? "sorted" : task.kind_names().at(kind); }
+}  // namespace
+
+double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples,
                                int64_t max_batch_tokens) {
-  const double L = static_cast<double>(model->model_length(length));
-  const double B = static_cast<double>(std::min(samples, evaluation_batch_size(model, length, max_batch_tokens)));
+  const double L = static_cast<double>(model->model_length(tokens));
+  const double B = static_cast<double>(std::min(samples, evaluation_batch_size(model, tokens, max_batch_tokens)));
   const auto& m = model->config();
-  const double set = 2.0 * 8.0 * static_cast<double>(samples) * length;  // int64 tokens, and a copy
+  const double set = 2.0 * 8.0 * static_cast<double>(samples) * tokens;  // int64 tokens, and a copy
   const double per_example = 4.0 * (4.0 * m.heads * L * L + 12.0 * L * std::max(m.d_model, m.d_ff));
   return set + B * per_example;
 }
@@ -85,17 +147,21 @@ double available_memory_bytes() {
 
 }  // namespace
 
-void check_evaluation_fits(const EncoderClassifier& model, const Config& cfg, const std::vector<int64_t>& lengths,
-                           torch::Device device) {
-  for (int64_t length : lengths) model->check_length(length);
+void check_evaluation_fits(const Transformer& model, const Task& task, const Config& cfg,
+                           const std::vector<int64_t>& lengths, torch::Device device) {
+  for (int64_t length : lengths) {
+    task.check_eval_length(length);
+    model->check_length(task.sequence_length(length));
+  }
   // On a GPU the allocator's own error names the length (the CLI keeps the lengths done before it).
   if (!device.is_cpu()) return;
   const double available = available_memory_bytes();
   if (available <= 0) return;
   for (int64_t length : lengths) {
-    const double need = evaluation_memory_bytes(model, length, cfg.eval.samples_per_length, cfg.eval.max_batch_tokens);
+    const int64_t tokens = task.sequence_length(length);
+    const double need = evaluation_memory_bytes(model, tokens, cfg.eval.samples_per_length, cfg.eval.max_batch_tokens);
     if (need > available) {
-      const int64_t batch = evaluation_batch_size(model, length, cfg.eval.max_batch_tokens);
+      const int64_t batch = evaluation_batch_size(model, tokens, cfg.eval.max_batch_tokens);
       throw ConfigError(fmt::format(
           "evaluation at length {} needs about {} of memory ({} examples, {} at a time), but {} is available{}", length,
           format_bytes(need), cfg.eval.samples_per_length, batch, format_bytes(available),
@@ -104,19 +170,27 @@ void check_evaluation_fits(const EncoderClassifier& model, const Config& cfg, co
   }
 }
 
-std::vector<LengthResult> evaluate_lengths(EncoderClassifier& model, const Config& cfg,
+std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const Config& cfg,
                                            const std::vector<int64_t>& lengths, torch::Device device) {
-  check_evaluation_fits(model, cfg, lengths, device);
-  const OrderingTask task(cfg.task);
+  check_evaluation_fits(model, task, cfg, lengths, device);
+  const TaskMetric metric = task.info().metric;
   std::vector<LengthResult> results;
   for (int64_t length : lengths) {
-    const Batch set = task.fixed_set(length, cfg.eval.samples_per_length, cfg.eval.seed);
+    const TaskBatch set = task.fixed_set(length, cfg.eval.samples_per_length, cfg.eval.seed);
     LengthResult r;
     r.length = length;
-    for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens, /*interruptible=*/true)) {
-      r.by_kind[kind_name(kind)] = t;
-      r.total.n += t.n;
-      r.total.correct += t.correct;
+    r.metric = metric;
+    if (metric == TaskMetric::Accuracy) {
+      for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens, /*interruptible=*/true)) {
+        r.by_kind[kind_name(task, kind)] = t;
+        r.total.n += t.n;
+        r.total.correct += t.correct;
+      }
+    } else if (metric == TaskMetric::ExactMatch) {
+      std::tie(r.total, r.tokens) = score_decoding(model, set, device, cfg.eval.max_batch_tokens, true);
+    } else {
+      r.tokens = score_teacher_forced(model, set, device, cfg.eval.max_batch_tokens, &r.nll_sum, nullptr, true);
+      r.total = r.tokens;
     }
     r.ci95 = wilson_interval(r.total.correct, r.total.n);
     r.beyond_training = length > cfg.task.max_length;
@@ -126,13 +200,24 @@ std::vector<LengthResult> evaluate_lengths(EncoderClassifier& model, const Confi
   return results;
 }
 
-Tally validation_accuracy(EncoderClassifier& model, const Config& cfg, torch::Device device) {
-  const OrderingTask task(cfg.task);
+Tally validation_accuracy(Transformer& model, const Task& task, const Config& cfg, torch::Device device) {
+  const TaskMetric metric = task.info().metric;
+  const int64_t seed = cfg.eval.seed + kValidationSeedOffset;
+  if (metric == TaskMetric::Perplexity)  // next-token accuracy on held-out windows of the training context
+    return score_teacher_forced(model, task.fixed_set(cfg.task.max_length, cfg.train.val_samples, seed), device,
+                                cfg.eval.max_batch_tokens, nullptr);
   const int64_t lengths = cfg.task.max_length - cfg.task.min_length + 1;
   const int64_t per_length = std::max<int64_t>(2, cfg.train.val_samples / lengths);
   Tally total;
   for (int64_t length = cfg.task.min_length; length <= cfg.task.max_length; ++length) {
-    const Batch set = task.fixed_set(length, per_length, cfg.eval.seed + kValidationSeedOffset);
+    const TaskBatch set = task.fixed_set(length, per_length, seed);
+    if (metric == TaskMetric::ExactMatch) {
+      Tally exact;
+      score_teacher_forced(model, set, device, cfg.eval.max_batch_tokens, nullptr, &exact);
+      total.n += exact.n;
+      total.correct += exact.correct;
+      continue;
+    }
     for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens)) {
       total.n += t.n;
       total.correct += t.correct;
@@ -141,28 +226,57 @@ Tally validation_accuracy(EncoderClassifier& model, const Config& cfg, torch::De
   return total;
 }
 
-nlohmann::json length_results_to_json(const std::vector<LengthResult>& results) {
+nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& /*task*/) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json kinds = nlohmann::json::object();
     for (const auto& [name, t] : r.by_kind) kinds[name] = {{"n", t.n}, {"correct", t.correct}, {"accuracy", t.accuracy()}};
-    out.push_back({{"length", r.length},
-                   {"n", r.total.n},
-                   {"correct", r.total.correct},
-                   {"accuracy", r.total.accuracy()},
-                   {"ci95", {r.ci95.lo, r.ci95.hi}},
-                   {"by_kind", kinds},
-                   {"beyond_training", r.beyond_training},
-                   {"untrained_positions", r.untrained_positions}});
+    nlohmann::json j = {{"length", r.length},
+                        {"n", r.total.n},
+                        {"correct", r.total.correct},
+                        {"accuracy", r.total.accuracy()},
+                        {"ci95", {r.ci95.lo, r.ci95.hi}},
+                        {"by_kind", kinds},
+                        {"beyond_training", r.beyond_training},
+                        {"untrained_positions", r.untrained_positions}};
+    if (r.metric != TaskMetric::Accuracy) {
+      j["tokens"] = r.tokens.n;
+      j["token_accuracy"] = r.tokens.accuracy();
+    }
+    if (r.metric == TaskMetric::ExactMatch) j["exact_match"] = r.total.accuracy();
+    if (r.metric == TaskMetric::Perplexity) {
+      j["perplexity"] = r.perplexity();
+      j["bits_per_token"] = r.tokens.n ? r.nll_sum / r.tokens.n / std::log(2.0) : 0.0;
+    }
+    out.push_back(j);
   }
   return out;
 }
 
-std::string format_length_table(const std::vector<LengthResult>& results) {
+std::string format_length_table(const std::vector<LengthResult>& results, const Task& task) {
   std::ostringstream out;
+  const TaskMetric metric = task.info().metric;
+  const auto suffix = [](const LengthResult& r) {
+    return std::string(r.untrained_positions ? "  (untrained positions)" : r.beyond_training ? "  (longer than training)" : "");
+  };
+  if (metric == TaskMetric::ExactMatch) {
+    out << fmt::format("{:>7} {:>11} {:>17} {:>14}\n", "length", "exact match", "95% CI", "token accuracy");
+    for (const auto& r : results)
+      out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}\n", r.length, r.total.accuracy(), r.ci95.lo,
+                         r.ci95.hi, r.tokens.accuracy(), suffix(r));
+    return out.str();
+  }
+  if (metric == TaskMetric::Perplexity) {
+    out << fmt::format("{:>7} {:>10} {:>14} {:>14} {:>9}\n", "context", "perplexity", "bits/char", "next-char acc", "chars");
+    for (const auto& r : results)
+      out << fmt::format("{:>7} {:>10.3f} {:>14.3f} {:>14.3f} {:>9}{}\n", r.length, r.perplexity(),
+                         r.tokens.n ? r.nll_sum / r.tokens.n / std::log(2.0) : 0.0, r.tokens.accuracy(), r.tokens.n,
+                         suffix(r));
+    return out.str();
+  }
   out << fmt::format("{:>7} {:>9} {:>17} ", "length", "accuracy", "95% CI");
   std::vector<std::string> kinds = {"sorted"};
-  for (const auto& k : OrderingTask::negative_kinds()) kinds.push_back(k);
+  for (const auto& k : task.kind_names()) kinds.push_back(k);
   for (const auto& k : kinds) out << fmt::format(" {:>13}", k);
   out << "\n";
   for (const auto& r : results) {
@@ -171,9 +285,7 @@ std::string format_length_table(const std::vector<LengthResult>& results) {
       auto it = r.by_kind.find(k);
       out << (it == r.by_kind.end() ? fmt::format(" {:>13}", "-") : fmt::format(" {:>13.3f}", it->second.accuracy()));
     }
-    if (r.untrained_positions) out << "  (untrained positions)";
-    else if (r.beyond_training) out << "  (longer than training)";
-    out << "\n";
+    out << suffix(r) << "\n";
   }
   return out.str();
 }

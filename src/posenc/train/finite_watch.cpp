@@ -50,7 +50,7 @@ void FiniteWatch::check(const fs::path& dir, const Config& cfg, int64_t last_che
            loss_first ? "loss" : "grad_norm", loss_first ? "the loss" : "the gradient norm");
 }
 
-void FiniteWatch::check_weights(EncoderClassifier& model, const fs::path& dir, const Config& cfg,
+void FiniteWatch::check_weights(Transformer& model, const fs::path& dir, const Config& cfg,
                                 int64_t last_checkpoint, int64_t step) const {
   const std::string name = first_non_finite_parameter(model);
   if (!name.empty()) diverged(dir, cfg, last_checkpoint, step, "weights", "parameter " + name);

@@ -10,7 +10,8 @@
 
 #include "posenc/model/transformer.h"
 #include "posenc/positional/randomized.h"
-#include "posenc/tasks/ordering.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/objective.h"
 #include "posenc/train/autocast.h"
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/checkpoint.h"
@@ -81,7 +82,7 @@ struct RunningState {
   }
 };
 
-std::vector<torch::optim::OptimizerParamGroup> param_groups(EncoderClassifier& model, double weight_decay) {
+std::vector<torch::optim::OptimizerParamGroup> param_groups(Transformer& model, double weight_decay) {
   // Decay matrices and tables; not biases and LayerNorm gains (nanoGPT's rule).
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -97,7 +98,7 @@ std::vector<torch::optim::OptimizerParamGroup> param_groups(EncoderClassifier& m
 
 }  // namespace
 
-FusedAdamW make_optimizer(EncoderClassifier& model, const TrainConfig& train) {
+FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train) {
   return FusedAdamW(param_groups(model, train.weight_decay),
                              torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
 }
@@ -131,16 +132,18 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   const fs::path dir(cfg.train.out_dir);
   const fs::path ckpt = dir / "checkpoint.pt";
   // Everything that can be checked without touching the disk, first.
+  const std::unique_ptr<Task> task = make_task(cfg.task);
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
-  EncoderClassifier model(cfg.model, cfg.task.vocab_size);
+  Transformer model(cfg.model, task->vocab_size());
   model->to(device);
   const int64_t randomized = cfg.model.positional.randomize_max_position;
-  if (randomized > 0 && randomized < model->model_length(cfg.task.max_length))
+  const int64_t longest = model->model_length(task->sequence_length(cfg.task.max_length));
+  model->check_length(task->sequence_length(cfg.task.max_length));
+  if (randomized > 0 && randomized < longest)
     throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
-                      std::to_string(model->model_length(cfg.task.max_length)) +
-                      " positions of the longest training sequence (task.max_length, plus CLS)");
+                      std::to_string(longest) + " positions of the longest training example (task.max_length)");
   // A length that cannot be evaluated fails now, not after the training.
-  if (!options.skip_final_eval) check_evaluation_fits(model, cfg, cfg.eval.lengths, device);
+  if (!options.skip_final_eval) check_evaluation_fits(model, *task, cfg, cfg.eval.lengths, device);
   if (options.resume && !fs::exists(ckpt)) throw ConfigError("--resume: no checkpoint at " + ckpt.string());
   if (fs::exists(dir / "compare.lock"))
     throw ConfigError(dir.string() + " is the output directory of a posenc compare; a train run needs a directory of "
@@ -173,11 +176,9 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
 
   int64_t parameters = 0;
   for (const auto& p : model->parameters()) parameters += p.numel();
-  spdlog::info("train dir={} scheme={} qkv={} pooling={} params={} device={} threads={} steps={}", dir.string(),
-               cfg.model.positional.type, cfg.model.qkv, cfg.model.pooling, parameters, device.str(),
-               torch::get_num_threads(), cfg.train.steps);
-
-  const OrderingTask task(cfg.task);
+  spdlog::info("train dir={} task={} model={} scheme={} qkv={} pooling={} params={} device={} threads={} steps={}",
+               dir.string(), cfg.task.type, cfg.model.kind, cfg.model.positional.type, cfg.model.qkv,
+               cfg.model.pooling, parameters, device.str(), torch::get_num_threads(), cfg.train.steps);
   AppendFile metrics((dir / "metrics.jsonl").string());
   Progress progress(options.progress);
   const auto t0 = Clock::now();
@@ -207,18 +208,19 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     }
     const double lr = learning_rate(step, cfg.train.steps, cfg.train.lr, cfg.train.warmup_steps, cfg.train.min_lr_ratio);
     set_lr(optimizer, lr);
-    const Batch batch = task.train_batch(step, cfg.train.batch_size, cfg.train.seed);
-    auto tokens = batch.tokens.to(device), labels = batch.labels.to(device);
-    torch::Tensor logits, loss;
+    TaskBatch batch = task->train_batch(step, cfg.train.batch_size, cfg.train.seed);
+    batch.tokens = batch.tokens.to(device);
+    if (batch.labels.defined()) batch.labels = batch.labels.to(device);
+    StepOutput out;
     {
       AutocastGuard autocast(cfg.train.precision == "bf16", device);
       // Randomized positions: a sorted random subset of [0, N) per batch (evaluation keeps 0..L-1).
-      const auto ids = randomized > 0 ? randomized_positions(model->model_length(tokens.size(1)), randomized,
+      const auto ids = randomized > 0 ? randomized_positions(model->model_length(batch.tokens.size(1)), randomized,
                                                              cfg.train.seed, step)
                                       : torch::Tensor();
-      logits = model->forward(tokens, ids);  // (B, 2)
-      loss = torch::nn::functional::cross_entropy(logits, labels);
+      out = task_objective(model, batch, ids);
     }
+    const torch::Tensor& loss = out.loss;
     optimizer.zero_grad();
     loss.backward();
     const auto norm = cfg.train.grad_clip > 0 ? clip_grad_norm(model->parameters(), cfg.train.grad_clip)
@@ -228,8 +230,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     // Running sums and the finiteness watch stay on the device: no host sync inside the loop.
     finite.observe(step, loss, norm);
     loss_sum += loss.detach();
-    correct_sum += logits.detach().argmax(-1).eq(labels).sum();
-    state.seen += labels.size(0);
+    correct_sum += out.correct;
+    state.seen += out.scored;
     ++state.interval_steps;
     const int64_t done = step + 1;
 
@@ -253,7 +255,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     }
     if (done % cfg.train.eval_every == 0 || done == cfg.train.steps) {
       finite.check(dir, cfg, last_checkpoint);
-      const Tally val = validation_accuracy(model, cfg, device);
+      const Tally val = validation_accuracy(model, *task, cfg, device);
       state.val_accuracy = val.accuracy();
       metrics.write_line(nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump());
       if (!options.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
@@ -278,9 +280,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   result.final_loss = state.last_logged_loss;
   result.val_accuracy = state.val_accuracy;
   if (start >= cfg.train.steps && state.val_accuracy == 0)
-    result.val_accuracy = validation_accuracy(model, cfg, device).accuracy();  // a format-1 checkpoint has no state
+    result.val_accuracy = validation_accuracy(model, *task, cfg, device).accuracy();  // a format-1 checkpoint has no state
 
-  result.results = {{"scheme", cfg.model.positional.type},
+  result.results = {{"task", cfg.task.type},
+                    {"model_kind", cfg.model.kind},
+                    {"metric", metric_name(task->info().metric)},
+                    {"scheme", cfg.model.positional.type},
                      {"qkv", cfg.model.qkv},
                      {"pooling", cfg.model.pooling},
                      {"seed", cfg.train.seed},
@@ -294,7 +299,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
                      {"config", config_to_json(cfg)}};
   if (!options.skip_final_eval) {
     try {
-      result.lengths = evaluate_lengths(model, cfg, cfg.eval.lengths, device);
+      result.lengths = evaluate_lengths(model, *task, cfg, cfg.eval.lengths, device);
     } catch (const Interrupted& e) {
       spdlog::info("stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train {} "
                    "--out {} --resume` evaluates it",
@@ -302,8 +307,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
                    dir.string());
       throw;
     }
-    result.results["lengths"] = length_results_to_json(result.lengths);
-    std::printf("%s", format_length_table(result.lengths).c_str());
+    result.results["lengths"] = length_results_to_json(result.lengths, *task);
+    std::printf("%s", format_length_table(result.lengths, *task).c_str());
   }
   write_file_atomic((dir / "results.json").string(), result.results.dump(2) + "\n");
   spdlog::info("done: {} steps in {}, val_accuracy {:.4f}; results in {}", cfg.train.steps,

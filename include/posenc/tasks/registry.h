@@ -1,0 +1,55 @@
+// The one table of tasks: name -> the model kind it trains, its metric, the
+// task.* keys it takes, its defaults, a description and a factory.
+//
+// It drives config parsing (task.type and the keys each task accepts),
+// `posenc list`, the trainer and evaluator (which model head, which metric) and
+// the generic tests. Adding a task = one source file defining its class and a
+// TaskInfo + one line in tasks/registry.cpp. This header stays free of torch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace posenc {
+
+struct TaskConfig;  // config.h
+class Task;         // tasks/task.h
+
+/// The metric a task is scored by, per evaluation length.
+enum class TaskMetric {
+  Accuracy,    ///< classification accuracy (chance 0.5 for ordering)
+  ExactMatch,  ///< whole answer right under greedy decoding (plus per-token accuracy)
+  Perplexity,  ///< exp of the mean next-token negative log-likelihood (lower is better)
+};
+const char* metric_name(TaskMetric m);  ///< "accuracy", "exact_match", "perplexity"
+
+struct TaskInfo {
+  std::string name;
+  std::string description;
+  /// "encoder" (bidirectional classifier) or "decoder" (causal, next-token loss).
+  std::string model_kind;
+  TaskMetric metric = TaskMetric::Accuracy;
+  /// task.* keys this task takes besides type, min_length and max_length.
+  std::vector<std::string> keys;
+  /// What `length` means in task.min_length, task.max_length and eval.lengths.
+  std::string length_unit;
+  /// Data tokens 1..V: V = fixed_vocab_size, or task.vocab_size where it is 0.
+  int64_t fixed_vocab_size = 0;
+  int64_t default_min_length = 4, default_max_length = 16;
+  std::vector<int64_t> default_eval_lengths;
+  std::function<std::unique_ptr<Task>(const TaskConfig&)> make;
+};
+
+/// The model's data tokens for this config (1..V), without building the task.
+int64_t task_vocab_size(const TaskConfig& cfg);
+
+/// All registered tasks, in listing order.
+const std::vector<TaskInfo>& task_registry();
+/// Throws ConfigError listing the known names.
+const TaskInfo& find_task(const std::string& name);
+std::vector<std::string> task_names();
+
+}  // namespace posenc

@@ -1,0 +1,65 @@
+// The interface every task implements (its registry entry is in tasks/registry.h).
+//
+// A task turns (seed, step) into a training batch and (seed, length) into a
+// fixed evaluation set, both pure functions, so runs resume bit-for-bit and
+// every scheme is scored on the same examples. Token 0 is padding (never
+// produced), data tokens are 1..vocab_size(), and vocab_size() + 1 is the one
+// special token: CLS for the encoder classifier, SEP between input and answer
+// for the decoder.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "posenc/config.h"
+#include "posenc/tasks/registry.h"
+
+namespace posenc {
+
+/// Examples of one length (no padding anywhere).
+struct TaskBatch {
+  torch::Tensor tokens;  ///< (B, T) int64
+  /// Encoder classification: (B) int64 class labels.
+  torch::Tensor labels;
+  /// Decoder tasks: tokens[:, answer_start:] are the answer, scored and trained
+  /// on; everything before it is the prompt (`x SEP`). 1 for language modelling.
+  int64_t answer_start = 0;
+  /// Per example: a kind index into Task::kind_names() (-1 = the positive
+  /// class of ordering); empty for tasks without kinds.
+  std::vector<int> kinds;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual const TaskInfo& info() const = 0;
+  /// Data tokens are 1..vocab_size(); the model's table has vocab_size() + 2 rows.
+  virtual int64_t vocab_size() const = 0;
+  /// Tokens of one example whose task length is `length` (the model reads one
+  /// fewer as a decoder: the last answer token is predicted, never fed).
+  virtual int64_t sequence_length(int64_t length) const { return length; }
+  /// A training batch for `step`: one length drawn from [min_length, max_length].
+  virtual TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const = 0;
+  /// A fixed set of (up to) n examples of one length.
+  virtual TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const = 0;
+  /// Throws ConfigError if an evaluation set of this length cannot be made
+  /// (a held-out text shorter than one window); called before training starts.
+  virtual void check_eval_length(int64_t /*length*/) const {}
+  /// Names of TaskBatch::kinds (ordering's negative kinds); empty if none.
+  virtual std::vector<std::string> kind_names() const { return {}; }
+  /// Text of a prompt as tokens, and tokens as text (language modelling, `posenc generate`).
+  virtual std::vector<int64_t> encode_text(const std::string& text) const;
+  virtual std::string decode_text(const std::vector<int64_t>& tokens) const;
+};
+
+/// Builds the task named by cfg.type (ConfigError for a bad file, option or name).
+std::unique_ptr<Task> make_task(const TaskConfig& cfg);
+
+/// A deterministic 64-bit seed from several integers (splitmix64 mixing).
+uint64_t mix_seed(std::initializer_list<uint64_t> parts);
+
+}  // namespace posenc

@@ -1,0 +1,58 @@
+// posenc generate CHECKPOINT --prompt TEXT: a language model's continuation of
+// a prompt (seed 001's text generator), sampled with a temperature and top-k,
+// from a KV cache where the scheme allows one.
+#include <cstdio>
+
+#include "commands.h"
+#include "posenc/environment.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/decode.h"
+#include "posenc/train/trainer.h"
+#include "posenc/util/io.h"
+
+namespace posenc::cli {
+
+void setup_generate(CLI::App& app, GenerateOptions& o) {
+  app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a charlm run")->required()->check(CLI::ExistingFile);
+  app.add_option("--prompt", o.prompt, "text to continue (UTF-8)")->required()->check(non_empty_utf8("--prompt"));
+  app.add_option("--tokens", o.tokens, "characters (bytes) to generate")->check(integer_in(1, int64_t{1} << 20));
+  app.add_option("--temperature", o.temperature, "softmax temperature; 0 = greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", o.top_k, "sample among the k most likely characters only (0 = all)")
+      ->check(integer_in(0, 1 << 20));
+  app.add_option("--seed", o.seed, "sampling seed")->check(integer_in(0, int64_t{1} << 62));
+  app.add_option("--out", o.out, "also write prompt + continuation to this file")->check(non_empty_utf8("--out"));
+  app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--threads", o.threads, "intra-op threads")->check(integer_in(1, 1024));
+}
+
+int run_generate(const GenerateOptions& o) {
+  const torch::Device device = resolve_device(o.device);
+  set_threads(o.threads);
+  flush_denormals();
+  Config cfg;
+  Transformer model = load_model(o.checkpoint, device, &cfg);
+  if (!model->is_decoder())
+    throw ConfigError(o.checkpoint + " is an encoder classifier (task.type=" + cfg.task.type +
+                      "); generate needs a decoder trained on a language-modelling task (task.type=charlm)");
+  const std::unique_ptr<Task> task = make_task(cfg.task);
+  const std::vector<int64_t> prompt_tokens = task->encode_text(o.prompt);
+  // The last position the model reads is that of the last token but one.
+  model->check_length(static_cast<int64_t>(prompt_tokens.size()) + o.tokens);
+  auto prompt = torch::tensor(prompt_tokens, torch::kLong).unsqueeze(0).to(device);  // (1, P)
+  Sampling sampling;
+  sampling.temperature = o.temperature;
+  sampling.top_k = o.top_k;
+  sampling.first_token = 1;  // never padding (0) or SEP (V + 1)
+  sampling.last_token = task->vocab_size();
+  sampling.seed = static_cast<uint64_t>(o.seed);
+  auto generated = continue_tokens(model, prompt, o.tokens, sampling)[0].cpu().contiguous();  // (N)
+  const std::string text =
+      task->decode_text(std::vector<int64_t>(generated.data_ptr<int64_t>(), generated.data_ptr<int64_t>() + generated.numel()));
+  std::printf("%s%s\n", o.prompt.c_str(), text.c_str());
+  if (!o.out.empty()) write_file_atomic(o.out, o.prompt + text);
+  return 0;
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,70 @@
+// The task table, the generic task helpers and make_task.
+#include "posenc/tasks/registry.h"
+
+#include "posenc/config.h"
+#include "posenc/tasks/task.h"
+#include "posenc/tasks/tasks.h"
+
+namespace posenc {
+
+const char* metric_name(TaskMetric m) {
+  switch (m) {
+    case TaskMetric::Accuracy: return "accuracy";
+    case TaskMetric::ExactMatch: return "exact_match";
+    case TaskMetric::Perplexity: return "perplexity";
+  }
+  return "?";
+}
+
+const std::vector<TaskInfo>& task_registry() {
+  // One line per task, in the order `posenc list` prints them.
+  static const std::vector<TaskInfo> table = {
+      ordering_task_info(), copy_task_info(),     reverse_task_info(),
+      sort_task_info(),     addition_task_info(), charlm_task_info(),
+  };
+  return table;
+}
+
+std::vector<std::string> task_names() {
+  std::vector<std::string> names;
+  for (const auto& t : task_registry()) names.push_back(t.name);
+  return names;
+}
+
+const TaskInfo& find_task(const std::string& name) {
+  for (const auto& t : task_registry())
+    if (t.name == name) return t;
+  std::string known;
+  for (const auto& n : task_names()) known += (known.empty() ? "" : ", ") + n;
+  throw ConfigError("unknown task \"" + name + "\" (known: " + known + ")");
+}
+
+int64_t task_vocab_size(const TaskConfig& cfg) {
+  const TaskInfo& info = find_task(cfg.type);
+  return info.fixed_vocab_size > 0 ? info.fixed_vocab_size : cfg.vocab_size;
+}
+
+std::unique_ptr<Task> make_task(const TaskConfig& cfg) { return find_task(cfg.type).make(cfg); }
+
+uint64_t mix_seed(std::initializer_list<uint64_t> parts) {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (uint64_t p : parts) {
+    uint64_t z = (h ^ p) + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    h = z ^ (z >> 31);
+  }
+  return h;
+}
+
+std::vector<int64_t> Task::encode_text(const std::string& /*text*/) const {
+  throw ConfigError("task.type=" + info().name + " has no text form: only a language-modelling task (charlm) "
+                    "takes a text prompt");
+}
+std::string Task::decode_text(const std::vector<int64_t>& tokens) const {
+  std::string out;
+  for (int64_t t : tokens) out += (out.empty() ? "" : " ") + std::to_string(t);
+  return out;
+}
+
+}  // namespace posenc

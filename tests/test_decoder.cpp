@@ -1,0 +1,139 @@
+// The causal decoder, over every registered scheme: causality, the KV cache,
+// greedy decoding, NoPE's lack of permutation equivariance, and the options
+// that mean nothing causally.
+#include <gtest/gtest.h>
+
+#include "helpers.h"
+#include "posenc/model/transformer.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/decode.h"
+#include "posenc/train/evaluate.h"
+
+using namespace posenc;
+
+namespace {
+
+Config decoder_config(const std::string& scheme, std::initializer_list<std::string> extra = {}) {
+  json j = json::object();
+  for (const std::string o : {"model.kind=decoder", "task.type=copy", "task.vocab_size=16", "model.d_model=32",
+                              "model.heads=4", "model.layers=2", "model.d_ff=64"})
+    apply_override(j, o);
+  apply_override(j, "model.positional.type=" + scheme);
+  for (const auto& e : extra) apply_override(j, e);
+  return config_from_json(j);
+}
+
+/// A decoder with random (not zero) positional parameters, so that every scheme acts.
+Transformer random_decoder(const Config& cfg, uint64_t seed) {
+  torch::manual_seed(seed);
+  Transformer model(cfg.model, 16);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    if (p.key().find("positional") != std::string::npos) p.value().normal_(0.0, 0.5);
+  model->eval();
+  return model;
+}
+
+}  // namespace
+
+class EverySchemeCausally : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EverySchemeCausally, LaterTokensDoNotChangeEarlierLogits) {
+  auto model = random_decoder(decoder_config(GetParam()), 1);
+  torch::NoGradGuard no_grad;
+  auto tokens = torch::randint(1, 17, {3, 12}, torch::kLong);
+  auto changed = tokens.clone();
+  changed.narrow(1, 7, 5).random_(1, 17);
+  const auto a = model->forward(tokens), b = model->forward(changed);  // (3, 12, 18)
+  EXPECT_TRUE(torch::allclose(a.narrow(1, 0, 7), b.narrow(1, 0, 7), 1e-5, 1e-5));
+  EXPECT_FALSE(torch::allclose(a.narrow(1, 7, 5), b.narrow(1, 7, 5), 1e-5, 1e-5));
+}
+
+TEST_P(EverySchemeCausally, KvCacheGivesTheWholeSequencesLogits) {
+  auto model = random_decoder(decoder_config(GetParam()), 2);
+  if (!model->supports_kv_cache()) GTEST_SKIP() << "decodes by rerunning the whole sequence";
+  torch::NoGradGuard no_grad;
+  auto tokens = torch::randint(1, 17, {2, 14}, torch::kLong);
+  const auto whole = model->forward(tokens);  // (2, 14, 18)
+  KVCache cache;
+  std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 5), cache)};  // a 5-token prompt
+  for (int64_t t = 5; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
+  const auto cached = torch::cat(steps, 1);
+  EXPECT_EQ(cache.length, 14);
+  EXPECT_TRUE(torch::allclose(cached, whole, 1e-4, 1e-4)) << (cached - whole).abs().max().item<double>();
+}
+
+TEST_P(EverySchemeCausally, GreedyDecodingReproducesItsOwnAnswers) {
+  // Answers made by greedy decoding are exact matches, teacher-forced and
+  // decoded again; with and without the cache the decoded tokens agree.
+  const Config cfg = decoder_config(GetParam());
+  auto model = random_decoder(cfg, 3);
+  const auto task = make_task(cfg.task);
+  TaskBatch set = task->fixed_set(6, 8, 5);
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  const auto answers = continue_tokens(model, set.tokens.narrow(1, 0, a), A);  // (8, A)
+  set.tokens.narrow(1, a, A).copy_(answers);
+  const auto [exact, tokens] = score_decoding(model, set, torch::kCPU, 1 << 16);
+  EXPECT_EQ(exact.correct, 8);
+  EXPECT_EQ(tokens.correct, 8 * A);
+  Tally forced;
+  score_teacher_forced(model, set, torch::kCPU, 1 << 16, nullptr, &forced);
+  EXPECT_EQ(forced.correct, 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeCausally, ::testing::ValuesIn(scheme_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(Decoder, NopeIsNotPermutationEquivariant) {
+  // Without positions the encoder's token states are permutation-equivariant
+  // (max pooling then makes its output invariant); the causal mask alone lets
+  // the decoder's states depend on order (Kazemnejad et al. 2023).
+  torch::NoGradGuard no_grad;
+  auto tokens = torch::randint(1, 17, {2, 10}, torch::kLong);
+  auto perm = torch::randperm(10, torch::kLong);
+  auto decoder = random_decoder(decoder_config("none"), 4);
+  const auto out = decoder->forward(tokens), out_perm = decoder->forward(tokens.index_select(1, perm));
+  EXPECT_FALSE(torch::allclose(out.index_select(1, perm), out_perm, 1e-4, 1e-4));
+
+  Config enc = config_from_json(json::object());
+  enc.model.positional.type = "none";
+  enc.model.positional.options = json::object();
+  torch::manual_seed(4);
+  Transformer encoder(enc.model, 16);
+  encoder->eval();
+  EXPECT_TRUE(torch::allclose(encoder->forward(tokens), encoder->forward(tokens.index_select(1, perm)), 1e-5, 1e-5));
+}
+
+TEST(Decoder, DirectionalOptionsAreRejectedAndT5UsesCausalBuckets) {
+  for (const char* scheme : {"alibi", "kerple", "sandwich", "fire", "ape", "decay"}) {
+    try {
+      decoder_config(scheme, {"model.positional.directional=true"});
+      ADD_FAILURE() << scheme << ": directional accepted in a decoder";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("causal decoder"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("model.positional.directional"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(decoder_config("t5").model.positional.options.at("bidirectional"), false);
+  EXPECT_EQ(config_from_json(json::object()).model.positional.options.size(),
+            find_scheme("rope").options.size());  // the encoder's defaults are untouched
+  EXPECT_THROW(decoder_config("t5", {"model.positional.bidirectional=true"}), ConfigError);
+}
+
+TEST(Decoder, TaskAndModelKindMustAgree) {
+  for (const auto& [overrides, task, kind] :
+       std::vector<std::tuple<std::vector<std::string>, std::string, std::string>>{
+           {{"task.type=copy"}, "copy", "encoder"},
+           {{"model.kind=decoder", "task.type=ordering"}, "ordering", "decoder"}}) {
+    json j = json::object();
+    for (const auto& o : overrides) apply_override(j, o);
+    try {
+      config_from_json(j);
+      ADD_FAILURE() << task << " with " << kind << " accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("task.type=" + task), std::string::npos) << what;
+      EXPECT_NE(what.find("model.kind=" + kind), std::string::npos) << what;
+    }
+  }
+}

@@ -1,0 +1,193 @@
+// Generic tests over every registered task (a task added to the registry is
+// covered here without editing this file), and each task's own meaning.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "helpers.h"
+#include "posenc/tasks/task.h"
+
+using namespace posenc;
+
+namespace {
+
+/// A small UTF-8 corpus for charlm, so the tests need no Debian package.
+std::string corpus_path() {
+  static const std::string path = [] {
+    const auto p = std::filesystem::temp_directory_path() / ("posenc_test_corpus_" + std::to_string(::getpid()) + ".txt");
+    std::ofstream out(p);
+    for (int i = 0; i < 400; ++i) out << "Line " << i << ": the quick brown fox jumps over the lazy dog. ";
+    return p.string();
+  }();
+  return path;
+}
+
+Config task_config(const std::string& type, std::initializer_list<std::string> extra = {}) {
+  json j = json::object();
+  apply_override(j, "task.type=" + type);
+  apply_override(j, "model.kind=" + find_task(type).model_kind);
+  if (type == "charlm") {
+    apply_override(j, "task.path=" + json(corpus_path()).dump());
+    apply_override(j, "task.min_length=16");
+    apply_override(j, "task.max_length=32");
+  }
+  for (const auto& e : extra) apply_override(j, e);
+  return config_from_json(j);
+}
+
+std::vector<int64_t> row(const torch::Tensor& t, int64_t r) {
+  auto x = t[r].contiguous();
+  return {x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + x.numel()};
+}
+
+}  // namespace
+
+class EveryTask : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryTask, DescribedAndBuiltFromItsDefaults) {
+  const TaskInfo& info = find_task(GetParam());
+  EXPECT_FALSE(info.description.empty());
+  EXPECT_TRUE(info.model_kind == "encoder" || info.model_kind == "decoder");
+  EXPECT_FALSE(info.default_eval_lengths.empty());
+  const Config cfg = task_config(GetParam());
+  EXPECT_EQ(cfg.eval.lengths, info.default_eval_lengths);
+  const auto task = make_task(cfg.task);
+  EXPECT_EQ(task->info().name, GetParam());
+  EXPECT_EQ(task->vocab_size(), task_vocab_size(cfg.task));
+}
+
+TEST_P(EveryTask, BatchesArePureFunctionsOfSeedAndStep) {
+  const auto task = make_task(task_config(GetParam()).task);
+  const auto a = task->train_batch(7, 16, 3), b = task->train_batch(7, 16, 3), c = task->train_batch(8, 16, 3);
+  EXPECT_TRUE(torch::equal(a.tokens, b.tokens));
+  EXPECT_EQ(a.answer_start, b.answer_start);
+  EXPECT_FALSE(a.tokens.sizes() == c.tokens.sizes() && torch::equal(a.tokens, c.tokens));
+  const auto e1 = task->fixed_set(24, 10, 5), e2 = task->fixed_set(24, 10, 5);
+  EXPECT_TRUE(torch::equal(e1.tokens, e2.tokens));
+}
+
+TEST_P(EveryTask, TokensLengthsAndAnswersAreWellFormed) {
+  const Config cfg = task_config(GetParam());
+  const auto task = make_task(cfg.task);
+  const bool decoder = find_task(GetParam()).model_kind == "decoder";
+  for (int64_t step = 0; step < 20; ++step) {
+    const auto b = task->train_batch(step, 8, 0);
+    ASSERT_EQ(b.tokens.size(0), 8);
+    EXPECT_GE(b.tokens.min().item<int64_t>(), 1);
+    EXPECT_LE(b.tokens.max().item<int64_t>(), task->vocab_size() + 1);
+    const int64_t T = b.tokens.size(1);
+    bool length_ok = false;  // T is sequence_length(n) of a training length n
+    for (int64_t n = cfg.task.min_length; n <= cfg.task.max_length; ++n) length_ok |= task->sequence_length(n) == T;
+    EXPECT_TRUE(length_ok) << T;
+    if (decoder) {
+      EXPECT_GE(b.answer_start, 1);
+      EXPECT_LT(b.answer_start, T);
+    } else {
+      EXPECT_EQ(b.labels.size(0), 8);
+    }
+  }
+  for (int64_t length : {8, 40}) EXPECT_EQ(task->fixed_set(length, 4, 1).tokens.size(1), task->sequence_length(length));
+}
+
+TEST_P(EveryTask, ConfigRoundTripsAndRejectsKeysOfOtherTasks) {
+  const Config cfg = task_config(GetParam());
+  EXPECT_EQ(first_difference(cfg, config_from_json(config_to_json(cfg)), {}), "");
+  json j = config_to_json(cfg);
+  for (const std::string key : {"negatives", "path", "vocab_size"}) {
+    const auto& keys = find_task(GetParam()).keys;
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    json bad = j;
+    bad["task"][key] = key == "path" ? json("x.txt") : key == "vocab_size" ? json(8) : json::object();
+    try {
+      config_from_json(bad);
+      ADD_FAILURE() << "task." << key << " accepted by " << GetParam();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("task." + key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(GetParam()), std::string::npos) << e.what();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EveryTask, ::testing::ValuesIn(task_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(Tasks, SequenceAnswersAreCopiesReversalsSortsAndSums) {
+  for (const std::string name : {"copy", "reverse", "sort", "addition"}) {
+    const auto task = make_task(task_config(name).task);
+    const auto set = task->fixed_set(9, 20, 1);
+    const int64_t a = set.answer_start;
+    for (int64_t r = 0; r < 20; ++r) {
+      const auto tokens = row(set.tokens, r);
+      ASSERT_EQ(tokens[a - 1], task->vocab_size() + 1) << name << ": SEP before the answer";
+      std::vector<int64_t> x(tokens.begin(), tokens.begin() + a - 1), y(tokens.begin() + a, tokens.end());
+      if (name == "copy") EXPECT_EQ(y, x);
+      if (name == "reverse") EXPECT_EQ(y, std::vector<int64_t>(x.rbegin(), x.rend()));
+      if (name == "sort") {
+        std::sort(x.begin(), x.end());
+        EXPECT_EQ(y, x);
+      }
+      if (name == "addition") {  // x = a + b, digits (token - 1) least-significant first
+        ASSERT_EQ(x.size(), 19u);
+        ASSERT_EQ(x[9], 11);
+        ASSERT_EQ(y.size(), 10u);
+        int carry = 0;
+        for (size_t i = 0; i < 9; ++i) {
+          const int s = static_cast<int>(x[i] - 1 + x[10 + i] - 1) + carry;
+          EXPECT_EQ(y[i] - 1, s % 10);
+          carry = s / 10;
+        }
+        EXPECT_EQ(y[9] - 1, carry);
+      }
+    }
+  }
+}
+
+TEST(Tasks, CharLmCoversTheHeldOutTextOnceAndRejectsBadFiles) {
+  const Config cfg = task_config("charlm");
+  const auto task = make_task(cfg.task);
+  std::ifstream in(corpus_path(), std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto set = task->fixed_set(50, 1 << 20, 0);  // every window the held-out part holds
+  const auto split = static_cast<int64_t>(static_cast<double>(text.size()) * 0.9);
+  ASSERT_GT(set.tokens.size(0), 10);
+  for (int64_t r = 0; r < set.tokens.size(0); ++r) {  // consecutive windows sharing one character
+    const auto tokens = row(set.tokens, r);
+    EXPECT_EQ(task->decode_text(tokens), text.substr(split + r * 50, 51));
+  }
+  EXPECT_EQ(task->decode_text(task->encode_text("héllo")), "héllo");
+  EXPECT_THROW(task->check_eval_length(static_cast<int64_t>(text.size())), ConfigError);
+
+  const auto bad = posenc::testing::fresh_dir("bad_corpus");
+  std::filesystem::create_directories(bad);
+  { std::ofstream(bad / "latin1.txt") << "caf\xe9 au lait, encore et encore, et encore une fois pour la longueur"; }
+  for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
+           {(bad / "missing.txt").string(), "does not exist"}, {(bad / "latin1.txt").string(), "not UTF-8"}}) {
+    Config c = cfg;
+    c.task.path = file;
+    try {
+      make_task(c.task);
+      ADD_FAILURE() << file;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("task.path"), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove_all(bad);
+}
+
+TEST(Tasks, OldConfigsNamingTheTaskStillLoad) {
+  json j = json::object();
+  apply_override(j, "task.name=ordering");
+  EXPECT_EQ(config_from_json(j).task.type, "ordering");
+  apply_override(j, "task.type=ordering");
+  EXPECT_THROW(config_from_json(j), ConfigError);  // both spellings at once
+  json unknown = json::object();
+  apply_override(unknown, "task.type=parity");
+  try {
+    config_from_json(unknown);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("task.type"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("copy"), std::string::npos) << e.what();  // lists the known tasks
+  }
+}
