@@ -172,10 +172,11 @@ def plot_training(summary, root, out):
     keys = panels(variants)
     fig, axes = plt.subplots(2, len(keys), figsize=(6.2 * len(keys), 7.5), squeeze=False, sharex=True,
                              layout="constrained")
-    for col, (qkv, pooling) in enumerate(keys):
+    for col, key in enumerate(keys):
+        task, metric, qkv, pooling = key
         ax_loss, ax_val = axes[0][col], axes[1][col]
         for v in variants:
-            if (v["qkv"], v["pooling"]) != (qkv, pooling):
+            if panel_key(v) != key:
                 continue
             runs = [read_metrics(os.path.join(root, "runs", r, "metrics.jsonl")) for r in v["runs"]]
             c = colors[v["scheme"]]
@@ -187,10 +188,12 @@ def plot_training(summary, root, out):
                 ax_val.plot(x, y, color=c, lw=1.3, marker="o", ms=3, label=v["scheme"])
         ax_loss.set_yscale("log")
         ax_loss.set_ylabel("training loss (cross-entropy)")
-        ax_loss.set_title(f"qkv={qkv}, pooling={pooling}")
-        ax_val.set_ylabel("validation accuracy (lengths in training range)")
+        ax_loss.set_title(f"{task}: qkv={qkv}" + (f", pooling={pooling}" if metric == "accuracy" else ""))
+        ax_val.set_ylabel({"accuracy": "validation accuracy", "exact_match": "validation exact match",
+                           "perplexity": "validation next-char accuracy"}.get(metric, metric)
+                          + " (training lengths)")
         ax_val.set_xlabel("training step")
-        ax_val.set_ylim(0.4, 1.02)
+        ax_val.set_ylim(0.4 if metric == "accuracy" else -0.02, 1.02)
         for ax in (ax_loss, ax_val):
             ax.grid(alpha=0.3)
         ax_loss.legend(fontsize=7, ncol=2)

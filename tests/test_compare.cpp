@@ -94,6 +94,67 @@ TEST(ComparePlan, FullBlockReplacesTheAxes) {
   EXPECT_EQ(posenc::plan_comparison(s.write("full2.json", grid), "out", false, 1).runs.size(), 2u);
 }
 
+TEST(CompareSummary, ExactMatchHasChanceZeroAndPerplexityIsShown) {
+  const auto result = [](const std::string& metric, double val, double at32, double ppl32) {
+    json l8 = {{"length", 8}, {"n", 100}, {"correct", 95}, {"accuracy", 0.95}, {"beyond_training", false},
+               {"by_kind", json::object()}};
+    json l32 = {{"length", 32}, {"n", 100}, {"correct", 40}, {"accuracy", at32}, {"beyond_training", true},
+                {"by_kind", json::object()}};
+    if (metric == "perplexity") {
+      l8["perplexity"] = 3.0;
+      l32["perplexity"] = ppl32;
+    }
+    return json{{"task", metric == "perplexity" ? "charlm" : "copy"}, {"metric", metric}, {"scheme", "rope"},
+                {"qkv", "projected"}, {"pooling", "max"}, {"seed", 0}, {"parameters", 100}, {"train_seconds", 1.0},
+                {"val_accuracy", val}, {"final_train_loss", 0.1}, {"lengths", {l8, l32}}};
+  };
+  // Exact match: chance is 0, so 0.40 keeps 0.40/0.95 < 90% of the margin while 0.9 would keep it.
+  const auto copy = posenc::summarize_variant({result("exact_match", 0.95, 0.40, 0)}, {"a"});
+  EXPECT_EQ(copy.task, "copy");
+  EXPECT_EQ(copy.extrapolation, 8);
+  EXPECT_EQ(posenc::summarize_variant({result("exact_match", 0.95, 0.90, 0)}, {"a"}).extrapolation, 32);
+  // With chance 0.5, 0.90 would fail: 0.5 + 0.9 * 0.45 = 0.905.
+  auto ordering = result("exact_match", 0.95, 0.90, 0);
+  ordering.erase("metric");
+  EXPECT_EQ(posenc::summarize_variant({ordering}, {"a"}).extrapolation, 8);
+
+  auto lm = posenc::summarize_variant({result("perplexity", 0.6, 0.55, 4.25)}, {"b"});
+  EXPECT_DOUBLE_EQ(lm.lengths[1].perplexity.mean, 4.25);
+  posenc::ComparisonSummary s;
+  s.train_min_length = 4;
+  s.train_max_length = 16;
+  s.eval_lengths = {8, 32};
+  s.tasks = {"charlm"};
+  lm.variant = "charlm-rope";
+  s.variants = {lm};
+  const std::string md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("| charlm-rope | perplexity |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 3.000 | 4.250 |"), std::string::npos) << md;
+}
+
+TEST(ComparePlan, TasksAxisPrefixesRunsAndSetsTheModelKind) {
+  Scratch s("posenc_plan_tasks");
+  json grid = tiny_grid();
+  grid["base"] = std::string(POSENC_SOURCE_DIR) + "/configs/copy.json";
+  grid["tasks"] = {"copy", {{"name", "sort-v8"}, {"set", {{"task.type", "sort"}, {"task.vocab_size", 8}}}}};
+  const auto plan = posenc::plan_comparison(s.write("tasks.json", grid), "out", false, 1);
+  ASSERT_EQ(plan.runs.size(), 4u);  // 2 tasks x 2 schemes, task-major
+  EXPECT_EQ(plan.tasks, (std::vector<std::string>{"copy", "sort-v8"}));
+  EXPECT_EQ(plan.schemes, (std::vector<std::string>{"none", "rope"}));
+  EXPECT_EQ(plan.runs[0].id, "copy-none-projected-max-s0");
+  EXPECT_EQ(plan.runs[3].id, "sort-v8-rope-projected-max-s0");
+  EXPECT_EQ(plan.runs[3].config.task.type, "sort");
+  EXPECT_EQ(plan.runs[3].config.task.vocab_size, 8);
+  for (const auto& r : plan.runs) EXPECT_EQ(r.config.model.kind, "decoder");
+  grid["tasks"] = {"copy", "parity"};
+  EXPECT_NE(error_of([&] { posenc::plan_comparison(s.write("bad.json", grid), "out", false, 1); }).find("tasks[1]"),
+            std::string::npos);
+  // A task whose model kind differs from the base's keys: ordering takes no decoder.
+  grid["tasks"] = {{{"name", "ord"}, {"set", {{"task.type", "ordering"}}}}};
+  const std::string e = error_of([&] { posenc::plan_comparison(s.write("bad2.json", grid), "out", false, 1); });
+  EXPECT_NE(e.find("model.kind=decoder"), std::string::npos) << e;
+}
+
 TEST(ComparePlan, BadGridsNameTheEntry) {
   Scratch s("posenc_plan_bad");
   const auto err = [&](const std::function<void(json&)>& edit) {

@@ -8,6 +8,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/decode.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/trainer.h"
 
 using namespace posenc;
 
@@ -136,4 +137,23 @@ TEST(Decoder, TaskAndModelKindMustAgree) {
       EXPECT_NE(what.find("model.kind=" + kind), std::string::npos) << what;
     }
   }
+}
+
+TEST(Decoder, ShortRunLearnsToCopyAndDecodesGreedily) {
+  const auto dir = posenc::testing::fresh_dir("decoder_learns");
+  Config cfg = decoder_config("rope", {"task.vocab_size=8", "task.min_length=4", "task.max_length=8",
+                                       "model.d_model=64", "train.lr=0.003",
+                                       "train.steps=1200", "train.batch_size=32", "train.warmup_steps=50",
+                                       "train.log_every=100", "train.eval_every=1200", "train.val_samples=200",
+                                       "eval.lengths=[8,16]", "eval.samples_per_length=100"});
+  cfg.train.out_dir = dir.string();
+  const TrainResult result = train(cfg, TrainOptions{});
+  EXPECT_GT(result.val_accuracy, 0.95) << "exact match in distribution (teacher-forced)";
+  ASSERT_EQ(result.lengths.size(), 2u);
+  EXPECT_GT(result.lengths[0].total.accuracy(), 0.85) << "exact match of greedy decoding at length 8";
+  EXPECT_GE(result.lengths[0].tokens.accuracy(), result.lengths[0].total.accuracy());
+  const auto stored = read_json_file((dir / "results.json").string());
+  EXPECT_EQ(stored.at("metric"), "exact_match");
+  EXPECT_EQ(stored.at("lengths").at(0).at("exact_match"), stored.at("lengths").at(0).at("accuracy"));
+  std::filesystem::remove_all(dir);
 }

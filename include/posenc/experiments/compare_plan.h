@@ -8,13 +8,14 @@
 //     "base": "ordering.json",                    a training config, relative to this file
 //     "set": {"train.steps": 2000},               overrides for every run (dotted paths)
 //     "tasks": ["copy", {"name": ..., "set": ...}], optional: a task name (sets task.type and
-//                                                 its model.kind), or a named overlay
+//                                                 its model.kind), or a named overlay; the base's
+//                                                 task.* keys the task does not take are dropped
 //     "schemes": ["rope", {"name": "alibi-dir",   a scheme name, or a named overlay
 //                 "set": {"model.positional.type": "alibi", "model.positional.directional": true}}],
 //     "qkv": ["projected", "embedded"],           model.attention.qkv values (default: the base's)
 //     "pooling": ["max"],                         model.pooling values (default: the base's)
 //     "seeds": [0],                               train.seed values (default: the base's)
-//     "full": {"seeds": [0, 1, 2], ...}           replaces qkv/pooling/seeds/set under --full
+//     "full": {"seeds": [0, 1, 2], ...}           replaces tasks/qkv/pooling/seeds/set under --full
 //   }
 // Every run lives in OUT/runs/<id>, id = <scheme>-<qkv>-<pooling>-s<seed>, with
 // <task>- in front when the file has a "tasks" axis.

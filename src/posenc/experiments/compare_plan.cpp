@@ -18,7 +18,7 @@ namespace {
 
 /// The keys a comparison file (and its "full" block) may hold.
 const std::set<std::string> kTopKeys = {"description", "base", "set", "tasks", "schemes", "qkv", "pooling", "seeds", "full"};
-const std::set<std::string> kFullKeys = {"set", "qkv", "pooling", "seeds"};
+const std::set<std::string> kFullKeys = {"set", "tasks", "qkv", "pooling", "seeds"};
 
 bool valid_name(const std::string& s) {
   if (s.empty()) return false;
@@ -36,6 +36,17 @@ std::vector<int64_t> seed_list(const json& j, const std::string& where) {
     out.push_back(j[i]);
   }
   return out;
+}
+
+/// A grid's task replaces the base's: the base's task.* keys that it does not
+/// take (addition has no vocab_size) are dropped rather than rejected.
+void drop_keys_the_task_does_not_take(json& config) {
+  if (!config.contains("task") || !config["task"].is_object() || !config["task"].contains("type") ||
+      !config["task"]["type"].is_string())
+    return;
+  const TaskInfo& info = find_task(config["task"]["type"].get<std::string>());
+  for (const std::string key : {"vocab_size", "negatives", "path", "val_fraction"})
+    if (std::find(info.keys.begin(), info.keys.end(), key) == info.keys.end()) config["task"].erase(key);
 }
 
 }  // namespace
@@ -126,13 +137,13 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
     throw ConfigError(path + ".schemes: expected a non-empty array of scheme names or {\"name\", \"set\"} entries");
   // Tasks (optional): a task name sets task.type and the model.kind it trains; {"name", "set"} sets more.
   std::vector<GridEntry> tasks;
-  if (spec.contains("tasks")) {
-    if (!spec["tasks"].is_array() || spec["tasks"].empty())
+  if (axes.contains("tasks")) {
+    if (!axes["tasks"].is_array() || axes["tasks"].empty())
       throw ConfigError(path + ".tasks: expected a non-empty array of task names or {\"name\", \"set\"} entries");
     std::set<std::string> task_names_seen;
-    for (size_t t = 0; t < spec["tasks"].size(); ++t) {
+    for (size_t t = 0; t < axes["tasks"].size(); ++t) {
       const std::string where = path + ".tasks[" + std::to_string(t) + "]";
-      const json& raw = spec["tasks"][t];
+      const json& raw = axes["tasks"][t];
       GridEntry entry = raw.is_string() ? GridEntry{raw.get<std::string>(), json::object()} : grid_entry(raw, where);
       if (raw.is_string()) {
         try {
@@ -171,7 +182,10 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
           if (!ids.insert(run.id).second)
             throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
           json j = base;
-          if (!task.name.empty()) apply_set(j, task.set, path + ".tasks[" + std::to_string(t) + "]");
+          if (!task.name.empty()) {
+            apply_set(j, task.set, path + ".tasks[" + std::to_string(t) + "]");
+            drop_keys_the_task_does_not_take(j);
+          }
           apply_set(j, entry.set, where + ".set");
           set_json_path(j, "model.attention.qkv", qkv, path + ".qkv");
           set_json_path(j, "model.pooling", pooling, path + ".pooling");
