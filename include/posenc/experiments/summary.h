@@ -37,6 +37,9 @@ constexpr double kLearnedAccuracy = 0.6;
 /// Fraction of the in-distribution margin above chance a length must keep
 /// (chance: 0.5 for the ordering classifier, 0 for exact match and next-token accuracy).
 constexpr double kRetainedMargin = 0.9;
+/// Language modelling: a context "extrapolates" while its perplexity stays within
+/// this factor of the perplexity at the longest training context.
+constexpr double kPerplexityTolerance = 1.1;
 
 struct VariantSummary {
   std::string variant, task, scheme, qkv, pooling;

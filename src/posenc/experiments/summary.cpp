@@ -98,6 +98,19 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
     v.lengths.push_back(ls);
   }
   v.beyond_mean = beyond_n ? beyond_sum / beyond_n : -1;
+  if (v.metric == "perplexity") {
+    // Perplexity: the longest length up to which every length stays within 10% of the
+    // perplexity at the longest training context.
+    double reference = 0;
+    for (const auto& l : v.lengths)
+      if (!l.beyond_training) reference = l.perplexity.mean;
+    v.extrapolation = 0;
+    for (const auto& l : v.lengths) {
+      if (reference <= 0 || l.perplexity.mean > kPerplexityTolerance * reference) break;
+      v.extrapolation = l.length;
+    }
+    return v;
+  }
   v.extrapolation = extrapolation_length(v.val_accuracy.mean, curve, v.metric == "accuracy" ? 0.5 : 0.0);
   return v;
 }
@@ -231,6 +244,15 @@ std::string spread_note(const ComparisonSummary& s) {
 }
 
 std::string protocol_lines(const ComparisonSummary& s) {
+  if (!s.variants.empty() && s.variants.front().metric == "perplexity")
+    return fmt::format(
+        "Language modelling: trained {} steps of batch {} at context {}-{}. In-dist: next-character accuracy on "
+        "held-out windows of the training context. Each length column: perplexity per held-out character, the held-out "
+        "text cut into consecutive windows of that context (up to {} windows; each character predicted once, from its "
+        "window's start); * marks contexts beyond training. {}. \"extrapolates to\": the longest context up to which "
+        "every evaluated context stays within {:.0f}% of the perplexity at the training context.",
+        s.steps, s.batch_size, s.train_min_length, s.train_max_length, s.samples_per_length, spread_note(s),
+        (kPerplexityTolerance - 1) * 100);
   if (!s.tasks.empty() || (!s.variants.empty() && s.variants.front().metric != "accuracy"))
     return fmt::format(
         "Trained {} steps of batch {} on lengths {}-{} (the task's unit: input tokens for copy, reverse and sort). "
