@@ -53,10 +53,19 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
   torch::Tensor bias = caps.bias ? scheme->bias(pos) : torch::Tensor();  // (1|B, H, Lq, Lk)
   torch::Tensor mask;  // (1, 1, Lq, Lk): -inf on keys right of the query (causal), else 0
   if (causal_) {
-    auto future = relative_positions(pos.q, pos.k).gt(0);  // (Lq, Lk)
-    mask = torch::zeros(future.sizes(), q.options().dtype(torch::kFloat))
-               .masked_fill(future, -std::numeric_limits<float>::infinity())
-               .view({1, 1, future.size(0), future.size(1)});
+    const auto make = [&] {
+      auto future = relative_positions(pos.q, pos.k).gt(0);  // (Lq, Lk)
+      return torch::zeros(future.sizes(), q.options().dtype(torch::kFloat))
+          .masked_fill(future, -std::numeric_limits<float>::infinity())
+          .view({1, 1, future.size(0), future.size(1)});
+    };
+    // One mask per forward, shared by every layer (the positions are the same).
+    if (pos.cache == nullptr) {
+      mask = make();
+    } else {
+      auto it = pos.cache->find("causal_mask");
+      mask = it != pos.cache->end() ? it->second : pos.cache->emplace("causal_mask", make()).first->second;
+    }
   }
 
   torch::Tensor ctx;  // (B, H, L, Dh)

@@ -29,37 +29,11 @@ int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t 
   return std::max<int64_t>(1, std::min(by_tokens, by_scores));
 }
 
-std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device,
-                               int64_t max_batch_tokens, bool interruptible) {
-  const bool was_training = model->is_training();
-  model->eval();
-  c10::InferenceMode guard;
-  const int64_t n = set.tokens.size(0), L = set.tokens.size(1);
-  const int64_t chunk = evaluation_batch_size(model, L, max_batch_tokens);
-  std::vector<torch::Tensor> correct_parts;
-  for (int64_t start = 0; start < n; start += chunk) {
-    if (interruptible) throw_if_interrupted();
-    const int64_t len = std::min(chunk, n - start);
-    auto tokens = set.tokens.narrow(0, start, len).to(device);
-    auto labels = set.labels.narrow(0, start, len).to(device);
-    correct_parts.push_back(model->forward(tokens).argmax(-1).eq(labels).cpu());
-  }
-  auto correct = torch::cat(correct_parts);  // (n) bool
-  auto acc = correct.accessor<bool, 1>();
-  std::map<int, Tally> tally;
-  for (int64_t i = 0; i < n; ++i) {
-    auto& t = tally[set.kinds[i]];
-    t.n++;
-    t.correct += acc[i] ? 1 : 0;
-  }
-  if (was_training) model->train();
-  return tally;
-}
-
 namespace {
 
-/// Runs `score(chunk)` over the set in chunks of evaluation_batch_size(), in eval
-/// mode under InferenceMode (the mode is restored afterwards).
+/// Runs `score(start, tokens)` over the set in chunks of evaluation_batch_size()
+/// (start: the chunk's first row; tokens on `device`), in eval mode under
+/// InferenceMode (the mode is restored afterwards).
 template <typename F>
 void for_each_chunk(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                     bool interruptible, F&& score) {
@@ -70,18 +44,37 @@ void for_each_chunk(Transformer& model, const TaskBatch& set, torch::Device devi
   const int64_t chunk = evaluation_batch_size(model, T, max_batch_tokens);
   for (int64_t start = 0; start < n; start += chunk) {
     if (interruptible) throw_if_interrupted();
-    score(set.tokens.narrow(0, start, std::min(chunk, n - start)).to(device));
+    score(start, set.tokens.narrow(0, start, std::min(chunk, n - start)).to(device));
   }
   if (was_training) model->train();
 }
 
 }  // namespace
 
+std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device,
+                               int64_t max_batch_tokens, bool interruptible) {
+  std::vector<torch::Tensor> correct_parts;
+  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& tokens) {
+    auto labels = set.labels.narrow(0, start, tokens.size(0)).to(device);
+    correct_parts.push_back(model->forward(tokens).argmax(-1).eq(labels).cpu());
+  });
+  auto correct = torch::cat(correct_parts);  // (n) bool
+  auto acc = correct.accessor<bool, 1>();
+  std::map<int, Tally> tally;
+  for (int64_t i = 0; i < correct.size(0); ++i) {
+    auto& t = tally[set.kinds[i]];
+    t.n++;
+    t.correct += acc[i] ? 1 : 0;
+  }
+  return tally;
+}
+
+
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
                                        int64_t max_batch_tokens, bool interruptible) {
   Tally exact, tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
-  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](const torch::Tensor& chunk) {
+  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
     auto decoded = continue_tokens(model, chunk.narrow(1, 0, a), A);  // (b, A)
     auto right = decoded.eq(chunk.narrow(1, a, A));                   // (b, A)
     exact.n += chunk.size(0);
@@ -96,7 +89,7 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
                            double* nll_sum, Tally* exact, bool interruptible) {
   Tally tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
-  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](const torch::Tensor& chunk) {
+  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
     auto logits = answer_logits(model, chunk, a).to(torch::kFloat);  // (b, A, V+2)
     auto targets = chunk.narrow(1, a, A);                             // (b, A)
     auto right = logits.argmax(-1).eq(targets);                       // (b, A)
