@@ -269,6 +269,9 @@ class Fire(Scheme):
         super().__init__()
         self.hidden = nn.Linear(1, o["hidden"])
         self.out = nn.Linear(o["hidden"], H)
+        # A per-head constant that the softmax cancels: frozen at zero, as in posenc.
+        nn.init.zeros_(self.out.bias)
+        self.out.bias.requires_grad_(False)
         self.c = nn.Parameter(torch.tensor(float(o["init_c"])))
         self.threshold = nn.Parameter(torch.tensor(float(o["init_threshold"])))
         add_directional(self, o, H)

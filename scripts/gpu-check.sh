@@ -11,8 +11,12 @@
 #
 # LibTorch: $TORCH_PREFIX, else the one inside python3's torch package
 # (torch.utils.cmake_prefix_path). CLI11, spdlog, fmt, nlohmann_json and
-# googletest: installed ones, or ./.gpu-deps made beforehand on a machine with
-# Debian's packages by ../shared/tools/gpu-deps.sh and carried along.
+# googletest, by either of two routes:
+#   - installed where CMake's find_package finds them (a conda environment:
+#     `conda install -c conda-forge cli11 spdlog nlohmann_json gtest`, or the
+#     distribution's -dev packages); set CMAKE_PREFIX_PATH for a conda prefix;
+#   - offline: ./.gpu-deps, a bundle made beforehand on a Debian machine by
+#     scripts/bundle-deps.sh (from Debian's packages) and copied along.
 # Environment: POSENC_GPU_BUILD (build dir, default build-gpu), POSENC_GPU_JOBS.
 set -uo pipefail
 cd "$(dirname "$0")/.."

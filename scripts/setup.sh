@@ -12,7 +12,8 @@ release=$(. /etc/os-release 2>/dev/null && echo "${ID:-}-${VERSION_ID:-}")
 packages=(g++ cmake make libtorch-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
           libgtest-dev libopenblas0-openmp python3-matplotlib python3-numpy
           python3-torch   # the PyTorch-eager side of `posenc bench` and its parity test
-          fortunes)       # /usr/share/games/fortunes/cookie: the default text of the charlm task
+          fortunes        # /usr/share/games/fortunes/cookie: the default text of the charlm task
+          clang-format)   # scripts/format.sh, which the test command runs with --check
 case "$release" in
   debian-12 | debian-13) ;;
   *) echo "setup: $release is not a tested release (Debian 12 and 13 are); trying Debian's package names" >&2 ;;

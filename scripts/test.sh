@@ -3,5 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The C++ sources follow .clang-format (setup installs clang-format).
+if command -v clang-format >/dev/null; then scripts/format.sh --check; fi
 cd build
 ctest --output-on-failure -j "$(nproc)" "$@"

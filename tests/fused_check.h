@@ -41,10 +41,10 @@ inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
 inline void expect_fused_matches_explicit(const std::string& scheme, torch::Device device, bool bf16) {
   torch::manual_seed(0);
   const Config c = config_with({"model.positional.type=\"" + scheme + "\"", "model.dropout=0"});
-  Transformer model(c.model, c.task.vocab_size);
+  Transformer model(c.model, task_vocab_size(c.task));
   model->to(device);
   model->train();
-  const auto tokens = torch::randint(1, c.task.vocab_size + 1, {3, 24}, torch::kLong).to(device);
+  const auto tokens = torch::randint(1, task_vocab_size(c.task) + 1, {3, 24}, torch::kLong).to(device);
   auto run = [&](bool force_explicit, bool autocast_on) {
     model->force_explicit_attention(force_explicit);
     model->zero_grad();

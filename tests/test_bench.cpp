@@ -28,7 +28,7 @@ using posenc::testing::config_with;
 
 TEST(Flops, CountedFromShapes) {
   const Config c = config_with({"model.positional.type=\"none\"", "model.pooling=\"max\""});
-  Transformer model(c.model, c.task.vocab_size);
+  Transformer model(c.model, task_vocab_size(c.task));
   const double B = 2, L = 5, D = 64, F = 256;
   const double per_layer = 2 * B * L * D * 3 * D + 2 * 2 * B * L * L * D + 2 * B * L * D * D + 2 * 2 * B * L * D * F;
   EXPECT_DOUBLE_EQ(model->forward_flops(2, 5), 3 * per_layer + 2 * B * D * 2);
@@ -54,7 +54,7 @@ TEST(FastPath, FusedAndExplicitAttentionAgree) {
 
 TEST(LongEvaluation, BatchIsBoundedByTheScoreTensorAndLength4096Runs) {
   const Config c = config_with({"model.positional.type=\"alibi\""});
-  Transformer model(c.model, c.task.vocab_size);
+  Transformer model(c.model, task_vocab_size(c.task));
   EXPECT_EQ(posenc::evaluation_batch_size(model, 4096, c.eval.max_batch_tokens), 1);
   EXPECT_EQ(posenc::evaluation_batch_size(model, 16, c.eval.max_batch_tokens), 4096);
   const int64_t at_512 = posenc::evaluation_batch_size(model, 512, c.eval.max_batch_tokens);
@@ -146,9 +146,25 @@ TEST(Precision, Bf16AutocastTrainsAndBadValuesAreRejected) {
   const fs::path dir = fs::temp_directory_path() / ("posenc_bf16_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   c.train.out_dir = dir.string();
-  posenc::TrainOptions options;
+  posenc::TrainRequest options;
   const auto result = posenc::train(c, options);
   EXPECT_TRUE(std::isfinite(result.final_loss));
   fs::remove_all(dir);
   EXPECT_THROW(config_with({"train.precision=\"fp16\""}), posenc::ConfigError);
+}
+
+TEST(Bench, AllStandsForEveryRegisteredScheme) {
+  const auto dir = posenc::testing::fresh_dir("bench_all");
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "bench.json").string();
+  {
+    std::ofstream out(file);
+    out << R"({"base": ")" << POSENC_SOURCE_DIR << R"(/configs/ordering.json", "qkv": ["projected"], "schemes": "all",
+              "sizes": [{"name": "tiny", "batch_size": 2, "length": 8, "set": {"model.d_model": 16}}]})";
+  }
+  const auto cases = posenc::plan_bench(file, {}, {}, 1, "cpu");
+  std::vector<std::string> names;
+  for (const auto& c : cases) names.push_back(c.scheme);
+  EXPECT_EQ(names, posenc::scheme_names());
+  std::filesystem::remove_all(dir);
 }

@@ -144,7 +144,7 @@ TEST(ComparePlan, TasksAxisPrefixesRunsAndSetsTheModelKind) {
   EXPECT_EQ(plan.runs[0].id, "copy-none-projected-max-s0");
   EXPECT_EQ(plan.runs[3].id, "sort-v8-rope-projected-max-s0");
   EXPECT_EQ(plan.runs[3].config.task.type, "sort");
-  EXPECT_EQ(plan.runs[3].config.task.vocab_size, 8);
+  EXPECT_EQ(task_vocab_size(plan.runs[3].config.task), 8);
   for (const auto& r : plan.runs) EXPECT_EQ(r.config.model.kind, "decoder");
   grid["tasks"] = {"copy", "parity"};
   EXPECT_NE(error_of([&] { posenc::plan_comparison(s.write("bad.json", grid), "out", false, 1); }).find("tasks[1]"),
@@ -188,11 +188,11 @@ TEST(ComparePlan, RunStateFollowsTheDiskAndRefusesAForeignRun) {
   EXPECT_EQ(posenc::run_state(plan, run), posenc::RunState::Fresh);
 
   // Killed after its first checkpoint: resumable.
-  posenc::TrainOptions stop;
+  posenc::TrainRequest stop;
   stop.stop_at_step = 10;
   posenc::train(run.config, stop);
   EXPECT_EQ(posenc::run_state(plan, run), posenc::RunState::Resumable);
-  posenc::TrainOptions resume;
+  posenc::TrainRequest resume;
   resume.resume = true;
   posenc::train(run.config, resume);
   EXPECT_EQ(posenc::run_state(plan, run), posenc::RunState::Finished);

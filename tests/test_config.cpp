@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "posenc/config.h"
+#include "posenc/util/io.h"
 
 using posenc::ConfigError;
 using posenc::json;

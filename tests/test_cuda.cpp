@@ -49,14 +49,14 @@ TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
     torch::manual_seed(3);
     const Config c = config_with({"model.positional.type=\"" + GetParam() + "\"", "model.dropout=0",
                                   std::string("model.pooling=\"") + pooling + "\""});
-    Transformer cpu(c.model, c.task.vocab_size), gpu(c.model, c.task.vocab_size);
+    Transformer cpu(c.model, task_vocab_size(c.task)), gpu(c.model, task_vocab_size(c.task));
     {
       torch::NoGradGuard no_grad;
       auto src = cpu->parameters(), dst = gpu->parameters();
       for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
     }
     gpu->to(torch::kCUDA);
-    const auto tokens = torch::randint(1, c.task.vocab_size + 1, {4, 20}, torch::kLong);
+    const auto tokens = torch::randint(1, task_vocab_size(c.task) + 1, {4, 20}, torch::kLong);
     auto a = cpu->forward(tokens);
     auto b = gpu->forward(tokens.to(torch::kCUDA));
     ASSERT_TRUE(b.is_cuda());
@@ -110,7 +110,7 @@ TEST(Cuda, CpuOnlyKernelsNeverSeeCudaTensors) {
 TEST(Cuda, Bf16AutocastTrainingLearns) {
   POSENC_REQUIRE_CUDA();
   const auto dir = fresh_dir("bf16");
-  TrainOptions opts;
+  TrainRequest opts;
   const auto r = train(small_cuda_config(dir, {"train.steps=400", "model.positional.type=\"rope\"",
                                                "train.precision=\"bf16\""}),
                        opts);
@@ -121,7 +121,7 @@ TEST(Cuda, Bf16AutocastTrainingLearns) {
 TEST(Cuda, CheckpointWrittenOnCudaEvaluatesOnCpuAndResumesThere) {
   POSENC_REQUIRE_CUDA();
   const auto dir = fresh_dir("ckpt");
-  TrainOptions opts;
+  TrainRequest opts;
   opts.skip_final_eval = true;
   const Config cfg = small_cuda_config(dir, {"train.steps=200", "model.positional.type=\"alibi\"", "model.dropout=0.1"});
   train(cfg, opts);

@@ -106,7 +106,11 @@ TEST(Decoder, NopeIsNotPermutationEquivariant) {
 }
 
 TEST(Decoder, DirectionalOptionsAreRejectedAndT5UsesCausalBuckets) {
-  for (const char* scheme : {"alibi", "kerple", "sandwich", "fire", "ape", "decay"}) {
+  for (const auto& info : scheme_registry()) {
+    const auto& options = info.options;
+    if (std::none_of(options.begin(), options.end(), [](const OptionSpec& o) { return o.name == "directional"; }))
+      continue;
+    const std::string& scheme = info.name;
     try {
       decoder_config(scheme, {"model.positional.directional=true"});
       ADD_FAILURE() << scheme << ": directional accepted in a decoder";
@@ -147,7 +151,7 @@ TEST(Decoder, ShortRunLearnsToCopyAndDecodesGreedily) {
                                        "train.log_every=100", "train.eval_every=1200", "train.val_samples=200",
                                        "eval.lengths=[8,16]", "eval.samples_per_length=100"});
   cfg.train.out_dir = dir.string();
-  const TrainResult result = train(cfg, TrainOptions{});
+  const TrainResult result = train(cfg, TrainRequest{});
   EXPECT_GT(result.val_accuracy, 0.95) << "exact match in distribution (teacher-forced)";
   ASSERT_EQ(result.lengths.size(), 2u);
   EXPECT_GT(result.lengths[0].total.accuracy(), 0.85) << "exact match of greedy decoding at length 8";

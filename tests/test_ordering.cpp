@@ -15,11 +15,17 @@ std::vector<int64_t> row(const Batch& b, int64_t r) {
   return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
 }
 
+/// The ordering task's config as a config file would give it, with `sets` applied.
+posenc::TaskConfig ordering_config(std::initializer_list<std::string> sets = {}) {
+  posenc::json j = posenc::json::object();
+  for (const auto& s : sets) posenc::apply_override(j, s);
+  return posenc::config_from_json(j).task;
+}
+
 }  // namespace
 
 TEST(Ordering, NegativesAreUnsortedPermutationsOfAPositive) {
-  posenc::TaskConfig cfg;
-  cfg.vocab_size = 5;  // many repeated tokens: the hard case for "never sorted"
+  const posenc::TaskConfig cfg = ordering_config({"task.vocab_size=5"});  // many repeated tokens: the hard case for "never sorted"
   OrderingTask task(cfg);
   std::mt19937_64 rng(1);
   for (int kind = 0; kind < 4; ++kind)
@@ -36,7 +42,7 @@ TEST(Ordering, NegativesAreUnsortedPermutationsOfAPositive) {
 }
 
 TEST(Ordering, AdjacentSwapChangesExactlyOneNeighbouringPair) {
-  posenc::TaskConfig cfg;
+  const posenc::TaskConfig cfg = ordering_config();
   OrderingTask task(cfg);
   std::mt19937_64 rng(2);
   const int adjacent = 1;
@@ -53,8 +59,8 @@ TEST(Ordering, AdjacentSwapChangesExactlyOneNeighbouringPair) {
 }
 
 TEST(Ordering, FixedSetIsBalancedSplitByWeightAndDeterministic) {
-  posenc::TaskConfig cfg;
-  cfg.negatives = {{"shuffle", 2}, {"adjacent_swap", 1}, {"random_swap", 1}, {"reverse", 0}};
+  const posenc::TaskConfig cfg = ordering_config(
+      {"task.negatives={\"shuffle\": 2, \"adjacent_swap\": 1, \"random_swap\": 1, \"reverse\": 0}"});
   OrderingTask task(cfg);
   const Batch a = task.fixed_set(32, 400, 7);
   const Batch b = task.fixed_set(32, 400, 7);
@@ -77,7 +83,7 @@ TEST(Ordering, FixedSetIsBalancedSplitByWeightAndDeterministic) {
 }
 
 TEST(Ordering, TrainBatchesAreBalancedInRangeAndPureFunctionsOfStep) {
-  posenc::TaskConfig cfg;
+  const posenc::TaskConfig cfg = ordering_config();
   OrderingTask task(cfg);
   std::set<int64_t> lengths;
   for (int64_t step = 0; step < 200; ++step) {
@@ -85,7 +91,7 @@ TEST(Ordering, TrainBatchesAreBalancedInRangeAndPureFunctionsOfStep) {
     EXPECT_EQ(b.labels.sum().item<int64_t>(), 32);
     lengths.insert(b.tokens.size(1));
     EXPECT_GE(b.tokens.min().item<int64_t>(), 1);
-    EXPECT_LE(b.tokens.max().item<int64_t>(), cfg.vocab_size);
+    EXPECT_LE(b.tokens.max().item<int64_t>(), posenc::task_vocab_size(cfg));
   }
   EXPECT_EQ(*lengths.begin(), cfg.min_length);
   EXPECT_EQ(*lengths.rbegin(), cfg.max_length);

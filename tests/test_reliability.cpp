@@ -20,6 +20,7 @@
 #include "posenc/experiments/process_pool.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/io.h"
 
 using namespace posenc;
 using posenc::testing::fresh_dir;
@@ -252,11 +253,11 @@ TEST(WriteFailure, AFullTmpfsIsAOneLineErrorWithNothingLeftBehind) {
 
 TEST(Divergence, APoisonedWeightStopsTheRunAndKeepsTheLastFiniteCheckpoint) {
   const auto dir = fresh_dir("diverge");
-  TrainOptions opts;
-  opts.poison_at_step = 25;
+  TrainHooks poison;
+  poison.poison_at_step = 25;
   const Config cfg = small_config(dir, {"train.steps=100", "train.checkpoint_every=10", "train.log_every=10"});
   try {
-    train(cfg, opts);
+    train(cfg, TrainRequest{}, poison);
     FAIL() << "a NaN weight must stop the run";
   } catch (const Diverged& e) {
     const std::string what = e.what();
@@ -269,7 +270,7 @@ TEST(Divergence, APoisonedWeightStopsTheRunAndKeepsTheLastFiniteCheckpoint) {
   FusedAdamW optimizer = make_optimizer(model, stored.train);
   EXPECT_EQ(load_checkpoint((dir / "checkpoint.pt").string(), model, &optimizer), 20);
   for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
-  const json diverged = read_json_file((dir / kDivergedFile).string());
+  const json diverged = read_json_file((dir / run_files::kDiverged).string());
   EXPECT_EQ(diverged["step"], 25);
   EXPECT_EQ(diverged["non_finite"], "loss");
   EXPECT_EQ(diverged["last_checkpoint_step"], 20);
@@ -281,10 +282,10 @@ TEST(Divergence, APoisonedWeightStopsTheRunAndKeepsTheLastFiniteCheckpoint) {
 
 TEST(Divergence, FoundWithoutGradientClippingAndBeforeAnyCheckpoint) {
   const auto dir = fresh_dir("diverge0");
-  TrainOptions opts;
-  opts.poison_at_step = 3;
+  TrainHooks poison;
+  poison.poison_at_step = 3;
   try {
-    train(small_config(dir, {"train.steps=50", "train.grad_clip=0", "train.checkpoint_every=40"}), opts);
+    train(small_config(dir, {"train.steps=50", "train.grad_clip=0", "train.checkpoint_every=40"}), TrainRequest{}, poison);
     FAIL();
   } catch (const Diverged& e) {
     EXPECT_NE(std::string(e.what()).find("at step 3; no checkpoint was written before it"), std::string::npos)
@@ -297,7 +298,7 @@ TEST(Divergence, FoundWithoutGradientClippingAndBeforeAnyCheckpoint) {
 TEST(Divergence, ACheckpointIsNeverWrittenFromNonFiniteWeights) {
   const auto dir = fresh_dir("nanckpt");
   const Config cfg = small_config(dir);
-  Transformer model(cfg.model, cfg.task.vocab_size);
+  Transformer model(cfg.model, task_vocab_size(cfg.task));
   save_checkpoint((dir / "c.pt").string(), model, nullptr, 1, cfg);
   {
     torch::NoGradGuard no_grad;
@@ -336,7 +337,7 @@ TEST(RunDirectory, AMovedRunResumesAndTimeAndLossWindowSpanTheSegments) {
   const auto straight = fresh_dir("moved_straight"), first = fresh_dir("moved_a"), moved = fresh_dir("moved_b");
   // Stop at step 25, half way through a 10-step log window.
   const std::vector<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1"};
-  TrainOptions opts;
+  TrainRequest opts;
   opts.skip_final_eval = true;
   const auto whole = train(small_config(straight, run), opts);
   opts.stop_at_step = 25;
@@ -371,7 +372,7 @@ TEST(RunDirectory, AMovedRunResumesAndTimeAndLossWindowSpanTheSegments) {
 
 TEST(RunDirectory, AnotherRunsFilesACompareRootAndALiveTrainAreRefused) {
   Scratch s("rundir");
-  TrainOptions opts;
+  TrainRequest opts;
   opts.skip_final_eval = true;
   // config.json of another run, no checkpoint.
   const fs::path other = s.dir / "other";
@@ -578,7 +579,7 @@ TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
 TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
   const auto dir = fresh_dir("ckptfuzz");
   const Config cfg = small_config(dir);
-  Transformer model(cfg.model, cfg.task.vocab_size);
+  Transformer model(cfg.model, task_vocab_size(cfg.task));
   FusedAdamW optimizer = make_optimizer(model, cfg.train);
   const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
   save_checkpoint(good, model, &optimizer, 3, cfg);
@@ -589,7 +590,7 @@ TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
     write_file_atomic(bad, damaged);
     ++cases;
     try {
-      Transformer m(cfg.model, cfg.task.vocab_size);
+      Transformer m(cfg.model, task_vocab_size(cfg.task));
       FusedAdamW o = make_optimizer(m, cfg.train);
       load_checkpoint(bad, m, &o);
       ADD_FAILURE() << what << " loaded without an error";

@@ -92,19 +92,37 @@ TEST_P(EveryTask, TokensLengthsAndAnswersAreWellFormed) {
 TEST_P(EveryTask, ConfigRoundTripsAndRejectsKeysOfOtherTasks) {
   const Config cfg = task_config(GetParam());
   EXPECT_EQ(first_difference(cfg, config_from_json(config_to_json(cfg)), {}), "");
-  json j = config_to_json(cfg);
-  for (const std::string key : {"negatives", "path", "vocab_size"}) {
-    const auto& keys = find_task(GetParam()).keys;
-    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-    json bad = j;
-    bad["task"][key] = key == "path" ? json("x.txt") : key == "vocab_size" ? json(8) : json::object();
-    try {
-      config_from_json(bad);
-      ADD_FAILURE() << "task." << key << " accepted by " << GetParam();
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("task." + key), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(GetParam()), std::string::npos) << e.what();
+  const json j = config_to_json(cfg);
+  const auto& own = find_task(GetParam()).options;
+  // Every option that some other task declares, given to this one.
+  for (const auto& other : task_registry())
+    for (const auto& option : other.options) {
+      if (std::any_of(own.begin(), own.end(), [&](const OptionSpec& o) { return o.name == option.name; })) continue;
+      json bad = j;
+      bad["task"][option.name] = option.default_value;
+      try {
+        config_from_json(bad);
+        ADD_FAILURE() << "task." << option.name << " accepted by " << GetParam();
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("task." + option.name), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(GetParam()), std::string::npos) << e.what();
+      }
     }
+}
+
+TEST_P(EveryTask, OptionsAreDocumentedTypeCheckedAndSettable) {
+  for (const auto& option : find_task(GetParam()).options) {
+    EXPECT_FALSE(option.doc.empty()) << option.name;
+    // A value of the wrong type is an error naming the key.
+    try {
+      task_config(GetParam(), {"task." + option.name + "=[1, 2]"});
+      ADD_FAILURE() << "task." << option.name << "=[1, 2] accepted by " << GetParam();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("task." + option.name), std::string::npos) << e.what();
+    }
+    // Its default, given explicitly with --set, is taken as it is.
+    const Config explicit_default = task_config(GetParam(), {"task." + option.name + "=" + option.default_value.dump()});
+    EXPECT_EQ(explicit_default.task.options.json().at(option.name), option.default_value) << option.name;
   }
 }
 
@@ -120,8 +138,12 @@ TEST(Tasks, SequenceAnswersAreCopiesReversalsSortsAndSums) {
       const auto tokens = row(set.tokens, r);
       ASSERT_EQ(tokens[a - 1], task->vocab_size() + 1) << name << ": SEP before the answer";
       std::vector<int64_t> x(tokens.begin(), tokens.begin() + a - 1), y(tokens.begin() + a, tokens.end());
-      if (name == "copy") EXPECT_EQ(y, x);
-      if (name == "reverse") EXPECT_EQ(y, std::vector<int64_t>(x.rbegin(), x.rend()));
+      if (name == "copy") {
+        EXPECT_EQ(y, x);
+      }
+      if (name == "reverse") {
+        EXPECT_EQ(y, std::vector<int64_t>(x.rbegin(), x.rend()));
+      }
       if (name == "sort") {
         std::sort(x.begin(), x.end());
         EXPECT_EQ(y, x);
@@ -162,8 +184,7 @@ TEST(Tasks, CharLmCoversTheHeldOutTextOnceAndRejectsBadFiles) {
   { std::ofstream(bad / "latin1.txt") << "caf\xe9 au lait, encore et encore, et encore une fois pour la longueur"; }
   for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
            {(bad / "missing.txt").string(), "does not exist"}, {(bad / "latin1.txt").string(), "not UTF-8"}}) {
-    Config c = cfg;
-    c.task.path = file;
+    const Config c = task_config("charlm", {"task.path=" + json(file).dump()});
     try {
       make_task(c.task);
       ADD_FAILURE() << file;

@@ -66,7 +66,7 @@ TEST(Checkpoint, RoundTripGivesTheSameFunction) {
   const auto dir = fresh_dir("ckpt");
   const Config cfg = small_config(dir);
   torch::manual_seed(4);
-  Transformer model(cfg.model, cfg.task.vocab_size);
+  Transformer model(cfg.model, task_vocab_size(cfg.task));
   model->eval();
   save_checkpoint((dir / "c.pt").string(), model, nullptr, 7, cfg);
   Config loaded_cfg;
@@ -96,7 +96,7 @@ TEST(Train, ResumeContinuesBitForBit) {
   // Dropout on, so the checkpointed RNG state matters.
   const auto straight = fresh_dir("straight"), split = fresh_dir("split");
   const std::initializer_list<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1"};
-  TrainOptions opts;
+  TrainRequest opts;
   opts.skip_final_eval = true;
   train(small_config(straight, run), opts);
 
@@ -135,7 +135,7 @@ TEST(Train, ResumeContinuesBitForBit) {
 
 TEST(Train, ShortRunLearnsTheTask) {
   const auto dir = fresh_dir("learns");
-  TrainOptions opts;
+  TrainRequest opts;
   const auto result = train(small_config(dir, {"train.steps=400", "model.positional.type=rope"}), opts);
   EXPECT_GT(result.val_accuracy, 0.8) << "a short RoPE run should be well above chance";
   ASSERT_EQ(result.lengths.size(), 2u);

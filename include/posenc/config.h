@@ -3,8 +3,8 @@
 // Every key is known: an unknown key, a wrong type or an out-of-range value is
 // a ConfigError naming the JSON path and what was expected. The resolved
 // config (all defaults filled in) round-trips through to_json().
-// Not here: the options of a positional scheme, which its registry entry
-// declares and validates (positional/registry.h).
+// Not here: the options of a positional scheme or a task, which their registry
+// entries declare (options.h validates them).
 #pragma once
 
 #include <cstdint>
@@ -15,25 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "posenc/util/io.h"
+#include "posenc/errors.h"
+#include "posenc/options.h"
 
 namespace posenc {
 
 using json = nlohmann::json;
-
-/// A user-facing error in a config, a flag or a file: message names where.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// A config whose parts are each valid but do not fit together in one model
-/// (e.g. an embedding-time scheme with embedded-QKV attention). A comparison
-/// grid skips such a combination instead of failing.
-class IncompatibleConfig : public ConfigError {
- public:
-  using ConfigError::ConfigError;
-};
 
 struct PositionalConfig {
   /// Scheme name from the registry (`posenc list`).
@@ -60,26 +47,21 @@ struct ModelConfig {
   double dropout = 0.0;
   /// "cls" | "mean" | "max" (the encoder's; the decoder predicts at every position)
   std::string pooling = "max";
-  /// "projected" (W_qkv) | "embedded" (seed 000: the token table yields q, k, v for block 1)
+  /// "projected" (W_qkv) | "embedded" (the APE notebook: the token table yields q, k, v for block 1)
   std::string qkv = "projected";
   PositionalConfig positional;
 };
 
 /// The task (tasks/registry.h). Each task takes type, min_length, max_length
-/// and the keys its registry entry lists; any other key is an error.
+/// and the options its registry entry declares (`posenc list`); any other key
+/// is an error naming the task.
 struct TaskConfig {
   std::string type = "ordering";
   /// Training lengths, in the task's unit (tokens; digits for addition; context for charlm).
   int64_t min_length = 4;
   int64_t max_length = 16;
-  /// ordering, copy, reverse, sort: tokens are 1..vocab_size (0 = padding, vocab_size+1 = CLS or SEP).
-  int64_t vocab_size = 64;
-  /// ordering: mixing weights of the negative kinds (shuffle, adjacent_swap, random_swap, reverse).
-  std::map<std::string, double> negatives = {
-      {"shuffle", 1.0}, {"adjacent_swap", 1.0}, {"random_swap", 1.0}, {"reverse", 1.0}};
-  /// charlm: the UTF-8 text file, and the fraction at its end held out for evaluation.
-  std::string path = "/usr/share/games/fortunes/cookie";
-  double val_fraction = 0.1;
+  /// The task's own options, resolved against its registry entry (defaults filled in).
+  Options options;
 };
 
 struct TrainConfig {
@@ -98,7 +80,7 @@ struct TrainConfig {
   int64_t seed = 0;
   /// "auto" | "cpu" | "cuda"
   std::string device = "auto";
-  /// Intra-op threads; 1 is fastest for the small models on 2 cores (DESIGN.md §6).
+  /// Intra-op threads; 1 is fastest for the small models on 2 cores (docs/benchmarks.md).
   int64_t threads = 1;
   /// "float32" | "bf16" (autocast of the forward pass to bfloat16; weights and optimizer stay float32)
   std::string precision = "float32";

@@ -7,8 +7,10 @@
 #include "posenc/environment.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/run_dir.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
+#include "posenc/util/io.h"
 
 namespace posenc::cli {
 namespace {
@@ -71,7 +73,7 @@ int run_eval(const EvalOptions& o) {
   if (o.samples > 0) cfg.eval.samples_per_length = o.samples;
   const std::vector<int64_t> lengths = o.lengths.empty() ? cfg.eval.lengths : o.lengths;
   const std::string out =
-      o.out.empty() ? (std::filesystem::path(o.checkpoint).parent_path() / "results_eval.json").string() : o.out;
+      o.out.empty() ? (std::filesystem::path(o.checkpoint).parent_path() / run_files::kEvalResults).string() : o.out;
   const std::unique_ptr<Task> task = make_task(cfg.task);
   nlohmann::json j = {{"checkpoint", o.checkpoint},
                       {"task", cfg.task.type},

@@ -20,8 +20,27 @@ const char* kind_name(OptionKind k) {
     case OptionKind::Float: return "float";
     case OptionKind::Bool: return "bool";
     case OptionKind::String: return "string";
+    case OptionKind::Weights: return "weights";
   }
   return "?";
+}
+
+nlohmann::json describe_options(const std::vector<OptionSpec>& specs) {
+  nlohmann::json options = nlohmann::json::array();
+  for (const auto& o : specs) {
+    nlohmann::json j = {{"name", o.name}, {"type", kind_name(o.kind)}, {"default", o.default_value}, {"doc", o.doc}};
+    if (!o.choices.empty()) j["choices"] = o.choices;
+    options.push_back(j);
+  }
+  return options;
+}
+
+void print_options(const nlohmann::json& options) {
+  for (const auto& opt : options)
+    std::printf("%s\n", fmt::format("    {:<14} {:<7} default {:<12} {}", opt["name"].get<std::string>(),
+                                    opt["type"].get<std::string>(), opt["default"].dump(),
+                                    opt["doc"].get<std::string>())
+                            .c_str());
 }
 
 /// Builds the scheme once with its defaults to read what it does (hooks, direction).
@@ -29,12 +48,7 @@ nlohmann::json describe(const SchemeInfo& info) {
   const SchemeContext ctx{64, 4, 16, 0};
   const auto scheme = info.make(ctx, resolve_scheme_options(info, nlohmann::json::object(), info.name));
   const Capabilities c = scheme->capabilities();
-  nlohmann::json options = nlohmann::json::array();
-  for (const auto& o : info.options) {
-    nlohmann::json j = {{"name", o.name}, {"type", kind_name(o.kind)}, {"default", o.default_value}, {"doc", o.doc}};
-    if (!o.choices.empty()) j["choices"] = o.choices;
-    options.push_back(j);
-  }
+  const nlohmann::json options = describe_options(info.options);
   return {{"name", info.name},
           {"description", info.description},
           {"hooks", c.hook_names()},
@@ -46,12 +60,13 @@ nlohmann::json describe(const SchemeInfo& info) {
 
 nlohmann::json describe_task(const TaskInfo& t) {
   std::vector<std::string> keys = {"type", "min_length", "max_length"};
-  keys.insert(keys.end(), t.keys.begin(), t.keys.end());
+  for (const auto& o : t.options) keys.push_back(o.name);
   return {{"name", t.name},
           {"description", t.description},
           {"model_kind", t.model_kind},
           {"metric", metric_name(t.metric)},
           {"keys", keys},
+          {"options", describe_options(t.options)},
           {"length_unit", t.length_unit},
           {"default_lengths", {t.default_min_length, t.default_max_length}},
           {"default_eval_lengths", t.default_eval_lengths}};
@@ -74,11 +89,7 @@ int run_list(const ListOptions& o) {
     std::printf("%s\n  %s\n  hooks: %s; placement: %s; directional: %s\n", s["name"].get<std::string>().c_str(),
                 s["description"].get<std::string>().c_str(), hooks.empty() ? "-" : hooks.c_str(),
                 s["placement"].get<std::string>().c_str(), s["directional"].get<bool>() ? "yes" : "no");
-    for (const auto& opt : s["options"]) {
-      std::string line = fmt::format("    {:<14} {:<6} default {:<12} {}", opt["name"].get<std::string>(),
-                                     opt["type"].get<std::string>(), opt["default"].dump(), opt["doc"].get<std::string>());
-      std::printf("%s\n", line.c_str());
-    }
+    print_options(s["options"]);
     std::printf("\n");
   }
   std::printf("Common: model.positional.apply_to = auto|input|every_layer, model.positional.share_across_layers = true|false\n");
@@ -86,11 +97,13 @@ int run_list(const ListOptions& o) {
   for (const auto& t : tasks) {
     std::string keys;
     for (const auto& k : t["keys"]) keys += (keys.empty() ? "" : ", ") + std::string("task.") + k.get<std::string>();
-    std::printf("%s\n  %s\n  model.kind: %s; metric: %s; length: %s (default training %s, evaluation %s)\n  keys: %s\n\n",
+    std::printf("%s\n  %s\n  model.kind: %s; metric: %s; length: %s (default training %s, evaluation %s)\n  keys: %s\n",
                 t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(),
                 t["model_kind"].get<std::string>().c_str(), t["metric"].get<std::string>().c_str(),
                 t["length_unit"].get<std::string>().c_str(), t["default_lengths"].dump().c_str(),
                 t["default_eval_lengths"].dump().c_str(), keys.c_str());
+    print_options(t["options"]);
+    std::printf("\n");
   }
   return 0;
 }

@@ -31,11 +31,9 @@ int run_train(const TrainOptions& o) {
   if (o.threads > 0) overrides.push_back("train.threads=" + std::to_string(o.threads));
   const Config cfg = load_config(o.config, overrides);
   log_environment();
-  posenc::TrainOptions options;
+  posenc::TrainRequest options;
   options.resume = o.resume;
   options.progress = !o.no_progress && ::isatty(STDERR_FILENO);
-  // Test seam (tests/test_reliability.cpp): make the run diverge at this step.
-  if (const char* poison = std::getenv("POSENC_POISON_STEP")) options.poison_at_step = std::atoll(poison);
   train(cfg, options);
   return 0;
 }

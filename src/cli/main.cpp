@@ -12,6 +12,7 @@
 #include "posenc/experiments/process_pool.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
+#include "posenc/util/io.h"
 
 void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
   const std::string text = j.dump() + "\n";
@@ -81,19 +82,25 @@ int main(int argc, char** argv) {
     return e.exit_code();
   } catch (const posenc::Diverged& e) {
     error(e.what());
-    return posenc::kDivergedExitCode;
+    return posenc::kExitDiverged;
   } catch (const posenc::ConfigError& e) {
     error(e.what());
-    return 2;
+    return posenc::kExitBadInput;
+  } catch (const posenc::LockError& e) {
+    error(e.what());  // another posenc works in that directory: nothing was started
+    return posenc::kExitBadInput;
+  } catch (const posenc::DeviceError& e) {
+    error(e.what());
+    return posenc::kExitBadInput;
   } catch (const c10::Error& e) {
     error(e.what_without_backtrace());
-    return 1;
+    return posenc::kExitFailure;
   } catch (const std::exception& e) {
     error(e.what());
-    return 1;
+    return posenc::kExitFailure;
   } catch (...) {
     error("an unexpected failure (no message)");
-    return 1;
+    return posenc::kExitFailure;
   }
   return 1;
 }

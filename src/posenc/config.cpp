@@ -9,6 +9,7 @@
 
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/registry.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 namespace {
@@ -180,31 +181,17 @@ TaskConfig parse_task(const json& j, const std::string& path) {
       throw ConfigError(r.child(type_key) + ": " + e.what());
     }
   }();
-  const std::set<std::string> common = {"type", "name", "min_length", "max_length"};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!common.count(it.key()) && std::find(info.keys.begin(), info.keys.end(), it.key()) == info.keys.end())
-      throw ConfigError(r.child(it.key()) + ": task \"" + t.type + "\" does not take this key (it takes: type, " +
-                        "min_length, max_length" + (info.keys.empty() ? "" : ", " + join(info.keys, ", ")) + ")");
   t.min_length = info.default_min_length;
   t.max_length = info.default_max_length;
   r.read("min_length", t.min_length, 2, 1 << 20);
   r.read("max_length", t.max_length, 2, 1 << 20);
-  r.read("vocab_size", t.vocab_size, 2, 1 << 24);
-  if (r.has("negatives")) {
-    ObjectReader n(r.raw("negatives"), r.child("negatives"));
-    for (auto& [kind, weight] : t.negatives) n.read(kind, weight, 0.0, 1e9);
-    n.finish();
-  }
-  r.read("path", t.path);
-  r.read("val_fraction", t.val_fraction, 0.001, 0.9);
-  r.finish();
+  // Everything else belongs to the task and is validated by its registry entry.
+  json user = json::object();
+  for (const auto& key : r.unread()) user[key] = r.raw(key);
+  t.options = resolve_options(info.options, user, path, "task \"" + t.type + "\"", {"type", "min_length", "max_length"});
   if (t.min_length > t.max_length)
     throw ConfigError(path + ".min_length: " + std::to_string(t.min_length) + " is greater than " + path +
                       ".max_length " + std::to_string(t.max_length));
-  double total = 0;
-  for (const auto& [kind, weight] : t.negatives) total += weight;
-  if (total <= 0) throw ConfigError(path + ".negatives: all weights are zero; at least one must be positive");
-  if (t.path.empty()) throw ConfigError(path + ".path: must not be empty");
   return t;
 }
 
@@ -280,16 +267,12 @@ Config config_from_json(const json& j) {
 
 namespace {
 
-/// type, the lengths and the keys this task takes (tasks/registry.h).
+/// type, the lengths and the task's resolved options (tasks/registry.h).
 json task_to_json(const TaskConfig& t) {
-  json out = {{"type", t.type}, {"min_length", t.min_length}, {"max_length", t.max_length}};
-  for (const auto& key : find_task(t.type).keys) {
-    if (key == "vocab_size") out[key] = t.vocab_size;
-    else if (key == "negatives") out[key] = t.negatives;
-    else if (key == "path") out[key] = t.path;
-    else if (key == "val_fraction") out[key] = t.val_fraction;
-    else throw std::logic_error("task key " + key + " has no field in TaskConfig");
-  }
+  json out = t.options.json();
+  out["type"] = t.type;
+  out["min_length"] = t.min_length;
+  out["max_length"] = t.max_length;
   return out;
 }
 

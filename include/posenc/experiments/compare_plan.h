@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "posenc/config.h"
+#include "posenc/config_overlay.h"
 
 namespace posenc {
 
@@ -56,22 +57,6 @@ struct ComparePlan {
   std::string log_path(const PlannedRun& r) const;    ///< OUT/logs/<id>.log
   std::string config_path(const PlannedRun& r) const; ///< OUT/configs/<id>.json (what the child trains)
 };
-
-/// Throws ConfigError "<where>.<key>: unknown key (expected one of: ...)" for a
-/// key of the object j outside `allowed`, or if j is not an object.
-void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where);
-
-/// A non-empty JSON array of strings; errors name `where` and the index.
-std::vector<std::string> string_list(const json& j, const std::string& where);
-
-/// One entry of a "schemes" list: a registry name, or {"name", "set"}.
-struct GridEntry {
-  std::string name;
-  json set;  ///< dotted path -> value
-};
-GridEntry grid_entry(const json& j, const std::string& where);
-/// Applies {"dotted.path": value, ...} to a config JSON; errors start with `where`.
-void apply_set(json& config, const json& set, const std::string& where);
 
 /// Reads and expands a comparison file. `threads` goes into every run's config.
 ComparePlan plan_comparison(const std::string& path, const std::string& out_dir, bool full, int64_t threads);

@@ -47,7 +47,4 @@ bool die_with_parent();
 /// The last `n` lines of a text file (for showing why a job failed).
 std::string tail_lines(const std::string& path, size_t n);
 
-/// This executable's path (/proc/self/exe), to launch children of the same build.
-std::string self_executable();
-
 }  // namespace posenc

@@ -25,10 +25,10 @@ nlohmann::json inspect_scheme(const InspectRequest& request);
 
 class PositionalSchemeImpl;
 struct SchemeInfo;
-class SchemeOptions;
+class Options;  // options.h (a scheme's resolved options)
 /// The same description of an existing (e.g. trained) scheme instance;
 /// rotated_ones uses one head of width rotate_dim (inspect_scheme: dim).
-nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& info, const SchemeOptions& options,
+nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& info, const Options& options,
                                int64_t length, int64_t heads, int64_t dim, int64_t rotate_dim, int64_t seed);
 
 }  // namespace posenc

@@ -14,41 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "posenc/options.h"
+
 namespace posenc {
 
 class PositionalSchemeImpl;  // positional/scheme.h
 
-enum class OptionKind { Int, Float, Bool, String };
-
-/// One option of a scheme: its type, default, bounds or choices, and a one-line doc.
-struct OptionSpec {
-  std::string name;
-  OptionKind kind;
-  nlohmann::json default_value;
-  std::string doc;
-  double min = -1e300;  ///< inclusive bounds for Int/Float
-  double max = 1e300;
-  std::vector<std::string> choices;  ///< allowed values for String (empty = any)
-  /// Non-null: the only value that means something in a causal decoder (keys
-  /// right of the query are masked there); it is the default there, and any
-  /// other value is an error.
-  nlohmann::json causal_value = nullptr;
-};
-
-/// A scheme's options after validation: every declared option present, typed.
-class SchemeOptions {
- public:
-  SchemeOptions() = default;
-  explicit SchemeOptions(nlohmann::json resolved) : values_(std::move(resolved)) {}
-  int64_t get_int(const std::string& name) const;
-  double get_float(const std::string& name) const;
-  bool get_bool(const std::string& name) const;
-  std::string get_string(const std::string& name) const;
-  const nlohmann::json& json() const { return values_; }
-
- private:
-  nlohmann::json values_ = nlohmann::json::object();
-};
+/// A scheme's options after validation (options.h): every declared option present, typed.
+using SchemeOptions = Options;
 
 /// What the model knows when it builds a scheme.
 struct SchemeContext {
@@ -76,8 +49,8 @@ const std::vector<SchemeInfo>& scheme_registry();
 const SchemeInfo& find_scheme(const std::string& name);
 std::vector<std::string> scheme_names();
 
-/// Validates user options against the entry (unknown key, type, bounds, choices),
-/// filling in defaults. `path` prefixes error messages (e.g. "model.positional").
+/// Validates user options against the entry (resolve_options: unknown key, type,
+/// bounds, choices), filling in defaults. `path` prefixes error messages (e.g. "model.positional").
 /// `causal`: for a decoder, where options with a causal_value take that value.
 SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user,
                                      const std::string& path, bool causal = false);

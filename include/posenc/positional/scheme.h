@@ -1,4 +1,4 @@
-// The positional-scheme interface (DESIGN.md §3).
+// The positional-scheme interface (docs/ARCHITECTURE.md, "Positional schemes").
 //
 // A scheme is a torch::nn::Module with hooks that all default to "do nothing".
 // The model and attention call every hook a scheme declares in capabilities();
@@ -140,7 +140,5 @@ PositionalScheme construct(const SchemeContext& ctx, const SchemeOptions& option
   return std::make_shared<Impl>(ctx, options);
 }
 
-/// Builds a scheme from its registry entry and resolved options.
-PositionalScheme make_scheme(const std::string& type, const SchemeContext& ctx, const SchemeOptions& options);
 
 }  // namespace posenc

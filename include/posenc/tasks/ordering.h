@@ -1,4 +1,4 @@
-// The ordering task (seed 004, DESIGN.md §5): is this sequence non-decreasing?
+// The ordering task (the ordering lesson, docs/sources.md): is this sequence non-decreasing?
 //
 // Positives are sorted draws of tokens 1..V. Every negative is a permutation
 // of a positive's own tokens, so the token multiset carries no signal and a
@@ -29,7 +29,7 @@ class OrderingTask : public Task {
   explicit OrderingTask(const TaskConfig& cfg);
   static TaskInfo registry_info();
   const TaskInfo& info() const override;
-  int64_t vocab_size() const override { return cfg_.vocab_size; }
+  int64_t vocab_size() const override { return vocab_size_; }
   std::vector<std::string> kind_names() const override { return negative_kinds(); }
 
   /// Names of the negative kinds, in kind-index order.
@@ -54,6 +54,7 @@ class OrderingTask : public Task {
  private:
   Batch assemble(std::vector<std::vector<int64_t>> seqs, std::vector<int> kinds, std::mt19937_64& rng) const;
   TaskConfig cfg_;
+  int64_t vocab_size_;
   std::vector<double> weights_;  // per kind index
 };
 

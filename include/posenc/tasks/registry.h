@@ -2,9 +2,10 @@
 // task.* keys it takes, its defaults, a description and a factory.
 //
 // It drives config parsing (task.type and the keys each task accepts),
-// `posenc list`, the trainer and evaluator (which model head, which metric) and
-// the generic tests. Adding a task = one source file defining its class and a
-// TaskInfo + one line in tasks/registry.cpp. This header stays free of torch.
+// `posenc list`, the trainer and evaluator (which model head, which metric),
+// comparison grids and the generic tests. Adding a task = one source file
+// defining its class and a TaskInfo + one line in tasks/registry.cpp
+// (docs/adding-a-task.md). This header stays free of torch.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "posenc/options.h"
 
 namespace posenc {
 
@@ -32,16 +35,21 @@ struct TaskInfo {
   /// "encoder" (bidirectional classifier) or "decoder" (causal, next-token loss).
   std::string model_kind;
   TaskMetric metric = TaskMetric::Accuracy;
-  /// task.* keys this task takes besides type, min_length and max_length.
-  std::vector<std::string> keys;
+  /// task.* options this task takes besides type, min_length and max_length:
+  /// validated by options.h, listed by `posenc list`, settable with --set.
+  std::vector<OptionSpec> options;
   /// What `length` means in task.min_length, task.max_length and eval.lengths.
   std::string length_unit;
-  /// Data tokens 1..V: V = fixed_vocab_size, or task.vocab_size where it is 0.
+  /// Data tokens 1..V: V = fixed_vocab_size, or the task's vocab_size option where it is 0.
   int64_t fixed_vocab_size = 0;
   int64_t default_min_length = 4, default_max_length = 16;
   std::vector<int64_t> default_eval_lengths;
   std::function<std::unique_ptr<Task>(const TaskConfig&)> make;
 };
+
+/// The `vocab_size` option (default 64) of the tasks whose tokens are 1..V
+/// (V = vocab_size, 0 = padding, V + 1 = CLS or SEP).
+OptionSpec vocab_size_option();
 
 /// The model's data tokens for this config (1..V), without building the task.
 int64_t task_vocab_size(const TaskConfig& cfg);

@@ -17,6 +17,7 @@
 
 #include "posenc/config.h"
 #include "posenc/tasks/registry.h"
+#include "posenc/util/seeds.h"
 
 namespace posenc {
 
@@ -58,8 +59,5 @@ class Task {
 
 /// Builds the task named by cfg.type (ConfigError for a bad file, option or name).
 std::unique_ptr<Task> make_task(const TaskConfig& cfg);
-
-/// A deterministic 64-bit seed from several integers (splitmix64 mixing).
-uint64_t mix_seed(std::initializer_list<uint64_t> parts);
 
 }  // namespace posenc

@@ -17,14 +17,9 @@
 #include "posenc/config.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/task.h"
+#include "posenc/util/stats.h"
 
 namespace posenc {
-
-struct Interval {
-  double lo = 0, hi = 0;
-};
-/// Wilson score interval for `correct` successes in `n` trials (z = 1.96 for 95%).
-Interval wilson_interval(int64_t correct, int64_t n, double z = 1.96);
 
 struct Tally {
   int64_t n = 0, correct = 0;

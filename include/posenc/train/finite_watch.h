@@ -17,13 +17,6 @@
 
 namespace posenc {
 
-/// The loss or the gradient norm became NaN or inf: the run stopped, its last
-/// finite checkpoint (if any) is kept, and diverged.json says what happened.
-class Diverged : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class FiniteWatch {
  public:
   explicit FiniteWatch(torch::Device device);

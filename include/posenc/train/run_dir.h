@@ -12,15 +12,23 @@
 
 namespace posenc {
 
-/// Written instead of results.json when the loss or the gradient norm went NaN/inf.
-inline constexpr const char* kDivergedFile = "diverged.json";
-
-/// `posenc train`'s exit status for such a run (1: other failures, 2: bad
-/// input, 128 + N: stopped by signal N after checkpointing).
-inline constexpr int kDivergedExitCode = 3;
+/// The files of a run directory (and of a comparison's output root), named once.
+namespace run_files {
+inline constexpr const char* kConfig = "config.json";          ///< the resolved config
+inline constexpr const char* kMetrics = "metrics.jsonl";       ///< one line per log interval and validation
+inline constexpr const char* kCheckpoint = "checkpoint.pt";    ///< model, optimizer, step, RNG, running sums
+inline constexpr const char* kResults = "results.json";        ///< written when training and evaluation finish
+inline constexpr const char* kDiverged = "diverged.json";      ///< instead of results.json after NaN/inf
+inline constexpr const char* kTrainLock = "train.lock";        ///< held while a `posenc train` works there
+inline constexpr const char* kCompareLock = "compare.lock";    ///< held while a `posenc compare` works there
+inline constexpr const char* kEvalResults = "results_eval.json";  ///< `posenc eval`'s default output
+}  // namespace run_files
 
 /// JSON pointers of the config parts that --resume accepts changed.
 const std::vector<std::string>& resumable_changes();
+
+/// The same, for messages: "train.steps, train.threads, ... and eval.*".
+std::string resumable_changes_text();
 
 /// What a fresh (not --resume) run may start in: a new or empty directory, or
 /// one holding only an unfinished start of the same run (config.json, no

@@ -28,7 +28,8 @@
 
 namespace posenc {
 
-struct TrainOptions {
+/// How to run one training (the config says what to train).
+struct TrainRequest {
   bool resume = false;
   /// One updating terminal line instead of log lines.
   bool progress = false;
@@ -37,11 +38,18 @@ struct TrainOptions {
   /// Stop (with a checkpoint, without results) once this step is done, as if
   /// the run were killed there; 0 = run to train.steps.
   int64_t stop_at_step = 0;
-  /// Test hook: before this step (counted from 1), the first weight tensor is set to NaN, as a
-  /// diverging run would do on its own; 0 = never.
-  int64_t poison_at_step = 0;
 };
 
+/// Test seams: faults that a test injects into a run. Production code never
+/// fills this; from_environment() reads POSENC_POISON_STEP, the seam through
+/// which the CLI tests reach a `posenc train` process (as POSENC_FAIL_WRITE
+/// does for util/io.h).
+struct TrainHooks {
+  /// Before this step (counted from 1), the first weight tensor is set to NaN,
+  /// as a diverging run would do on its own; 0 = never.
+  int64_t poison_at_step = 0;
+  static TrainHooks from_environment();
+};
 
 struct TrainResult {
   int64_t steps = 0;
@@ -53,7 +61,7 @@ struct TrainResult {
   nlohmann::json results;  ///< what results.json holds
 };
 
-/// "auto" -> CUDA when available; "cuda" without CUDA is a ConfigError.
+/// "auto" -> CUDA when available; "cuda" without CUDA is a DeviceError.
 torch::Device resolve_device(const std::string& name);
 
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
@@ -62,6 +70,9 @@ FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train);
 /// Applies the thread count (intra-op) once per process.
 void set_threads(int64_t threads);
 
-TrainResult train(const Config& cfg, const TrainOptions& options);
+/// Trains cfg in cfg.train.out_dir (resuming from its checkpoint if asked),
+/// then evaluates at cfg.eval.lengths and writes results.json.
+TrainResult train(const Config& cfg, const TrainRequest& request,
+                  const TrainHooks& hooks = TrainHooks::from_environment());
 
 }  // namespace posenc

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "posenc/errors.h"
+
 namespace posenc {
 
 class InterruptGuard {
@@ -28,18 +30,6 @@ const std::atomic<bool>& interrupt_flag();
 
 /// "SIGINT" / "SIGTERM".
 std::string signal_name(int signal);
-
-/// Thrown where a loop honours a stop request; the CLI exits with 128 + signal
-/// (130 for SIGINT, 143 for SIGTERM), as a shell reports a process killed by it.
-class Interrupted : public std::runtime_error {
- public:
-  explicit Interrupted(int signal);
-  int signal() const { return signal_; }
-  int exit_code() const { return 128 + signal_; }
-
- private:
-  int signal_;
-};
 
 /// Throws Interrupted if a stop was requested.
 void throw_if_interrupted();

@@ -9,13 +9,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace posenc {
+#include "posenc/errors.h"
 
-/// A file could not be written or read: "cannot write PATH: No space left on device".
-class IoError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace posenc {
 
 /// Writes `bytes` to `path` atomically (PATH.tmp.PID, fsync, rename).
 void write_file_atomic(const std::string& path, const std::string& bytes);

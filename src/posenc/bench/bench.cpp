@@ -8,7 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "posenc/experiments/compare_plan.h"
+#include "posenc/config_overlay.h"
+#include "posenc/positional/registry.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/ordering.h"
 #include "posenc/train/autocast.h"
@@ -17,6 +18,7 @@
 #include "posenc/tasks/registry.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/objective.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -68,6 +70,22 @@ int64_t positive_int(const json& j, const std::string& key, const std::string& w
   return j[key];
 }
 
+/// "all", or an array whose "all" entries stand for every registered scheme
+/// (in registry order), so that a new scheme is benchmarked without editing the file.
+json expand_all_schemes(const json& schemes, const std::string& where) {
+  const json items = schemes.is_string() ? json::array({schemes}) : schemes;
+  if (!items.is_array() || items.empty()) throw ConfigError(where + ": expected \"all\" or a non-empty array");
+  json out = json::array();
+  for (const auto& item : items) {
+    if (item == "all") {
+      for (const auto& name : scheme_names()) out.push_back(name);
+    } else {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std::string>& only_sizes,
@@ -79,8 +97,8 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
   const json base = read_json_file((fs::path(path).parent_path() / spec["base"].get<std::string>()).string());
   if (!spec.contains("sizes") || !spec["sizes"].is_array() || spec["sizes"].empty())
     throw ConfigError(path + ".sizes: expected a non-empty array");
-  if (!spec.contains("schemes") || !spec["schemes"].is_array() || spec["schemes"].empty())
-    throw ConfigError(path + ".schemes: expected a non-empty array");
+  if (!spec.contains("schemes")) throw ConfigError(path + ".schemes: required (\"all\" or a non-empty array)");
+  const json schemes = expand_all_schemes(spec["schemes"], path + ".schemes");
   const std::vector<std::string> qkvs =
       spec.contains("qkv") ? string_list(spec["qkv"], path + ".qkv") : std::vector<std::string>{"projected", "embedded"};
 
@@ -94,9 +112,9 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
     const std::string size_name = size["name"];
     size_names.insert(size_name);
     if (!only_sizes.empty() && std::find(only_sizes.begin(), only_sizes.end(), size_name) == only_sizes.end()) continue;
-    for (size_t i = 0; i < spec["schemes"].size(); ++i) {
+    for (size_t i = 0; i < schemes.size(); ++i) {
       const std::string swhere = path + ".schemes[" + std::to_string(i) + "]";
-      const GridEntry entry = grid_entry(spec["schemes"][i], swhere);
+      const GridEntry entry = grid_entry(schemes[i], swhere);
       scheme_names.insert(entry.name);
       if (!only_schemes.empty() && std::find(only_schemes.begin(), only_schemes.end(), entry.name) == only_schemes.end())
         continue;

@@ -14,6 +14,7 @@
 #include "posenc/bench/python_worker.h"
 #include "posenc/util/python.h"
 #include "posenc/util/text.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 namespace fs = std::filesystem;

@@ -23,6 +23,7 @@
 #include "posenc/util/dir_lock.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -45,9 +46,9 @@ int64_t logged_step(const fs::path& metrics) {
 
 std::string diverged_message(const fs::path& run_dir) {
   try {
-    return read_json_file((run_dir / kDivergedFile).string()).at("message").get<std::string>();
+    return read_json_file((run_dir / run_files::kDiverged).string()).at("message").get<std::string>();
   } catch (const std::exception&) {
-    return "see " + (run_dir / kDivergedFile).string();
+    return "see " + (run_dir / run_files::kDiverged).string();
   }
 }
 
@@ -100,13 +101,13 @@ class GridProgress {
     ++done_;
     if (o.exit_code == 0) {
       std::string val;
-      const fs::path results = fs::path(plan_.run_dir(r)) / "results.json";
+      const fs::path results = fs::path(plan_.run_dir(r)) / run_files::kResults;
       try {
         val = fmt::format(", val {:.3f}", read_json_file(results.string()).at("val_accuracy").get<double>());
       } catch (const std::exception&) {
       }
       spdlog::info("[{}/{}] {} finished in {}{}", done_, total_, o.id, format_duration(o.seconds), val);
-    } else if (o.exit_code == kDivergedExitCode) {
+    } else if (o.exit_code == kExitDiverged) {
       ++failed_;
       spdlog::error("[{}/{}] {} DIVERGED after {} (no result; not retried on rerun): {}", done_, total_, o.id,
                     format_duration(o.seconds), diverged_message(fs::path(plan_.run_dir(r))));
@@ -119,7 +120,7 @@ class GridProgress {
 
  private:
   double fraction(const PlannedRun& r) const {
-    const int64_t step = logged_step(fs::path(plan_.run_dir(r)) / "metrics.jsonl");
+    const int64_t step = logged_step(fs::path(plan_.run_dir(r)) / run_files::kMetrics);
     return std::min(1.0, static_cast<double>(step) / std::max<int64_t>(1, r.config.train.steps));
   }
 
@@ -142,7 +143,7 @@ int run_comparison(const CompareOptions& o) {
   const std::string out = o.out.empty() ? default_out(o) : o.out;
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
-  const DirectoryLock lock(out, "compare.lock", "posenc compare");
+  const DirectoryLock lock(out, run_files::kCompareLock, "posenc compare");
   int stale = 0;
   for (const char* sub : {"", "configs", "inspect", "attention"})
     stale += remove_stale_temporaries((fs::path(out) / sub).string());

@@ -1,15 +1,13 @@
 #include "posenc/experiments/compare_plan.h"
 
-#include "posenc/train/run_dir.h"
-
 #include <filesystem>
 #include <set>
 
 #include "posenc/model/transformer.h"
+#include "posenc/tasks/registry.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/run_dir.h"
 #include "posenc/train/trainer.h"
-#include "posenc/tasks/registry.h"
-#include "posenc/tasks/registry.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -19,13 +17,6 @@ namespace {
 /// The keys a comparison file (and its "full" block) may hold.
 const std::set<std::string> kTopKeys = {"description", "base", "set", "tasks", "schemes", "qkv", "pooling", "seeds", "full"};
 const std::set<std::string> kFullKeys = {"set", "tasks", "qkv", "pooling", "seeds"};
-
-bool valid_name(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
-  return true;
-}
 
 std::vector<int64_t> seed_list(const json& j, const std::string& where) {
   if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of integers");
@@ -38,54 +29,25 @@ std::vector<int64_t> seed_list(const json& j, const std::string& where) {
   return out;
 }
 
-/// A grid's task replaces the base's: the base's task.* keys that it does not
-/// take (addition has no vocab_size) are dropped rather than rejected.
+/// A grid's task replaces the base's: the base's task.* options that it does
+/// not take (addition has no vocab_size) are dropped rather than rejected.
 void drop_keys_the_task_does_not_take(json& config) {
   if (!config.contains("task") || !config["task"].is_object() || !config["task"].contains("type") ||
       !config["task"]["type"].is_string())
     return;
-  const TaskInfo& info = find_task(config["task"]["type"].get<std::string>());
-  for (const std::string key : {"vocab_size", "negatives", "path", "val_fraction"})
-    if (std::find(info.keys.begin(), info.keys.end(), key) == info.keys.end()) config["task"].erase(key);
+  const std::string type = config["task"]["type"].get<std::string>();
+  const TaskInfo& info = find_task(type);
+  std::vector<std::string> foreign;
+  for (const auto& [key, value] : config["task"].items()) {
+    if (key == "type" || key == "min_length" || key == "max_length") continue;
+    const bool declared = std::any_of(info.options.begin(), info.options.end(),
+                                      [&](const OptionSpec& o) { return o.name == key; });
+    if (!declared) foreign.push_back(key);
+  }
+  for (const auto& key : foreign) config["task"].erase(key);
 }
 
 }  // namespace
-
-std::vector<std::string> string_list(const json& j, const std::string& where) {
-  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of strings");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_string()) throw ConfigError(where + "[" + std::to_string(i) + "]: expected a string");
-    out.push_back(j[i]);
-  }
-  return out;
-}
-
-void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
-  if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
-  for (const auto& [key, _] : j.items())
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
-      throw ConfigError(where + "." + key + ": unknown key (expected one of: " + list + ")");
-    }
-}
-
-void apply_set(json& config, const json& set, const std::string& where) {
-  if (!set.is_object()) throw ConfigError(where + ": expected an object of \"dotted.path\": value");
-  for (const auto& [path, value] : set.items()) set_json_path(config, path, value, where + "." + path);
-}
-
-GridEntry grid_entry(const json& j, const std::string& where) {
-  if (j.is_string()) return {j.get<std::string>(), {{"model.positional.type", j}}};
-  check_keys(j, {"name", "set"}, where);
-  if (!j.contains("name") || !j["name"].is_string()) throw ConfigError(where + ".name: expected a string");
-  GridEntry e{j["name"], j.value("set", json::object())};
-  if (!e.set.is_object()) throw ConfigError(where + ".set: expected an object of \"dotted.path\": value");
-  if (!valid_name(e.name))
-    throw ConfigError(where + ": name \"" + e.name + "\" must be letters, digits, '-', '_' or '.' (it names run directories)");
-  return e;
-}
 
 std::string ComparePlan::run_dir(const PlannedRun& r) const { return (fs::path(out_dir) / "runs" / r.id).string(); }
 std::string ComparePlan::log_path(const PlannedRun& r) const {
@@ -218,7 +180,7 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
 
 RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
   const fs::path dir = plan.run_dir(run);
-  const fs::path results = dir / "results.json", ckpt = dir / "checkpoint.pt";
+  const fs::path results = dir / run_files::kResults, ckpt = dir / run_files::kCheckpoint;
   const auto clash = [&](const fs::path& file, const std::string& at) {
     return ConfigError(file.string() + " was made from a different config (first difference at " + at +
                        "); this comparison leaves it alone: choose another --out, or move that run away");
@@ -243,7 +205,7 @@ RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
     // Same training, other steps or evaluation: --resume trains on / re-evaluates.
     if (!fs::exists(ckpt) || !first_difference(done, run.config, resumable_changes()).empty()) throw clash(results, at);
   }
-  const fs::path diverged = dir / kDivergedFile;
+  const fs::path diverged = dir / run_files::kDiverged;
   if (fs::exists(diverged)) {
     const std::string at = first_difference(stored_config(diverged, false), run.config, same_run);
     if (at.empty()) return RunState::Diverged;
@@ -254,7 +216,7 @@ RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
     if (!at.empty()) throw clash(ckpt, at);
     return RunState::Resumable;
   }
-  const fs::path started = dir / "config.json";  // a run stopped before its first checkpoint
+  const fs::path started = dir / run_files::kConfig;  // a run stopped before its first checkpoint
   if (fs::exists(started)) {
     const std::string at = first_difference(stored_config(started, true), run.config, resumable_changes());
     if (!at.empty()) throw clash(started, at);

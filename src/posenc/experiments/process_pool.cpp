@@ -162,11 +162,4 @@ std::string tail_lines(const std::string& path, size_t n) {
   return out;
 }
 
-std::string self_executable() {
-  std::error_code ec;
-  const auto p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("cannot find this executable (/proc/self/exe): " + ec.message());
-  return p.string();
-}
-
 }  // namespace posenc

@@ -1,4 +1,5 @@
 #include "posenc/experiments/report.h"
+#include "posenc/train/run_dir.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "posenc/analysis/trained.h"
 #include "posenc/util/python.h"
 #include "posenc/util/text.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -35,7 +37,7 @@ std::vector<std::pair<std::string, std::string>> figure_runs(const ComparePlan& 
 void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summary, int64_t inspect_length,
                          int64_t attention_length) {
   for (const auto& [variant, id] : figure_runs(plan, summary)) {
-    const std::string ckpt = (fs::path(plan.out_dir) / "runs" / id / "checkpoint.pt").string();
+    const std::string ckpt = (fs::path(plan.out_dir) / "runs" / id / run_files::kCheckpoint).string();
     auto inspected = inspect_checkpoint(ckpt, inspect_length);
     inspected["variant"] = variant;
     inspected["run"] = id;

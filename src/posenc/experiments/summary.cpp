@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "posenc/train/evaluate.h"
+#include "posenc/util/stats.h"
 #include "posenc/train/run_dir.h"
 #include "posenc/util/text.h"
 
@@ -130,7 +130,7 @@ ComparisonSummary summarize(const ComparePlan& plan) {
     s.samples_per_length = c.eval.samples_per_length;
     s.eval_seed = c.eval.seed;
     s.val_samples = c.train.val_samples;
-    s.negatives = c.task.negatives;
+    if (c.task.options.json().contains("negatives")) s.negatives = c.task.options.get_weights("negatives");
     s.eval_lengths = c.eval.lengths;
   }
   // Group runs by variant, in plan order.
@@ -143,9 +143,9 @@ ComparisonSummary summarize(const ComparePlan& plan) {
       skipped[run.variant] = run.skipped;
       continue;
     }
-    const fs::path results = fs::path(plan.run_dir(run)) / "results.json";
+    const fs::path results = fs::path(plan.run_dir(run)) / run_files::kResults;
     if (!fs::exists(results)) {
-      const fs::path diverged = fs::path(plan.run_dir(run)) / kDivergedFile;
+      const fs::path diverged = fs::path(plan.run_dir(run)) / run_files::kDiverged;
       if (fs::exists(diverged)) {
         std::string message = "diverged";
         try {

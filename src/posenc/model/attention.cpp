@@ -1,7 +1,7 @@
 #include "posenc/model/attention.h"
 #include "posenc/compat.h"
 #include "posenc/model/batched_matmul.h"
-#include "posenc/model/linear.h"
+#include "posenc/util/linear.h"
 
 #include <cmath>
 #include <limits>

@@ -1,5 +1,5 @@
 #include "posenc/model/transformer.h"
-#include "posenc/model/linear.h"
+#include "posenc/util/linear.h"
 
 namespace posenc {
 

@@ -16,7 +16,7 @@
 // All are symmetric in i - j and take the shared `directional` option.
 #include <cmath>
 
-#include "posenc/config.h"
+#include "posenc/errors.h"
 #include "posenc/positional/relative.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/positional/schemes.h"
@@ -107,6 +107,18 @@ class FireImpl : public PositionalSchemeImpl {
     // nn::Linear's default initialization, as the paper's MLP.
     hidden_ = register_module("hidden", torch::nn::Linear(1, hidden));
     out_ = register_module("out", torch::nn::Linear(hidden, ctx.heads));
+    // The output layer's bias adds one constant to every score of a head, which
+    // the softmax cancels: its gradient is zero in exact arithmetic and only
+    // round-off in float32, which AdamW's normalised step would turn into a
+    // random walk (and which made the fused-vs-explicit gradient check compare
+    // two round-off errors). It stays registered, frozen at zero, so that
+    // checkpoints written with a trained one still load (its value changes
+    // nothing).
+    {
+      torch::NoGradGuard no_grad;
+      out_->bias.zero_();
+    }
+    out_->bias.set_requires_grad(false);
     c_ = register_parameter("c", torch::tensor(o.get_float("init_c")));
     threshold_ = register_parameter("threshold", torch::tensor(o.get_float("init_threshold")));
     direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));

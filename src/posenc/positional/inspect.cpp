@@ -1,6 +1,6 @@
 #include "posenc/positional/inspect.h"
 
-#include "posenc/config.h"
+#include "posenc/errors.h"
 #include "posenc/positional/scheme.h"
 
 namespace posenc {

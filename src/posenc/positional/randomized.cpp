@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "posenc/tasks/ordering.h"
+#include "posenc/util/seeds.h"
 
 namespace posenc {
 

@@ -1,11 +1,11 @@
 // Relative schemes that add content-dependent score terms (and value terms):
 //   shaw  learned a^K, a^V per clipped offset clip(j-i, -k, k) (Shaw, Uszkoreit, Vaswani 2018),
-//         optionally with per-head content/position scales (seed 001's windowed attention)
+//         optionally with per-head content/position scales (the positional-encoding guide's windowed attention)
 //   xl    Transformer-XL (Dai et al. 2019): (q+u)·k + (q+v)·W_R R(i-j), R sinusoidal
 // Neither builds an (Lq, Lk, Dh) tensor: q is multiplied with the table of
 // distinct offsets, then the (Lq, Lk) index picks each pair's column.
-#include "posenc/model/linear.h"
-#include "posenc/config.h"
+#include "posenc/util/linear.h"
+#include "posenc/errors.h"
 #include "posenc/positional/relative.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/positional/schemes.h"
@@ -126,7 +126,7 @@ SchemeInfo shaw_scheme_info() {
           {{"max_distance", OptionKind::Int, 16, "offsets are clipped to [-k, k]", 1, 1 << 20},
            {"values", OptionKind::Bool, true, "also add a^V to the values"},
            {"head_scales", OptionKind::Bool, false,
-            "seed 001's windowed variant: per-head learned scales of content and position scores"},
+            "the positional-encoding guide's windowed variant: per-head learned scales of content and position scores"},
            {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial embeddings", 0.0, 10.0}},
           Placement::EveryLayer, [](const SchemeContext& c, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<ShawImpl>(c, o);

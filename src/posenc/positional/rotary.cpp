@@ -14,7 +14,7 @@
 // zero, leaving those pairs unrotated; Barbero et al. 2024).
 #include <cmath>
 
-#include "posenc/config.h"
+#include "posenc/errors.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/positional/schemes.h"
 #include "posenc/positional/tables.h"
@@ -134,9 +134,9 @@ class RopeImpl : public PositionalSchemeImpl {
 /// each rotated pair i of a query at position n scaled by zeta_i^(n/scale_base)
 /// and of a key by zeta_i^(-n/scale_base), zeta_i = (2i/R + gamma)/(1 + gamma),
 /// so q_m . k_n gains zeta^((m-n)/scale_base): a decay with distance that still
-/// depends on m - n only. Positions are centred on end/2 before the power (as
-/// the reference implementation does, against overflow at long lengths; the
-/// centre cancels in q . k).
+/// depends on m - n only. Positions are centred on floor(end/2) before the
+/// power, against overflow at long lengths. torchscale centres on ceil(L/2):
+/// the two agree for even lengths, and the centre cancels in q . k either way.
 class XposImpl : public RopeImpl {
  public:
   XposImpl(const SchemeContext& ctx, const SchemeOptions& o)

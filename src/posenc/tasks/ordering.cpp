@@ -11,11 +11,16 @@ TaskInfo OrderingTask::registry_info() {
   TaskInfo t;
   t.name = "ordering";
   t.description =
-      "is this sequence of integers non-decreasing? (seed 004; encoder classifier; negatives are permutations of a "
+      "is this sequence of integers non-decreasing? (the ordering experiment; encoder classifier; negatives are "
+      "permutations of a "
       "sorted draw: shuffle, adjacent_swap, random_swap, reverse)";
   t.model_kind = "encoder";
   t.metric = TaskMetric::Accuracy;
-  t.keys = {"vocab_size", "negatives"};
+  t.options = {vocab_size_option(),
+               {"negatives", OptionKind::Weights,
+                nlohmann::json{{"shuffle", 1.0}, {"adjacent_swap", 1.0}, {"random_swap", 1.0}, {"reverse", 1.0}},
+                "mixing weights of the negative kinds (each in [0, 1e9]; at least one positive)", 0.0, 1e9,
+                negative_kinds()}};
   t.length_unit = "tokens";
   t.default_min_length = 4;
   t.default_max_length = 16;
@@ -33,17 +38,18 @@ const std::vector<std::string>& OrderingTask::negative_kinds() {
   return kinds;
 }
 
-OrderingTask::OrderingTask(const TaskConfig& cfg) : cfg_(cfg) {
+OrderingTask::OrderingTask(const TaskConfig& cfg) : cfg_(cfg), vocab_size_(cfg.options.get_int("vocab_size")) {
+  const auto negatives = cfg.options.get_weights("negatives");
   for (const auto& name : negative_kinds()) {
-    auto it = cfg.negatives.find(name);
-    weights_.push_back(it == cfg.negatives.end() ? 0.0 : it->second);
+    auto it = negatives.find(name);
+    weights_.push_back(it == negatives.end() ? 0.0 : it->second);
   }
 }
 
 bool OrderingTask::is_sorted(const std::vector<int64_t>& seq) { return std::is_sorted(seq.begin(), seq.end()); }
 
 std::vector<int64_t> OrderingTask::positive(int64_t length, std::mt19937_64& rng) const {
-  std::uniform_int_distribution<int64_t> token(1, cfg_.vocab_size);
+  std::uniform_int_distribution<int64_t> token(1, vocab_size_);
   std::vector<int64_t> seq(length);
   do {
     for (auto& t : seq) t = token(rng);

@@ -39,23 +39,17 @@ const TaskInfo& find_task(const std::string& name) {
   throw ConfigError("unknown task \"" + name + "\" (known: " + known + ")");
 }
 
+OptionSpec vocab_size_option() {
+  return {"vocab_size", OptionKind::Int, 64,
+          "data tokens are 1..vocab_size (0 = padding, vocab_size + 1 = CLS or SEP)", 2, 1 << 24};
+}
+
 int64_t task_vocab_size(const TaskConfig& cfg) {
   const TaskInfo& info = find_task(cfg.type);
-  return info.fixed_vocab_size > 0 ? info.fixed_vocab_size : cfg.vocab_size;
+  return info.fixed_vocab_size > 0 ? info.fixed_vocab_size : cfg.options.get_int("vocab_size");
 }
 
 std::unique_ptr<Task> make_task(const TaskConfig& cfg) { return find_task(cfg.type).make(cfg); }
-
-uint64_t mix_seed(std::initializer_list<uint64_t> parts) {
-  uint64_t h = 0x9E3779B97F4A7C15ull;
-  for (uint64_t p : parts) {
-    uint64_t z = (h ^ p) + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    h = z ^ (z >> 31);
-  }
-  return h;
-}
 
 std::vector<int64_t> Task::encode_text(const std::string& /*text*/) const {
   throw ConfigError("task.type=" + info().name + " has no text form: only a language-modelling task (charlm) "

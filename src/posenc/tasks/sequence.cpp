@@ -77,13 +77,13 @@ class PermutationTask : public SequenceTask {
  public:
   enum class Kind { Copy, Reverse, Sort };
   PermutationTask(const TaskConfig& cfg, std::string name, Kind kind) : SequenceTask(cfg, std::move(name)), kind_(kind) {}
-  int64_t vocab_size() const override { return cfg_.vocab_size; }
+  int64_t vocab_size() const override { return cfg_.options.get_int("vocab_size"); }
   int64_t sequence_length(int64_t length) const override { return 2 * length + 1; }
 
  protected:
   void example(int64_t length, std::mt19937_64& rng, std::vector<int64_t>& input,
                std::vector<int64_t>& answer) const override {
-    std::uniform_int_distribution<int64_t> token(1, cfg_.vocab_size);
+    std::uniform_int_distribution<int64_t> token(1, vocab_size());
     input.resize(length);
     for (auto& t : input) t = token(rng);
     answer = input;
@@ -129,7 +129,7 @@ TaskInfo sequence_info(const std::string& name, const std::string& description) 
   t.description = description;
   t.model_kind = "decoder";
   t.metric = TaskMetric::ExactMatch;
-  t.keys = {"vocab_size"};
+  t.options = {vocab_size_option()};
   t.length_unit = "input tokens";
   t.default_min_length = 4;
   t.default_max_length = 16;
@@ -160,7 +160,7 @@ TaskInfo addition_task_info() {
   TaskInfo t = sequence_info("addition",
                              "a + b SEP -> a+b, n-digit operands and an (n+1)-digit sum, least-significant digit "
                              "first (decoder; length = digits per operand)");
-  t.keys = {};
+  t.options = {};
   t.fixed_vocab_size = 11;
   t.length_unit = "digits per operand";
   t.make = [](const TaskConfig& cfg) { return std::make_unique<AdditionTask>(cfg); };

@@ -1,5 +1,5 @@
-// Character-level language modelling on a UTF-8 text file (seed 001's
-// generator; the ALiBi paper's perplexity-versus-context experiment in miniature).
+// Character-level language modelling on a UTF-8 text file (the text generator of
+// the positional-encoding guide, docs/sources.md; the ALiBi paper's perplexity-versus-context experiment in miniature).
 //
 // Tokens are the file's bytes + 1 (1..256), so any UTF-8 file works without a
 // stored vocabulary; for ASCII text a byte is a character. The first
@@ -45,12 +45,16 @@ std::string read_corpus(const std::string& path) {
 
 class CharLmTask : public Task {
  public:
-  explicit CharLmTask(const TaskConfig& cfg) : cfg_(cfg), text_(read_corpus(cfg.path)) {
-    split_ = static_cast<int64_t>(static_cast<double>(text_.size()) * (1.0 - cfg.val_fraction));
+  explicit CharLmTask(const TaskConfig& cfg)
+      : cfg_(cfg),
+        path_(cfg.options.get_string("path")),
+        val_fraction_(cfg.options.get_float("val_fraction")),
+        text_(read_corpus(path_)) {
+    split_ = static_cast<int64_t>(static_cast<double>(text_.size()) * (1.0 - val_fraction_));
     if (split_ < cfg.max_length + 1)
       throw ConfigError(fmt::format("task.path: the training part of {} ({} of {} bytes) is shorter than one "
                                     "training window of task.max_length + 1 = {} bytes",
-                                    cfg.path, split_, text_.size(), cfg.max_length + 1));
+                                    path_, split_, text_.size(), cfg.max_length + 1));
   }
   const TaskInfo& info() const override { return find_task("charlm"); }
   int64_t vocab_size() const override { return 256; }
@@ -78,7 +82,7 @@ class CharLmTask : public Task {
     if (held_out < length + 1)
       throw ConfigError(fmt::format("length {}: the held-out part of {} ({} bytes, task.val_fraction={}) is shorter "
                                     "than one evaluation window of {} bytes",
-                                    length, cfg_.path, held_out, cfg_.val_fraction, length + 1));
+                                    length, path_, held_out, val_fraction_, length + 1));
   }
 
   std::vector<int64_t> encode_text(const std::string& text) const override {
@@ -106,6 +110,8 @@ class CharLmTask : public Task {
   }
 
   TaskConfig cfg_;
+  std::string path_;
+  double val_fraction_;
   std::string text_;
   int64_t split_ = 0;  // bytes [0, split_) train, [split_, end) are held out
 };
@@ -119,7 +125,9 @@ TaskInfo charlm_task_info() {
                   kDefaultCorpus + "); perplexity per held-out character (decoder; length = context)";
   t.model_kind = "decoder";
   t.metric = TaskMetric::Perplexity;
-  t.keys = {"path", "val_fraction"};
+  t.options = {{"path", OptionKind::String, kDefaultCorpus, "the UTF-8 text file"},
+               {"val_fraction", OptionKind::Float, 0.1, "the fraction at the text's end held out for evaluation",
+                0.001, 0.9}};
   t.fixed_vocab_size = 256;
   t.length_unit = "characters of context";
   t.default_min_length = 128;

@@ -1,5 +1,6 @@
 #include "posenc/train/checkpoint.h"
 #include "posenc/tasks/registry.h"
+#include "posenc/util/io.h"
 
 #include <cstring>
 #include <sstream>

@@ -13,15 +13,6 @@
 
 namespace posenc {
 
-Interval wilson_interval(int64_t correct, int64_t n, double z) {
-  if (n == 0) return {0.0, 1.0};
-  const double p = static_cast<double>(correct) / n, z2 = z * z;
-  const double denom = 1.0 + z2 / n;
-  const double center = (p + z2 / (2.0 * n)) / denom;
-  const double half = z * std::sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom;
-  return {std::max(0.0, center - half), std::min(1.0, center + half)};
-}
-
 int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t max_batch_tokens) {
   const int64_t L = std::max<int64_t>(1, model->model_length(tokens));
   const int64_t by_tokens = max_batch_tokens / L;

@@ -4,6 +4,7 @@
 
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/run_dir.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -15,13 +16,13 @@ namespace {
                            const std::string& key, const std::string& what) {
   const std::string kept = last_checkpoint > 0
                                ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
-                                             (dir / "checkpoint.pt").string(), last_checkpoint)
+                                             (dir / run_files::kCheckpoint).string(), last_checkpoint)
                                : std::string("no checkpoint was written before it");
   const std::string message = fmt::format(
       "training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}), raise train.warmup_steps "
       "or use train.precision=float32",
       what, step, kept, cfg.train.lr);
-  write_file_atomic((dir / kDivergedFile).string(), nlohmann::json{{"step", step},
+  write_file_atomic((dir / run_files::kDiverged).string(), nlohmann::json{{"step", step},
                                                                   {"non_finite", key},
                                                                   {"last_checkpoint_step", last_checkpoint},
                                                                   {"message", message},

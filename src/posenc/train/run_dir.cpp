@@ -1,4 +1,5 @@
 #include "posenc/train/run_dir.h"
+#include "posenc/util/io.h"
 
 #include <fstream>
 
@@ -12,15 +13,27 @@ const std::vector<std::string>& resumable_changes() {
   return paths;
 }
 
+std::string resumable_changes_text() {
+  std::string out;
+  const auto& paths = resumable_changes();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::string dotted = paths[i].substr(1);
+    for (auto& c : dotted) c = c == '/' ? '.' : c;
+    if (dotted.find('.') == std::string::npos) dotted += ".*";  // a whole section
+    out += (i == 0 ? "" : i + 1 == paths.size() ? " and " : ", ") + dotted;
+  }
+  return out;
+}
+
 void check_fresh_directory(const fs::path& dir, const Config& cfg) {
-  if (fs::exists(dir / "checkpoint.pt"))
+  if (fs::exists(dir / run_files::kCheckpoint))
     throw ConfigError(dir.string() + " already holds a run (checkpoint.pt); pass --resume to continue it or choose "
                                      "another --out");
-  for (const char* name : {"results.json", kDivergedFile})
+  for (const char* name : {run_files::kResults, run_files::kDiverged})
     if (fs::exists(dir / name))
       throw ConfigError(dir.string() + " holds " + name + " of an earlier run but no checkpoint; choose another --out "
                                        "or move that run away");
-  const fs::path config = dir / "config.json";
+  const fs::path config = dir / run_files::kConfig;
   if (!fs::exists(config)) return;
   std::string at;
   try {

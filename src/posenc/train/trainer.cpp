@@ -20,6 +20,7 @@
 #include "posenc/util/dir_lock.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -28,7 +29,7 @@ torch::Device resolve_device(const std::string& name) {
   if (name == "cpu") return torch::kCPU;
   if (name == "cuda") {
     if (!torch::cuda::is_available())
-      throw ConfigError("train.device=cuda, but this LibTorch build sees no CUDA device (use cpu or auto)");
+      throw DeviceError("train.device=cuda, but this LibTorch build sees no CUDA device (use cpu or auto)");
     return torch::kCUDA;
   }
   if (name == "auto") return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
@@ -49,9 +50,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 void check_resume_config(const Config& now, const Config& stored, const std::string& ckpt) {
   const std::string path = first_difference(stored, now, resumable_changes());
   if (!path.empty())
-    throw ConfigError("--resume: the config differs from the one stored in " + ckpt + " at " + path +
-                      " (only train.steps, train.threads, train.device, train.log_every, train.out_dir and eval.* "
-                      "may change)");
+    throw ConfigError("--resume: the config differs from the one stored in " + ckpt + " at " + path + " (only " +
+                      resumable_changes_text() + " may change)");
 }
 
 /// The running sums between two log lines and the time trained so far: kept in
@@ -126,194 +126,269 @@ class Progress {
 
 }  // namespace
 
-TrainResult train(const Config& cfg, const TrainOptions& options) {
-  const torch::Device device = resolve_device(cfg.train.device);
-  set_threads(cfg.train.threads);
-  const fs::path dir(cfg.train.out_dir);
-  const fs::path ckpt = dir / "checkpoint.pt";
-  // Everything that can be checked without touching the disk, first.
-  const std::unique_ptr<Task> task = make_task(cfg.task);
-  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
-  Transformer model(cfg.model, task->vocab_size());
-  model->to(device);
-  const int64_t randomized = cfg.model.positional.randomize_max_position;
-  const int64_t longest = model->model_length(task->sequence_length(cfg.task.max_length));
-  model->check_length(task->sequence_length(cfg.task.max_length));
-  if (randomized > 0 && randomized < longest)
-    throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
-                      std::to_string(longest) + " positions of the longest training example (task.max_length)");
-  // A length that cannot be evaluated fails now, not after the training.
-  if (!options.skip_final_eval) check_evaluation_fits(model, *task, cfg, cfg.eval.lengths, device);
-  if (options.resume && !fs::exists(ckpt)) throw ConfigError("--resume: no checkpoint at " + ckpt.string());
-  if (fs::exists(dir / "compare.lock"))
-    throw ConfigError(dir.string() + " is the output directory of a posenc compare; a train run needs a directory of "
-                                     "its own (choose another --out)");
-  const DirectoryLock lock(dir.string(), "train.lock", "posenc train");
-  if (!options.resume) check_fresh_directory(dir, cfg);
-  if (const int n = remove_stale_temporaries(dir.string()))
-    spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir.string());
+TrainHooks TrainHooks::from_environment() {
+  TrainHooks hooks;
+  if (const char* poison = std::getenv("POSENC_POISON_STEP")) hooks.poison_at_step = std::atoll(poison);
+  return hooks;
+}
 
-  FusedAdamW optimizer = make_optimizer(model, cfg.train);
-  int64_t start = 0;
-  RunningState state;
-  if (options.resume) {
-    check_resume_config(cfg, read_checkpoint_config(ckpt.string()), ckpt.string());
-    nlohmann::json stored;
-    start = load_checkpoint(ckpt.string(), model, &optimizer, &stored);
-    state = RunningState::from_json(stored);
-    if (start > cfg.train.steps)
-      throw ConfigError(fmt::format("--resume: {} is at step {}, past train.steps={}; raise train.steps to train on, "
-                                    "or evaluate it with `posenc eval {}`",
-                                    ckpt.string(), start, cfg.train.steps, ckpt.string()));
-    truncate_metrics(dir / "metrics.jsonl", start);
-    fs::remove(dir / kDivergedFile);  // written again if it diverges again
-    spdlog::info("resuming {} at step {}{}", dir.string(), start,
-                 start == cfg.train.steps ? " (already trained: evaluating it)" : "");
-  } else {
-    write_file_atomic((dir / "metrics.jsonl").string(), "");
+namespace {
+
+/// One call of train(): what the named steps below share.
+class TrainingRun {
+ public:
+  TrainingRun(const Config& cfg, const TrainRequest& request, const TrainHooks& hooks)
+      : cfg_(cfg),
+        request_(request),
+        hooks_(hooks),
+        device_(resolve_device(cfg.train.device)),
+        dir_(cfg.train.out_dir),
+        ckpt_(dir_ / run_files::kCheckpoint),
+        task_(make_task(cfg.task)),
+        model_(nullptr) {}
+
+  /// Builds the model and checks everything that can be checked without
+  /// touching the disk, then takes the directory's lock.
+  void setup() {
+    set_threads(cfg_.train.threads);
+    torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+    model_ = Transformer(cfg_.model, task_->vocab_size());
+    model_->to(device_);
+    const int64_t randomized = cfg_.model.positional.randomize_max_position;
+    const int64_t longest = model_->model_length(task_->sequence_length(cfg_.task.max_length));
+    model_->check_length(task_->sequence_length(cfg_.task.max_length));
+    if (randomized > 0 && randomized < longest)
+      throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
+                        std::to_string(longest) + " positions of the longest training example (task.max_length)");
+    // A length that cannot be evaluated fails now, not after the training.
+    if (!request_.skip_final_eval) check_evaluation_fits(model_, *task_, cfg_, cfg_.eval.lengths, device_);
+    if (request_.resume && !fs::exists(ckpt_)) throw ConfigError("--resume: no checkpoint at " + ckpt_.string());
+    if (fs::exists(dir_ / run_files::kCompareLock))
+      throw ConfigError(dir_.string() + " is the output directory of a posenc compare; a train run needs a directory "
+                                        "of its own (choose another --out)");
+    lock_ = std::make_unique<DirectoryLock>(dir_.string(), run_files::kTrainLock, "posenc train");
+    if (!request_.resume) check_fresh_directory(dir_, cfg_);
+    if (const int n = remove_stale_temporaries(dir_.string()))
+      spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir_.string());
+    optimizer_ = std::make_unique<FusedAdamW>(make_optimizer(model_, cfg_.train));
   }
-  write_file_atomic((dir / "config.json").string(), config_to_json(cfg).dump(2) + "\n");
 
-  int64_t parameters = 0;
-  for (const auto& p : model->parameters()) parameters += p.numel();
-  spdlog::info("train dir={} task={} model={} scheme={} qkv={} pooling={} params={} device={} threads={} steps={}",
-               dir.string(), cfg.task.type, cfg.model.kind, cfg.model.positional.type, cfg.model.qkv,
-               cfg.model.pooling, parameters, device.str(), torch::get_num_threads(), cfg.train.steps);
-  AppendFile metrics((dir / "metrics.jsonl").string());
-  Progress progress(options.progress);
-  const auto t0 = Clock::now();
-  const auto train_seconds = [&] { return state.seconds_before + seconds_since(t0); };
-  auto interval_start = Clock::now();
-  const auto on_device = torch::TensorOptions().device(device);
-  auto loss_sum = torch::full({}, state.loss_sum, on_device.dtype(torch::kFloat));
-  auto correct_sum = torch::full({}, state.correct_sum, on_device.dtype(torch::kLong));
-  FiniteWatch finite(device);
-  int64_t last_checkpoint = start;
-  const auto save = [&](int64_t step) {
-    finite.check(dir, cfg, last_checkpoint);  // never a checkpoint from non-finite weights
-    finite.check_weights(model, dir, cfg, last_checkpoint, step);
-    state.loss_sum = loss_sum.item<double>();
-    state.correct_sum = correct_sum.item<int64_t>();
-    save_checkpoint(ckpt.string(), model, &optimizer, step, cfg, state.to_json(train_seconds()));
-    last_checkpoint = step;
-  };
-  TrainResult result;
-  result.parameters = parameters;
-  model->train();
-
-  for (int64_t step = start; step < cfg.train.steps; ++step) {
-    if (step + 1 == options.poison_at_step) {
-      torch::NoGradGuard no_grad;
-      model->parameters().front().fill_(std::numeric_limits<float>::quiet_NaN());
+  /// Continues from the checkpoint (--resume) or starts the run's files afresh.
+  void resume_or_start() {
+    if (request_.resume) {
+      check_resume_config(cfg_, read_checkpoint_config(ckpt_.string()), ckpt_.string());
+      nlohmann::json stored;
+      start_ = load_checkpoint(ckpt_.string(), model_, optimizer_.get(), &stored);
+      state_ = RunningState::from_json(stored);
+      if (start_ > cfg_.train.steps)
+        throw ConfigError(fmt::format("--resume: {} is at step {}, past train.steps={}; raise train.steps to train "
+                                      "on, or evaluate it with `posenc eval {}`",
+                                      ckpt_.string(), start_, cfg_.train.steps, ckpt_.string()));
+      truncate_metrics(dir_ / run_files::kMetrics, start_);
+      fs::remove(dir_ / run_files::kDiverged);  // written again if it diverges again
+      spdlog::info("resuming {} at step {}{}", dir_.string(), start_,
+                   start_ == cfg_.train.steps ? " (already trained: evaluating it)" : "");
+    } else {
+      write_file_atomic((dir_ / run_files::kMetrics).string(), "");
     }
-    const double lr = learning_rate(step, cfg.train.steps, cfg.train.lr, cfg.train.warmup_steps, cfg.train.min_lr_ratio);
-    set_lr(optimizer, lr);
-    TaskBatch batch = task->train_batch(step, cfg.train.batch_size, cfg.train.seed);
-    batch.tokens = batch.tokens.to(device);
-    if (batch.labels.defined()) batch.labels = batch.labels.to(device);
+    write_file_atomic((dir_ / run_files::kConfig).string(), config_to_json(cfg_).dump(2) + "\n");
+    for (const auto& p : model_->parameters()) parameters_ += p.numel();
+    spdlog::info("train dir={} task={} model={} scheme={} qkv={} pooling={} params={} device={} threads={} steps={}",
+                 dir_.string(), cfg_.task.type, cfg_.model.kind, cfg_.model.positional.type, cfg_.model.qkv,
+                 cfg_.model.pooling, parameters_, device_.str(), torch::get_num_threads(), cfg_.train.steps);
+    metrics_ = std::make_unique<AppendFile>((dir_ / run_files::kMetrics).string());
+    const auto on_device = torch::TensorOptions().device(device_);
+    loss_sum_ = torch::full({}, state_.loss_sum, on_device.dtype(torch::kFloat));
+    correct_sum_ = torch::full({}, state_.correct_sum, on_device.dtype(torch::kLong));
+    last_checkpoint_ = start_;
+    started_ = Clock::now();
+    interval_start_ = Clock::now();
+    model_->train();
+  }
+
+  int64_t start() const { return start_; }
+
+  /// schedule -> batch -> forward -> backward -> clip -> AdamW. The running
+  /// sums and the finiteness watch stay on the device: no host sync here.
+  void step(int64_t step) {
+    if (step + 1 == hooks_.poison_at_step) {
+      torch::NoGradGuard no_grad;
+      model_->parameters().front().fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    const TrainConfig& t = cfg_.train;
+    lr_ = learning_rate(step, t.steps, t.lr, t.warmup_steps, t.min_lr_ratio);
+    set_lr(*optimizer_, lr_);
+    TaskBatch batch = task_->train_batch(step, t.batch_size, t.seed);
+    batch.tokens = batch.tokens.to(device_);
+    if (batch.labels.defined()) batch.labels = batch.labels.to(device_);
     StepOutput out;
     {
-      AutocastGuard autocast(cfg.train.precision == "bf16", device);
+      AutocastGuard autocast(t.precision == "bf16", device_);
       // Randomized positions: a sorted random subset of [0, N) per batch (evaluation keeps 0..L-1).
-      const auto ids = randomized > 0 ? randomized_positions(model->model_length(batch.tokens.size(1)), randomized,
-                                                             cfg.train.seed, step)
+      const int64_t randomized = cfg_.model.positional.randomize_max_position;
+      const auto ids = randomized > 0 ? randomized_positions(model_->model_length(batch.tokens.size(1)), randomized,
+                                                             t.seed, step)
                                       : torch::Tensor();
-      out = task_objective(model, batch, ids);
+      out = task_objective(model_, batch, ids);
     }
-    const torch::Tensor& loss = out.loss;
-    optimizer.zero_grad();
-    loss.backward();
-    const auto norm = cfg.train.grad_clip > 0 ? clip_grad_norm(model->parameters(), cfg.train.grad_clip)
-                                              : grad_norm(model->parameters());
-    optimizer.step();
+    optimizer_->zero_grad();
+    out.loss.backward();
+    const auto norm = t.grad_clip > 0 ? clip_grad_norm(model_->parameters(), t.grad_clip)
+                                      : grad_norm(model_->parameters());
+    optimizer_->step();
+    finite_.observe(step, out.loss, norm);
+    loss_sum_ += out.loss.detach();
+    correct_sum_ += out.correct;
+    state_.seen += out.scored;
+    ++state_.interval_steps;
+  }
 
-    // Running sums and the finiteness watch stay on the device: no host sync inside the loop.
-    finite.observe(step, loss, norm);
-    loss_sum += loss.detach();
-    correct_sum += out.correct;
-    state.seen += out.scored;
-    ++state.interval_steps;
-    const int64_t done = step + 1;
-
-    if (done % cfg.train.log_every == 0 || done == cfg.train.steps) {
-      finite.check(dir, cfg, last_checkpoint);
-      const double loss_avg = loss_sum.item<double>() / state.interval_steps;
-      const double acc = static_cast<double>(correct_sum.item<int64_t>()) / state.seen;
-      const double rate = state.interval_steps / std::max(1e-9, seconds_since(interval_start));
-      metrics.write_line(nlohmann::json{{"step", done}, {"loss", loss_avg}, {"accuracy", acc}, {"lr", lr},
+  /// A metrics line and the progress line every log_every steps (and at the end).
+  void log(int64_t done) {
+    if (done % cfg_.train.log_every != 0 && done != cfg_.train.steps) return;
+    finite_.check(dir_, cfg_, last_checkpoint_);
+    const double loss_avg = loss_sum_.item<double>() / state_.interval_steps;
+    const double acc = static_cast<double>(correct_sum_.item<int64_t>()) / state_.seen;
+    const double rate = state_.interval_steps / std::max(1e-9, seconds_since(interval_start_));
+    metrics_->write_line(nlohmann::json{{"step", done}, {"loss", loss_avg}, {"accuracy", acc}, {"lr", lr_},
                                         {"steps_per_s", rate}, {"elapsed_s", train_seconds()}}
                              .dump());
-      progress.update(fmt::format("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} {:.1f} steps/s ETA {}", done,
-                                  cfg.train.steps, loss_avg, acc, lr, rate,
-                                  format_duration((cfg.train.steps - done) / std::max(1e-9, rate))));
-      state.last_logged_loss = loss_avg;
-      loss_sum.zero_();
-      correct_sum.zero_();
-      state.seen = 0;
-      state.interval_steps = 0;
-      interval_start = Clock::now();
-    }
-    if (done % cfg.train.eval_every == 0 || done == cfg.train.steps) {
-      finite.check(dir, cfg, last_checkpoint);
-      const Tally val = validation_accuracy(model, *task, cfg, device);
-      state.val_accuracy = val.accuracy();
-      metrics.write_line(nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump());
-      if (!options.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
-    }
-    const int stop_signal = interrupt_signal();
-    const bool stop = done == options.stop_at_step || stop_signal != 0;
-    if (done % cfg.train.checkpoint_every == 0 || done == cfg.train.steps || stop) save(done);
-    if (stop) {
-      progress.done();
-      spdlog::info("{} at step {}: checkpoint written to {}; continue with `posenc train {} --out {} --resume`",
-                   stop_signal ? "stopped by " + signal_name(stop_signal) : std::string("stopped as asked"), done,
-                   ckpt.string(), (dir / "config.json").string(), dir.string());
-      if (stop_signal) throw Interrupted(stop_signal);
-      result.steps = done;
-      result.seconds = train_seconds();
-      return result;
-    }
+    progress_.update(fmt::format("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} {:.1f} steps/s ETA {}", done,
+                                 cfg_.train.steps, loss_avg, acc, lr_, rate,
+                                 format_duration((cfg_.train.steps - done) / std::max(1e-9, rate))));
+    state_.last_logged_loss = loss_avg;
+    loss_sum_.zero_();
+    correct_sum_.zero_();
+    state_.seen = 0;
+    state_.interval_steps = 0;
+    interval_start_ = Clock::now();
   }
-  progress.done();
-  result.steps = cfg.train.steps;
-  result.seconds = train_seconds();
-  result.final_loss = state.last_logged_loss;
-  result.val_accuracy = state.val_accuracy;
-  if (start >= cfg.train.steps && state.val_accuracy == 0)
-    result.val_accuracy = validation_accuracy(model, *task, cfg, device).accuracy();  // a format-1 checkpoint has no state
 
-  result.results = {{"task", cfg.task.type},
-                    {"model_kind", cfg.model.kind},
-                    {"metric", metric_name(task->info().metric)},
-                    {"scheme", cfg.model.positional.type},
-                     {"qkv", cfg.model.qkv},
-                     {"pooling", cfg.model.pooling},
-                     {"seed", cfg.train.seed},
-                     {"parameters", parameters},
-                     {"steps", cfg.train.steps},
-                     {"train_seconds", result.seconds},
-                     {"final_train_loss", result.final_loss},
-                     {"val_accuracy", result.val_accuracy},
-                     {"train_lengths", {cfg.task.min_length, cfg.task.max_length}},
-                     {"directional", model->directional()},
-                     {"config", config_to_json(cfg)}};
-  if (!options.skip_final_eval) {
-    try {
-      result.lengths = evaluate_lengths(model, *task, cfg, cfg.eval.lengths, device);
-    } catch (const Interrupted& e) {
-      spdlog::info("stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train {} "
-                   "--out {} --resume` evaluates it",
-                   signal_name(e.signal()), ckpt.string(), cfg.train.steps, (dir / "config.json").string(),
-                   dir.string());
-      throw;
-    }
-    result.results["lengths"] = length_results_to_json(result.lengths, *task);
-    std::printf("%s", format_length_table(result.lengths, *task).c_str());
+  /// In-distribution validation every eval_every steps (and at the end).
+  void validate(int64_t done) {
+    if (done % cfg_.train.eval_every != 0 && done != cfg_.train.steps) return;
+    finite_.check(dir_, cfg_, last_checkpoint_);
+    const Tally val = validation_accuracy(model_, *task_, cfg_, device_);
+    state_.val_accuracy = val.accuracy();
+    metrics_->write_line(nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump());
+    if (!request_.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
   }
-  write_file_atomic((dir / "results.json").string(), result.results.dump(2) + "\n");
-  spdlog::info("done: {} steps in {}, val_accuracy {:.4f}; results in {}", cfg.train.steps,
-               format_duration(result.seconds), result.val_accuracy, (dir / "results.json").string());
-  return result;
+
+  /// A checkpoint every checkpoint_every steps, at the end, and when asked to
+  /// stop. Returns true when the run stops here (throws Interrupted for a signal).
+  bool checkpoint(int64_t done) {
+    const int stop_signal = interrupt_signal();
+    const bool stop = done == request_.stop_at_step || stop_signal != 0;
+    if (done % cfg_.train.checkpoint_every == 0 || done == cfg_.train.steps || stop) save(done);
+    if (!stop) return false;
+    progress_.done();
+    spdlog::info("{} at step {}: checkpoint written to {}; continue with `posenc train {} --out {} --resume`",
+                 stop_signal ? "stopped by " + signal_name(stop_signal) : std::string("stopped as asked"), done,
+                 ckpt_.string(), (dir_ / run_files::kConfig).string(), dir_.string());
+    if (stop_signal) throw Interrupted(stop_signal);
+    return true;
+  }
+
+  /// The result of a run stopped before train.steps (no evaluation, no results file).
+  TrainResult stopped(int64_t done) const {
+    TrainResult result;
+    result.parameters = parameters_;
+    result.steps = done;
+    result.seconds = train_seconds();
+    return result;
+  }
+
+  /// The evaluation at eval.lengths and results.json.
+  TrainResult finish() {
+    progress_.done();
+    TrainResult result = stopped(cfg_.train.steps);
+    result.final_loss = state_.last_logged_loss;
+    result.val_accuracy = state_.val_accuracy;
+    if (start_ >= cfg_.train.steps && state_.val_accuracy == 0)  // a format-1 checkpoint has no state
+      result.val_accuracy = validation_accuracy(model_, *task_, cfg_, device_).accuracy();
+    result.results = results_json(result);
+    if (!request_.skip_final_eval) {
+      try {
+        result.lengths = evaluate_lengths(model_, *task_, cfg_, cfg_.eval.lengths, device_);
+      } catch (const Interrupted& e) {
+        spdlog::info("stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train "
+                     "{} --out {} --resume` evaluates it",
+                     signal_name(e.signal()), ckpt_.string(), cfg_.train.steps, (dir_ / run_files::kConfig).string(),
+                     dir_.string());
+        throw;
+      }
+      result.results["lengths"] = length_results_to_json(result.lengths, *task_);
+      std::printf("%s", format_length_table(result.lengths, *task_).c_str());
+    }
+    write_file_atomic((dir_ / run_files::kResults).string(), result.results.dump(2) + "\n");
+    spdlog::info("done: {} steps in {}, val_accuracy {:.4f}; results in {}", cfg_.train.steps,
+                 format_duration(result.seconds), result.val_accuracy, (dir_ / run_files::kResults).string());
+    return result;
+  }
+
+ private:
+  double train_seconds() const { return state_.seconds_before + seconds_since(started_); }
+
+  void save(int64_t step) {
+    finite_.check(dir_, cfg_, last_checkpoint_);  // never a checkpoint from non-finite weights
+    finite_.check_weights(model_, dir_, cfg_, last_checkpoint_, step);
+    state_.loss_sum = loss_sum_.item<double>();
+    state_.correct_sum = correct_sum_.item<int64_t>();
+    save_checkpoint(ckpt_.string(), model_, optimizer_.get(), step, cfg_, state_.to_json(train_seconds()));
+    last_checkpoint_ = step;
+  }
+
+  nlohmann::json results_json(const TrainResult& r) const {
+    return {{"task", cfg_.task.type},
+            {"model_kind", cfg_.model.kind},
+            {"metric", metric_name(task_->info().metric)},
+            {"scheme", cfg_.model.positional.type},
+            {"qkv", cfg_.model.qkv},
+            {"pooling", cfg_.model.pooling},
+            {"seed", cfg_.train.seed},
+            {"parameters", parameters_},
+            {"steps", cfg_.train.steps},
+            {"train_seconds", r.seconds},
+            {"final_train_loss", r.final_loss},
+            {"val_accuracy", r.val_accuracy},
+            {"train_lengths", {cfg_.task.min_length, cfg_.task.max_length}},
+            {"directional", model_->directional()},
+            {"config", config_to_json(cfg_)}};
+  }
+
+  const Config& cfg_;
+  const TrainRequest& request_;
+  const TrainHooks& hooks_;
+  const torch::Device device_;
+  const fs::path dir_, ckpt_;
+  const std::unique_ptr<Task> task_;
+  Transformer model_;
+  std::unique_ptr<DirectoryLock> lock_;
+  std::unique_ptr<FusedAdamW> optimizer_;
+  std::unique_ptr<AppendFile> metrics_;
+  Progress progress_{request_.progress};
+  FiniteWatch finite_{device_};
+  RunningState state_;
+  torch::Tensor loss_sum_, correct_sum_;  // the log window's sums, on the device
+  int64_t start_ = 0, last_checkpoint_ = 0, parameters_ = 0;
+  double lr_ = 0;
+  Clock::time_point started_, interval_start_;
+};
+
+}  // namespace
+
+TrainResult train(const Config& cfg, const TrainRequest& request, const TrainHooks& hooks) {
+  TrainingRun run(cfg, request, hooks);
+  run.setup();
+  run.resume_or_start();
+  for (int64_t step = run.start(); step < cfg.train.steps; ++step) {
+    run.step(step);
+    const int64_t done = step + 1;
+    run.log(done);
+    run.validate(done);
+    if (run.checkpoint(done)) return run.stopped(done);
+  }
+  return run.finish();
 }
 
 }  // namespace posenc

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "posenc/config.h"
+#include "posenc/errors.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -25,7 +25,7 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& lock_nam
     const auto n = ::pread(fd_, buf, sizeof buf - 1, 0);
     ::close(fd_);
     fd_ = -1;
-    throw ConfigError("another " + what + " is running on " + dir + (n > 0 ? " (pid " + std::string(buf) + ")" : "") +
+    throw LockError("another " + what + " is running on " + dir + (n > 0 ? " (pid " + std::string(buf) + ")" : "") +
                       "; wait for it or stop it first");
   }
   const std::string pid = std::to_string(::getpid());

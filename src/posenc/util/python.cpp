@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "posenc/experiments/process_pool.h"
+#include "posenc/util/process.h"
 
 namespace posenc {
 namespace fs = std::filesystem;

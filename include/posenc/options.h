@@ -1,0 +1,69 @@
+// Declared options: what a positional scheme or a task takes beyond its name.
+//
+// A registry entry lists its options (name, type, default, bounds or choices,
+// a one-line doc); resolve_options() checks what a user wrote against that list
+// and fills in the defaults, so that config parsing, `--set`, `posenc list`,
+// comparison grids and the generic tests all read one declaration. No torch here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace posenc {
+
+enum class OptionKind {
+  Int,
+  Float,
+  Bool,
+  String,   ///< non-empty; one of `choices` when those are given
+  Weights,  ///< an object {choice: weight}: keys from `choices`, weights in [min, max], at least one positive
+};
+
+/// One declared option: its type, default, bounds or choices, and a one-line doc.
+struct OptionSpec {
+  std::string name;
+  OptionKind kind;
+  nlohmann::json default_value;
+  std::string doc;
+  double min = -1e300;  ///< inclusive bounds for Int, Float and each of Weights' weights
+  double max = 1e300;
+  std::vector<std::string> choices;  ///< String: allowed values (empty = any); Weights: the keys
+  /// Non-null: the only value that means something in a causal decoder (keys
+  /// right of the query are masked there); it is the default there, and any
+  /// other value is an error.
+  nlohmann::json causal_value = nullptr;
+};
+
+/// Options after validation: every declared option present, typed.
+class Options {
+ public:
+  Options() = default;
+  explicit Options(nlohmann::json resolved) : values_(std::move(resolved)) {}
+  int64_t get_int(const std::string& name) const;
+  double get_float(const std::string& name) const;
+  bool get_bool(const std::string& name) const;
+  std::string get_string(const std::string& name) const;
+  std::map<std::string, double> get_weights(const std::string& name) const;
+  const nlohmann::json& json() const { return values_; }
+
+ private:
+  nlohmann::json values_ = nlohmann::json::object();
+};
+
+/// Checks `user` (an object of option values) against `specs` and fills in the
+/// defaults. Errors are ConfigErrors that start with `path`.key and, for an
+/// unknown key, name `owner` (`scheme "rope"`, `task "copy"`) and what it takes,
+/// `also_known` listed first. `causal`: a decoder, where options with a
+/// causal_value take that value.
+Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::json& user, const std::string& path,
+                        const std::string& owner, const std::vector<std::string>& also_known = {},
+                        bool causal = false);
+
+/// "an integer", "a number", "true or false", "a string", "an object of weights".
+std::string option_kind_name(OptionKind kind);
+
+}  // namespace posenc

@@ -1,0 +1,53 @@
+#include "posenc/config_overlay.h"
+
+#include <cctype>
+
+namespace posenc {
+namespace {
+
+bool valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> string_list(const json& j, const std::string& where) {
+  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_string()) throw ConfigError(where + "[" + std::to_string(i) + "]: expected a string");
+    out.push_back(j[i]);
+  }
+  return out;
+}
+
+void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
+  if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
+  for (const auto& [key, _] : j.items())
+    if (!allowed.count(key)) {
+      std::string list;
+      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+      throw ConfigError(where + "." + key + ": unknown key (expected one of: " + list + ")");
+    }
+}
+
+void apply_set(json& config, const json& set, const std::string& where) {
+  if (!set.is_object()) throw ConfigError(where + ": expected an object of \"dotted.path\": value");
+  for (const auto& [path, value] : set.items()) set_json_path(config, path, value, where + "." + path);
+}
+
+GridEntry grid_entry(const json& j, const std::string& where) {
+  if (j.is_string()) return {j.get<std::string>(), {{"model.positional.type", j}}};
+  check_keys(j, {"name", "set"}, where);
+  if (!j.contains("name") || !j["name"].is_string()) throw ConfigError(where + ".name: expected a string");
+  GridEntry e{j["name"], j.value("set", json::object())};
+  if (!e.set.is_object()) throw ConfigError(where + ".set: expected an object of \"dotted.path\": value");
+  if (!valid_name(e.name))
+    throw ConfigError(where + ": name \"" + e.name + "\" must be letters, digits, '-', '_' or '.' (it names run directories)");
+  return e;
+}
+
+}  // namespace posenc
