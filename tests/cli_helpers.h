@@ -66,8 +66,8 @@ inline pid_t start_cli(const std::vector<std::string>& args, const std::string& 
 
 /// How a child ended: its exit code, or the signal that killed it.
 struct ChildEnd {
-  int code = -1;    ///< exit status if it exited
-  int signal = 0;   ///< the killing signal if it did not
+  int code = -1;   ///< exit status if it exited
+  int signal = 0;  ///< the killing signal if it did not
 };
 
 inline ChildEnd wait_child(pid_t pid) {

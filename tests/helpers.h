@@ -46,10 +46,10 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
 /// A tiny ordering run (seconds) writing to `dir`, plus `path=value` overrides.
 inline Config small_config(const std::filesystem::path& dir, const std::vector<std::string>& extra = {}) {
   json j = json::object();
-  for (const auto* o : {"model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64", "task.vocab_size=16",
-                        "task.min_length=4", "task.max_length=8", "train.batch_size=32", "train.log_every=10",
-                        "train.eval_every=1000", "train.val_samples=200", "eval.samples_per_length=200",
-                        "eval.lengths=[8,16]", "train.warmup_steps=20"})
+  for (const auto* o :
+       {"model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64", "task.vocab_size=16",
+        "task.min_length=4", "task.max_length=8", "train.batch_size=32", "train.log_every=10", "train.eval_every=1000",
+        "train.val_samples=200", "eval.samples_per_length=200", "eval.lengths=[8,16]", "train.warmup_steps=20"})
     apply_override(j, o);
   apply_override(j, "train.out_dir=" + json(dir.string()).dump());
   for (const auto& e : extra) apply_override(j, e);

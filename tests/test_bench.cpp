@@ -22,8 +22,8 @@
 
 namespace fs = std::filesystem;
 using posenc::Config;
-using posenc::Transformer;
 using posenc::json;
+using posenc::Transformer;
 using posenc::testing::config_with;
 
 TEST(Flops, CountedFromShapes) {
@@ -78,16 +78,19 @@ struct Scratch {
 json tiny_bench() {
   json schemes = json::array();
   for (const auto& name : posenc::scheme_names()) schemes.push_back(name);
-  schemes.push_back({{"name", "shaw-scaled"},
-                     {"set", {{"model.positional.type", "shaw"}, {"model.positional.head_scales", true}}}});
-  schemes.push_back({{"name", "alibi-dir"},
-                     {"set", {{"model.positional.type", "alibi"}, {"model.positional.directional", true}}}});
-  schemes.push_back({{"name", "learned-scaled-cls"},
-                     {"set", {{"model.positional.type", "learned"}, {"model.positional.scaled", true},
-                              {"model.pooling", "cls"}}}});
+  schemes.push_back(
+      {{"name", "shaw-scaled"}, {"set", {{"model.positional.type", "shaw"}, {"model.positional.head_scales", true}}}});
+  schemes.push_back(
+      {{"name", "alibi-dir"}, {"set", {{"model.positional.type", "alibi"}, {"model.positional.directional", true}}}});
+  schemes.push_back(
+      {{"name", "learned-scaled-cls"},
+       {"set", {{"model.positional.type", "learned"}, {"model.positional.scaled", true}, {"model.pooling", "cls"}}}});
   schemes.push_back({{"name", "rope-partial-mean"},
-                     {"set", {{"model.positional.type", "rope"}, {"model.positional.fraction", 0.5},
-                              {"model.positional.layout", "interleaved"}, {"model.pooling", "mean"}}}});
+                     {"set",
+                      {{"model.positional.type", "rope"},
+                       {"model.positional.fraction", 0.5},
+                       {"model.positional.layout", "interleaved"},
+                       {"model.pooling", "mean"}}}});
   return {{"base", std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"},
           {"schemes", schemes},
           {"qkv", {"projected", "embedded"}},
@@ -118,7 +121,8 @@ TEST(Bench, PlanErrorsNameTheEntry) {
 // weights and batch, for every scheme and both attention variants.
 TEST(Bench, PythonTwinComputesTheSameLoss) {
   if (posenc::find_python("torch").empty())  // the same search posenc bench makes
-    GTEST_SKIP() << "no python3 with torch: the parity check needs Debian's python3-torch (scripts/setup.sh installs it)";
+    GTEST_SKIP()
+        << "no python3 with torch: the parity check needs Debian's python3-torch (scripts/setup.sh installs it)";
   Scratch s;
   const std::string path = (s.dir / "b.json").string();
   std::ofstream(path) << tiny_bench().dump();
@@ -129,9 +133,9 @@ TEST(Bench, PythonTwinComputesTheSameLoss) {
   for (const auto& c : out["cases"]) {
     if (c.contains("skipped")) continue;
     ASSERT_TRUE(c.contains("python")) << c.dump();
-    EXPECT_TRUE(c["python"]["parity_ok"].get<bool>()) << c["scheme"] << " " << c["qkv"] << ": C++ "
-                                                       << c["python"]["parity_cpp_loss"] << " vs Python "
-                                                       << c["python"]["parity_python_loss"];
+    EXPECT_TRUE(c["python"]["parity_ok"].get<bool>())
+        << c["scheme"] << " " << c["qkv"] << ": C++ " << c["python"]["parity_cpp_loss"] << " vs Python "
+        << c["python"]["parity_python_loss"];
     EXPECT_EQ(c["python"]["parameters"], c["parameters"]) << c["scheme"];
     EXPECT_GT(c["train_ms"].get<double>(), 0);
     EXPECT_GT(c["flops_per_step"].get<double>(), 0);

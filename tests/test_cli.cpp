@@ -26,7 +26,8 @@ std::string config_path() { return std::string(POSENC_SOURCE_DIR) + "/configs/or
 TEST(Cli, ListShowsEverySchemeAndTaskFromTheRegistries) {
   const CliRun r = run("list");
   EXPECT_EQ(r.code, 0);
-  for (const auto& name : posenc::scheme_names()) EXPECT_NE(r.output.find("\n" + name + "\n"), std::string::npos) << name;
+  for (const auto& name : posenc::scheme_names())
+    EXPECT_NE(r.output.find("\n" + name + "\n"), std::string::npos) << name;
   const CliRun j = run("list --json");
   const auto listed = posenc::json::parse(j.output);
   EXPECT_EQ(listed.at("schemes").size(), posenc::scheme_names().size());
@@ -79,9 +80,10 @@ TEST(Cli, EvalRejectsAFileThatIsNotACheckpoint) {
 TEST(Cli, TrainThenEvalAtNewLengths) {
   const auto dir = std::filesystem::temp_directory_path() / ("posenc_cli_run_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  const CliRun t = run("train " + config_path() +
-                    " --set train.steps=20 --set eval.lengths=[8] --set eval.samples_per_length=50 --no-progress --out " +
-                    dir.string());
+  const CliRun t =
+      run("train " + config_path() +
+          " --set train.steps=20 --set eval.lengths=[8] --set eval.samples_per_length=50 --no-progress --out " +
+          dir.string());
   ASSERT_EQ(t.code, 0) << t.output;
   const CliRun e = run("eval " + (dir / "checkpoint.pt").string() + " --lengths 12,24 --samples 40");
   ASSERT_EQ(e.code, 0) << e.output;
@@ -104,12 +106,13 @@ TEST(Cli, CharLmTrainsEvaluatesAndGenerates) {
     for (int i = 0; i < 300; ++i) out << "abcdefgh ";
   }
   const std::string run_dir = (dir / "run").string();
-  const CliRun trained = run("train " + std::string(POSENC_SOURCE_DIR) + "/configs/charlm.json --out " + run_dir +
-                             " --set task.path=" + corpus.string() +
-                             " --set task.min_length=16 --set task.max_length=16 --set model.d_model=32 --set model.heads=2"
-                             " --set model.layers=2 --set model.d_ff=64 --set train.steps=150 --set train.warmup_steps=20"
-                             " --set train.log_every=50 --set train.eval_every=150 --set train.val_samples=16"
-                             " --set eval.lengths=[16,32]");
+  const CliRun trained =
+      run("train " + std::string(POSENC_SOURCE_DIR) + "/configs/charlm.json --out " + run_dir +
+          " --set task.path=" + corpus.string() +
+          " --set task.min_length=16 --set task.max_length=16 --set model.d_model=32 --set model.heads=2"
+          " --set model.layers=2 --set model.d_ff=64 --set train.steps=150 --set train.warmup_steps=20"
+          " --set train.log_every=50 --set train.eval_every=150 --set train.val_samples=16"
+          " --set eval.lengths=[16,32]");
   ASSERT_EQ(trained.code, 0) << trained.output;
   const auto results = posenc::read_json_file(run_dir + "/results.json");
   EXPECT_EQ(results.at("metric"), "perplexity");
@@ -119,8 +122,9 @@ TEST(Cli, CharLmTrainsEvaluatesAndGenerates) {
   const CliRun g = run("generate " + run_dir + "/checkpoint.pt --prompt abcd --tokens 12 --temperature 0");
   ASSERT_EQ(g.code, 0) << g.output;
   EXPECT_NE(g.output.find("abcdefgh abcd"), std::string::npos) << g.output;
-  const CliRun sampled = run("generate " + run_dir + "/checkpoint.pt --prompt abcd --tokens 12 --top-k 3 --seed 5 --out " +
-                             (dir / "sample.txt").string());
+  const CliRun sampled =
+      run("generate " + run_dir + "/checkpoint.pt --prompt abcd --tokens 12 --top-k 3 --seed 5 --out " +
+          (dir / "sample.txt").string());
   ASSERT_EQ(sampled.code, 0) << sampled.output;
   std::ifstream written(dir / "sample.txt");
   const std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
@@ -128,11 +132,12 @@ TEST(Cli, CharLmTrainsEvaluatesAndGenerates) {
 
   // An ordering checkpoint cannot generate text, and says why.
   const std::string enc_dir = (dir / "enc").string();
-  ASSERT_EQ(run("train " + config_path() + " --out " + enc_dir +
-                " --set train.steps=2 --set model.d_model=16 --set model.heads=2 --set model.layers=1 --set model.d_ff=16"
-                " --set eval.lengths=[8] --set eval.samples_per_length=8 --set train.val_samples=8")
-                .code,
-            0);
+  ASSERT_EQ(
+      run("train " + config_path() + " --out " + enc_dir +
+          " --set train.steps=2 --set model.d_model=16 --set model.heads=2 --set model.layers=1 --set model.d_ff=16"
+          " --set eval.lengths=[8] --set eval.samples_per_length=8 --set train.val_samples=8")
+          .code,
+      0);
   const CliRun refused = run("generate " + enc_dir + "/checkpoint.pt --prompt abc");
   EXPECT_NE(refused.code, 0);
   EXPECT_NE(refused.output.find("charlm"), std::string::npos) << refused.output;

@@ -58,9 +58,10 @@ std::string error_of(const std::function<void()>& f) {
 TEST(ComparePlan, ExpandsTheGridAndSkipsWhatTheModelCannotBuild) {
   Scratch s("posenc_plan");
   json grid = tiny_grid();
-  grid["schemes"] = {"rope", "sinusoidal",
-                     {{"name", "alibi-dir"},
-                      {"set", {{"model.positional.type", "alibi"}, {"model.positional.directional", true}}}}};
+  grid["schemes"] = {
+      "rope",
+      "sinusoidal",
+      {{"name", "alibi-dir"}, {"set", {{"model.positional.type", "alibi"}, {"model.positional.directional", true}}}}};
   grid["qkv"] = {"projected", "embedded"};
   grid["seeds"] = {0, 1};
   const ComparePlan plan = posenc::plan_comparison(s.write("grid.json", grid), (s.dir / "out").string(), false, 1);
@@ -96,17 +97,33 @@ TEST(ComparePlan, FullBlockReplacesTheAxes) {
 
 TEST(CompareSummary, ExactMatchHasChanceZeroAndPerplexityIsShown) {
   const auto result = [](const std::string& metric, double val, double at32, double ppl32) {
-    json l8 = {{"length", 8}, {"n", 100}, {"correct", 95}, {"accuracy", 0.95}, {"beyond_training", false},
+    json l8 = {{"length", 8},
+               {"n", 100},
+               {"correct", 95},
+               {"accuracy", 0.95},
+               {"beyond_training", false},
                {"by_kind", json::object()}};
-    json l32 = {{"length", 32}, {"n", 100}, {"correct", 40}, {"accuracy", at32}, {"beyond_training", true},
+    json l32 = {{"length", 32},
+                {"n", 100},
+                {"correct", 40},
+                {"accuracy", at32},
+                {"beyond_training", true},
                 {"by_kind", json::object()}};
     if (metric == "perplexity") {
       l8["perplexity"] = 3.0;
       l32["perplexity"] = ppl32;
     }
-    return json{{"task", metric == "perplexity" ? "charlm" : "copy"}, {"metric", metric}, {"scheme", "rope"},
-                {"qkv", "projected"}, {"pooling", "max"}, {"seed", 0}, {"parameters", 100}, {"train_seconds", 1.0},
-                {"val_accuracy", val}, {"final_train_loss", 0.1}, {"lengths", {l8, l32}}};
+    return json{{"task", metric == "perplexity" ? "charlm" : "copy"},
+                {"metric", metric},
+                {"scheme", "rope"},
+                {"qkv", "projected"},
+                {"pooling", "max"},
+                {"seed", 0},
+                {"parameters", 100},
+                {"train_seconds", 1.0},
+                {"val_accuracy", val},
+                {"final_train_loss", 0.1},
+                {"lengths", {l8, l32}}};
   };
   // Exact match: chance is 0, so 0.40 keeps 0.40/0.95 < 90% of the margin while 0.9 would keep it.
   const auto copy = posenc::summarize_variant({result("exact_match", 0.95, 0.40, 0)}, {"a"});
@@ -164,9 +181,14 @@ TEST(ComparePlan, BadGridsNameTheEntry) {
     return error_of([&] { posenc::plan_comparison(path, "out", false, 1); });
   };
   EXPECT_NE(err([](json& g) { g["schemes"] = {"rope", "fancy"}; }).find("schemes[1] \"fancy\""), std::string::npos);
-  EXPECT_NE(err([](json& g) { g["schemes"] = {"rope", "fancy"}; }).find("unknown positional scheme"), std::string::npos);
+  EXPECT_NE(err([](json& g) {
+              g["schemes"] = {"rope", "fancy"};
+            }).find("unknown positional scheme"),
+            std::string::npos);
   EXPECT_NE(err([](json& g) { g["schemes"] = {"rope", "rope"}; }).find("appears twice"), std::string::npos);
-  EXPECT_NE(err([](json& g) { g["schemes"] = {{{"name", "a/b"}, {"set", json::object()}}}; }).find("must be letters"),
+  EXPECT_NE(err([](json& g) {
+              g["schemes"] = {{{"name", "a/b"}, {"set", json::object()}}};
+            }).find("must be letters"),
             std::string::npos);
   EXPECT_NE(err([](json& g) { g["schemes"] = json::array(); }).find(".schemes: expected a non-empty array"),
             std::string::npos);
@@ -176,8 +198,9 @@ TEST(ComparePlan, BadGridsNameTheEntry) {
   EXPECT_NE(err([](json& g) { g["base"] = "/no/such/base.json"; }).find("cannot read /no/such/base.json: No such file"),
             std::string::npos);
   EXPECT_NE(err([](json& g) { g["set"]["train.stepz"] = 5; }).find("stepz"), std::string::npos);
-  EXPECT_NE(error_of([&] { posenc::plan_comparison((s.dir / "missing.json").string(), "out", false, 1); })
-                .find("missing.json: No such file"),
+  EXPECT_NE(error_of([&] {
+              posenc::plan_comparison((s.dir / "missing.json").string(), "out", false, 1);
+            }).find("missing.json: No such file"),
             std::string::npos);
 }
 
@@ -219,12 +242,26 @@ TEST(CompareSummary, ExtrapolationRule) {
 
 TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
   const auto result = [](int64_t seed, double val, int64_t c8, int64_t c32) {
-    return json{{"scheme", "rope"},  {"qkv", "projected"}, {"pooling", "max"},          {"seed", seed},
-                {"parameters", 100}, {"train_seconds", 10.0 + seed}, {"val_accuracy", val}, {"final_train_loss", 0.1},
+    return json{{"scheme", "rope"},
+                {"qkv", "projected"},
+                {"pooling", "max"},
+                {"seed", seed},
+                {"parameters", 100},
+                {"train_seconds", 10.0 + seed},
+                {"val_accuracy", val},
+                {"final_train_loss", 0.1},
                 {"lengths",
-                 {{{"length", 8}, {"n", 100}, {"correct", c8}, {"accuracy", c8 / 100.0}, {"beyond_training", false},
+                 {{{"length", 8},
+                   {"n", 100},
+                   {"correct", c8},
+                   {"accuracy", c8 / 100.0},
+                   {"beyond_training", false},
                    {"by_kind", {{"sorted", {{"accuracy", 1.0}}}}}},
-                  {{"length", 32}, {"n", 100}, {"correct", c32}, {"accuracy", c32 / 100.0}, {"beyond_training", true},
+                  {{"length", 32},
+                   {"n", 100},
+                   {"correct", c32},
+                   {"accuracy", c32 / 100.0},
+                   {"beyond_training", true},
                    {"by_kind", {{"sorted", {{"accuracy", 0.5}}}}}}}}};
   };
   auto v = posenc::summarize_variant({result(0, 1.0, 100, 60), result(1, 0.98, 98, 80)}, {"a", "b"});
@@ -248,8 +285,9 @@ TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
   s.variants = {v};
   s.skipped = {{"sinusoidal-embedded-max", "no residual stream"}};
   const std::string md = posenc::summary_to_markdown(s);
-  EXPECT_NE(md.find("| rope-projected-max | 2 | 100 | 10 | 0.990 ± 0.014 | 0.990 ± 0.014 | 0.700 ± 0.141 | 0.700 | 8 |"),
-            std::string::npos)
+  EXPECT_NE(
+      md.find("| rope-projected-max | 2 | 100 | 10 | 0.990 ± 0.014 | 0.990 ± 0.014 | 0.700 ± 0.141 | 0.700 | 8 |"),
+      std::string::npos)
       << md;
   EXPECT_NE(md.find("len 32*"), std::string::npos);
   EXPECT_NE(md.find("- sinusoidal-embedded-max: no residual stream"), std::string::npos);
@@ -290,7 +328,8 @@ TEST(CompareCli, CrashedRunIsReportedFinishedRunsAreKeptAndRerunsContinue) {
   Scratch s("posenc_compare_cli");
   json grid = tiny_grid();
   // learned with a 20-row table cannot be evaluated at length 32: that run fails after training.
-  grid["schemes"] = {"none", "rope",
+  grid["schemes"] = {"none",
+                     "rope",
                      {{"name", "learned-short"},
                       {"set", {{"model.positional.type", "learned"}, {"model.positional.max_positions", 20}}}}};
   const std::string file = s.write("grid.json", grid);
@@ -301,7 +340,8 @@ TEST(CompareCli, CrashedRunIsReportedFinishedRunsAreKeptAndRerunsContinue) {
   EXPECT_EQ(first.code, 1) << first.output;
   EXPECT_NE(first.output.find("learned-short-projected-max-s0 FAILED"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("encodes at most 20"), std::string::npos) << first.output;  // the log's tail
-  for (const char* f : {"summary.json", "summary.csv", "summary.md", "report.md"}) EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
+  for (const char* f : {"summary.json", "summary.csv", "summary.md", "report.md"})
+    EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
   const json summary = posenc::read_json_file(out + "/summary.json");
   EXPECT_EQ(summary["variants"].size(), 2u);
   EXPECT_EQ(summary["unfinished"], json({"learned-short-projected-max-s0"}));
@@ -323,7 +363,8 @@ TEST(CompareCli, CrashedRunIsReportedFinishedRunsAreKeptAndRerunsContinue) {
   s.write("grid.json", grid);
   const auto third = posenc::testing::run_cli(args);
   EXPECT_EQ(third.code, 0) << third.output;
-  EXPECT_NE(third.output.find("2 finished already, 0 diverged already, 0 to resume, 0 to start"), std::string::npos) << third.output;
+  EXPECT_NE(third.output.find("2 finished already, 0 diverged already, 0 to resume, 0 to start"), std::string::npos)
+      << third.output;
 
   // A grid that changes the model of an existing run stops before touching anything.
   grid["set"]["model.d_ff"] = 128;
@@ -340,7 +381,8 @@ TEST(CompareCli, AttentionAndInspectReadACheckpoint) {
   const auto train = posenc::testing::run_cli(
       "train " + base_config() +
       " --set train.steps=10 --set train.val_samples=32 --set eval.lengths=[8] --set eval.samples_per_length=32 "
-      "--set model.pooling=cls --no-progress --out " + run_dir);
+      "--set model.pooling=cls --no-progress --out " +
+      run_dir);
   ASSERT_EQ(train.code, 0) << train.output;
   const std::string ckpt = run_dir + "/checkpoint.pt";
   const std::string json_path = (s.dir / "att.json").string();
@@ -349,8 +391,8 @@ TEST(CompareCli, AttentionAndInspectReadACheckpoint) {
   const json a = posenc::read_json_file(json_path);
   EXPECT_EQ(a["tokens"].size(), 12u);
   EXPECT_EQ(a["label"], 0);
-  EXPECT_EQ(a["layers"].size(), 3u);     // blocks
-  EXPECT_EQ(a["layers"][0].size(), 4u);  // heads
+  EXPECT_EQ(a["layers"].size(), 3u);         // blocks
+  EXPECT_EQ(a["layers"][0].size(), 4u);      // heads
   EXPECT_EQ(a["layers"][0][0].size(), 13u);  // queries, CLS included
   for (const auto& row : a["layers"][2][3]) {
     double sum = 0;

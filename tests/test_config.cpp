@@ -66,15 +66,17 @@ TEST(Config, BadChoiceListsChoices) {
 
 TEST(Config, CrossFieldChecks) {
   EXPECT_NE(error_of({{"task", {{"min_length", 20}, {"max_length", 16}}}}).find("task.min_length"), std::string::npos);
-  EXPECT_NE(error_of({{"task", {{"negatives", {{"shuffle", 0}, {"adjacent_swap", 0}, {"random_swap", 0}, {"reverse", 0}}}}}})
-                .find("all weights are zero"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of({{"task", {{"negatives", {{"shuffle", 0}, {"adjacent_swap", 0}, {"random_swap", 0}, {"reverse", 0}}}}}})
+          .find("all weights are zero"),
+      std::string::npos);
   EXPECT_NE(error_of({{"task", {{"negatives", {{"rotate", 1}}}}}}).find("task.negatives.rotate: unknown key"),
             std::string::npos);
 }
 
 TEST(Config, SchemeOptionsValidatedByRegistry) {
-  EXPECT_NE(error_of({{"model", {{"positional", {{"type", "nope"}}}}}}).find("model.positional.type: unknown positional scheme \"nope\""),
+  EXPECT_NE(error_of({{"model", {{"positional", {{"type", "nope"}}}}}})
+                .find("model.positional.type: unknown positional scheme \"nope\""),
             std::string::npos);
   EXPECT_NE(error_of({{"model", {{"positional", {{"type", "rope"}, {"max_positions", 5}}}}}})
                 .find("model.positional.max_positions: unknown key for scheme \"rope\""),

@@ -25,9 +25,9 @@ using posenc::testing::fresh_dir;
 using posenc::testing::relative_error;
 namespace fs = std::filesystem;
 
-#define POSENC_REQUIRE_CUDA()                                                                    \
-  if (!torch::cuda::is_available())                                                              \
-  GTEST_SKIP() << "no CUDA device visible to this LibTorch " << TORCH_VERSION                    \
+#define POSENC_REQUIRE_CUDA()                                                 \
+  if (!torch::cuda::is_available())                                           \
+  GTEST_SKIP() << "no CUDA device visible to this LibTorch " << TORCH_VERSION \
                << " build (run scripts/gpu-check.sh on a GPU machine)"
 
 namespace {
@@ -70,7 +70,8 @@ TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
       ASSERT_EQ(pa.grad().defined(), pb.grad().defined()) << ga[i].key();
       if (!pa.grad().defined()) continue;
       ASSERT_TRUE(pb.grad().is_cuda()) << ga[i].key();
-      EXPECT_LE(relative_error(pb.grad().cpu(), pa.grad()), 1e-3) << GetParam() << " " << pooling << ": " << ga[i].key();
+      EXPECT_LE(relative_error(pb.grad().cpu(), pa.grad()), 1e-3)
+          << GetParam() << " " << pooling << ": " << ga[i].key();
     }
   }
 }
@@ -111,9 +112,8 @@ TEST(Cuda, Bf16AutocastTrainingLearns) {
   POSENC_REQUIRE_CUDA();
   const auto dir = fresh_dir("bf16");
   TrainRequest opts;
-  const auto r = train(small_cuda_config(dir, {"train.steps=400", "model.positional.type=\"rope\"",
-                                               "train.precision=\"bf16\""}),
-                       opts);
+  const auto r = train(
+      small_cuda_config(dir, {"train.steps=400", "model.positional.type=\"rope\"", "train.precision=\"bf16\""}), opts);
   EXPECT_GT(r.val_accuracy, 0.75) << "bf16 RoPE on CUDA should learn in-distribution ordering (chance: 0.5)";
   fs::remove_all(dir);
 }
@@ -123,7 +123,8 @@ TEST(Cuda, CheckpointWrittenOnCudaEvaluatesOnCpuAndResumesThere) {
   const auto dir = fresh_dir("ckpt");
   TrainRequest opts;
   opts.skip_final_eval = true;
-  const Config cfg = small_cuda_config(dir, {"train.steps=200", "model.positional.type=\"alibi\"", "model.dropout=0.1"});
+  const Config cfg =
+      small_cuda_config(dir, {"train.steps=200", "model.positional.type=\"alibi\"", "model.dropout=0.1"});
   train(cfg, opts);
   const std::string ckpt = (dir / "checkpoint.pt").string();
 

@@ -145,11 +145,10 @@ TEST(Decoder, TaskAndModelKindMustAgree) {
 
 TEST(Decoder, ShortRunLearnsToCopyAndDecodesGreedily) {
   const auto dir = posenc::testing::fresh_dir("decoder_learns");
-  Config cfg = decoder_config("rope", {"task.vocab_size=8", "task.min_length=4", "task.max_length=8",
-                                       "model.d_model=64", "train.lr=0.003",
-                                       "train.steps=1200", "train.batch_size=32", "train.warmup_steps=50",
-                                       "train.log_every=100", "train.eval_every=1200", "train.val_samples=200",
-                                       "eval.lengths=[8,16]", "eval.samples_per_length=100"});
+  Config cfg = decoder_config(
+      "rope", {"task.vocab_size=8", "task.min_length=4", "task.max_length=8", "model.d_model=64", "train.lr=0.003",
+               "train.steps=1200", "train.batch_size=32", "train.warmup_steps=50", "train.log_every=100",
+               "train.eval_every=1200", "train.val_samples=200", "eval.lengths=[8,16]", "eval.samples_per_length=100"});
   cfg.train.out_dir = dir.string();
   const TrainResult result = train(cfg, TrainRequest{});
   EXPECT_GT(result.val_accuracy, 0.95) << "exact match in distribution (teacher-forced)";

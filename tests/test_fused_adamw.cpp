@@ -32,9 +32,10 @@ Opt make_optimizer(const std::vector<torch::Tensor>& p, bool amsgrad = false) {
 /// Deterministic gradients for step t (the same for both optimizers).
 void set_grads(const std::vector<torch::Tensor>& params, int t, bool strided = false) {
   for (size_t i = 0; i < params.size(); ++i) {
-    auto g = torch::sin(torch::arange(params[i].numel(), params[i].options().requires_grad(false)) * 0.37 + static_cast<double>(t + i))
+    auto g = torch::sin(torch::arange(params[i].numel(), params[i].options().requires_grad(false)) * 0.37 +
+                        static_cast<double>(t + i))
                  .view(params[i].sizes());
-    if (t % 3 == 0) g = g * 1e-3;  // small gradients: eps and the bias corrections matter
+    if (t % 3 == 0) g = g * 1e-3;                             // small gradients: eps and the bias corrections matter
     if (strided && g.dim() == 2) g = g.t().contiguous().t();  // same values, not contiguous
     params[i].mutable_grad() = g;
   }

@@ -11,7 +11,9 @@ using namespace posenc;
 
 namespace {
 
-json golden(const std::string& name) { return read_json_file(std::string(POSENC_SOURCE_DIR) + "/tests/golden/" + name + ".json"); }
+json golden(const std::string& name) {
+  return read_json_file(std::string(POSENC_SOURCE_DIR) + "/tests/golden/" + name + ".json");
+}
 
 torch::Tensor tensor_of(const json& nested) {
   std::vector<double> flat;
@@ -113,7 +115,8 @@ torch::Tensor bias_with(const std::string& type, int64_t heads, int64_t head_dim
 TEST(Golden, KerpleLogAndPower) {
   for (const auto& c : golden("kerple")["cases"]) {
     const int64_t H = c["r1"].size();
-    const auto got = bias_with("kerple", H, 4, c["length"], {{"variant", c["variant"]}}, {{"r1", c["r1"]}, {"r2", c["r2"]}});
+    const auto got =
+        bias_with("kerple", H, 4, c["length"], {{"variant", c["variant"]}}, {{"r1", c["r1"]}, {"r2", c["r2"]}});
     EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5)) << c["variant"];
   }
 }

@@ -47,9 +47,9 @@ Layer layer_of(const std::string& rel) {
       return {0, "util"};
     return {};
   }
-  static const std::map<std::string, int> folders = {
-      {"util", 0},  {"tasks", 3},    {"positional", 3}, {"model", 4},      {"train", 5},
-      {"analysis", 6}, {"bench", 7}, {"experiments", 7}, {"cli", 8}};
+  static const std::map<std::string, int> folders = {{"util", 0},  {"tasks", 3},       {"positional", 3},
+                                                     {"model", 4}, {"train", 5},       {"analysis", 6},
+                                                     {"bench", 7}, {"experiments", 7}, {"cli", 8}};
   const std::string folder = rel.substr(0, slash);
   const auto it = folders.find(folder);
   return it == folders.end() ? Layer{} : Layer{it->second, folder};

@@ -78,20 +78,19 @@ TEST(Model, PerLayerSchemesHaveTheirOwnParameters) {
       if (kv.key().find("positional") != std::string::npos) n += kv.value().numel();
     return n;
   };
-  const int64_t shared = count(config_with({"model.positional.type=learned", "model.positional.max_positions=40",
-                                            "model.positional.apply_to=every_layer"}));
-  const int64_t per_layer = count(config_with({"model.positional.type=learned", "model.positional.max_positions=40",
-                                               "model.positional.apply_to=every_layer",
-                                               "model.positional.share_across_layers=false"}));
+  const int64_t shared = count(config_with(
+      {"model.positional.type=learned", "model.positional.max_positions=40", "model.positional.apply_to=every_layer"}));
+  const int64_t per_layer =
+      count(config_with({"model.positional.type=learned", "model.positional.max_positions=40",
+                         "model.positional.apply_to=every_layer", "model.positional.share_across_layers=false"}));
   EXPECT_EQ(shared, 40 * 64);
   EXPECT_EQ(per_layer, 3 * 40 * 64);
 }
 
 TEST(Model, LengthChecksNameTheLimit) {
-  Transformer model(config_with({"model.positional.type=learned", "model.positional.max_positions=17",
-                                       "model.pooling=cls"})
-                              .model,
-                          16);
+  Transformer model(
+      config_with({"model.positional.type=learned", "model.positional.max_positions=17", "model.pooling=cls"}).model,
+      16);
   EXPECT_NO_THROW(model->check_length(16));
   try {
     model->check_length(17);

@@ -25,7 +25,8 @@ posenc::TaskConfig ordering_config(std::initializer_list<std::string> sets = {})
 }  // namespace
 
 TEST(Ordering, NegativesAreUnsortedPermutationsOfAPositive) {
-  const posenc::TaskConfig cfg = ordering_config({"task.vocab_size=5"});  // many repeated tokens: the hard case for "never sorted"
+  const posenc::TaskConfig cfg =
+      ordering_config({"task.vocab_size=5"});  // many repeated tokens: the hard case for "never sorted"
   OrderingTask task(cfg);
   std::mt19937_64 rng(1);
   for (int kind = 0; kind < 4; ++kind)
@@ -59,8 +60,8 @@ TEST(Ordering, AdjacentSwapChangesExactlyOneNeighbouringPair) {
 }
 
 TEST(Ordering, FixedSetIsBalancedSplitByWeightAndDeterministic) {
-  const posenc::TaskConfig cfg = ordering_config(
-      {"task.negatives={\"shuffle\": 2, \"adjacent_swap\": 1, \"random_swap\": 1, \"reverse\": 0}"});
+  const posenc::TaskConfig cfg =
+      ordering_config({"task.negatives={\"shuffle\": 2, \"adjacent_swap\": 1, \"random_swap\": 1, \"reverse\": 0}"});
   OrderingTask task(cfg);
   const Batch a = task.fixed_set(32, 400, 7);
   const Batch b = task.fixed_set(32, 400, 7);

@@ -86,10 +86,10 @@ TEST_P(EveryScheme, SymmetricSchemesCannotTellReversal) {
 TEST_P(EveryScheme, SharedOrPerLayerAndEitherPlacementBuild) {
   for (const char* share : {"true", "false"})
     for (const char* where : {"input", "every_layer"}) {
-      Transformer model(
-          config({std::string("model.positional.share_across_layers=") + share, std::string("model.positional.apply_to=") + where})
-              .model,
-          16);
+      Transformer model(config({std::string("model.positional.share_across_layers=") + share,
+                                std::string("model.positional.apply_to=") + where})
+                            .model,
+                        16);
       auto logits = model->forward(torch::randint(1, 17, {2, 7}, torch::kLong));
       EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 2}));
     }

@@ -108,10 +108,12 @@ TEST(Signals, SigtermCheckpointsTheCurrentStepAndResumeMatchesAnUninterruptedRun
   const std::string config =
       // min_lr_ratio=1: a flat schedule after warm-up, so the stopped 3000-step run
       // and the shorter ones it is compared with follow the same learning rates.
-      write_config(s, "c.json", {"train.steps=3000", "train.checkpoint_every=100000", "model.dropout=0.1",
-                                 "train.log_every=5", "eval.lengths=[8]", "train.min_lr_ratio=1"});
+      write_config(s, "c.json",
+                   {"train.steps=3000", "train.checkpoint_every=100000", "model.dropout=0.1", "train.log_every=5",
+                    "eval.lengths=[8]", "train.min_lr_ratio=1"});
   const fs::path run = s.dir / "run";
-  const pid_t pid = posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
+  const pid_t pid =
+      posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
   ASSERT_TRUE(wait_for([&] { return logged_step(run) >= 20; }, 120)) << posenc::tail_lines(s.path("log"), 20);
   ::kill(pid, SIGTERM);
   const auto end = posenc::testing::wait_child(pid);
@@ -138,11 +140,12 @@ TEST(Signals, SigtermCheckpointsTheCurrentStepAndResumeMatchesAnUninterruptedRun
       run_cli("train " + config + " --out " + run.string() + "/ --set " + steps + " --resume --no-progress");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   const fs::path straight = s.dir / "straight";
-  const auto uninterrupted = run_cli("train " + config + " --out " + straight.string() + " --set " + steps +
-                                     " --no-progress");
+  const auto uninterrupted =
+      run_cli("train " + config + " --out " + straight.string() + " --set " + steps + " --no-progress");
   ASSERT_EQ(uninterrupted.code, 0) << uninterrupted.output;
   EXPECT_EQ(results_without_timing(run), results_without_timing(straight));
-  const auto a = parameters_of((run / "checkpoint.pt").string()), b = parameters_of((straight / "checkpoint.pt").string());
+  const auto a = parameters_of((run / "checkpoint.pt").string()),
+             b = parameters_of((straight / "checkpoint.pt").string());
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
 }
@@ -157,8 +160,8 @@ TEST(Signals, SigintGivesExit130AndASecondSignalStopsAtOnce) {
   EXPECT_EQ(posenc::testing::wait_child(pid).code, 130) << posenc::tail_lines(s.path("log"), 10);
 
   // Two signals in a row: the second one ends the process by its default action.
-  pid = posenc::testing::start_cli({"train", config, "--out", run.string(), "--resume", "--no-progress"},
-                                   s.path("log2"));
+  pid =
+      posenc::testing::start_cli({"train", config, "--out", run.string(), "--resume", "--no-progress"}, s.path("log2"));
   const int64_t before = logged_step(run);
   ASSERT_TRUE(wait_for([&] { return logged_step(run) >= before + 20; }, 120));
   // Two different signals (two of one kind may merge into one while pending):
@@ -166,8 +169,8 @@ TEST(Signals, SigintGivesExit130AndASecondSignalStopsAtOnce) {
   ::kill(pid, SIGTERM);
   ::kill(pid, SIGINT);
   const auto end = posenc::testing::wait_child(pid);
-  EXPECT_TRUE(end.signal == SIGTERM || end.signal == SIGINT)
-      << "exit " << end.code << "\n" << posenc::tail_lines(s.path("log2"), 10);
+  EXPECT_TRUE(end.signal == SIGTERM || end.signal == SIGINT) << "exit " << end.code << "\n"
+                                                             << posenc::tail_lines(s.path("log2"), 10);
   // Whatever it was doing, the last complete checkpoint loads, and the next start clears any temporary file.
   EXPECT_NO_THROW(load_model((run / "checkpoint.pt").string(), torch::kCPU));
   const auto again = run_cli("train " + config + " --out " + run.string() + " --resume --set train.steps=" +
@@ -187,7 +190,8 @@ TEST(Signals, EvalStoppedBySignalWritesNoResultsFile) {
       {"eval", (run / "checkpoint.pt").string(), "--lengths", "8,512", "--samples", "200000", "--out", out},
       s.path("log"));
   // Once its signal handlers are in (they come before the environment line), and a moment into the work.
-  ASSERT_TRUE(wait_for([&] { return posenc::tail_lines(s.path("log"), 5).find("libtorch=") != std::string::npos; }, 60));
+  ASSERT_TRUE(
+      wait_for([&] { return posenc::tail_lines(s.path("log"), 5).find("libtorch=") != std::string::npos; }, 60));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   ::kill(pid, SIGTERM);
   const auto end = posenc::testing::wait_child(pid);
@@ -285,7 +289,8 @@ TEST(Divergence, FoundWithoutGradientClippingAndBeforeAnyCheckpoint) {
   TrainHooks poison;
   poison.poison_at_step = 3;
   try {
-    train(small_config(dir, {"train.steps=50", "train.grad_clip=0", "train.checkpoint_every=40"}), TrainRequest{}, poison);
+    train(small_config(dir, {"train.steps=50", "train.grad_clip=0", "train.checkpoint_every=40"}), TrainRequest{},
+          poison);
     FAIL();
   } catch (const Diverged& e) {
     EXPECT_NE(std::string(e.what()).find("at step 3; no checkpoint was written before it"), std::string::npos)
@@ -376,8 +381,7 @@ TEST(RunDirectory, AnotherRunsFilesACompareRootAndALiveTrainAreRefused) {
   opts.skip_final_eval = true;
   // config.json of another run, no checkpoint.
   const fs::path other = s.dir / "other";
-  write_file_atomic((other / "config.json").string(),
-                    config_to_json(small_config(other, {"model.d_model=16"})).dump());
+  write_file_atomic((other / "config.json").string(), config_to_json(small_config(other, {"model.d_model=16"})).dump());
   try {
     train(small_config(other, {"train.steps=5"}), opts);
     FAIL();
@@ -411,7 +415,8 @@ TEST(RunDirectory, AnotherRunsFilesACompareRootAndALiveTrainAreRefused) {
   // Two trains on one directory: the second is refused while the first runs.
   const std::string config = write_config(s, "long.json", {"train.steps=100000"});
   const fs::path busy = s.dir / "busy";
-  const pid_t pid = posenc::testing::start_cli({"train", config, "--out", busy.string(), "--no-progress"}, s.path("log"));
+  const pid_t pid =
+      posenc::testing::start_cli({"train", config, "--out", busy.string(), "--no-progress"}, s.path("log"));
   ASSERT_TRUE(wait_for([&] { return logged_step(busy) >= 10; }, 120));
   const auto second = run_cli("train " + config + " --out " + busy.string() + "/ --no-progress");
   ::kill(pid, SIGTERM);
@@ -455,8 +460,8 @@ TEST(Messages, BadFilesAndFlagsSayWhatIsWrong) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("'abc' is not an integer"), std::string::npos) << r.output;
 
-  r = run_cli("train " + config + " --set model.d_model=66 --set model.heads=6 --set model.positional.type=rope --out " +
-              s.path("odd"));
+  r = run_cli("train " + config +
+              " --set model.d_model=66 --set model.heads=6 --set model.positional.type=rope --out " + s.path("odd"));
   EXPECT_EQ(r.code, 2);
   expect_one_line_error(r.output, "the head dimension is 11 (odd");
 }
@@ -497,10 +502,31 @@ void pointers(const json& j, const std::string& at, std::vector<std::string>& ou
 }
 
 json extreme_value(std::mt19937& rng) {
-  static const std::vector<json> values = {
-      0, -1, 1, 2, 3, int64_t{1} << 31, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
-      1e308, -1e308, 1e-320, 0.5, -0.0, "", "x", "rope", "\u00e9\u4e2d", true, false, nullptr, json::array(),
-      json::object(), json::array({1, 2}), json{{"type", "alibi"}}, std::numeric_limits<uint64_t>::max()};
+  static const std::vector<json> values = {0,
+                                           -1,
+                                           1,
+                                           2,
+                                           3,
+                                           int64_t{1} << 31,
+                                           std::numeric_limits<int64_t>::max(),
+                                           std::numeric_limits<int64_t>::min(),
+                                           1e308,
+                                           -1e308,
+                                           1e-320,
+                                           0.5,
+                                           -0.0,
+                                           "",
+                                           "x",
+                                           "rope",
+                                           "\u00e9\u4e2d",
+                                           true,
+                                           false,
+                                           nullptr,
+                                           json::array(),
+                                           json::object(),
+                                           json::array({1, 2}),
+                                           json{{"type", "alibi"}},
+                                           std::numeric_limits<uint64_t>::max()};
   return values[rng() % values.size()];
 }
 
@@ -540,8 +566,10 @@ TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
     if (i % 5 == 0) {  // raw bytes: invalid UTF-8, control bytes, cut short
       const size_t at = rng() % (text.size() + 1);
       const char junk[] = {'\xff', '\xc3', '\x00', '\x80', '"', '{', '\xed'};
-      if (rng() % 3 == 0) text = text.substr(0, at);
-      else text.insert(at, 1, junk[rng() % sizeof junk]);
+      if (rng() % 3 == 0)
+        text = text.substr(0, at);
+      else
+        text.insert(at, 1, junk[rng() % sizeof junk]);
     }
     ++cases;
     try {
@@ -555,8 +583,14 @@ TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
     }
   }
   // The same through --set: random paths and values.
-  const std::vector<std::string> paths = {"train.steps", "model", "model.positional.type", "eval.lengths",
-                                          "task.negatives.shuffle", "model.positional.base", "a.b.c", "train..x"};
+  const std::vector<std::string> paths = {"train.steps",
+                                          "model",
+                                          "model.positional.type",
+                                          "eval.lengths",
+                                          "task.negatives.shuffle",
+                                          "model.positional.base",
+                                          "a.b.c",
+                                          "train..x"};
   for (int i = 0; i < 1000; ++i) {
     json j = json::object();
     const std::string value = extreme_value(rng).dump();
@@ -624,8 +658,10 @@ TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
   const fs::path run = s.dir / "run";
   ASSERT_EQ(run_cli("train " + config + " --out " + run.string() + " --no-progress").code, 0);
   const std::string ckpt = (run / "checkpoint.pt").string();
-  auto r = run_cli("eval " + ckpt + " --lengths 8,32 --set model.positional.scaling=yarn --set model.positional.factor=4 "
-                   "--set model.positional.original_max_position=9 --out " + s.path("yarn.json"));
+  auto r = run_cli("eval " + ckpt +
+                   " --lengths 8,32 --set model.positional.scaling=yarn --set model.positional.factor=4 "
+                   "--set model.positional.original_max_position=9 --out " +
+                   s.path("yarn.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   const json j = read_json_file(s.path("yarn.json"));
   EXPECT_EQ(j["positional"]["scaling"], "yarn");

@@ -73,8 +73,8 @@ TEST(Decay, BiasIsExpOfMinusDistanceOverTau) {
 TEST(T5, BucketsMatchHandWorkedValuesAtTheEdges) {
   // 32 buckets, bidirectional: 16 per sign, exact below 8, log-spaced from 8 to max_distance 128:
   // bucket(d) = 8 + floor(log(d/8) / log(16) * 8) for 8 <= d < 128, capped at 15; keys to the right add 16.
-  auto rel = torch::tensor({0, -1, -7, -8, -11, -12, -15, -16, -31, -32, -64, -127, -128, -1000, 1, 7, 8, 16, 128, 1000},
-                           torch::kLong);
+  auto rel = torch::tensor(
+      {0, -1, -7, -8, -11, -12, -15, -16, -31, -32, -64, -127, -128, -1000, 1, 7, 8, 16, 128, 1000}, torch::kLong);
   auto b = t5_buckets(rel, 32, 128, true);
   const std::vector<int64_t> expected = {0, 1, 7, 8, 8, 9, 9, 10, 11, 12, 14, 15, 15, 15, 17, 23, 24, 26, 31, 31};
   for (size_t i = 0; i < expected.size(); ++i)
@@ -97,18 +97,19 @@ TEST(T5, BothBucketModesTellLeftFromRight) {
 TEST(T5, BiasLooksUpTheTablePerHead) {
   auto t5 = scheme_with("t5", {32, 4, 8, 0});
   auto table = t5->named_parameters()["table"];  // (32, 4)
-  auto b = t5->bias(arange_positions(40))[0];   // (4, 40, 40)
+  auto b = t5->bias(arange_positions(40))[0];    // (4, 40, 40)
   auto buckets = t5_buckets(relative_positions(torch::arange(40), torch::arange(40)), 32, 128, true);
   for (int h = 0; h < 4; ++h)
     for (int i : {0, 13, 39})
-      for (int j : {0, 5, 39}) EXPECT_FLOAT_EQ(b[h][i][j].item<float>(), table[buckets[i][j].item<int64_t>()][h].item<float>());
+      for (int j : {0, 5, 39})
+        EXPECT_FLOAT_EQ(b[h][i][j].item<float>(), table[buckets[i][j].item<int64_t>()][h].item<float>());
 }
 
 TEST(Shaw, ClipsOffsetsBeyondK) {
   auto shaw = scheme_with("shaw", {16, 2, 8, 0}, {{"max_distance", 2}});
   auto q = torch::randn({1, 2, 8, 8}), k = torch::randn({1, 2, 8, 8});
   auto s = shaw->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), arange_positions(8));  // (1, 2, 8, 8)
-  auto keys = shaw->named_parameters()["keys"];             // (5, 8)
+  auto keys = shaw->named_parameters()["keys"];                                                  // (5, 8)
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j) {
       const int64_t r = std::clamp(j - i, -2, 2) + 2;
@@ -163,11 +164,11 @@ TEST(Xl, EqualsTheNaiveFourTermFormula) {
       for (int64_t i = 0; i < L; ++i)
         for (int64_t j = 0; j < L; ++j) {
           auto R = sinusoidal_table(torch::tensor({i - j}, torch::kLong), D)[0];  // (D)
-          auto WR = W.to(torch::kFloat64).matmul(R).view({H, Dh})[h];              // (Dh)
-          const double a = q[b][h][i].dot(k[b][h][j]).item<double>();               // content
-          const double bb = q[b][h][i].dot(WR).item<double>();                      // content-dependent position
-          const double c = u[h].dot(k[b][h][j]).item<double>();                     // global content
-          const double d = v[h].dot(WR).item<double>();                             // global position
+          auto WR = W.to(torch::kFloat64).matmul(R).view({H, Dh})[h];             // (Dh)
+          const double a = q[b][h][i].dot(k[b][h][j]).item<double>();             // content
+          const double bb = q[b][h][i].dot(WR).item<double>();                    // content-dependent position
+          const double c = u[h].dot(k[b][h][j]).item<double>();                   // global content
+          const double d = v[h].dot(WR).item<double>();                           // global position
           EXPECT_NEAR(fast[b][h][i][j].item<double>(), a + bb + c + d, 1e-9) << b << h << i << j;
         }
 }

@@ -161,8 +161,9 @@ TEST(RopeScaling, LinearAtSPEqualsUnscaledAtPAndDynamicIsUnscaledWithinTheOrigin
   const auto p = torch::arange(10, torch::kLong);
   const auto plain = rotated(json::object(), x, p, 10);
   // linear, factor 3: position 3p rotates as p did.
-  EXPECT_TRUE(torch::allclose(rotated({{"scaling", "linear"}, {"factor", 3.0}, {"original_max_position", 16}}, x, p * 3, 28),
-                              plain, 1e-9, 1e-9));
+  EXPECT_TRUE(
+      torch::allclose(rotated({{"scaling", "linear"}, {"factor", 3.0}, {"original_max_position", 16}}, x, p * 3, 28),
+                      plain, 1e-9, 1e-9));
   // dynamic_ntk: nothing changes while the sequence fits in original_max_position ...
   const json dynamic = {{"scaling", "dynamic_ntk"}, {"factor", 4.0}, {"original_max_position", 16}};
   EXPECT_TRUE(torch::allclose(rotated(dynamic, x, p, 16), plain, 1e-12, 1e-12));
@@ -181,10 +182,11 @@ TEST(RopeScaling, LinearAtSPEqualsUnscaledAtPAndDynamicIsUnscaledWithinTheOrigin
 
 TEST(RopeScaling, ScoresStillDependOnlyOnTheOffset) {
   torch::manual_seed(1);
-  const auto q = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64), k = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64);
-  for (const json& options : {json{{"scaling", "yarn"}, {"factor", 4.0}, {"original_max_position", 8}},
-                              json{{"scaling", "ntk"}, {"factor", 4.0}, {"original_max_position", 8}},
-                              json{{"drop_low_frequencies", 0.5}}}) {
+  const auto q = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64),
+             k = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64);
+  for (const json& options :
+       {json{{"scaling", "yarn"}, {"factor", 4.0}, {"original_max_position", 8}},
+        json{{"scaling", "ntk"}, {"factor", 4.0}, {"original_max_position", 8}}, json{{"drop_low_frequencies", 0.5}}}) {
     const auto score = [&](int64_t m, int64_t n) {
       auto qm = rotated(options, q, torch::full({1}, m, torch::kLong), 64);
       auto kn = rotated(options, k, torch::full({1}, n, torch::kLong), 64);
@@ -205,7 +207,8 @@ TEST(Xpos, ScoresDependOnlyOnTheOffsetAndDecayWithItAsZetaToTheDistance) {
   torch::manual_seed(2);
   auto xpos = scheme_with("xpos", {kHeadDim, 1, kHeadDim, 0}, {{"scale_base", 16.0}});
   auto rope = scheme_with("rope", {kHeadDim, 1, kHeadDim, 0});
-  const auto q = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64), k = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64);
+  const auto q = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64),
+             k = torch::randn({1, 1, 1, kHeadDim}, torch::kFloat64);
   const auto score = [&](PositionalScheme& s, int64_t m, int64_t n) {
     auto qm = q.clone(), kn = k.clone(), unused_q = q.clone(), unused_k = k.clone();
     s->rotate(qm, unused_k, {torch::full({1}, m, torch::kLong), torch::full({1}, m, torch::kLong), 64, nullptr});
@@ -240,7 +243,8 @@ TEST(RandomizedPositions, SortedDistinctInRangeAndAPureFunctionOfSeedAndStep) {
 
 TEST(RandomizedPositions, ConfigRoundTripTablesThatAreTooSmallAndTraining) {
   const auto dir = posenc::testing::fresh_dir("randomized");
-  auto cfg = posenc::testing::small_config(dir, {"train.steps=30", "model.positional.randomize={\"max_position\": 64}"});
+  auto cfg =
+      posenc::testing::small_config(dir, {"train.steps=30", "model.positional.randomize={\"max_position\": 64}"});
   EXPECT_EQ(cfg.model.positional.randomize_max_position, 64);
   EXPECT_EQ(config_to_json(config_from_json(config_to_json(cfg))), config_to_json(cfg));
   EXPECT_THROW(posenc::testing::small_config(dir, {"model.positional.randomize={}"}), ConfigError);

@@ -39,7 +39,7 @@ TEST(Sinusoidal, ShiftIsAFixedLinearMap) {
   // PE(p + k) = T_k PE(p) with T_k block-diagonal rotations, the same for every p.
   const int64_t D = 16, k = 7;
   auto p = torch::arange(0, 200, torch::kLong);
-  auto pe = sinusoidal_table(p, D).to(torch::kFloat64);         // (200, D)
+  auto pe = sinusoidal_table(p, D).to(torch::kFloat64);           // (200, D)
   auto shifted = sinusoidal_table(p + k, D).to(torch::kFloat64);  // (200, D)
   auto T = torch::zeros({D, D}, torch::kFloat64);
   for (int64_t i = 0; i < D / 2; ++i) {

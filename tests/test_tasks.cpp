@@ -14,7 +14,8 @@ namespace {
 /// A small UTF-8 corpus for charlm, so the tests need no Debian package.
 std::string corpus_path() {
   static const std::string path = [] {
-    const auto p = std::filesystem::temp_directory_path() / ("posenc_test_corpus_" + std::to_string(::getpid()) + ".txt");
+    const auto p =
+        std::filesystem::temp_directory_path() / ("posenc_test_corpus_" + std::to_string(::getpid()) + ".txt");
     std::ofstream out(p);
     for (int i = 0; i < 400; ++i) out << "Line " << i << ": the quick brown fox jumps over the lazy dog. ";
     return p.string();
@@ -121,7 +122,8 @@ TEST_P(EveryTask, OptionsAreDocumentedTypeCheckedAndSettable) {
       EXPECT_NE(std::string(e.what()).find("task." + option.name), std::string::npos) << e.what();
     }
     // Its default, given explicitly with --set, is taken as it is.
-    const Config explicit_default = task_config(GetParam(), {"task." + option.name + "=" + option.default_value.dump()});
+    const Config explicit_default =
+        task_config(GetParam(), {"task." + option.name + "=" + option.default_value.dump()});
     EXPECT_EQ(explicit_default.task.options.json().at(option.name), option.default_value) << option.name;
   }
 }

@@ -60,8 +60,7 @@ class Options {
 /// `also_known` listed first. `causal`: a decoder, where options with a
 /// causal_value take that value.
 Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::json& user, const std::string& path,
-                        const std::string& owner, const std::vector<std::string>& also_known = {},
-                        bool causal = false);
+                        const std::string& owner, const std::vector<std::string>& also_known = {}, bool causal = false);
 
 /// "an integer", "a number", "true or false", "a string", "an object of weights".
 std::string option_kind_name(OptionKind kind);

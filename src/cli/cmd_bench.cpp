@@ -14,7 +14,8 @@ void setup_bench(CLI::App& app, BenchOptions& o) {
   app.add_flag("--bf16", o.bf16, "autocast the forward pass to bfloat16");
   app.add_option("--attention", o.attention, "auto (fused SDPA where the scheme allows, LibTorch 2.x) | explicit")
       ->check(CLI::IsMember({"auto", "explicit"}));
-  app.add_flag_callback("--no-python", [&o] { o.python = false; }, "skip the PyTorch-eager side (scripts/bench_eager.py)");
+  app.add_flag_callback(
+      "--no-python", [&o] { o.python = false; }, "skip the PyTorch-eager side (scripts/bench_eager.py)");
   app.add_option("--out", o.out, "output directory")->check(non_empty_utf8("--out"));
 }
 

@@ -25,7 +25,8 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
                                path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
     if (!scheme_option && path.rfind("eval.", 0) != 0)
-      throw ConfigError("--set " + o + ": eval accepts only eval.* and the scheme's options (model.positional.*, "
+      throw ConfigError("--set " + o +
+                        ": eval accepts only eval.* and the scheme's options (model.positional.*, "
                         "not type, apply_to or share_across_layers); the rest is what the checkpoint was trained as");
     apply_override(j, o);
   }
@@ -100,9 +101,9 @@ int run_eval(const EvalOptions& o) {
       j["failed"] = {{"length", length}, {"error", reason.substr(0, reason.find('\n'))}};
       write_file_atomic(out, j.dump(2) + "\n");
       std::printf("%s", format_length_table(results, *task).c_str());
-      throw std::runtime_error("evaluation at length " + std::to_string(length) + " failed: " +
-                               reason.substr(0, reason.find('\n')) + "; the " + std::to_string(results.size()) +
-                               " length(s) before it are in " + out);
+      throw std::runtime_error("evaluation at length " + std::to_string(length) +
+                               " failed: " + reason.substr(0, reason.find('\n')) + "; the " +
+                               std::to_string(results.size()) + " length(s) before it are in " + out);
     }
   }
   std::printf("%s", format_length_table(results, *task).c_str());

@@ -17,8 +17,7 @@ void setup_generate(CLI::App& app, GenerateOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a charlm run")->required()->check(CLI::ExistingFile);
   app.add_option("--prompt", o.prompt, "text to continue (UTF-8)")->required()->check(non_empty_utf8("--prompt"));
   app.add_option("--tokens", o.tokens, "characters (bytes) to generate")->check(integer_in(1, int64_t{1} << 20));
-  app.add_option("--temperature", o.temperature, "softmax temperature; 0 = greedy")
-      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--temperature", o.temperature, "softmax temperature; 0 = greedy")->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-k", o.top_k, "sample among the k most likely characters only (0 = all)")
       ->check(integer_in(0, 1 << 20));
   app.add_option("--seed", o.seed, "sampling seed")->check(integer_in(0, int64_t{1} << 62));
@@ -48,8 +47,8 @@ int run_generate(const GenerateOptions& o) {
   sampling.last_token = task->vocab_size();
   sampling.seed = static_cast<uint64_t>(o.seed);
   auto generated = continue_tokens(model, prompt, o.tokens, sampling)[0].cpu().contiguous();  // (N)
-  const std::string text =
-      task->decode_text(std::vector<int64_t>(generated.data_ptr<int64_t>(), generated.data_ptr<int64_t>() + generated.numel()));
+  const std::string text = task->decode_text(
+      std::vector<int64_t>(generated.data_ptr<int64_t>(), generated.data_ptr<int64_t>() + generated.numel()));
   std::printf("%s%s\n", o.prompt.c_str(), text.c_str());
   if (!o.out.empty()) write_file_atomic(o.out, o.prompt + text);
   return 0;

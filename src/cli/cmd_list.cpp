@@ -37,10 +37,10 @@ nlohmann::json describe_options(const std::vector<OptionSpec>& specs) {
 
 void print_options(const nlohmann::json& options) {
   for (const auto& opt : options)
-    std::printf("%s\n", fmt::format("    {:<14} {:<7} default {:<12} {}", opt["name"].get<std::string>(),
-                                    opt["type"].get<std::string>(), opt["default"].dump(),
-                                    opt["doc"].get<std::string>())
-                            .c_str());
+    std::printf("%s\n",
+                fmt::format("    {:<14} {:<7} default {:<12} {}", opt["name"].get<std::string>(),
+                            opt["type"].get<std::string>(), opt["default"].dump(), opt["doc"].get<std::string>())
+                    .c_str());
 }
 
 /// Builds the scheme once with its defaults to read what it does (hooks, direction).
@@ -56,7 +56,6 @@ nlohmann::json describe(const SchemeInfo& info) {
           {"directional", scheme->directional()},
           {"options", options}};
 }
-
 
 nlohmann::json describe_task(const TaskInfo& t) {
   std::vector<std::string> keys = {"type", "min_length", "max_length"};
@@ -92,7 +91,9 @@ int run_list(const ListOptions& o) {
     print_options(s["options"]);
     std::printf("\n");
   }
-  std::printf("Common: model.positional.apply_to = auto|input|every_layer, model.positional.share_across_layers = true|false\n");
+  std::printf(
+      "Common: model.positional.apply_to = auto|input|every_layer, model.positional.share_across_layers = "
+      "true|false\n");
   std::printf("\nTasks (task.type; model.kind must match):\n\n");
   for (const auto& t : tasks) {
     std::string keys;

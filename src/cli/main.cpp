@@ -16,8 +16,10 @@
 
 void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
   const std::string text = j.dump() + "\n";
-  if (path.empty()) std::fputs(text.c_str(), stdout);
-  else posenc::write_file_atomic(path, text);
+  if (path.empty())
+    std::fputs(text.c_str(), stdout);
+  else
+    posenc::write_file_atomic(path, text);
 }
 
 int main(int argc, char** argv) {
@@ -40,17 +42,19 @@ int main(int argc, char** argv) {
   posenc::cli::setup_train(*app.add_subcommand("train", "train a model from a JSON config, then evaluate it"), train);
   posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
   posenc::cli::setup_generate(
-      *app.add_subcommand("generate", "continue a text prompt with a language-model checkpoint (task charlm)"), generate);
+      *app.add_subcommand("generate", "continue a text prompt with a language-model checkpoint (task charlm)"),
+      generate);
   posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and tasks, with their options"), list);
-  posenc::cli::setup_inspect(*app.add_subcommand("inspect", "write what a scheme contributes at initialization as JSON"),
-                             inspect);
+  posenc::cli::setup_inspect(
+      *app.add_subcommand("inspect", "write what a scheme contributes at initialization as JSON"), inspect);
   posenc::cli::setup_compare(
       *app.add_subcommand("compare", "run a grid of schemes x attention x pooling x seeds; summary, figures, report"),
       compare);
   posenc::cli::setup_attention(
       *app.add_subcommand("attention", "write a trained model's attention maps on one example as JSON"), attention);
   posenc::cli::setup_bench(
-      *app.add_subcommand("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager"), bench);
+      *app.add_subcommand("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager"),
+      bench);
 
   try {
     app.parse(argc, argv);
@@ -67,7 +71,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   // Whatever a command printed comes before its error line.
-  const auto error = [](const char* what) { std::fflush(stdout); std::fprintf(stderr, "error: %s\n", what); };
+  const auto error = [](const char* what) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", what);
+  };
   try {
     if (app.got_subcommand("train")) return posenc::cli::run_train(train);
     if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);

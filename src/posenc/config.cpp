@@ -31,8 +31,7 @@ std::string type_name(const json& v) {
 class ObjectReader {
  public:
   ObjectReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {
-    if (!j_.is_object())
-      throw ConfigError(where() + ": expected an object, got " + type_name(j_));
+    if (!j_.is_object()) throw ConfigError(where() + ": expected an object, got " + type_name(j_));
   }
 
   std::string child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -54,16 +53,15 @@ class ObjectReader {
       throw ConfigError(child(key) + ": expected an integer, got " + type_name(v) + " " + v.dump());
     const int64_t x = v.get<int64_t>();
     if (x < min || x > max)
-      throw ConfigError(child(key) + ": " + std::to_string(x) + " is out of range [" + std::to_string(min) +
-                        ", " + std::to_string(max) + "]");
+      throw ConfigError(child(key) + ": " + std::to_string(x) + " is out of range [" + std::to_string(min) + ", " +
+                        std::to_string(max) + "]");
     out = x;
   }
 
   void read(const std::string& key, double& out, double min, double max) {
     if (!has(key)) return;
     const json& v = j_.at(key);
-    if (!v.is_number())
-      throw ConfigError(child(key) + ": expected a number, got " + type_name(v) + " " + v.dump());
+    if (!v.is_number()) throw ConfigError(child(key) + ": expected a number, got " + type_name(v) + " " + v.dump());
     const double x = v.get<double>();
     if (!(x >= min && x <= max)) {
       std::ostringstream msg;
@@ -130,7 +128,8 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
   if (r.has("randomize")) {
     ObjectReader rnd(r.raw("randomize"), r.child("randomize"));
     if (!rnd.has("max_position"))
-      throw ConfigError(r.child("randomize") + ": needs max_position (training positions are drawn from [0, max_position))");
+      throw ConfigError(r.child("randomize") +
+                        ": needs max_position (training positions are drawn from [0, max_position))");
     rnd.read("max_position", p.randomize_max_position, 2, int64_t{1} << 30);
     rnd.finish();
   }
@@ -157,8 +156,10 @@ ModelConfig parse_model(const json& j, const std::string& path) {
     a.finish();
   }
   const bool causal = m.kind == "decoder";
-  if (r.has("positional")) m.positional = parse_positional(r.raw("positional"), r.child("positional"), causal);
-  else m.positional = parse_positional(json::object(), r.child("positional"), causal);
+  if (r.has("positional"))
+    m.positional = parse_positional(r.raw("positional"), r.child("positional"), causal);
+  else
+    m.positional = parse_positional(json::object(), r.child("positional"), causal);
   r.finish();
   if (m.d_model % m.heads != 0)
     throw ConfigError(path + ".heads: " + std::to_string(m.heads) + " does not divide " + path + ".d_model " +
@@ -188,7 +189,8 @@ TaskConfig parse_task(const json& j, const std::string& path) {
   // Everything else belongs to the task and is validated by its registry entry.
   json user = json::object();
   for (const auto& key : r.unread()) user[key] = r.raw(key);
-  t.options = resolve_options(info.options, user, path, "task \"" + t.type + "\"", {"type", "min_length", "max_length"});
+  t.options =
+      resolve_options(info.options, user, path, "task \"" + t.type + "\"", {"type", "min_length", "max_length"});
   if (t.min_length > t.max_length)
     throw ConfigError(path + ".min_length: " + std::to_string(t.min_length) + " is greater than " + path +
                       ".max_length " + std::to_string(t.max_length));
@@ -230,7 +232,8 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
       const std::string at = r.child("lengths") + "[" + std::to_string(i) + "]";
       if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + v[i].dump());
       const int64_t len = v[i].get<int64_t>();
-      if (len < 2 || len > (1 << 20)) throw ConfigError(at + ": " + std::to_string(len) + " is out of range [2, 1048576]");
+      if (len < 2 || len > (1 << 20))
+        throw ConfigError(at + ": " + std::to_string(len) + " is out of range [2, 1048576]");
       e.lengths.push_back(len);
     }
   }
@@ -258,10 +261,11 @@ Config config_from_json(const json& j) {
   if (!(j.contains("eval") && j["eval"].is_object() && j["eval"].contains("lengths")))
     c.eval.lengths = task.default_eval_lengths;
   if (task.model_kind != c.model.kind)
-    throw ConfigError("task.type=" + c.task.type + " trains " + (task.model_kind == "decoder" ? "a causal decoder" : "the encoder classifier") +
+    throw ConfigError("task.type=" + c.task.type + " trains " +
+                      (task.model_kind == "decoder" ? "a causal decoder" : "the encoder classifier") +
                       ", but model.kind=" + c.model.kind + " builds " +
-                      (c.model.kind == "decoder" ? "a causal decoder" : "the encoder classifier") + "; set model.kind=" +
-                      task.model_kind + " or choose a " + c.model.kind + " task");
+                      (c.model.kind == "decoder" ? "a causal decoder" : "the encoder classifier") +
+                      "; set model.kind=" + task.model_kind + " or choose a " + c.model.kind + " task");
   return c;
 }
 
@@ -333,9 +337,7 @@ json parse_json_strict(const std::string& text, const std::string& context) {
         keys.emplace_back();
         where.push_back(where.empty() ? "" : (where.back().empty() ? "" : where.back() + ".") + last_key);
         break;
-      case json::parse_event_t::array_start:
-        last_key += "[]";
-        break;
+      case json::parse_event_t::array_start: last_key += "[]"; break;
       case json::parse_event_t::object_end:
         keys.pop_back();
         where.pop_back();
@@ -348,8 +350,7 @@ json parse_json_strict(const std::string& text, const std::string& context) {
                             " (only one value can hold)");
         break;
       }
-      default:
-        break;
+      default: break;
     }
     return true;
   };
@@ -387,8 +388,7 @@ void set_json_path(json& j, const std::string& path, const json& value, const st
     const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (key.empty()) throw ConfigError(context + ": empty component in path '" + path + "'");
     walked += (walked.empty() ? "" : ".") + key;
-    if (!node->is_object())
-      throw ConfigError(context + ": '" + walked + "' is inside a value that is not an object");
+    if (!node->is_object()) throw ConfigError(context + ": '" + walked + "' is inside a value that is not an object");
     if (dot == std::string::npos) {
       (*node)[key] = value;
       return;

@@ -46,7 +46,8 @@ GridEntry grid_entry(const json& j, const std::string& where) {
   GridEntry e{j["name"], j.value("set", json::object())};
   if (!e.set.is_object()) throw ConfigError(where + ".set: expected an object of \"dotted.path\": value");
   if (!valid_name(e.name))
-    throw ConfigError(where + ": name \"" + e.name + "\" must be letters, digits, '-', '_' or '.' (it names run directories)");
+    throw ConfigError(where + ": name \"" + e.name +
+                      "\" must be letters, digits, '-', '_' or '.' (it names run directories)");
   return e;
 }
 

@@ -19,7 +19,7 @@ std::string live_blas() {
 namespace {
 const char* malloc_mode = "default";
 bool denormals_flushed = false;
-}
+}  // namespace
 
 const char* tune_malloc_for_training() {
 #if defined(__GLIBC__)

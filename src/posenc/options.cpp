@@ -77,8 +77,7 @@ Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::js
     if (spec_it == specs.end()) {
       std::vector<std::string> known = also_known;
       for (const auto& s : specs) known.push_back(s.name);
-      throw ConfigError(at + ": unknown key for " + owner + " (known: " + (known.empty() ? "none" : join(known)) +
-                        ")");
+      throw ConfigError(at + ": unknown key for " + owner + " (known: " + (known.empty() ? "none" : join(known)) + ")");
     }
     const OptionSpec& spec = *spec_it;
     const auto& v = it.value();
@@ -92,8 +91,10 @@ Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::js
         throw ConfigError(at + ": \"" + s + "\" is not one of " + join(spec.choices));
     }
     if (causal && !spec.causal_value.is_null() && v != spec.causal_value)
-      throw ConfigError(at + ": " + v.dump() + " means nothing in a causal decoder (model.kind=decoder), where keys "
-                        "right of the query are masked; leave it out or set " + spec.causal_value.dump());
+      throw ConfigError(at + ": " + v.dump() +
+                        " means nothing in a causal decoder (model.kind=decoder), where keys "
+                        "right of the query are masked; leave it out or set " +
+                        spec.causal_value.dump());
     out[it.key()] = spec.kind == OptionKind::Weights ? resolve_weights(spec, v, at) : v;
   }
   return Options(out);

@@ -15,9 +15,9 @@ namespace posenc {
 nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length);
 
 struct AttentionRequest {
-  int64_t length = 16;           ///< tokens in the example (plus CLS with cls pooling)
-  std::string kind = "sorted";   ///< "sorted" or a negative kind (shuffle, adjacent_swap, ...)
-  int64_t index = 0;             ///< which example of that kind in the fixed evaluation set
+  int64_t length = 16;          ///< tokens in the example (plus CLS with cls pooling)
+  std::string kind = "sorted";  ///< "sorted" or a negative kind (shuffle, adjacent_swap, ...)
+  int64_t index = 0;            ///< which example of that kind in the fixed evaluation set
 };
 
 /// Attention probabilities of every block on one example from the

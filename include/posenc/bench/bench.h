@@ -39,12 +39,12 @@ struct BenchResult {
   int64_t parameters = 0;
   double train_ms = 0, train_ms_min = 0;  ///< median and fastest step (forward, backward, clip, AdamW)
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;  ///< medians of the step's phases (clip + AdamW)
-  double eval_ms = 0;                     ///< median evaluation forward (inference mode)
-  double tokens_per_s = 0;                ///< batch * length / train_ms
-  double peak_mb = 0;                     ///< CPU: peak RSS during the case; CUDA: allocator peak
-  double flops_per_step = 0;              ///< 3 x forward FLOPs (backward counted as 2 x forward)
-  double gflops_per_s = 0;                ///< flops_per_step / train_ms
-  double initial_loss = 0;                ///< loss of the initial weights on the batch (parity check)
+  double eval_ms = 0;                                        ///< median evaluation forward (inference mode)
+  double tokens_per_s = 0;                                   ///< batch * length / train_ms
+  double peak_mb = 0;                                        ///< CPU: peak RSS during the case; CUDA: allocator peak
+  double flops_per_step = 0;                                 ///< 3 x forward FLOPs (backward counted as 2 x forward)
+  double gflops_per_s = 0;                                   ///< flops_per_step / train_ms
+  double initial_loss = 0;  ///< loss of the initial weights on the batch (parity check)
 };
 
 /// Builds the case's model (seeded by train.seed), runs warmup + timed steps on
@@ -68,16 +68,16 @@ namespace posenc {
 
 struct BenchOptions {
   std::string config = "configs/bench.json";  ///< the bench file
-  std::vector<std::string> sizes;     ///< only these sizes (names); empty = all
-  std::vector<std::string> schemes;   ///< only these scheme entries; empty = all
+  std::vector<std::string> sizes;             ///< only these sizes (names); empty = all
+  std::vector<std::string> schemes;           ///< only these scheme entries; empty = all
   int64_t threads = 1;
   std::string device = "cpu";
-  bool bf16 = false;                  ///< autocast the forward to bfloat16
+  bool bf16 = false;  ///< autocast the forward to bfloat16
   /// "auto": the fused SDPA path where the scheme allows it (LibTorch 2.x);
   /// "explicit": always the explicit scores, on both sides (to measure what SDPA buys)
   std::string attention = "auto";
-  bool python = true;                 ///< also time scripts/bench_eager.py (PyTorch eager) and check parity
-  std::string out = "runs/bench";     ///< bench.json, the PyTorch side's files
+  bool python = true;              ///< also time scripts/bench_eager.py (PyTorch eager) and check parity
+  std::string out = "runs/bench";  ///< bench.json, the PyTorch side's files
 };
 
 /// Runs the bench, prints the table, writes OUT/bench.json. Returns the exit status.

@@ -15,13 +15,13 @@
 namespace posenc {
 
 struct CompareOptions {
-  std::string config;          ///< the comparison file
-  std::string out;             ///< OUT; default runs/<config file stem>[-full]
-  int jobs = 0;                ///< runs side by side; 0 = number of cores
-  int64_t threads = 1;         ///< intra-op threads per run
-  bool full = false;           ///< apply the file's "full" block (more seeds, ...)
-  bool progress = false;       ///< one updating terminal line (else log lines)
-  bool figures = true;         ///< run scripts/plot_compare.py when matplotlib is there
+  std::string config;             ///< the comparison file
+  std::string out;                ///< OUT; default runs/<config file stem>[-full]
+  int jobs = 0;                   ///< runs side by side; 0 = number of cores
+  int64_t threads = 1;            ///< intra-op threads per run
+  bool full = false;              ///< apply the file's "full" block (more seeds, ...)
+  bool progress = false;          ///< one updating terminal line (else log lines)
+  bool figures = true;            ///< run scripts/plot_compare.py when matplotlib is there
   int64_t inspect_length = 64;    ///< positions shown in the scheme figures
   int64_t attention_length = 16;  ///< tokens of the attention-map example
 };

@@ -54,8 +54,8 @@ struct ComparePlan {
   std::vector<PlannedRun> runs;      ///< task-major, then scheme, qkv, pooling, seed
 
   std::string run_dir(const PlannedRun& r) const;
-  std::string log_path(const PlannedRun& r) const;    ///< OUT/logs/<id>.log
-  std::string config_path(const PlannedRun& r) const; ///< OUT/configs/<id>.json (what the child trains)
+  std::string log_path(const PlannedRun& r) const;     ///< OUT/logs/<id>.log
+  std::string config_path(const PlannedRun& r) const;  ///< OUT/configs/<id>.json (what the child trains)
 };
 
 /// Reads and expands a comparison file. `threads` goes into every run's config.

@@ -18,7 +18,7 @@ struct Job {
 
 struct JobOutcome {
   std::string id;
-  int exit_code = 0;     ///< 128 + signal number if killed by a signal; 127 if it could not start
+  int exit_code = 0;  ///< 128 + signal number if killed by a signal; 127 if it could not start
   double seconds = 0;
 };
 

@@ -67,10 +67,10 @@ struct ComparisonSummary {
   int64_t samples_per_length = 0, eval_seed = 0, val_samples = 0;
   std::map<std::string, double> negatives;
   std::vector<int64_t> eval_lengths;
-  std::vector<std::string> tasks;                            ///< the grid's tasks axis (empty: one task)
-  std::vector<VariantSummary> variants;                      ///< sorted: see summarize()
-  std::vector<std::pair<std::string, std::string>> skipped;  ///< variant, reason (incompatible)
-  std::vector<std::string> unfinished;                       ///< run ids without results.json
+  std::vector<std::string> tasks;                             ///< the grid's tasks axis (empty: one task)
+  std::vector<VariantSummary> variants;                       ///< sorted: see summarize()
+  std::vector<std::pair<std::string, std::string>> skipped;   ///< variant, reason (incompatible)
+  std::vector<std::string> unfinished;                        ///< run ids without results.json
   std::vector<std::pair<std::string, std::string>> diverged;  ///< run id, diverged.json's message (NaN/inf)
 };
 

@@ -101,9 +101,9 @@ class TransformerImpl : public torch::nn::Module {
   ModelConfig cfg_;
   int64_t vocab_size_;
   torch::nn::Embedding tokens_{nullptr};
-  std::vector<PositionalScheme> schemes_;               // distinct instances
-  std::vector<PositionalSchemeImpl*> embed_at_;       // per block: scheme whose embed() runs before it
-  std::vector<PositionalSchemeImpl*> attend_with_;    // per block: scheme handed to its attention
+  std::vector<PositionalScheme> schemes_;           // distinct instances
+  std::vector<PositionalSchemeImpl*> embed_at_;     // per block: scheme whose embed() runs before it
+  std::vector<PositionalSchemeImpl*> attend_with_;  // per block: scheme handed to its attention
   torch::nn::ModuleList blocks_{nullptr};
   std::vector<Block> block_refs_;
   torch::nn::LayerNorm final_ln_{nullptr};

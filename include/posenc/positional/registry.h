@@ -28,7 +28,7 @@ struct SchemeContext {
   int64_t d_model = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;
-  int64_t layer = 0;  ///< index of the (first) block this instance serves
+  int64_t layer = 0;    ///< index of the (first) block this instance serves
   bool causal = false;  ///< a decoder: queries never see keys to their right
 };
 
@@ -52,7 +52,7 @@ std::vector<std::string> scheme_names();
 /// Validates user options against the entry (resolve_options: unknown key, type,
 /// bounds, choices), filling in defaults. `path` prefixes error messages (e.g. "model.positional").
 /// `causal`: for a decoder, where options with a causal_value take that value.
-SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user,
-                                     const std::string& path, bool causal = false);
+SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user, const std::string& path,
+                                     bool causal = false);
 
 }  // namespace posenc

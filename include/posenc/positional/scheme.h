@@ -33,9 +33,12 @@ struct Capabilities {
   /// Names of the hooks in use, in call order ("embed", "rotate", ...): for list and inspect.
   std::vector<std::string> hook_names() const {
     std::vector<std::string> names;
-    const std::pair<bool, const char*> hooks[] = {{embed, "embed"},           {rotate, "rotate"},
-                                                  {bias, "bias"},             {score_terms, "score_terms"},
-                                                  {value_terms, "value_terms"}, {reweight, "reweight"}};
+    const std::pair<bool, const char*> hooks[] = {{embed, "embed"},
+                                                  {rotate, "rotate"},
+                                                  {bias, "bias"},
+                                                  {score_terms, "score_terms"},
+                                                  {value_terms, "value_terms"},
+                                                  {reweight, "reweight"}};
     for (const auto& [used, name] : hooks)
       if (used) names.push_back(name);
     return names;
@@ -103,14 +106,12 @@ class PositionalSchemeImpl : public torch::nn::Module {
   virtual torch::Tensor bias(const Positions& /*pos*/) { return {}; }
   /// (B, H, Lq, Lk), added to q·k before the 1/sqrt(Dh) scale. `qk` is q·kᵀ (B, H, Lq, Lk),
   /// already computed by attention, for terms that depend on the content scores (CoPE's gates).
-  virtual torch::Tensor score_terms(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
-                                    const torch::Tensor& /*qk*/, const Positions& /*pos*/) {
+  virtual torch::Tensor score_terms(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/, const torch::Tensor& /*qk*/,
+                                    const Positions& /*pos*/) {
     return {};
   }
   /// probs (B, H, Lq, Lk) -> (B, H, Lq, Dh), added to probs·v.
-  virtual torch::Tensor value_terms(const torch::Tensor& /*probs*/, const Positions& /*pos*/) {
-    return {};
-  }
+  virtual torch::Tensor value_terms(const torch::Tensor& /*probs*/, const Positions& /*pos*/) { return {}; }
   /// scores (B, H, Lq, Lk) -> (B, H, Lq, Lk), before the softmax.
   virtual torch::Tensor reweight(const torch::Tensor& scores, const Positions& /*pos*/) { return scores; }
 
@@ -139,6 +140,5 @@ template <typename Impl>
 PositionalScheme construct(const SchemeContext& ctx, const SchemeOptions& options) {
   return std::make_shared<Impl>(ctx, options);
 }
-
 
 }  // namespace posenc

@@ -10,6 +10,6 @@ TaskInfo copy_task_info();      // tasks/sequence.cpp
 TaskInfo reverse_task_info();
 TaskInfo sort_task_info();
 TaskInfo addition_task_info();
-TaskInfo charlm_task_info();    // tasks/text.cpp
+TaskInfo charlm_task_info();  // tasks/text.cpp
 
 }  // namespace posenc

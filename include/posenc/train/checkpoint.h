@@ -22,8 +22,8 @@ namespace posenc {
 /// Writes a checkpoint; optimizer may be null (model-only checkpoint). `state`
 /// is the trainer's own running state (times, running sums), stored as JSON.
 /// Throws std::runtime_error, writing nothing, if a parameter is not finite.
-void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer,
-                     int64_t step, const Config& config, const nlohmann::json& state = nlohmann::json::object());
+void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer, int64_t step,
+                     const Config& config, const nlohmann::json& state = nlohmann::json::object());
 
 /// The name of the first parameter holding NaN or inf, or "" if all are finite.
 std::string first_non_finite_parameter(Transformer& model);

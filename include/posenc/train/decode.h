@@ -15,8 +15,8 @@
 namespace posenc {
 
 struct Sampling {
-  double temperature = 0;  ///< 0: greedy (argmax)
-  int64_t top_k = 0;       ///< > 0: sample among the k most likely tokens only
+  double temperature = 0;                   ///< 0: greedy (argmax)
+  int64_t top_k = 0;                        ///< > 0: sample among the k most likely tokens only
   int64_t first_token = 0, last_token = 0;  ///< sampling draws ids in [first, last] only (both 0: any)
   uint64_t seed = 0;
 };

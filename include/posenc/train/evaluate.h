@@ -32,8 +32,8 @@ struct LengthResult {
   /// Examples: classified right (accuracy), or decoded exactly (exact_match);
   /// for perplexity, next tokens predicted right (teacher-forced).
   Tally total;
-  Interval ci95;  ///< of total
-  Tally tokens;   ///< decoder: answer tokens right (greedy for exact_match, teacher-forced for perplexity)
+  Interval ci95;       ///< of total
+  Tally tokens;        ///< decoder: answer tokens right (greedy for exact_match, teacher-forced for perplexity)
   double nll_sum = 0;  ///< perplexity: summed negative log-likelihood (nats) of tokens.n predictions
   double perplexity() const { return tokens.n ? std::exp(nll_sum / static_cast<double>(tokens.n)) : 0.0; }
   std::map<std::string, Tally> by_kind;  ///< "sorted" and each negative kind
@@ -53,14 +53,13 @@ int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t 
 /// Runs under InferenceMode with the model in eval mode (restored afterwards).
 /// With `interruptible`, a SIGINT/SIGTERM request (util/interrupt.h) stops it
 /// between chunks by throwing Interrupted.
-std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device,
-                               int64_t max_batch_tokens, bool interruptible = false);
+std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
+                               bool interruptible = false);
 
 /// Bytes that evaluating `samples` examples of `tokens` tokens needs at its peak,
 /// by an upper estimate: the token set, and per batch four (B, H, L, L) float
 /// tensors (scores, bias, probabilities, a temporary) plus activations.
-double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples,
-                               int64_t max_batch_tokens);
+double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens);
 
 /// Decoder: exact matches (per example) and right tokens of greedily decoded
 /// answers of `set` (the prompt is tokens[:, :answer_start]).

@@ -29,8 +29,8 @@ class FiniteWatch {
 
   /// A weight went non-finite with a finite loss and gradient norm (one no
   /// batch reaches, such as the padding row): checked before each checkpoint.
-  void check_weights(Transformer& model, const std::filesystem::path& dir, const Config& cfg,
-                     int64_t last_checkpoint, int64_t step) const;
+  void check_weights(Transformer& model, const std::filesystem::path& dir, const Config& cfg, int64_t last_checkpoint,
+                     int64_t step) const;
 
  private:
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();

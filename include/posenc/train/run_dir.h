@@ -14,13 +14,13 @@ namespace posenc {
 
 /// The files of a run directory (and of a comparison's output root), named once.
 namespace run_files {
-inline constexpr const char* kConfig = "config.json";          ///< the resolved config
-inline constexpr const char* kMetrics = "metrics.jsonl";       ///< one line per log interval and validation
-inline constexpr const char* kCheckpoint = "checkpoint.pt";    ///< model, optimizer, step, RNG, running sums
-inline constexpr const char* kResults = "results.json";        ///< written when training and evaluation finish
-inline constexpr const char* kDiverged = "diverged.json";      ///< instead of results.json after NaN/inf
-inline constexpr const char* kTrainLock = "train.lock";        ///< held while a `posenc train` works there
-inline constexpr const char* kCompareLock = "compare.lock";    ///< held while a `posenc compare` works there
+inline constexpr const char* kConfig = "config.json";             ///< the resolved config
+inline constexpr const char* kMetrics = "metrics.jsonl";          ///< one line per log interval and validation
+inline constexpr const char* kCheckpoint = "checkpoint.pt";       ///< model, optimizer, step, RNG, running sums
+inline constexpr const char* kResults = "results.json";           ///< written when training and evaluation finish
+inline constexpr const char* kDiverged = "diverged.json";         ///< instead of results.json after NaN/inf
+inline constexpr const char* kTrainLock = "train.lock";           ///< held while a `posenc train` works there
+inline constexpr const char* kCompareLock = "compare.lock";       ///< held while a `posenc compare` works there
 inline constexpr const char* kEvalResults = "results_eval.json";  ///< `posenc eval`'s default output
 }  // namespace run_files
 

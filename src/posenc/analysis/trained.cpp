@@ -23,7 +23,7 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length)
   out["checkpoint"] = checkpoint;
   out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
   out["rotated_width"] = cfg.model.d_model / cfg.model.heads;  // one head, as the model rotates it
-  out["cls_position"] = cfg.model.pooling == "cls";  // position 0 holds the CLS token
+  out["cls_position"] = cfg.model.pooling == "cls";            // position 0 holds the CLS token
   return out;
 }
 
@@ -63,7 +63,7 @@ nlohmann::json decoder_attention_example(const std::string& checkpoint, const At
     throw ConfigError("--index " + std::to_string(r.index) + ": the evaluation set at length " +
                       std::to_string(r.length) + " has only " + std::to_string(set.tokens.size(0)) + " examples");
   auto example = set.tokens.slice(0, r.index, r.index + 1);  // (1, T)
-  auto tokens = example.narrow(1, 0, example.size(1) - 1);    // (1, T-1): what the model reads
+  auto tokens = example.narrow(1, 0, example.size(1) - 1);   // (1, T-1): what the model reads
   double unused = 0;
   const nlohmann::json layers = attention_layers(model, tokens, &unused);
   auto tok = example[0].contiguous();
@@ -93,7 +93,8 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
   if (r.kind != "sorted") {
     const auto it = std::find(kinds.begin(), kinds.end(), r.kind);
     if (it == kinds.end())
-      throw ConfigError("--kind " + r.kind + ": expected sorted or one of shuffle, adjacent_swap, random_swap, reverse");
+      throw ConfigError("--kind " + r.kind +
+                        ": expected sorted or one of shuffle, adjacent_swap, random_swap, reverse");
     wanted = static_cast<int>(it - kinds.begin());
   }
   const TaskBatch set = task->fixed_set(r.length, cfg.eval.samples_per_length, cfg.eval.seed);

@@ -99,8 +99,8 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
     throw ConfigError(path + ".sizes: expected a non-empty array");
   if (!spec.contains("schemes")) throw ConfigError(path + ".schemes: required (\"all\" or a non-empty array)");
   const json schemes = expand_all_schemes(spec["schemes"], path + ".schemes");
-  const std::vector<std::string> qkvs =
-      spec.contains("qkv") ? string_list(spec["qkv"], path + ".qkv") : std::vector<std::string>{"projected", "embedded"};
+  const std::vector<std::string> qkvs = spec.contains("qkv") ? string_list(spec["qkv"], path + ".qkv")
+                                                             : std::vector<std::string>{"projected", "embedded"};
 
   std::set<std::string> size_names, scheme_names;
   std::vector<BenchCase> cases;
@@ -116,7 +116,8 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
       const std::string swhere = path + ".schemes[" + std::to_string(i) + "]";
       const GridEntry entry = grid_entry(schemes[i], swhere);
       scheme_names.insert(entry.name);
-      if (!only_schemes.empty() && std::find(only_schemes.begin(), only_schemes.end(), entry.name) == only_schemes.end())
+      if (!only_schemes.empty() &&
+          std::find(only_schemes.begin(), only_schemes.end(), entry.name) == only_schemes.end())
         continue;
       for (const auto& qkv : qkvs) {
         BenchCase c;
@@ -193,7 +194,9 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
   }
   model->train();
   std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
-  const auto since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
   for (int i = 0; i < c.warmup + c.timed; ++i) {
     synchronize(device);
     const auto t0 = Clock::now();
@@ -269,8 +272,8 @@ double matmul_peak_gflops(const std::string& device_name, int64_t threads) {
 
 void export_bench_case(const BenchCase& c, const std::string& dir) {
   if (c.config.model.kind != "encoder")
-    throw ConfigError("the PyTorch twin (scripts/bench_eager.py) is the encoder classifier; " + c.scheme +
-                      " is a " + c.config.model.kind + " case");
+    throw ConfigError("the PyTorch twin (scripts/bench_eager.py) is the encoder classifier; " + c.scheme + " is a " +
+                      c.config.model.kind + " case");
   fs::create_directories(dir);
   auto [model, batch] = initial_case(c);
   json index = json::array();
@@ -294,17 +297,18 @@ void export_bench_case(const BenchCase& c, const std::string& dir) {
   auto tokens = batch.tokens.contiguous();
   auto labels = batch.labels.contiguous();
   write_file_atomic((fs::path(dir) / "weights.bin").string(), blob);
-  const json meta = {{"parameters", index},
-                     {"tokens", std::vector<int64_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel())},
-                     {"labels", std::vector<int64_t>(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + labels.numel())},
-                     {"batch", c.batch},
-                     {"length", c.length},
-                     {"loss", loss}};
+  const json meta = {
+      {"parameters", index},
+      {"tokens", std::vector<int64_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel())},
+      {"labels", std::vector<int64_t>(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + labels.numel())},
+      {"batch", c.batch},
+      {"length", c.length},
+      {"loss", loss}};
   write_file_atomic((fs::path(dir) / "weights.json").string(), meta.dump() + "\n");
 }
 
 json bench_case_json(const BenchCase& c) {
-  return {{"size", c.size},     {"scheme", c.scheme}, {"qkv", c.qkv},       {"batch", c.batch},
+  return {{"size", c.size},     {"scheme", c.scheme}, {"qkv", c.qkv},     {"batch", c.batch},
           {"length", c.length}, {"warmup", c.warmup}, {"timed", c.timed}, {"config", config_to_json(c.config)}};
 }
 

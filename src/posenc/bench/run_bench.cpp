@@ -26,9 +26,8 @@ bool parity_case(const BenchResult& r) { return r.parameters <= 2'000'000; }
 
 /// The result table as cells, header first (shared by the text and Markdown renderings).
 Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double peak) {
-  Table out = {{"size", "scheme", "qkv", "params", "train ms", "x none", "fwd/bwd/opt ms",
-                                                "tokens/s", "eval ms", "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms",
-                                                "C++/py", "|Δloss|"}};
+  Table out = {{"size", "scheme", "qkv", "params", "train ms", "x none", "fwd/bwd/opt ms", "tokens/s", "eval ms",
+                "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms", "C++/py", "|Δloss|"}};
   // Step time of `none` at the same size and qkv: the positional overhead.
   const auto none_ms = [&](const BenchCase& c) -> double {
     for (size_t j = 0; j < cases.size(); ++j)
@@ -53,8 +52,8 @@ Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double 
                    base > 0 ? fmt::format("{:.2f}", ms / base) : "-",
                    fmt::format("{:.1f}/{:.1f}/{:.1f}", r["forward_ms"].get<double>(), r["backward_ms"].get<double>(),
                                r["optimizer_ms"].get<double>()),
-                   fmt::format("{:.0f}", r["tokens_per_s"].get<double>()), fmt::format("{:.2f}", r["eval_ms"].get<double>()),
-                   fmt::format("{:.0f}", r["peak_mb"].get<double>()),
+                   fmt::format("{:.0f}", r["tokens_per_s"].get<double>()),
+                   fmt::format("{:.2f}", r["eval_ms"].get<double>()), fmt::format("{:.0f}", r["peak_mb"].get<double>()),
                    fmt::format("{:.2f}", r["flops_per_step"].get<double>() / 1e9),
                    fmt::format("{:.1f}", r["gflops_per_s"].get<double>()),
                    fmt::format("{:.0f}%", 100.0 * r["gflops_per_s"].get<double>() / peak), py_ms, ratio, dloss});
@@ -74,9 +73,12 @@ int run_benchmark(const BenchOptions& o) {
   if (o.python) {
     const std::string script = find_script("bench_eager.py");
     const std::string python = find_python("torch");
-    if (script.empty()) python_note = "PyTorch side skipped: scripts/bench_eager.py not found (set POSENC_SCRIPTS)";
-    else if (python.empty()) python_note = "PyTorch side skipped: no python3 with torch (sudo apt-get install python3-torch)";
-    else worker = std::make_unique<PythonWorker>(python, script);
+    if (script.empty())
+      python_note = "PyTorch side skipped: scripts/bench_eager.py not found (set POSENC_SCRIPTS)";
+    else if (python.empty())
+      python_note = "PyTorch side skipped: no python3 with torch (sudo apt-get install python3-torch)";
+    else
+      worker = std::make_unique<PythonWorker>(python, script);
   }
   const int rounds = worker ? 2 : 1;  // C++, PyTorch, C++, PyTorch: each side keeps its faster median
 
@@ -96,7 +98,9 @@ int run_benchmark(const BenchOptions& o) {
       continue;
     }
     const bool explicit_attention = o.attention == "explicit";
-    json request = {{"threads", o.threads}, {"bf16", o.bf16}, {"explicit_attention", explicit_attention},
+    json request = {{"threads", o.threads},
+                    {"bf16", o.bf16},
+                    {"explicit_attention", explicit_attention},
                     {"case", bench_case_json(c)}};
     request["case"]["index"] = i;
     BenchResult r;
@@ -107,7 +111,8 @@ int run_benchmark(const BenchOptions& o) {
       // The PyTorch twin is the encoder classifier; a decoder case is timed on the C++ side only.
       if (!worker || c.config.model.kind != "encoder") continue;
       if (round == 0 && parity_case(r)) {
-        const std::string dir = (fs::path(o.out) / "parity" / fmt::format("{}-{}-{}", c.size, c.scheme, c.qkv)).string();
+        const std::string dir =
+            (fs::path(o.out) / "parity" / fmt::format("{}-{}-{}", c.size, c.scheme, c.qkv)).string();
         export_bench_case(c, dir);
         request["case"]["parity_dir"] = dir;
       }
@@ -134,17 +139,19 @@ int run_benchmark(const BenchOptions& o) {
                 {"initial_loss", r.initial_loss}});
     if (worker && c.config.model.kind == "encoder") row["python"] = py;
     rows.push_back(row);
-    spdlog::info("{} {} {}: train {:.2f} ms/step (forward {:.2f}, backward {:.2f}, clip+AdamW {:.2f}; {:.1f} GFLOP/s, "
-                 "{:.0f}% of peak), eval {:.2f} ms{}",
-                 c.size, c.scheme, c.qkv, r.train_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.gflops_per_s,
-                 100 * r.gflops_per_s / peak, r.eval_ms,
-                 worker ? fmt::format("; PyTorch eager {:.2f} ms/step", py["train_ms"].get<double>()) : "");
+    spdlog::info(
+        "{} {} {}: train {:.2f} ms/step (forward {:.2f}, backward {:.2f}, clip+AdamW {:.2f}; {:.1f} GFLOP/s, "
+        "{:.0f}% of peak), eval {:.2f} ms{}",
+        c.size, c.scheme, c.qkv, r.train_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.gflops_per_s,
+        100 * r.gflops_per_s / peak, r.eval_ms,
+        worker ? fmt::format("; PyTorch eager {:.2f} ms/step", py["train_ms"].get<double>()) : "");
   }
   worker.reset();
 
   const auto cells = table_cells(cases, rows, peak);
   const std::string legend = fmt::format(
-      "matrix-product peak ({}, {} thread(s)): {:.1f} GFLOP/s. train ms: median step (forward, backward, clip + AdamW); "
+      "matrix-product peak ({}, {} thread(s)): {:.1f} GFLOP/s. train ms: median step (forward, backward, clip + "
+      "AdamW); "
       "x none: step time relative to `none` at the same size and qkv; GFLOP: per training step (3 x forward); "
       "C++/py: PyTorch-eager step time / C++ step time (each side's faster median of two rounds); |Δloss|: loss "
       "difference on the same initial weights and batch.\n",
@@ -153,17 +160,24 @@ int run_benchmark(const BenchOptions& o) {
   std::printf("\n%s%s", text.c_str(), legend.c_str());
   std::fflush(stdout);
   if (!python_note.empty()) spdlog::warn("{}", python_note);
-  write_file_atomic((fs::path(o.out) / "bench.json").string(),
-                    json{{"config", o.config}, {"device", o.device}, {"threads", o.threads}, {"bf16", o.bf16},
-                         {"attention", o.attention}, {"matmul_peak_gflops", peak}, {"cases", rows}}.dump(2) + "\n");
+  write_file_atomic((fs::path(o.out) / "bench.json").string(), json{{"config", o.config},
+                                                                    {"device", o.device},
+                                                                    {"threads", o.threads},
+                                                                    {"bf16", o.bf16},
+                                                                    {"attention", o.attention},
+                                                                    {"matmul_peak_gflops", peak},
+                                                                    {"cases", rows}}
+                                                                       .dump(2) +
+                                                                   "\n");
   write_file_atomic((fs::path(o.out) / "bench.txt").string(), text + legend);
   write_file_atomic((fs::path(o.out) / "bench.md").string(), render_markdown(cells, 3) + "\n" + legend);
   spdlog::info("wrote {}/bench.json", o.out);
   // Parity failures are errors: the two sides must compute the same function.
   for (const auto& r : rows)
     if (r.contains("python") && r["python"].value("parity_ok", true) == false) {
-      spdlog::error("parity: {} {} {}: C++ loss {} vs PyTorch {}", r["size"].get<std::string>(), r["scheme"].get<std::string>(),
-                    r["qkv"].get<std::string>(), r["python"]["parity_cpp_loss"].dump(), r["python"]["parity_python_loss"].dump());
+      spdlog::error("parity: {} {} {}: C++ loss {} vs PyTorch {}", r["size"].get<std::string>(),
+                    r["scheme"].get<std::string>(), r["qkv"].get<std::string>(), r["python"]["parity_cpp_loss"].dump(),
+                    r["python"]["parity_python_loss"].dump());
       return 1;
     }
   return 0;

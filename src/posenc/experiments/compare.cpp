@@ -147,8 +147,7 @@ int run_comparison(const CompareOptions& o) {
   int stale = 0;
   for (const char* sub : {"", "configs", "inspect", "attention"})
     stale += remove_stale_temporaries((fs::path(out) / sub).string());
-  if (const int n = stale)
-    spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, out);
+  if (const int n = stale) spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, out);
   std::string command = "posenc compare " + o.config + (o.full ? " --full" : "");
   if (!o.out.empty()) command += " --out " + o.out;
 
@@ -181,10 +180,11 @@ int run_comparison(const CompareOptions& o) {
     todo.push_back(&run);
     argvs.push_back(argv);
   }
-  spdlog::info("compare {} -> {}: {} runs ({} finished already, {} diverged already, {} to resume, {} to start, {} not "
-               "buildable), {} at a time, {} thread(s) each",
-               o.config, out, plan.runs.size() - skipped, finished, diverged, resumed, todo.size() - resumed, skipped,
-               jobs, o.threads);
+  spdlog::info(
+      "compare {} -> {}: {} runs ({} finished already, {} diverged already, {} to resume, {} to start, {} not "
+      "buildable), {} at a time, {} thread(s) each",
+      o.config, out, plan.runs.size() - skipped, finished, diverged, resumed, todo.size() - resumed, skipped, jobs,
+      o.threads);
   std::set<std::string> told;
   for (const auto& run : plan.runs)
     if (!run.skipped.empty() && told.insert(run.variant).second)
@@ -231,13 +231,15 @@ int run_comparison(const CompareOptions& o) {
   spdlog::info("summary: {}/summary.md, report: {}/report.md", out, out);
 
   if (!summary.diverged.empty())
-    spdlog::error("{} run(s) diverged (NaN or inf) and have no results; see summary.md. Training is deterministic, "
-                  "so a rerun skips them: change the grid (e.g. train.lr) to train them again.",
-                  summary.diverged.size());
+    spdlog::error(
+        "{} run(s) diverged (NaN or inf) and have no results; see summary.md. Training is deterministic, "
+        "so a rerun skips them: change the grid (e.g. train.lr) to train them again.",
+        summary.diverged.size());
   if (!summary.unfinished.empty()) {
-    spdlog::error("{} run(s) have no results ({} failed in this pass); their logs are in {}/logs. Finished runs are "
-                  "kept: rerun `{}` to retry only those.",
-                  summary.unfinished.size(), failed, out, command);
+    spdlog::error(
+        "{} run(s) have no results ({} failed in this pass); their logs are in {}/logs. Finished runs are "
+        "kept: rerun `{}` to retry only those.",
+        summary.unfinished.size(), failed, out, command);
     return 1;
   }
   return summary.diverged.empty() ? 0 : 1;

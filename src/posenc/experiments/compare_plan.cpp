@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 namespace {
 
 /// The keys a comparison file (and its "full" block) may hold.
-const std::set<std::string> kTopKeys = {"description", "base", "set", "tasks", "schemes", "qkv", "pooling", "seeds", "full"};
+const std::set<std::string> kTopKeys = {"description", "base",    "set",   "tasks", "schemes",
+                                        "qkv",         "pooling", "seeds", "full"};
 const std::set<std::string> kFullKeys = {"set", "tasks", "qkv", "pooling", "seeds"};
 
 std::vector<int64_t> seed_list(const json& j, const std::string& where) {
@@ -40,8 +41,8 @@ void drop_keys_the_task_does_not_take(json& config) {
   std::vector<std::string> foreign;
   for (const auto& [key, value] : config["task"].items()) {
     if (key == "type" || key == "min_length" || key == "max_length") continue;
-    const bool declared = std::any_of(info.options.begin(), info.options.end(),
-                                      [&](const OptionSpec& o) { return o.name == key; });
+    const bool declared =
+        std::any_of(info.options.begin(), info.options.end(), [&](const OptionSpec& o) { return o.name == key; });
     if (!declared) foreign.push_back(key);
   }
   for (const auto& key : foreign) config["task"].erase(key);
@@ -82,7 +83,8 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
     check_keys(spec["full"], kFullKeys, path + ".full");
     for (const auto& [key, value] : spec["full"].items()) axes[key] = value;
   }
-  if (axes.contains("set")) apply_set(base, axes["set"], path + (full && spec["full"].contains("set") ? ".full.set" : ".set"));
+  if (axes.contains("set"))
+    apply_set(base, axes["set"], path + (full && spec["full"].contains("set") ? ".full.set" : ".set"));
 
   Config base_cfg;
   try {
@@ -93,7 +95,8 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
   const auto qkvs = axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{base_cfg.model.qkv};
   const auto poolings =
       axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling") : std::vector{base_cfg.model.pooling};
-  const auto seeds = axes.contains("seeds") ? seed_list(axes["seeds"], path + ".seeds") : std::vector{base_cfg.train.seed};
+  const auto seeds =
+      axes.contains("seeds") ? seed_list(axes["seeds"], path + ".seeds") : std::vector{base_cfg.train.seed};
 
   if (!spec.contains("schemes") || !spec["schemes"].is_array() || spec["schemes"].empty())
     throw ConfigError(path + ".schemes: expected a non-empty array of scheme names or {\"name\", \"set\"} entries");
@@ -121,58 +124,60 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
     }
   }
   std::set<std::string> ids;
-  const std::vector<GridEntry> task_axis = tasks.empty() ? std::vector<GridEntry>{GridEntry{"", json::object()}} : tasks;
+  const std::vector<GridEntry> task_axis =
+      tasks.empty() ? std::vector<GridEntry>{GridEntry{"", json::object()}} : tasks;
   for (size_t t = 0; t < task_axis.size(); ++t) {
-  const GridEntry& task = task_axis[t];
-  std::set<std::string> names;
-  for (size_t i = 0; i < spec["schemes"].size(); ++i) {
-    const std::string where = path + ".schemes[" + std::to_string(i) + "]";
-    const GridEntry entry = grid_entry(spec["schemes"][i], where);
-    if (!names.insert(entry.name).second) throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
-    if (t == 0) plan.schemes.push_back(entry.name);
-    for (const auto& qkv : qkvs)
-      for (const auto& pooling : poolings)
-        for (const int64_t seed : seeds) {
-          PlannedRun run;
-          run.task = task.name;
-          run.scheme = entry.name;
-          run.qkv = qkv;
-          run.pooling = pooling;
-          run.seed = seed;
-          run.variant = (task.name.empty() ? "" : task.name + "-") + entry.name + "-" + qkv + "-" + pooling;
-          run.id = run.variant + "-s" + std::to_string(seed);
-          if (!ids.insert(run.id).second)
-            throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
-          json j = base;
-          if (!task.name.empty()) {
-            apply_set(j, task.set, path + ".tasks[" + std::to_string(t) + "]");
-            drop_keys_the_task_does_not_take(j);
-          }
-          apply_set(j, entry.set, where + ".set");
-          set_json_path(j, "model.attention.qkv", qkv, path + ".qkv");
-          set_json_path(j, "model.pooling", pooling, path + ".pooling");
-          set_json_path(j, "train.seed", seed, path + ".seeds");
-          set_json_path(j, "train.threads", threads, "--threads");
-          set_json_path(j, "train.out_dir", plan.run_dir(run), "--out");
-          try {
-            run.config = config_from_json(j);
-          } catch (const ConfigError& e) {
-            throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
-          }
-          if (seed != seeds.front()) {
-            run.skipped = plan.runs.back().skipped;  // the model does not depend on the seed: built once per variant
-          } else {
+    const GridEntry& task = task_axis[t];
+    std::set<std::string> names;
+    for (size_t i = 0; i < spec["schemes"].size(); ++i) {
+      const std::string where = path + ".schemes[" + std::to_string(i) + "]";
+      const GridEntry entry = grid_entry(spec["schemes"][i], where);
+      if (!names.insert(entry.name).second)
+        throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
+      if (t == 0) plan.schemes.push_back(entry.name);
+      for (const auto& qkv : qkvs)
+        for (const auto& pooling : poolings)
+          for (const int64_t seed : seeds) {
+            PlannedRun run;
+            run.task = task.name;
+            run.scheme = entry.name;
+            run.qkv = qkv;
+            run.pooling = pooling;
+            run.seed = seed;
+            run.variant = (task.name.empty() ? "" : task.name + "-") + entry.name + "-" + qkv + "-" + pooling;
+            run.id = run.variant + "-s" + std::to_string(seed);
+            if (!ids.insert(run.id).second)
+              throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
+            json j = base;
+            if (!task.name.empty()) {
+              apply_set(j, task.set, path + ".tasks[" + std::to_string(t) + "]");
+              drop_keys_the_task_does_not_take(j);
+            }
+            apply_set(j, entry.set, where + ".set");
+            set_json_path(j, "model.attention.qkv", qkv, path + ".qkv");
+            set_json_path(j, "model.pooling", pooling, path + ".pooling");
+            set_json_path(j, "train.seed", seed, path + ".seeds");
+            set_json_path(j, "train.threads", threads, "--threads");
+            set_json_path(j, "train.out_dir", plan.run_dir(run), "--out");
             try {
-              Transformer probe(run.config.model, task_vocab_size(run.config.task));  // decides compatibility
-            } catch (const IncompatibleConfig& e) {
-              run.skipped = e.what();
+              run.config = config_from_json(j);
             } catch (const ConfigError& e) {
               throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
             }
+            if (seed != seeds.front()) {
+              run.skipped = plan.runs.back().skipped;  // the model does not depend on the seed: built once per variant
+            } else {
+              try {
+                Transformer probe(run.config.model, task_vocab_size(run.config.task));  // decides compatibility
+              } catch (const IncompatibleConfig& e) {
+                run.skipped = e.what();
+              } catch (const ConfigError& e) {
+                throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
+              }
+            }
+            plan.runs.push_back(std::move(run));
           }
-          plan.runs.push_back(std::move(run));
-        }
-  }
+    }
   }
   for (const auto& t : tasks) plan.tasks.push_back(t.name);
   return plan;
@@ -189,7 +194,8 @@ RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
   // diverged.json under "config", config.json as a whole).
   const auto stored_config = [](const fs::path& file, bool whole) {
     const json stored = read_json_file(file.string());
-    if (!whole && !stored.contains("config")) throw ConfigError(file.string() + ": no \"config\" entry; not a posenc run");
+    if (!whole && !stored.contains("config"))
+      throw ConfigError(file.string() + ": no \"config\" entry; not a posenc run");
     try {
       return config_from_json(whole ? stored : stored["config"]);
     } catch (const ConfigError& e) {

@@ -65,7 +65,8 @@ pid_t spawn(const Job& job) {
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    std::ofstream(job.log_path, std::ios::app) << "could not start " << job.argv[0] << ": " << std::strerror(rc) << "\n";
+    std::ofstream(job.log_path, std::ios::app)
+        << "could not start " << job.argv[0] << ": " << std::strerror(rc) << "\n";
     return -1;
   }
   return pid;
@@ -109,8 +110,10 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
       queue.pop_front();
       const auto started = Clock::now();
       const pid_t pid = spawn(jobs[i]);
-      if (pid < 0) finish(i, 127, started);
-      else running[pid] = {i, started};
+      if (pid < 0)
+        finish(i, 127, started);
+      else
+        running[pid] = {i, started};
     }
     // Reap whatever has ended; otherwise sleep a little.
     int wstatus = 0;
@@ -122,7 +125,8 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
       finish(r.index, code, r.started);
       continue;
     }
-    if (pid < 0 && errno != EINTR && errno != ECHILD) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (pid < 0 && errno != EINTR && errno != ECHILD)
+      throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
     if (on_tick && Clock::now() - last_tick >= std::chrono::duration<double>(tick_s)) {
       last_tick = Clock::now();
       status.running.clear();

@@ -57,8 +57,10 @@ PlotOutcome run_plot_script(const std::string& out_dir) {
     return {false, "figures skipped: scripts/plot_compare.py not found (set POSENC_SCRIPTS to the scripts/ folder)"};
   const std::string python = find_python("matplotlib, numpy");
   if (python.empty())
-    return {false, "figures skipped: no python3 with matplotlib and numpy (install them: sudo apt-get install "
-                   "python3-matplotlib python3-numpy), then run: python3 " + script + " " + out_dir};
+    return {false,
+            "figures skipped: no python3 with matplotlib and numpy (install them: sudo apt-get install "
+            "python3-matplotlib python3-numpy), then run: python3 " +
+                script + " " + out_dir};
   const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(out_dir);
   spdlog::info("figures: {}", cmd);
   const int rc = std::system(cmd.c_str());

@@ -77,7 +77,8 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
     std::map<std::string, std::vector<double>> kinds;
     for (const auto& r : results) {
       const json& at = r.at("lengths").at(li);
-      if (at.at("length") != ls.length) throw std::runtime_error("runs of one variant were evaluated at different lengths");
+      if (at.at("length") != ls.length)
+        throw std::runtime_error("runs of one variant were evaluated at different lengths");
       acc.push_back(at.at("accuracy"));
       if (at.contains("perplexity")) perplexity.push_back(at.at("perplexity"));
       ls.correct += at.at("correct").get<int64_t>();
@@ -239,8 +240,9 @@ Table table_rows(const ComparisonSummary& s) {
 std::string spread_note(const ComparisonSummary& s) {
   int max_seeds = 0;
   for (const auto& v : s.variants) max_seeds = std::max<int>(max_seeds, static_cast<int>(v.seeds.size()));
-  return max_seeds > 1 ? "± is the standard deviation over seeds (rows with one seed: half-width of the 95% Wilson interval)"
-                       : "± is the half-width of the 95% Wilson interval (one seed per variant)";
+  return max_seeds > 1
+             ? "± is the standard deviation over seeds (rows with one seed: half-width of the 95% Wilson interval)"
+             : "± is the half-width of the 95% Wilson interval (one seed per variant)";
 }
 
 std::string protocol_lines(const ComparisonSummary& s) {
@@ -262,8 +264,7 @@ std::string protocol_lines(const ComparisonSummary& s) {
         "{}. \"extrapolates to\": the longest length up to which every evaluated length keeps >= {:.0f}% of the "
         "in-distribution score above chance (0 for exact match); \"not learned\": in-dist < {}.",
         s.steps, s.batch_size, s.train_min_length, s.train_max_length, s.val_samples, s.train_min_length,
-        s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100,
-        kLearnedAccuracy);
+        s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100, kLearnedAccuracy);
   std::string negatives;
   for (const auto& [k, w] : s.negatives) negatives += (negatives.empty() ? "" : ", ") + fmt::format("{} {:g}", k, w);
   return fmt::format(
@@ -296,21 +297,22 @@ json summary_to_json(const ComparisonSummary& s) {
       if (l.perplexity.n > 0) at["perplexity"] = stat_json(l.perplexity);
       lengths.push_back(at);
     }
-    variants.push_back({{"variant", v.variant},
-                        {"task", v.task},
-                        {"metric", v.metric},
-                        {"scheme", v.scheme},
-                        {"qkv", v.qkv},
-                        {"pooling", v.pooling},
-                        {"runs", v.runs},
-                        {"seeds", v.seeds},
-                        {"parameters", v.parameters},
-                        {"train_seconds", stat_json(v.train_seconds)},
-                        {"val_accuracy", stat_json(v.val_accuracy)},
-                        {"final_train_loss", stat_json(v.final_loss)},
-                        {"lengths", lengths},
-                        {"beyond_mean", v.beyond_mean < 0 ? json(nullptr) : json(v.beyond_mean)},
-                        {"extrapolation", v.extrapolation == kNotLearned ? json("not learned") : json(v.extrapolation)}});
+    variants.push_back(
+        {{"variant", v.variant},
+         {"task", v.task},
+         {"metric", v.metric},
+         {"scheme", v.scheme},
+         {"qkv", v.qkv},
+         {"pooling", v.pooling},
+         {"runs", v.runs},
+         {"seeds", v.seeds},
+         {"parameters", v.parameters},
+         {"train_seconds", stat_json(v.train_seconds)},
+         {"val_accuracy", stat_json(v.val_accuracy)},
+         {"final_train_loss", stat_json(v.final_loss)},
+         {"lengths", lengths},
+         {"beyond_mean", v.beyond_mean < 0 ? json(nullptr) : json(v.beyond_mean)},
+         {"extrapolation", v.extrapolation == kNotLearned ? json("not learned") : json(v.extrapolation)}});
   }
   json skipped = json::array();
   for (const auto& [variant, reason] : s.skipped) skipped.push_back({{"variant", variant}, {"reason", reason}});
@@ -338,16 +340,17 @@ json summary_to_json(const ComparisonSummary& s) {
 std::string summary_to_csv(const ComparisonSummary& s) {
   std::ostringstream out;
   out << "variant,scheme,qkv,pooling,seeds,parameters,train_seconds,val_mean,val_std";
-  for (int64_t L : s.eval_lengths)
-    out << fmt::format(",len{0}_mean,len{0}_std,len{0}_ci_lo,len{0}_ci_hi", L);
+  for (int64_t L : s.eval_lengths) out << fmt::format(",len{0}_mean,len{0}_std,len{0}_ci_lo,len{0}_ci_hi", L);
   out << ",beyond_mean,extrapolation,task,metric\n";
   for (const auto& v : s.variants) {
     out << fmt::format("{},{},{},{},{},{},{:.2f},{:.4f},{:.4f}", v.variant, v.scheme, v.qkv, v.pooling, v.seeds.size(),
                        v.parameters, v.train_seconds.mean, v.val_accuracy.mean, v.val_accuracy.std);
     for (int64_t L : s.eval_lengths) {
       auto it = std::find_if(v.lengths.begin(), v.lengths.end(), [&](const LengthSummary& l) { return l.length == L; });
-      if (it == v.lengths.end()) out << ",,,,";
-      else out << fmt::format(",{:.4f},{:.4f},{:.4f},{:.4f}", it->accuracy.mean, it->accuracy.std, it->ci_lo, it->ci_hi);
+      if (it == v.lengths.end())
+        out << ",,,,";
+      else
+        out << fmt::format(",{:.4f},{:.4f},{:.4f},{:.4f}", it->accuracy.mean, it->accuracy.std, it->ci_lo, it->ci_hi);
     }
     out << "," << (v.beyond_mean < 0 ? "" : fmt::format("{:.4f}", v.beyond_mean)) << ","
         << (v.extrapolation == kNotLearned ? "not learned" : std::to_string(v.extrapolation)) << "," << v.task << ","

@@ -82,7 +82,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     scores = scores * scale;
     if (bias.defined()) scores = scores + bias;
     if (caps.reweight) scores = scheme->reweight(scores, pos);
-    if (mask.defined()) scores = scores + mask;  // after reweighting, which may scale the scores
+    if (mask.defined()) scores = scores + mask;       // after reweighting, which may scale the scores
     auto probs = torch::softmax(scores, /*dim=*/-1);  // (B, H, L, L)
     if (keep_weights_) last_weights_ = probs.detach();
     auto dropped = attn_drop_->forward(probs);

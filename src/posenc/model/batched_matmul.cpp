@@ -10,7 +10,7 @@
 namespace posenc {
 namespace {
 
-constexpr int64_t kMaxN = 64;        // widest right factor the kernel handles (8 vectors of 8 floats)
+constexpr int64_t kMaxN = 64;          // widest right factor the kernel handles (8 vectors of 8 floats)
 constexpr int64_t kMaxWork = 1 << 17;  // M·K·N above which BLAS's per-item overhead no longer dominates
 
 // The same source compiled twice, for AVX2+FMA CPUs and for the baseline; the
@@ -94,8 +94,8 @@ torch::Tensor small_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   float* out_data = out.data_ptr<float>();
   const int64_t grain = std::max<int64_t>(1, kMaxWork / std::max<int64_t>(1, M * K * N));
   at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> packed(K * padded, 0.0f);                    // b's item, rows padded to 8V floats
-    std::vector<float> scratch(padded == N ? 0 : M * padded);       // c's item when N is not a multiple of 8
+    std::vector<float> packed(K * padded, 0.0f);               // b's item, rows padded to 8V floats
+    std::vector<float> scratch(padded == N ? 0 : M * padded);  // c's item when N is not a multiple of 8
     for (int64_t item = begin; item < end; ++item) {
       const float* bi = b_data + b_items[item];
       for (int64_t k = 0; k < K; ++k)

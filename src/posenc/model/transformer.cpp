@@ -6,7 +6,7 @@ namespace posenc {
 BlockImpl::BlockImpl(const ModelConfig& cfg, bool project_input) {
   ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
   attention = register_module("attention", MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout, project_input,
-                                                               /*causal=*/cfg.kind == "decoder"));
+                                                              /*causal=*/cfg.kind == "decoder"));
   ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
   ff1_ = register_module("ff1", torch::nn::Linear(cfg.d_model, cfg.d_ff));
   ff2_ = register_module("ff2", torch::nn::Linear(cfg.d_ff, cfg.d_model));
@@ -42,8 +42,7 @@ std::vector<int64_t> applied_layers(const ModelConfig& cfg, const SchemeInfo& in
 
 }  // namespace
 
-TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size)
-    : cfg_(cfg), vocab_size_(vocab_size) {
+TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : cfg_(cfg), vocab_size_(vocab_size) {
   const bool embedded = cfg.qkv == "embedded";
   const int64_t D = cfg.d_model;
   // Ids 0 (padding) .. vocab_size + 1 (CLS).
@@ -68,10 +67,11 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size)
     if (caps.acts_in_attention()) attend_with_[layer] = s;
   }
   if (embedded && embed_at_[0] != nullptr)
-    throw IncompatibleConfig("model.positional.type=" + cfg.positional.type +
-                      " adds positions to the residual stream before block 1, but model.attention.qkv=embedded "
-                      "reads block 1's q, k, v straight from the token table, so there is nothing to add them to; "
-                      "use model.attention.qkv=projected or a scheme that acts in attention");
+    throw IncompatibleConfig(
+        "model.positional.type=" + cfg.positional.type +
+        " adds positions to the residual stream before block 1, but model.attention.qkv=embedded "
+        "reads block 1's q, k, v straight from the token table, so there is nothing to add them to; "
+        "use model.attention.qkv=projected or a scheme that acts in attention");
 
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.layers; ++i) {
@@ -131,11 +131,14 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const tor
     ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   }
   auto x = hidden(tokens, ids, end, nullptr);  // (B, L, D)
-  if (is_decoder()) return linear(head_, x);  // (B, L, V + 2)
+  if (is_decoder()) return linear(head_, x);   // (B, L, V + 2)
   torch::Tensor pooled;                        // (B, D)
-  if (cfg_.pooling == "cls") pooled = x.select(1, 0);
-  else if (cfg_.pooling == "mean") pooled = x.mean(1);
-  else pooled = std::get<0>(x.max(1));
+  if (cfg_.pooling == "cls")
+    pooled = x.select(1, 0);
+  else if (cfg_.pooling == "mean")
+    pooled = x.mean(1);
+  else
+    pooled = std::get<0>(x.max(1));
   return linear(head_, pooled);  // (B, 2)
 }
 

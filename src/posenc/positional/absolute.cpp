@@ -40,13 +40,16 @@ class SinusoidalImpl : public PositionalSchemeImpl {
   bool directional() const override { return true; }
 
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
-    auto pe = once_per_forward(pos, "pe", [&] {
-      return sinusoidal_table(pos.q, pe_dim_, base_, layout_).to(x.device(), x.scalar_type());  // (L, P)
-    }, x);
+    auto pe = once_per_forward(
+        pos, "pe",
+        [&] {
+          return sinusoidal_table(pos.q, pe_dim_, base_, layout_).to(x.device(), x.scalar_type());  // (L, P)
+        },
+        x);
     auto tokens = token_scale_ == 1.0 ? x : x * token_scale_;  // the positional-encoding guide: x * sqrt(D) + PE
-    if (!concat_) return tokens + pe.unsqueeze(0);            // (B, L, D)
+    if (!concat_) return tokens + pe.unsqueeze(0);             // (B, L, D)
     // Concatenation at the same width (the position-problem tutorial): [first D-P token dims ‖ PE].
-    auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                                      // (B, L, D-P)
+    auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                                    // (B, L, D-P)
     return torch::cat({kept, pe.unsqueeze(0).expand({x.size(0), -1, -1})}, /*dim=*/-1);  // (B, L, D)
   }
 
@@ -78,10 +81,10 @@ class LearnedImpl : public PositionalSchemeImpl {
     TORCH_CHECK(pos.end <= max_positions_, "learned positions: position ", pos.end - 1,
                 " has no row in the table of model.positional.max_positions=", max_positions_,
                 " rows; train with a larger max_positions to evaluate this length");
-    auto rows = table_.index_select(0, pos.q);                      // (L, D)
-    if (!scale_.defined()) return x + rows.unsqueeze(0);            // (B, L, D)
-    rows = rows * scale_.index_select(0, pos.q);                    // (L, D)
-    return norm_->forward(x + rows.unsqueeze(0));                   // (B, L, D)
+    auto rows = table_.index_select(0, pos.q);            // (L, D)
+    if (!scale_.defined()) return x + rows.unsqueeze(0);  // (B, L, D)
+    rows = rows * scale_.index_select(0, pos.q);          // (L, D)
+    return norm_->forward(x + rows.unsqueeze(0));         // (B, L, D)
   }
 
  private:
@@ -111,9 +114,12 @@ class DynamicImpl : public PositionalSchemeImpl {
   double embed_flops(int64_t B, int64_t L, int64_t D) const override { return 2.0 * B * L * (D * 2 * D) * 2; }
 
   torch::Tensor embed(const torch::Tensor& x, const Positions& pos) override {
-    auto pe = once_per_forward(pos, "pe", [&] {
-      return sinusoidal_table(pos.q, dim_, 10000.0).to(x.device(), x.scalar_type());  // (L, D)
-    }, x);
+    auto pe = once_per_forward(
+        pos, "pe",
+        [&] {
+          return sinusoidal_table(pos.q, dim_, 10000.0).to(x.device(), x.scalar_type());  // (L, D)
+        },
+        x);
     auto gate = torch::sigmoid(linear(gate_out_, torch::gelu(linear(gate_in_, x))) * content_factor_);  // (B, L, D)
     auto length_scale = torch::sigmoid(length_factor_ * (static_cast<double>(pos.q.size(0)) / max_length_));  // (1)
     return x * content_scale_ + pe.unsqueeze(0) * position_scale_ * gate * length_scale;  // (B, L, D)
@@ -128,10 +134,11 @@ class DynamicImpl : public PositionalSchemeImpl {
 }  // namespace
 
 SchemeInfo none_scheme_info() {
-  return {"none", "no positional information: the encoder is permutation-equivariant (chance on ordering)", {},
-          Placement::Input, [](const SchemeContext&, const SchemeOptions&) -> PositionalScheme {
-            return std::make_shared<NoneImpl>();
-          }};
+  return {"none",
+          "no positional information: the encoder is permutation-equivariant (chance on ordering)",
+          {},
+          Placement::Input,
+          [](const SchemeContext&, const SchemeOptions&) -> PositionalScheme { return std::make_shared<NoneImpl>(); }};
 }
 
 SchemeInfo sinusoidal_scheme_info() {
@@ -139,16 +146,26 @@ SchemeInfo sinusoidal_scheme_info() {
           "fixed sin/cos of p*base^(-2i/D) added to the token embedding (Vaswani et al. 2017)",
           {
               {"base", OptionKind::Float, 10000.0, "frequency base", 1.0, 1e12},
-              {"layout", OptionKind::String, "interleaved",
-               "interleaved: sin at even, cos at odd dims (the paper); concat: [sin ‖ cos]", 0, 0,
+              {"layout",
+               OptionKind::String,
+               "interleaved",
+               "interleaved: sin at even, cos at odd dims (the paper); concat: [sin ‖ cos]",
+               0,
+               0,
                {"interleaved", "concat"}},
-              {"combine", OptionKind::String, "add",
-               "add: x + PE; concat: [x ‖ PE] at the same width (the last concat_dim token dims give way)", 0, 0,
+              {"combine",
+               OptionKind::String,
+               "add",
+               "add: x + PE; concat: [x ‖ PE] at the same width (the last concat_dim token dims give way)",
+               0,
+               0,
                {"add", "concat"}},
               {"concat_dim", OptionKind::Int, 0, "width of PE when combine=concat (0: d_model/2)", 0, 1 << 20},
-              {"scale_tokens", OptionKind::Bool, false, "multiply token embeddings by sqrt(d_model) first (as the positional-encoding guide does)"},
+              {"scale_tokens", OptionKind::Bool, false,
+               "multiply token embeddings by sqrt(d_model) first (as the positional-encoding guide does)"},
           },
-          Placement::Input, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
+          Placement::Input,
+          [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<SinusoidalImpl>(ctx, o);
           }};
 }
@@ -160,9 +177,11 @@ SchemeInfo learned_scheme_info() {
           {
               {"max_positions", OptionKind::Int, 1024, "rows in the table (largest position + 1)", 1, 1 << 24},
               {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial rows", 0.0, 10.0},
-              {"scaled", OptionKind::Bool, false, "per-position learned scale, then LayerNorm of the sum (as the positional-encoding guide does)"},
+              {"scaled", OptionKind::Bool, false,
+               "per-position learned scale, then LayerNorm of the sum (as the positional-encoding guide does)"},
           },
-          Placement::Input, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
+          Placement::Input,
+          [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<LearnedImpl>(ctx, o);
           }};
 }
@@ -173,9 +192,11 @@ namespace posenc {
 
 SchemeInfo dynamic_scheme_info() {
   return {"dynamic",
-          "content-gated sinusoids (the positional-encoding guide's dynamic encoder): x*c + PE*p*sigmoid(MLP(x)*a)*sigmoid(L/max_length*b), all learned",
+          "content-gated sinusoids (the positional-encoding guide's dynamic encoder): x*c + "
+          "PE*p*sigmoid(MLP(x)*a)*sigmoid(L/max_length*b), all learned",
           {{"max_length", OptionKind::Int, 5000, "length scale of the length gate", 1, 1 << 24}},
-          Placement::Input, [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
+          Placement::Input,
+          [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<DynamicImpl>(ctx, o);
           }};
 }

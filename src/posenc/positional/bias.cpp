@@ -31,9 +31,9 @@ class AlibiImpl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "alibi", [&] {
-      auto rel = relative_positions(pos.q, pos.k);                                        // (Lq, Lk)
+      auto rel = relative_positions(pos.q, pos.k);                                            // (Lq, Lk)
       auto b = -slopes_.view({-1, 1, 1}) * rel.abs().to(slopes_.scalar_type()).unsqueeze(0);  // (H, Lq, Lk)
-      return direction_.apply(b.unsqueeze(0), rel);                                       // (1, H, Lq, Lk)
+      return direction_.apply(b.unsqueeze(0), rel);                                           // (1, H, Lq, Lk)
     });
   }
 
@@ -90,7 +90,7 @@ class ApeImpl : public PositionalSchemeImpl {
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "ape", [&] {
       // The seed divides by the sequence length itself: the bias changes with L.
-      auto rel = relative_positions(pos.q, pos.k);                         // (Lq, Lk)
+      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
       auto distance = rel.abs().to(scale_.scalar_type());
       auto b = scale_ * (1.0 - distance / static_cast<double>(pos.k.size(0)));  // (Lq, Lk)
       return direction_.apply(b.view({1, 1, b.size(0), b.size(1)}), rel);
@@ -132,7 +132,8 @@ SchemeInfo alibi_scheme_info() {
           "bias -m_h*|i-j| with fixed geometric slopes m_h = 2^(-8(h+1)/H) (Press et al.); symmetric unless "
           "directional",
           {directional_option()},
-          Placement::EveryLayer, construct<AlibiImpl>};
+          Placement::EveryLayer,
+          construct<AlibiImpl>};
 }
 
 SchemeInfo t5_scheme_info() {
@@ -141,11 +142,17 @@ SchemeInfo t5_scheme_info() {
           "(Raffel et al.)",
           {{"num_buckets", OptionKind::Int, 32, "number of buckets (half per sign when bidirectional)", 2, 4096},
            {"max_distance", OptionKind::Int, 128, "offsets at or beyond this share the last bucket", 2, 1 << 24},
-           {"bidirectional", OptionKind::Bool, true,
-            "separate buckets for keys left and right of the query (false in a decoder: causal buckets)", -1e300,
-            1e300, {}, false},
+           {"bidirectional",
+            OptionKind::Bool,
+            true,
+            "separate buckets for keys left and right of the query (false in a decoder: causal buckets)",
+            -1e300,
+            1e300,
+            {},
+            false},
            {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial biases", 0.0, 10.0}},
-          Placement::EveryLayer, construct<T5Impl>};
+          Placement::EveryLayer,
+          construct<T5Impl>};
 }
 
 SchemeInfo ape_scheme_info() {
@@ -154,16 +161,19 @@ SchemeInfo ape_scheme_info() {
           {{"scale", OptionKind::Float, 0.1, "height of the bias on the diagonal", -1e6, 1e6},
            {"learnable", OptionKind::Bool, false, "train the scale"},
            directional_option()},
-          Placement::EveryLayer, construct<ApeImpl>};
+          Placement::EveryLayer,
+          construct<ApeImpl>};
 }
 
 SchemeInfo decay_scheme_info() {
-  return {"decay",
-          "bias exp(-|i-j|/tau), a smooth locality prior (the positional-encoding guide's position-based attention bias)",
-          {{"tau", OptionKind::Float, 5.0, "decay length in positions", 1e-6, 1e9},
-           {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"},
-           directional_option()},
-          Placement::EveryLayer, construct<DecayImpl>};
+  return {
+      "decay",
+      "bias exp(-|i-j|/tau), a smooth locality prior (the positional-encoding guide's position-based attention bias)",
+      {{"tau", OptionKind::Float, 5.0, "decay length in positions", 1e-6, 1e9},
+       {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"},
+       directional_option()},
+      Placement::EveryLayer,
+      construct<DecayImpl>};
 }
 
 }  // namespace posenc

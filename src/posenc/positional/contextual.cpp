@@ -31,7 +31,9 @@ namespace {
 class CopeImpl : public PositionalSchemeImpl {
  public:
   CopeImpl(const SchemeContext& ctx, const SchemeOptions& o)
-      : PositionalSchemeImpl("cope"), max_count_(o.get_int("max_count")), scale_(1.0 / std::sqrt(double(ctx.head_dim))) {
+      : PositionalSchemeImpl("cope"),
+        max_count_(o.get_int("max_count")),
+        scale_(1.0 / std::sqrt(double(ctx.head_dim))) {
     // Row r holds the embedding of position r - (N-1).
     table_ = register_parameter("table", torch::randn({2 * max_count_ - 1, ctx.head_dim}) * o.get_float("init_std"));
   }
@@ -45,21 +47,26 @@ class CopeImpl : public PositionalSchemeImpl {
   bool offset_only() const override { return false; }
   double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
     return 2.0 * B * H * Lq * (2 * max_count_ - 1) * Dh  // q·e for every integer position
-           + 12.0 * B * H * Lq * Lk;                      // gates, cumsum, positions, two gathers, interpolation
+           + 12.0 * B * H * Lq * Lk;                     // gates, cumsum, positions, two gathers, interpolation
   }
 
   torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& qk,
                             const Positions& pos) override {
-    TORCH_CHECK(qk.size(-1) == qk.size(-2), "cope counts between a query and the keys of its own sequence: "
-                "self-attention only, got scores ", qk.sizes());
+    TORCH_CHECK(qk.size(-1) == qk.size(-2),
+                "cope counts between a query and the keys of its own sequence: "
+                "self-attention only, got scores ",
+                qk.sizes());
     const int64_t N = max_count_;
-    auto at_or_left = once_per_forward(pos, "at_or_left", [&] {  // (L, L): j <= i
-      return torch::ones({qk.size(-1), qk.size(-1)}, qk.options().dtype(torch::kBool)).tril();
-    }, qk);
+    auto at_or_left = once_per_forward(
+        pos, "at_or_left",
+        [&] {  // (L, L): j <= i
+          return torch::ones({qk.size(-1), qk.size(-1)}, qk.options().dtype(torch::kBool)).tril();
+        },
+        qk);
     auto p = contextual_positions(qk, at_or_left).clamp(-(N - 1), N - 1);  // (B, H, Lq, Lk) float32
     auto lower = p.floor();
-    auto weight = (p - lower).to(q.scalar_type());               // (B, H, Lq, Lk), grad flows to the gates
-    auto below = (lower + (N - 1)).to(torch::kLong);             // table rows of floor(p) and ceil(p)
+    auto weight = (p - lower).to(q.scalar_type());    // (B, H, Lq, Lk), grad flows to the gates
+    auto below = (lower + (N - 1)).to(torch::kLong);  // table rows of floor(p) and ceil(p)
     auto above = (below + 1).clamp_max(2 * N - 2);
     auto per_position = torch::matmul(q, table_.to(q.scalar_type()).t());  // (B, H, Lq, 2N-1)
     return per_position.gather(-1, below) * (1 - weight) + per_position.gather(-1, above) * weight;
@@ -69,8 +76,8 @@ class CopeImpl : public PositionalSchemeImpl {
   /// cumsum over hundreds of gates would lose whole counts).
   torch::Tensor contextual_positions(const torch::Tensor& qk, const torch::Tensor& at_or_left) const {
     auto gates = torch::sigmoid(qk.to(torch::kFloat32) * scale_);  // (B, H, Lq, Lk)
-    auto prefix = gates.cumsum(-1);                                  // C_ij = sum_{t<=j} g_it
-    auto own = prefix.diagonal(0, -2, -1).unsqueeze(-1);             // (B, H, L, 1): C_ii
+    auto prefix = gates.cumsum(-1);                                // C_ij = sum_{t<=j} g_it
+    auto own = prefix.diagonal(0, -2, -1).unsqueeze(-1);           // (B, H, L, 1): C_ii
     return own - prefix + gates * at_or_left;
   }
 
@@ -93,7 +100,8 @@ SchemeInfo cope_scheme_info() {
             "standard deviation of the initial position embeddings (the paper starts at 0, where the gates get "
             "no gradient on the first step)",
             0.0, 10.0}},
-          Placement::EveryLayer, construct<CopeImpl>};
+          Placement::EveryLayer,
+          construct<CopeImpl>};
 }
 
 }  // namespace posenc

@@ -37,7 +37,8 @@ class KerpleImpl : public PositionalSchemeImpl {
         min_r1_(o.get_float("min_r1")),
         min_r2_(o.get_float("min_r2")) {
     if (power_ && min_r2_ > 2.0)
-      throw ConfigError("model.positional.min_r2=" + std::to_string(min_r2_) + ": the power variant's exponent is at most 2");
+      throw ConfigError("model.positional.min_r2=" + std::to_string(min_r2_) +
+                        ": the power variant's exponent is at most 2");
     // Initialization as in the paper's code: the factor outside the kernel
     // uniform in (0, 2) for log and (0, 1) for power, the one inside (0, 1) for
     // log, the exponent (0, 2) for power; raised to the floors, so that every
@@ -51,9 +52,9 @@ class KerpleImpl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "kerple", [&] {
-      auto rel = relative_positions(pos.q, pos.k);                      // (Lq, Lk)
-      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(0);     // (1, Lq, Lk)
-      auto r1 = r1_.clamp_min(min_r1_).view({-1, 1, 1});                // (H, 1, 1)
+      auto rel = relative_positions(pos.q, pos.k);                   // (Lq, Lk)
+      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
+      auto r1 = r1_.clamp_min(min_r1_).view({-1, 1, 1});             // (H, 1, 1)
       auto r2 = r2_.clamp_min(min_r2_).view({-1, 1, 1});
       auto b = power_ ? -r1 * distance.pow(r2.clamp_max(2.0)) : -r1 * torch::log1p(r2 * distance);  // (H, Lq, Lk)
       return direction_.apply(b.unsqueeze(0), rel);
@@ -84,7 +85,7 @@ class SandwichImpl : public PositionalSchemeImpl {
       auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
       // w_k = base^(-2k/d), k = 1..d/2, in float64 as the sinusoid tables are.
       auto k = torch::arange(1, dim_ / 2 + 1, torch::TensorOptions().dtype(torch::kFloat64).device(rel.device()));
-      auto freq = torch::pow(base_, -2.0 * k / static_cast<double>(dim_));                   // (d/2)
+      auto freq = torch::pow(base_, -2.0 * k / static_cast<double>(dim_));                       // (d/2)
       auto dot = torch::cos(rel.to(torch::kFloat64).unsqueeze(-1) * freq).sum(-1) - (dim_ / 2);  // (Lq, Lk), 0 at i = j
       // Head h (1-based) divides by 8h/H: sharp near the diagonal for the first
       // heads, wide for the last (the paper's per-head compression).
@@ -131,14 +132,14 @@ class FireImpl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "fire", [&] {
-      auto rel = relative_positions(pos.q, pos.k);                       // (Lq, Lk)
+      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
       const auto dtype = c_.scalar_type();
       const auto psi = [&](const torch::Tensor& x) { return torch::log1p(c_.abs() * x); };  // c kept positive by |c|
-      auto query = pos.q.to(dtype).unsqueeze(1);                          // (Lq, 1)
-      auto normalizer = psi(torch::maximum(query, threshold_.abs()));     // (Lq, 1): psi(max(T, i))
-      auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);     // (Lq, Lk, 1), in [0, 1] up to T
-      auto b = out_->forward(torch::relu(hidden_->forward(x)));           // (Lq, Lk, H)
-      return direction_.apply(b.permute({2, 0, 1}).unsqueeze(0), rel);    // (1, H, Lq, Lk)
+      auto query = pos.q.to(dtype).unsqueeze(1);                                            // (Lq, 1)
+      auto normalizer = psi(torch::maximum(query, threshold_.abs()));                       // (Lq, 1): psi(max(T, i))
+      auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);   // (Lq, Lk, 1), in [0, 1] up to T
+      auto b = out_->forward(torch::relu(hidden_->forward(x)));         // (Lq, Lk, H)
+      return direction_.apply(b.permute({2, 0, 1}).unsqueeze(0), rel);  // (1, H, Lq, Lk)
     });
   }
 
@@ -158,7 +159,8 @@ SchemeInfo kerple_scheme_info() {
            {"min_r1", OptionKind::Float, 0.01, "floor of r1 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
            {"min_r2", OptionKind::Float, 0.01, "floor of r2 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
            directional_option()},
-          Placement::EveryLayer, construct<KerpleImpl>};
+          Placement::EveryLayer,
+          construct<KerpleImpl>};
 }
 
 SchemeInfo fire_scheme_info() {
@@ -172,7 +174,8 @@ SchemeInfo fire_scheme_info() {
             "training length)",
             1.0, 1e9},
            directional_option()},
-          Placement::EveryLayer, construct<FireImpl>};
+          Placement::EveryLayer,
+          construct<FireImpl>};
 }
 
 SchemeInfo sandwich_scheme_info() {
@@ -181,7 +184,8 @@ SchemeInfo sandwich_scheme_info() {
           "vectors, compressed per head (Chi et al. 2023)",
           {{"base", OptionKind::Float, 10000.0, "frequency base of the sinusoids, w_k = base^(-2k/d)", 2.0, 1e12},
            directional_option()},
-          Placement::EveryLayer, construct<SandwichImpl>};
+          Placement::EveryLayer,
+          construct<SandwichImpl>};
 }
 
 }  // namespace posenc

@@ -27,15 +27,15 @@ nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& i
   auto ids = torch::arange(length, torch::TensorOptions().dtype(torch::kLong).device(device));
   const Positions pos{ids, ids, length, &cache};
 
-  nlohmann::json out = {{"scheme", info.name},   {"length", length},
-                        {"heads", heads},        {"dim", dim},
-                        {"options", options.json()}, {"directional", scheme.directional()}};
+  nlohmann::json out = {{"scheme", info.name}, {"length", length},          {"heads", heads},
+                        {"dim", dim},          {"options", options.json()}, {"directional", scheme.directional()}};
   if (caps.embed) {
     auto zeros = torch::zeros({1, length, dim}, torch::TensorOptions().device(device));
     out["embedding"] = to_nested(scheme.embed(zeros, pos)[0]);  // (L, D)
   }
   if (caps.bias) {
-    out["bias"] = to_nested(scheme.bias(pos)[0].expand({heads, length, length}));  // (H, L, L), shared-head biases repeated
+    out["bias"] =
+        to_nested(scheme.bias(pos)[0].expand({heads, length, length}));  // (H, L, L), shared-head biases repeated
   }
   if (caps.rotate) {
     torch::manual_seed(static_cast<uint64_t>(seed));

@@ -46,9 +46,14 @@ torch::Tensor t5_buckets(const torch::Tensor& relative, int64_t num_buckets, int
 }
 
 OptionSpec directional_option() {
-  return {"directional", OptionKind::Bool, false,
+  return {"directional",
+          OptionKind::Bool,
+          false,
           "add learned per-head offsets for keys left/right of the query so the model can tell direction",
-          -1e300, 1e300, {}, false};
+          -1e300,
+          1e300,
+          {},
+          false};
 }
 
 DirectionalOffsets::DirectionalOffsets(torch::nn::Module& owner, int64_t heads, bool enabled) : enabled_(enabled) {
@@ -60,9 +65,9 @@ DirectionalOffsets::DirectionalOffsets(torch::nn::Module& owner, int64_t heads, 
 torch::Tensor DirectionalOffsets::apply(const torch::Tensor& bias, const torch::Tensor& rel) const {
   if (!enabled_) return bias;
   const auto dtype = left_.scalar_type();
-  auto right = (rel > 0).to(dtype), left = (rel < 0).to(dtype);                                  // (Lq, Lk)
-  auto offsets = right_.view({-1, 1, 1}) * right + left_.view({-1, 1, 1}) * left;               // (H, Lq, Lk)
-  return bias + offsets.unsqueeze(0);                                                            // (1, H, Lq, Lk)
+  auto right = (rel > 0).to(dtype), left = (rel < 0).to(dtype);                    // (Lq, Lk)
+  auto offsets = right_.view({-1, 1, 1}) * right + left_.view({-1, 1, 1}) * left;  // (H, Lq, Lk)
+  return bias + offsets.unsqueeze(0);                                              // (1, H, Lq, Lk)
 }
 
 }  // namespace posenc

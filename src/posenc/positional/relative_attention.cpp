@@ -78,7 +78,8 @@ class XlImpl : public PositionalSchemeImpl {
     if (d_model_ % 2 != 0) throw ConfigError("model.positional.type=xl needs an even model.d_model");
     u_ = register_parameter("u", torch::zeros({heads_, head_dim_}));  // global content bias
     v_ = register_parameter("v", torch::zeros({heads_, head_dim_}));  // global position bias
-    w_r_ = register_module("w_r", torch::nn::Linear(torch::nn::LinearOptions(d_model_, heads_ * head_dim_).bias(false)));
+    w_r_ =
+        register_module("w_r", torch::nn::Linear(torch::nn::LinearOptions(d_model_, heads_ * head_dim_).bias(false)));
     base_ = o.get_float("base");
   }
   Capabilities capabilities() const override {
@@ -88,26 +89,30 @@ class XlImpl : public PositionalSchemeImpl {
   }
   bool directional() const override { return true; }
   double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
-    const int64_t R = Lq + Lk - 1;  // distinct offsets
-    return 2.0 * B * H * Lq * R * Dh        // (q + v)·W_R R
-           + 2.0 * H * Lk * Dh              // u·k
-           + 2.0 * R * d_model_ * H * Dh;   // W_R R
+    const int64_t R = Lq + Lk - 1;         // distinct offsets
+    return 2.0 * B * H * Lq * R * Dh       // (q + v)·W_R R
+           + 2.0 * H * Lk * Dh             // u·k
+           + 2.0 * R * d_model_ * H * Dh;  // W_R R
   }
 
   torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*qk*/,
                             const Positions& pos) override {
     // Offsets i - j of every pair, as an index into the table of distinct offsets.
     auto rel = -relative_positions(pos.q, pos.k);  // (Lq, Lk): query minus key
-    const int64_t lo = -(pos.end - 1);  // ids are in [0, end): offsets in [lo, end)
+    const int64_t lo = -(pos.end - 1);             // ids are in [0, end): offsets in [lo, end)
     auto index = once_per_forward(pos, "index", [&] { return rel - lo; });
-    auto r = once_per_forward(pos, "r", [&] {
-      auto offsets = torch::arange(lo, pos.end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));  // (R)
-      auto projected = linear(w_r_, sinusoidal_table(offsets, d_model_, base_).to(q.scalar_type()));  // (R, H*Dh)
-      return projected.view({-1, heads_, head_dim_}).permute({1, 2, 0});                                // (H, Dh, R)
-    }, q);
-    auto content_bias = torch::matmul(u_.unsqueeze(1).unsqueeze(0), k.transpose(-2, -1));      // (1|B, H, 1, Lk)
-    auto position = torch::matmul(q + v_.view({1, heads_, 1, head_dim_}), r);                  // (B, H, Lq, R)
-    return content_bias + pick_columns(position, index);                                       // (B, H, Lq, Lk)
+    auto r = once_per_forward(
+        pos, "r",
+        [&] {
+          auto offsets =
+              torch::arange(lo, pos.end, torch::TensorOptions().dtype(torch::kLong).device(q.device()));  // (R)
+          auto projected = linear(w_r_, sinusoidal_table(offsets, d_model_, base_).to(q.scalar_type()));  // (R, H*Dh)
+          return projected.view({-1, heads_, head_dim_}).permute({1, 2, 0});                              // (H, Dh, R)
+        },
+        q);
+    auto content_bias = torch::matmul(u_.unsqueeze(1).unsqueeze(0), k.transpose(-2, -1));  // (1|B, H, 1, Lk)
+    auto position = torch::matmul(q + v_.view({1, heads_, 1, head_dim_}), r);              // (B, H, Lq, R)
+    return content_bias + pick_columns(position, index);                                   // (B, H, Lq, Lk)
   }
 
  private:
@@ -128,7 +133,8 @@ SchemeInfo shaw_scheme_info() {
            {"head_scales", OptionKind::Bool, false,
             "the positional-encoding guide's windowed variant: per-head learned scales of content and position scores"},
            {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial embeddings", 0.0, 10.0}},
-          Placement::EveryLayer, [](const SchemeContext& c, const SchemeOptions& o) -> PositionalScheme {
+          Placement::EveryLayer,
+          [](const SchemeContext& c, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<ShawImpl>(c, o);
           }};
 }
@@ -137,7 +143,8 @@ SchemeInfo xl_scheme_info() {
   return {"xl",
           "Transformer-XL: (q+u)·k + (q+v)·W_R R(i-j) with sinusoidal R and learned u, v per head (Dai et al. 2019)",
           {{"base", OptionKind::Float, 10000.0, "frequency base of R", 1.0, 1e12}},
-          Placement::EveryLayer, [](const SchemeContext& c, const SchemeOptions& o) -> PositionalScheme {
+          Placement::EveryLayer,
+          [](const SchemeContext& c, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<XlImpl>(c, o);
           }};
 }

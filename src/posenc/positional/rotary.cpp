@@ -42,15 +42,16 @@ class RopeImpl : public PositionalSchemeImpl {
     // Rotation acts on pairs: at fraction 1 an odd head dimension would leave
     // its last dimension unrotated while the config claims all are.
     if (fraction >= 1.0 && ctx.head_dim % 2 != 0)
-      throw IncompatibleConfig("model.positional.type=" + name + " rotates pairs of dimensions, but the head dimension is " +
+      throw IncompatibleConfig("model.positional.type=" + name +
+                               " rotates pairs of dimensions, but the head dimension is " +
                                std::to_string(ctx.head_dim) +
                                " (odd: model.d_model / model.heads); use an even head dimension, or "
                                "model.positional.fraction < 1 to leave dimensions unrotated on purpose");
     rot_dim_ = static_cast<int64_t>(fraction * ctx.head_dim) / 2 * 2;  // even number of rotated dims
     if (rot_dim_ < 2)
       throw ConfigError("model.positional.fraction=" + std::to_string(fraction) + " rotates " +
-                        std::to_string(rot_dim_) + " of head_dim " + std::to_string(ctx.head_dim) +
-                        " dims; " + name + " needs at least 2");
+                        std::to_string(rot_dim_) + " of head_dim " + std::to_string(ctx.head_dim) + " dims; " + name +
+                        " needs at least 2");
   }
   Capabilities capabilities() const override { return Capabilities::rotation(); }
   bool supports_kv_cache() const override { return scaling_ != "dynamic_ntk"; }  // its base follows the length
@@ -65,18 +66,22 @@ class RopeImpl : public PositionalSchemeImpl {
   /// x (B, H, L, Dh) rotated at the given positions (L).
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions, const Positions& pos, const char* which) {
     // cos/sin once per forward, shared by every layer using this instance.
-    auto cs = once_per_forward(pos, which, [&] {
-      double attention_factor = 1.0;
-      auto theta = frequencies(pos.end, positions.device(), attention_factor);        // (R/2) float64
-      auto angle = positions.to(torch::kFloat64).unsqueeze(1) * theta.unsqueeze(0);  // (L, R/2)
-      return (torch::stack({angle.cos(), angle.sin()}) * attention_factor).to(x.device(), x.scalar_type());  // (2, L, R/2)
-    }, x);
+    auto cs = once_per_forward(
+        pos, which,
+        [&] {
+          double attention_factor = 1.0;
+          auto theta = frequencies(pos.end, positions.device(), attention_factor);       // (R/2) float64
+          auto angle = positions.to(torch::kFloat64).unsqueeze(1) * theta.unsqueeze(0);  // (L, R/2)
+          return (torch::stack({angle.cos(), angle.sin()}) * attention_factor)
+              .to(x.device(), x.scalar_type());  // (2, L, R/2)
+        },
+        x);
     auto cos = cs[0], sin = cs[1];  // (L, R/2), broadcast over (B, H)
     auto rot = x.narrow(-1, 0, rot_dim_);
     torch::Tensor out;
     if (interleaved_) {
-      auto pairs = rot.unflatten(-1, {rot_dim_ / 2, 2});     // (B, H, L, R/2, 2)
-      auto even = pairs.select(-1, 0), odd = pairs.select(-1, 1);  // (B, H, L, R/2)
+      auto pairs = rot.unflatten(-1, {rot_dim_ / 2, 2});                                     // (B, H, L, R/2, 2)
+      auto even = pairs.select(-1, 0), odd = pairs.select(-1, 1);                            // (B, H, L, R/2)
       out = torch::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).flatten(-2);  // (B, H, L, R)
     } else {
       auto x1 = rot.narrow(-1, 0, rot_dim_ / 2), x2 = rot.narrow(-1, rot_dim_ / 2, rot_dim_ / 2);
@@ -117,7 +122,9 @@ class RopeImpl : public PositionalSchemeImpl {
       theta = at_base(base_);
     }
     const int64_t dropped = static_cast<int64_t>(std::llround(drop_low_ * (rot_dim_ / 2)));
-    if (dropped > 0) theta = theta.clone().index_fill_(0, torch::arange(rot_dim_ / 2 - dropped, rot_dim_ / 2, opts.dtype(torch::kLong)), 0.0);
+    if (dropped > 0)
+      theta = theta.clone().index_fill_(
+          0, torch::arange(rot_dim_ / 2 - dropped, rot_dim_ / 2, opts.dtype(torch::kLong)), 0.0);
     return theta;
   }
 
@@ -153,17 +160,20 @@ class XposImpl : public RopeImpl {
   /// zeta^(sign * (p - end/2) / scale_base) per dimension: (L, Dh), 1 on unrotated dims.
   torch::Tensor scales(const Positions& pos, const torch::Tensor& positions, double sign, const torch::Tensor& like,
                        const char* key) {
-    return once_per_forward(pos, key, [&] {
-      const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(positions.device());
-      const double R = static_cast<double>(rot_dim_);
-      auto zeta = (2.0 * torch::arange(rot_dim_ / 2, opts) / R + gamma_) / (1.0 + gamma_);  // (R/2)
-      auto power = sign * (positions.to(torch::kFloat64) - static_cast<double>(pos.end / 2)) / scale_base_;  // (L)
-      auto s = torch::pow(zeta.unsqueeze(0), power.unsqueeze(1));                           // (L, R/2)
-      s = interleaved_ ? s.repeat_interleave(2, -1) : torch::cat({s, s}, -1);                // (L, R)
-      const int64_t Dh = like.size(-1);
-      if (rot_dim_ < Dh) s = torch::cat({s, torch::ones({s.size(0), Dh - rot_dim_}, opts)}, -1);  // (L, Dh)
-      return s.to(like.device(), like.scalar_type());
-    }, like);
+    return once_per_forward(
+        pos, key,
+        [&] {
+          const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(positions.device());
+          const double R = static_cast<double>(rot_dim_);
+          auto zeta = (2.0 * torch::arange(rot_dim_ / 2, opts) / R + gamma_) / (1.0 + gamma_);  // (R/2)
+          auto power = sign * (positions.to(torch::kFloat64) - static_cast<double>(pos.end / 2)) / scale_base_;  // (L)
+          auto s = torch::pow(zeta.unsqueeze(0), power.unsqueeze(1));              // (L, R/2)
+          s = interleaved_ ? s.repeat_interleave(2, -1) : torch::cat({s, s}, -1);  // (L, R)
+          const int64_t Dh = like.size(-1);
+          if (rot_dim_ < Dh) s = torch::cat({s, torch::ones({s.size(0), Dh - rot_dim_}, opts)}, -1);  // (L, Dh)
+          return s.to(like.device(), like.scalar_type());
+        },
+        like);
   }
 
   double gamma_, scale_base_;
@@ -177,19 +187,25 @@ namespace {
 std::vector<OptionSpec> rope_options() {
   return {
       {"base", OptionKind::Float, 10000.0, "frequency base", 1.0, 1e12},
-      {"layout", OptionKind::String, "half",
+      {"layout",
+       OptionKind::String,
+       "half",
        "half: rotate (x[:R/2], x[R/2:]) as in HF/LLaMA; interleaved: rotate pairs (2i, 2i+1) as in the paper",
-       0, 0, {"half", "interleaved"}},
-      {"fraction", OptionKind::Float, 1.0, "fraction of each head's dims that rotate (partial rotary)", 0.0,
-       1.0},
-      {"scaling", OptionKind::String, "none",
+       0,
+       0,
+       {"half", "interleaved"}},
+      {"fraction", OptionKind::Float, 1.0, "fraction of each head's dims that rotate (partial rotary)", 0.0, 1.0},
+      {"scaling",
+       OptionKind::String,
+       "none",
        "for lengths past training: none, linear (interpolation), ntk, dynamic_ntk or yarn (HF transformers' "
        "formulas)",
-       0, 0, {"none", "linear", "ntk", "dynamic_ntk", "yarn"}},
-      {"factor", OptionKind::Float, 1.0, "the scaling factor s (target length / original_max_position)", 1.0,
-       1e6},
-      {"original_max_position", OptionKind::Int, 0,
-       "positions seen in training (needed by every scaling but none)", 0, int64_t{1} << 40},
+       0,
+       0,
+       {"none", "linear", "ntk", "dynamic_ntk", "yarn"}},
+      {"factor", OptionKind::Float, 1.0, "the scaling factor s (target length / original_max_position)", 1.0, 1e6},
+      {"original_max_position", OptionKind::Int, 0, "positions seen in training (needed by every scaling but none)", 0,
+       int64_t{1} << 40},
       {"drop_low_frequencies", OptionKind::Float, 0.0,
        "p-RoPE: the lowest fraction of frequencies is set to 0, leaving those pairs unrotated", 0.0, 1.0},
   };
@@ -206,7 +222,8 @@ SchemeInfo rope_scheme_info() {
 SchemeInfo xpos_scheme_info() {
   auto options = rope_options();
   options.push_back({"gamma", OptionKind::Float, 0.4, "zeta_i = (2i/R + gamma)/(1 + gamma)", 0.0, 1e6});
-  options.push_back({"scale_base", OptionKind::Float, 512.0, "positions are divided by it in the exponent", 1e-6, 1e12});
+  options.push_back(
+      {"scale_base", OptionKind::Float, 512.0, "positions are divided by it in the exponent", 1e-6, 1e12});
   return {"xpos",
           "RoPE with a per-pair exponential scale: q by zeta_i^(n/scale_base), k by zeta_i^(-n/scale_base), so "
           "q_m.k_n decays with m-n (Sun et al. 2022)",

@@ -16,11 +16,11 @@ TaskInfo OrderingTask::registry_info() {
       "sorted draw: shuffle, adjacent_swap, random_swap, reverse)";
   t.model_kind = "encoder";
   t.metric = TaskMetric::Accuracy;
-  t.options = {vocab_size_option(),
-               {"negatives", OptionKind::Weights,
-                nlohmann::json{{"shuffle", 1.0}, {"adjacent_swap", 1.0}, {"random_swap", 1.0}, {"reverse", 1.0}},
-                "mixing weights of the negative kinds (each in [0, 1e9]; at least one positive)", 0.0, 1e9,
-                negative_kinds()}};
+  t.options = {
+      vocab_size_option(),
+      {"negatives", OptionKind::Weights,
+       nlohmann::json{{"shuffle", 1.0}, {"adjacent_swap", 1.0}, {"random_swap", 1.0}, {"reverse", 1.0}},
+       "mixing weights of the negative kinds (each in [0, 1e9]; at least one positive)", 0.0, 1e9, negative_kinds()}};
   t.length_unit = "tokens";
   t.default_min_length = 4;
   t.default_max_length = 16;
@@ -58,8 +58,7 @@ std::vector<int64_t> OrderingTask::positive(int64_t length, std::mt19937_64& rng
   return seq;
 }
 
-std::vector<int64_t> OrderingTask::negative(const std::vector<int64_t>& sorted, int kind,
-                                            std::mt19937_64& rng) const {
+std::vector<int64_t> OrderingTask::negative(const std::vector<int64_t>& sorted, int kind, std::mt19937_64& rng) const {
   std::vector<int64_t> seq = sorted;
   const auto n = static_cast<int64_t>(seq.size());
   const std::string& name = negative_kinds().at(kind);
@@ -140,7 +139,8 @@ Batch OrderingTask::fixed_set(int64_t length, int64_t n, int64_t seed) const {
     assigned += count[k];
     remainder.push_back({exact - count[k], k});
   }
-  std::sort(remainder.begin(), remainder.end(), [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::sort(remainder.begin(), remainder.end(),
+            [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
   for (size_t r = 0; assigned < n_neg; ++r, ++assigned) count[remainder[r % remainder.size()].second]++;
 
   std::vector<std::vector<int64_t>> seqs;

@@ -40,8 +40,9 @@ const TaskInfo& find_task(const std::string& name) {
 }
 
 OptionSpec vocab_size_option() {
-  return {"vocab_size", OptionKind::Int, 64,
-          "data tokens are 1..vocab_size (0 = padding, vocab_size + 1 = CLS or SEP)", 2, 1 << 24};
+  return {
+      "vocab_size", OptionKind::Int, 64, "data tokens are 1..vocab_size (0 = padding, vocab_size + 1 = CLS or SEP)", 2,
+      1 << 24};
 }
 
 int64_t task_vocab_size(const TaskConfig& cfg) {
@@ -52,7 +53,8 @@ int64_t task_vocab_size(const TaskConfig& cfg) {
 std::unique_ptr<Task> make_task(const TaskConfig& cfg) { return find_task(cfg.type).make(cfg); }
 
 std::vector<int64_t> Task::encode_text(const std::string& /*text*/) const {
-  throw ConfigError("task.type=" + info().name + " has no text form: only a language-modelling task (charlm) "
+  throw ConfigError("task.type=" + info().name +
+                    " has no text form: only a language-modelling task (charlm) "
                     "takes a text prompt");
 }
 std::string Task::decode_text(const std::vector<int64_t>& tokens) const {

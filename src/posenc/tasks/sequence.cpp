@@ -76,7 +76,8 @@ class SequenceTask : public Task {
 class PermutationTask : public SequenceTask {
  public:
   enum class Kind { Copy, Reverse, Sort };
-  PermutationTask(const TaskConfig& cfg, std::string name, Kind kind) : SequenceTask(cfg, std::move(name)), kind_(kind) {}
+  PermutationTask(const TaskConfig& cfg, std::string name, Kind kind)
+      : SequenceTask(cfg, std::move(name)), kind_(kind) {}
   int64_t vocab_size() const override { return cfg_.options.get_int("vocab_size"); }
   int64_t sequence_length(int64_t length) const override { return 2 * length + 1; }
 
@@ -153,8 +154,8 @@ TaskInfo reverse_task_info() {
   return permutation_info<PermutationTask::Kind::Reverse>("reverse", "x SEP -> x reversed (decoder)");
 }
 TaskInfo sort_task_info() {
-  return permutation_info<PermutationTask::Kind::Sort>(
-      "sort", "x SEP -> x sorted (decoder; the generative twin of ordering)");
+  return permutation_info<PermutationTask::Kind::Sort>("sort",
+                                                       "x SEP -> x sorted (decoder; the generative twin of ordering)");
 }
 TaskInfo addition_task_info() {
   TaskInfo t = sequence_info("addition",

@@ -31,8 +31,9 @@ std::string read_corpus(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw ConfigError("task.path: " + path + " does not exist" +
-                      (path == kDefaultCorpus ? " (it comes with Debian's `fortunes` package, which scripts/setup.sh installs)"
-                                              : ""));
+                      (path == kDefaultCorpus
+                           ? " (it comes with Debian's `fortunes` package, which scripts/setup.sh installs)"
+                           : ""));
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -52,9 +53,10 @@ class CharLmTask : public Task {
         text_(read_corpus(path_)) {
     split_ = static_cast<int64_t>(static_cast<double>(text_.size()) * (1.0 - val_fraction_));
     if (split_ < cfg.max_length + 1)
-      throw ConfigError(fmt::format("task.path: the training part of {} ({} of {} bytes) is shorter than one "
-                                    "training window of task.max_length + 1 = {} bytes",
-                                    path_, split_, text_.size(), cfg.max_length + 1));
+      throw ConfigError(
+          fmt::format("task.path: the training part of {} ({} of {} bytes) is shorter than one "
+                      "training window of task.max_length + 1 = {} bytes",
+                      path_, split_, text_.size(), cfg.max_length + 1));
   }
   const TaskInfo& info() const override { return find_task("charlm"); }
   int64_t vocab_size() const override { return 256; }
@@ -80,9 +82,10 @@ class CharLmTask : public Task {
   void check_eval_length(int64_t length) const override {
     const int64_t held_out = static_cast<int64_t>(text_.size()) - split_;
     if (held_out < length + 1)
-      throw ConfigError(fmt::format("length {}: the held-out part of {} ({} bytes, task.val_fraction={}) is shorter "
-                                    "than one evaluation window of {} bytes",
-                                    length, path_, held_out, val_fraction_, length + 1));
+      throw ConfigError(
+          fmt::format("length {}: the held-out part of {} ({} bytes, task.val_fraction={}) is shorter "
+                      "than one evaluation window of {} bytes",
+                      length, path_, held_out, val_fraction_, length + 1));
   }
 
   std::vector<int64_t> encode_text(const std::string& text) const override {
@@ -125,9 +128,9 @@ TaskInfo charlm_task_info() {
                   kDefaultCorpus + "); perplexity per held-out character (decoder; length = context)";
   t.model_kind = "decoder";
   t.metric = TaskMetric::Perplexity;
-  t.options = {{"path", OptionKind::String, kDefaultCorpus, "the UTF-8 text file"},
-               {"val_fraction", OptionKind::Float, 0.1, "the fraction at the text's end held out for evaluation",
-                0.001, 0.9}};
+  t.options = {
+      {"path", OptionKind::String, kDefaultCorpus, "the UTF-8 text file"},
+      {"val_fraction", OptionKind::Float, 0.1, "the fraction at the text's end held out for evaluation", 0.001, 0.9}};
   t.fixed_vocab_size = 256;
   t.length_unit = "characters of context";
   t.default_min_length = 128;

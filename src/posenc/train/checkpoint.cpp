@@ -10,7 +10,7 @@
 namespace posenc {
 namespace {
 
-constexpr int64_t kLegacyFormat = 1;  // a bare torch archive
+constexpr int64_t kLegacyFormat = 1;   // a bare torch archive
 constexpr int64_t kFormatVersion = 2;  // header + checksum + torch archive
 constexpr char kMagic[8] = {'P', 'E', 'C', 'K', 'P', 'T', '0', '2'};
 constexpr size_t kHeaderSize = 32;
@@ -72,7 +72,8 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device =
     payload = bytes.data() + kHeaderSize;
     payload_size = size;
     if (fnv1a64(payload, payload_size) != checksum)
-      throw ConfigError(path + ": checkpoint is corrupted: its checksum does not match its contents (the file "
+      throw ConfigError(path +
+                        ": checkpoint is corrupted: its checksum does not match its contents (the file "
                         "changed after it was written)");
   }
   try {
@@ -122,11 +123,13 @@ void restore_rng(torch::serialize::InputArchive& archive, torch::Device device, 
   archive.read("rng", cpu_state, /*is_buffer=*/true);
   default_generator(torch::kCPU).set_state(cpu_state.cpu());
   const bool has_cuda = archive.try_read("rng_cuda", cuda_state, /*is_buffer=*/true);
-  if (device.is_cuda() && has_cuda) default_generator(device).set_state(cuda_state.cpu());
+  if (device.is_cuda() && has_cuda)
+    default_generator(device).set_state(cuda_state.cpu());
   else if (device.is_cuda() || has_cuda)
-    spdlog::warn("{} was written on {}, resuming on {}: dropout continues with a new random stream, so the run is "
-                 "not bit-identical to an uninterrupted one",
-                 path, has_cuda ? "cuda" : "cpu", device.str());
+    spdlog::warn(
+        "{} was written on {}, resuming on {}: dropout continues with a new random stream, so the run is "
+        "not bit-identical to an uninterrupted one",
+        path, has_cuda ? "cuda" : "cpu", device.str());
 }
 
 }  // namespace
@@ -137,8 +140,8 @@ std::string first_non_finite_parameter(Transformer& model) {
   return "";
 }
 
-void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer,
-                     int64_t step, const Config& config, const nlohmann::json& state) {
+void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* optimizer, int64_t step,
+                     const Config& config, const nlohmann::json& state) {
   if (const std::string bad = first_non_finite_parameter(model); !bad.empty())
     throw std::runtime_error("refusing to write " + path + ": parameter " + bad + " holds NaN or inf");
   torch::serialize::OutputArchive archive;
@@ -191,7 +194,8 @@ int64_t load_checkpoint(const std::string& path, Transformer& model, torch::opti
     *state = nlohmann::json::object();
     c10::IValue text;
     if (archive.try_read("state", text) && text.isString())
-      *state = reading(path, "cannot read the trainer state", [&] { return nlohmann::json::parse(text.toStringRef()); });
+      *state =
+          reading(path, "cannot read the trainer state", [&] { return nlohmann::json::parse(text.toStringRef()); });
   }
   reading(path, "checkpoint does not match the model", [&] {
     torch::serialize::InputArchive model_archive;

@@ -26,7 +26,8 @@ torch::Tensor pick(const torch::Tensor& logits_in, const Sampling& s, torch::Gen
 
 }  // namespace
 
-torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, int64_t steps, const Sampling& sampling) {
+torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, int64_t steps,
+                              const Sampling& sampling) {
   TORCH_CHECK(model->is_decoder(), "continue_tokens needs model.kind=decoder");
   const bool was_training = model->is_training();
   model->eval();

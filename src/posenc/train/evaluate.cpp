@@ -42,8 +42,8 @@ void for_each_chunk(Transformer& model, const TaskBatch& set, torch::Device devi
 
 }  // namespace
 
-std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device,
-                               int64_t max_batch_tokens, bool interruptible) {
+std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
+                               bool interruptible) {
   std::vector<torch::Tensor> correct_parts;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& tokens) {
     auto labels = set.labels.narrow(0, start, tokens.size(0)).to(device);
@@ -59,7 +59,6 @@ std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::
   }
   return tally;
 }
-
 
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
                                        int64_t max_batch_tokens, bool interruptible) {
@@ -82,8 +81,8 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
     auto logits = answer_logits(model, chunk, a).to(torch::kFloat);  // (b, A, V+2)
-    auto targets = chunk.narrow(1, a, A);                             // (b, A)
-    auto right = logits.argmax(-1).eq(targets);                       // (b, A)
+    auto targets = chunk.narrow(1, a, A);                            // (b, A)
+    auto right = logits.argmax(-1).eq(targets);                      // (b, A)
     tokens.n += right.numel();
     tokens.correct += right.sum().item<int64_t>();
     if (exact) {
@@ -91,9 +90,9 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
       exact->correct += right.all(1).sum().item<int64_t>();
     }
     if (nll_sum) {
-      auto nll = torch::nn::functional::cross_entropy(
-          logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      auto nll =
+          torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
       *nll_sum += nll.item<double>();
     }
   });
@@ -106,8 +105,7 @@ constexpr int64_t kValidationSeedOffset = 1000003;
 std::string kind_name(const Task& task, int kind) { return kind < 0 ? "sorted" : task.kind_names().at(kind); }
 }  // namespace
 
-double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples,
-                               int64_t max_batch_tokens) {
+double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens) {
   const double L = static_cast<double>(model->model_length(tokens));
   const double B = static_cast<double>(std::min(samples, evaluation_batch_size(model, tokens, max_batch_tokens)));
   const auto& m = model->config();
@@ -214,7 +212,8 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, 
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json kinds = nlohmann::json::object();
-    for (const auto& [name, t] : r.by_kind) kinds[name] = {{"n", t.n}, {"correct", t.correct}, {"accuracy", t.accuracy()}};
+    for (const auto& [name, t] : r.by_kind)
+      kinds[name] = {{"n", t.n}, {"correct", t.correct}, {"accuracy", t.accuracy()}};
     nlohmann::json j = {{"length", r.length},
                         {"n", r.total.n},
                         {"correct", r.total.correct},
@@ -241,7 +240,9 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
   std::ostringstream out;
   const TaskMetric metric = task.info().metric;
   const auto suffix = [](const LengthResult& r) {
-    return std::string(r.untrained_positions ? "  (untrained positions)" : r.beyond_training ? "  (longer than training)" : "");
+    return std::string(r.untrained_positions ? "  (untrained positions)"
+                       : r.beyond_training   ? "  (longer than training)"
+                                             : "");
   };
   if (metric == TaskMetric::ExactMatch) {
     out << fmt::format("{:>7} {:>11} {:>17} {:>14}\n", "length", "exact match", "95% CI", "token accuracy");
@@ -251,7 +252,8 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
     return out.str();
   }
   if (metric == TaskMetric::Perplexity) {
-    out << fmt::format("{:>7} {:>10} {:>14} {:>14} {:>9}\n", "context", "perplexity", "bits/char", "next-char acc", "chars");
+    out << fmt::format("{:>7} {:>10} {:>14} {:>14} {:>9}\n", "context", "perplexity", "bits/char", "next-char acc",
+                       "chars");
     for (const auto& r : results)
       out << fmt::format("{:>7} {:>10.3f} {:>14.3f} {:>14.3f} {:>9}{}\n", r.length, r.perplexity(),
                          r.tokens.n ? r.nll_sum / r.tokens.n / std::log(2.0) : 0.0, r.tokens.accuracy(), r.tokens.n,

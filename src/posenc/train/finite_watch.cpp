@@ -14,21 +14,20 @@ namespace {
 /// Writes diverged.json and throws Diverged.
 [[noreturn]] void diverged(const fs::path& dir, const Config& cfg, int64_t last_checkpoint, int64_t step,
                            const std::string& key, const std::string& what) {
-  const std::string kept = last_checkpoint > 0
-                               ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
-                                             (dir / run_files::kCheckpoint).string(), last_checkpoint)
-                               : std::string("no checkpoint was written before it");
+  const std::string kept = last_checkpoint > 0 ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
+                                                             (dir / run_files::kCheckpoint).string(), last_checkpoint)
+                                               : std::string("no checkpoint was written before it");
   const std::string message = fmt::format(
       "training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}), raise train.warmup_steps "
       "or use train.precision=float32",
       what, step, kept, cfg.train.lr);
   write_file_atomic((dir / run_files::kDiverged).string(), nlohmann::json{{"step", step},
-                                                                  {"non_finite", key},
-                                                                  {"last_checkpoint_step", last_checkpoint},
-                                                                  {"message", message},
-                                                                  {"config", config_to_json(cfg)}}
-                                                            .dump(2) +
-                                                        "\n");
+                                                                          {"non_finite", key},
+                                                                          {"last_checkpoint_step", last_checkpoint},
+                                                                          {"message", message},
+                                                                          {"config", config_to_json(cfg)}}
+                                                                   .dump(2) +
+                                                               "\n");
   throw Diverged(message);
 }
 
@@ -51,8 +50,8 @@ void FiniteWatch::check(const fs::path& dir, const Config& cfg, int64_t last_che
            loss_first ? "loss" : "grad_norm", loss_first ? "the loss" : "the gradient norm");
 }
 
-void FiniteWatch::check_weights(Transformer& model, const fs::path& dir, const Config& cfg,
-                                int64_t last_checkpoint, int64_t step) const {
+void FiniteWatch::check_weights(Transformer& model, const fs::path& dir, const Config& cfg, int64_t last_checkpoint,
+                                int64_t step) const {
   const std::string name = first_non_finite_parameter(model);
   if (!name.empty()) diverged(dir, cfg, last_checkpoint, step, "weights", "parameter " + name);
 }

@@ -21,7 +21,7 @@ StepOutput task_objective(Transformer& model, const TaskBatch& batch, const torc
   }
   const int64_t T = batch.tokens.size(1), a = batch.answer_start;
   auto logits = answer_logits(model, batch.tokens, a, ids);  // (B, A, V+2)
-  auto targets = batch.tokens.narrow(1, a, T - a);             // (B, A)
+  auto targets = batch.tokens.narrow(1, a, T - a);           // (B, A)
   out.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
   out.correct = logits.detach().argmax(-1).eq(targets).sum();
   out.scored = targets.numel();

@@ -27,12 +27,14 @@ std::string resumable_changes_text() {
 
 void check_fresh_directory(const fs::path& dir, const Config& cfg) {
   if (fs::exists(dir / run_files::kCheckpoint))
-    throw ConfigError(dir.string() + " already holds a run (checkpoint.pt); pass --resume to continue it or choose "
-                                     "another --out");
+    throw ConfigError(dir.string() +
+                      " already holds a run (checkpoint.pt); pass --resume to continue it or choose "
+                      "another --out");
   for (const char* name : {run_files::kResults, run_files::kDiverged})
     if (fs::exists(dir / name))
-      throw ConfigError(dir.string() + " holds " + name + " of an earlier run but no checkpoint; choose another --out "
-                                       "or move that run away");
+      throw ConfigError(dir.string() + " holds " + name +
+                        " of an earlier run but no checkpoint; choose another --out "
+                        "or move that run away");
   const fs::path config = dir / run_files::kConfig;
   if (!fs::exists(config)) return;
   std::string at;

@@ -65,8 +65,12 @@ struct RunningState {
   int64_t correct_sum = 0;
 
   nlohmann::json to_json(double seconds_now) const {
-    return {{"train_seconds", seconds_now}, {"last_logged_loss", last_logged_loss}, {"val_accuracy", val_accuracy},
-            {"interval_steps", interval_steps}, {"seen", seen},  {"loss_sum", loss_sum},
+    return {{"train_seconds", seconds_now},
+            {"last_logged_loss", last_logged_loss},
+            {"val_accuracy", val_accuracy},
+            {"interval_steps", interval_steps},
+            {"seen", seen},
+            {"loss_sum", loss_sum},
             {"correct_sum", correct_sum}};
   }
   static RunningState from_json(const nlohmann::json& j) {
@@ -100,7 +104,7 @@ std::vector<torch::optim::OptimizerParamGroup> param_groups(Transformer& model, 
 
 FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train) {
   return FusedAdamW(param_groups(model, train.weight_decay),
-                             torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
+                    torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
 }
 
 namespace {
@@ -113,8 +117,10 @@ class Progress {
  public:
   explicit Progress(bool on) : on_(on) {}
   void update(const std::string& line) {
-    if (on_) std::fprintf(stderr, "\r\033[K%s", line.c_str());
-    else spdlog::info("{}", line);
+    if (on_)
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    else
+      spdlog::info("{}", line);
   }
   void done() {
     if (on_) std::fprintf(stderr, "\n");
@@ -164,8 +170,9 @@ class TrainingRun {
     if (!request_.skip_final_eval) check_evaluation_fits(model_, *task_, cfg_, cfg_.eval.lengths, device_);
     if (request_.resume && !fs::exists(ckpt_)) throw ConfigError("--resume: no checkpoint at " + ckpt_.string());
     if (fs::exists(dir_ / run_files::kCompareLock))
-      throw ConfigError(dir_.string() + " is the output directory of a posenc compare; a train run needs a directory "
-                                        "of its own (choose another --out)");
+      throw ConfigError(dir_.string() +
+                        " is the output directory of a posenc compare; a train run needs a directory "
+                        "of its own (choose another --out)");
     lock_ = std::make_unique<DirectoryLock>(dir_.string(), run_files::kTrainLock, "posenc train");
     if (!request_.resume) check_fresh_directory(dir_, cfg_);
     if (const int n = remove_stale_temporaries(dir_.string()))
@@ -181,9 +188,10 @@ class TrainingRun {
       start_ = load_checkpoint(ckpt_.string(), model_, optimizer_.get(), &stored);
       state_ = RunningState::from_json(stored);
       if (start_ > cfg_.train.steps)
-        throw ConfigError(fmt::format("--resume: {} is at step {}, past train.steps={}; raise train.steps to train "
-                                      "on, or evaluate it with `posenc eval {}`",
-                                      ckpt_.string(), start_, cfg_.train.steps, ckpt_.string()));
+        throw ConfigError(
+            fmt::format("--resume: {} is at step {}, past train.steps={}; raise train.steps to train "
+                        "on, or evaluate it with `posenc eval {}`",
+                        ckpt_.string(), start_, cfg_.train.steps, ckpt_.string()));
       truncate_metrics(dir_ / run_files::kMetrics, start_);
       fs::remove(dir_ / run_files::kDiverged);  // written again if it diverges again
       spdlog::info("resuming {} at step {}{}", dir_.string(), start_,
@@ -226,15 +234,15 @@ class TrainingRun {
       AutocastGuard autocast(t.precision == "bf16", device_);
       // Randomized positions: a sorted random subset of [0, N) per batch (evaluation keeps 0..L-1).
       const int64_t randomized = cfg_.model.positional.randomize_max_position;
-      const auto ids = randomized > 0 ? randomized_positions(model_->model_length(batch.tokens.size(1)), randomized,
-                                                             t.seed, step)
-                                      : torch::Tensor();
+      const auto ids = randomized > 0
+                           ? randomized_positions(model_->model_length(batch.tokens.size(1)), randomized, t.seed, step)
+                           : torch::Tensor();
       out = task_objective(model_, batch, ids);
     }
     optimizer_->zero_grad();
     out.loss.backward();
-    const auto norm = t.grad_clip > 0 ? clip_grad_norm(model_->parameters(), t.grad_clip)
-                                      : grad_norm(model_->parameters());
+    const auto norm =
+        t.grad_clip > 0 ? clip_grad_norm(model_->parameters(), t.grad_clip) : grad_norm(model_->parameters());
     optimizer_->step();
     finite_.observe(step, out.loss, norm);
     loss_sum_ += out.loss.detach();
@@ -250,9 +258,14 @@ class TrainingRun {
     const double loss_avg = loss_sum_.item<double>() / state_.interval_steps;
     const double acc = static_cast<double>(correct_sum_.item<int64_t>()) / state_.seen;
     const double rate = state_.interval_steps / std::max(1e-9, seconds_since(interval_start_));
-    metrics_->write_line(nlohmann::json{{"step", done}, {"loss", loss_avg}, {"accuracy", acc}, {"lr", lr_},
-                                        {"steps_per_s", rate}, {"elapsed_s", train_seconds()}}
-                             .dump());
+    metrics_->write_line(nlohmann::json{
+        {"step", done},
+        {"loss", loss_avg},
+        {"accuracy", acc},
+        {"lr", lr_},
+        {"steps_per_s", rate},
+        {"elapsed_s",
+         train_seconds()}}.dump());
     progress_.update(fmt::format("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} {:.1f} steps/s ETA {}", done,
                                  cfg_.train.steps, loss_avg, acc, lr_, rate,
                                  format_duration((cfg_.train.steps - done) / std::max(1e-9, rate))));
@@ -311,10 +324,11 @@ class TrainingRun {
       try {
         result.lengths = evaluate_lengths(model_, *task_, cfg_, cfg_.eval.lengths, device_);
       } catch (const Interrupted& e) {
-        spdlog::info("stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train "
-                     "{} --out {} --resume` evaluates it",
-                     signal_name(e.signal()), ckpt_.string(), cfg_.train.steps, (dir_ / run_files::kConfig).string(),
-                     dir_.string());
+        spdlog::info(
+            "stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train "
+            "{} --out {} --resume` evaluates it",
+            signal_name(e.signal()), ckpt_.string(), cfg_.train.steps, (dir_ / run_files::kConfig).string(),
+            dir_.string());
         throw;
       }
       result.results["lengths"] = length_results_to_json(result.lengths, *task_);

@@ -26,7 +26,7 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& lock_nam
     ::close(fd_);
     fd_ = -1;
     throw LockError("another " + what + " is running on " + dir + (n > 0 ? " (pid " + std::string(buf) + ")" : "") +
-                      "; wait for it or stop it first");
+                    "; wait for it or stop it first");
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {

@@ -7,7 +7,8 @@ namespace {
 
 std::atomic<bool> g_requested{false};
 std::atomic<int> g_signal{0};
-struct sigaction g_old_int {}, g_old_term {};
+struct sigaction g_old_int {
+}, g_old_term{};
 
 extern "C" void on_stop_signal(int sig) {
   if (g_requested.load()) {

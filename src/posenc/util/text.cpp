@@ -45,8 +45,10 @@ std::string render_text(const Table& rows, size_t left_columns) {
     for (size_t c = 0; c < row.size(); ++c) {
       const std::string pad(width[c] - columns(row[c]), ' ');
       if (c > 0) out << "  ";
-      if (c < left_columns) out << row[c] << (c + 1 < row.size() ? pad : "");
-      else out << pad << row[c];
+      if (c < left_columns)
+        out << row[c] << (c + 1 < row.size() ? pad : "");
+      else
+        out << pad << row[c];
     }
     out << "\n";
   }
