@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for the rope (and its scalings), xpos, alibi, t5, sinusoidal, kerple, sandwich, fire and cope schemes.
+"""Golden values for every positional scheme that computes something (all but none).
 
 An independent implementation in numpy, written from the papers' formulas (not
 from posenc's C++), whose output the C++ tests compare against within a
@@ -195,8 +195,182 @@ def cope_terms(q, k, table, max_count):
     return out
 
 
+def layer_norm(x, eps=1e-5):
+    """LayerNorm over the last axis with its initial weight 1 and bias 0."""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+def learned_embed(x, table, scale=None):
+    """x (L, D) at positions 0..L-1: x + E[p]; with a per-position scale s_p, LayerNorm(x + s_p E[p])
+    (the positional-encoding guide's scaled variant)."""
+    rows = table[: len(x)]
+    if scale is None:
+        return x + rows
+    return layer_norm(x + scale[: len(x)] * rows)
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def dynamic_embed(x, p):
+    """The positional-encoding guide's dynamic encoder on x (L, D):
+    x * c + PE * s * sigmoid(MLP(x) * a) * sigmoid(L / max_length * b), MLP(x) = W2 gelu(W1 x + b1) + b2."""
+    length, dim = x.shape
+    pe = sinusoidal(length, dim)
+    mlp = gelu(x @ np.array(p["w1"]).T + np.array(p["b1"])) @ np.array(p["w2"]).T + np.array(p["b2"])
+    gate = sigmoid(mlp * p["content_factor"])
+    length_gate = sigmoid(p["length_factor"] * length / p["max_length"])
+    return x * np.array(p["content_scale"]) + pe * np.array(p["position_scale"]) * gate * length_gate
+
+
+def shaw_terms(q, qk, keys, clip, content_scale=None, position_scale=None):
+    """Shaw et al. 2018: e_ij gains q_i . a^K_{clip(j-i, k)}; q (H, L, d), keys (2k+1, d), row r is offset r - k.
+    With the guide's per-head scales: c_h q.k + p_h q.a^K, returned as the term added to q.k."""
+    heads, length, _ = q.shape
+    out = np.zeros((heads, length, length))
+    for h in range(heads):
+        for i in range(length):
+            for j in range(length):
+                out[h, i, j] = float(np.dot(q[h, i], keys[min(max(j - i, -clip), clip) + clip]))
+        if content_scale is not None:
+            out[h] = (content_scale[h] - 1.0) * qk[h] + position_scale[h] * out[h]
+    return out
+
+
+def shaw_values(probs, values, clip):
+    """Shaw et al. 2018: z_i gains sum_j alpha_ij a^V_{clip(j-i, k)}; probs (H, L, L) -> (H, L, d)."""
+    heads, length, _ = probs.shape
+    out = np.zeros((heads, length, values.shape[1]))
+    for h in range(heads):
+        for i in range(length):
+            for j in range(length):
+                out[h, i] += probs[h, i, j] * values[min(max(j - i, -clip), clip) + clip]
+    return out
+
+
+def xl_terms(q, k, u, v, w_r, base):
+    """Dai et al. 2019, terms (b)-(d) of the score: u . k_j + (q_i + v) . W_R R_{i-j}, R the sinusoidal vector
+    of width d_model (interleaved sin/cos, as posenc's sinusoidal scheme) at the offset i - j.
+    q, k (H, L, d); u, v (H, d); w_r (H*d, d_model). Returns (H, L, L)."""
+    heads, length, d = q.shape
+    d_model = w_r.shape[1]
+    out = np.zeros((heads, length, length))
+    for i in range(length):
+        for j in range(length):
+            offset = i - j
+            r = np.array([math.sin(offset / base ** (2 * (c // 2) / d_model)) if c % 2 == 0 else
+                          math.cos(offset / base ** (2 * (c // 2) / d_model)) for c in range(d_model)])
+            projected = (w_r @ r).reshape(heads, d)
+            for h in range(heads):
+                out[h, i, j] = float(np.dot(u[h], k[h, j])) + float(np.dot(q[h, i] + v[h], projected[h]))
+    return out
+
+
+def with_direction(bias, left, right):
+    """Adds a per-head offset to keys left (j < i) and right (j > i) of the query; bias (L, L) -> (H, L, L)."""
+    length = len(bias)
+    return [[[bias[i][j] + (left[h] if j < i else right[h] if j > i else 0.0) for j in range(length)]
+             for i in range(length)] for h in range(len(left))]
+
+
+def ape_bias(scale, length):
+    """The APE notebook: scale * (1 - |i-j| / L), L the sequence length."""
+    return [[scale * (1.0 - abs(i - j) / length) for j in range(length)] for i in range(length)]
+
+
+def decay_bias(tau, length):
+    """The positional-encoding guide's position-based attention bias: exp(-|i-j| / tau)."""
+    return [[math.exp(-abs(i - j) / tau) for j in range(length)] for i in range(length)]
+
+
+def da_reweight(scores, w, v):
+    """Wu et al. 2021 (DA-Transformer): ReLU(s_ij) * f(w_h |i-j|), f(x) = (1 + exp(v_h)) / (1 + exp(v_h - x));
+    scores (H, L, L)."""
+    heads, length, _ = scores.shape
+    out = np.zeros_like(scores)
+    for h in range(heads):
+        for i in range(length):
+            for j in range(length):
+                f = (1.0 + math.exp(v[h])) / (1.0 + math.exp(v[h] - w[h] * abs(i - j)))
+                out[h, i, j] = max(scores[h, i, j], 0.0) * f
+    return out
+
+
 def rope_input(length, dh):
     return np.array([[math.cos(0.3 * m + 0.7 * d) + 0.1 * d for d in range(dh)] for m in range(length)])
+
+
+def wave(shape, a, b, c=0.0):
+    """A deterministic, non-degenerate array: cos(a * flat_index + b) + c * flat_index / size."""
+    n = int(np.prod(shape))
+    idx = np.arange(n)
+    return (np.cos(a * idx + b) + c * idx / n).reshape(shape)
+
+
+def add_learned_schemes(fixtures):
+    """Schemes with trained parameters: the fixture sets every parameter, then records the output."""
+    L, D, H, Dh = 7, 8, 2, 4
+    x = wave((L, D), 0.37, 0.2)
+    learned = {"length": L, "d_model": D, "max_positions": 10, "x": x.tolist(), "table": wave((10, D), 0.71, 1.0).tolist()}
+    learned["output"] = learned_embed(x, np.array(learned["table"])).tolist()
+    scaled = dict(learned, scaled=True, scale=(0.5 + wave((10, 1), 1.3, 0.4)).tolist())
+    scaled["output"] = learned_embed(x, np.array(scaled["table"]), np.array(scaled["scale"])).tolist()
+    fixtures["learned"] = {"cases": [learned, scaled]}
+
+    dyn = {"length": L, "d_model": D, "max_length": 20, "x": x.tolist(),
+           "content_scale": (1.0 + 0.3 * wave((D,), 0.9, 0.1)).tolist(),
+           "position_scale": (0.8 + 0.5 * wave((D,), 1.7, 0.3)).tolist(),
+           "w1": (0.4 * wave((2 * D, D), 0.53, 0.7)).tolist(), "b1": (0.1 * wave((2 * D,), 1.1, 0.0)).tolist(),
+           "w2": (0.3 * wave((D, 2 * D), 0.29, 1.9)).tolist(), "b2": (0.2 * wave((D,), 0.77, 0.5)).tolist(),
+           "content_factor": 1.7, "length_factor": -0.6}
+    dyn["output"] = dynamic_embed(x, dyn).tolist()
+    fixtures["dynamic"] = {"cases": [dyn]}
+
+    q = 1.2 * wave((H, L, Dh), 0.61, 0.3)
+    k = 0.9 * wave((H, L, Dh), 0.43, 1.1)
+    qk = np.einsum("hid,hjd->hij", q, k)
+    clip = 3
+    keys = 0.5 * wave((2 * clip + 1, Dh), 0.83, 0.6)
+    values = 0.7 * wave((2 * clip + 1, Dh), 0.47, 2.0)
+    logits = wave((H, L, L), 0.31, 0.9)
+    probs = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
+    shaw = {"heads": H, "length": L, "head_dim": Dh, "max_distance": clip, "q": q.tolist(), "k": k.tolist(),
+            "keys": keys.tolist(), "values": values.tolist(), "probs": probs.tolist(),
+            "terms": shaw_terms(q, qk, keys, clip).tolist(), "value_terms": shaw_values(probs, values, clip).tolist()}
+    scales = {"content_scale": [0.7, 1.4], "position_scale": [1.9, -0.5]}
+    shaw_scaled = dict(shaw, head_scales=True, **scales)
+    shaw_scaled["terms"] = shaw_terms(q, qk, keys, clip, scales["content_scale"], scales["position_scale"]).tolist()
+    fixtures["shaw"] = {"cases": [shaw, shaw_scaled]}
+
+    u, v = 0.4 * wave((H, Dh), 0.9, 0.2), 0.6 * wave((H, Dh), 1.3, 0.8)
+    w_r = 0.3 * wave((H * Dh, H * Dh), 0.37, 1.5)
+    xl = {"heads": H, "length": L, "head_dim": Dh, "base": 100.0, "q": q.tolist(), "k": k.tolist(), "u": u.tolist(),
+          "v": v.tolist(), "w_r": w_r.tolist(), "terms": xl_terms(q, k, u, v, w_r, 100.0).tolist()}
+    fixtures["xl"] = {"cases": [xl]}
+
+    left, right = [0.3, -0.8], [-0.25, 0.6]
+    fixtures["ape"] = {"cases": [
+        {"heads": H, "length": 9, "scale": 0.7, "bias": [ape_bias(0.7, 9)] * H},
+        {"heads": H, "length": 6, "scale": -1.5, "directional": True, "left_offset": left, "right_offset": right,
+         "bias": with_direction(ape_bias(-1.5, 6), left, right)},
+    ]}
+    fixtures["decay"] = {"cases": [
+        {"heads": H, "length": 9, "tau": 2.5, "bias": [decay_bias(2.5, 9)] * H},
+        {"heads": H, "length": 6, "tau": 0.8, "directional": True, "left_offset": left, "right_offset": right,
+         "bias": with_direction(decay_bias(0.8, 6), left, right)},
+    ]}
+
+    scores = 2.0 * wave((H, L, L), 0.57, 0.4)
+    w, v_da = [-0.7, 0.45], [0.3, -1.2]
+    fixtures["da"] = {"cases": [{"heads": H, "length": L, "scores": scores.tolist(), "w": w, "v": v_da,
+                                 "output": da_reweight(scores, w, v_da).tolist()}]}
 
 
 def main(out_dir):
@@ -294,6 +468,7 @@ def main(out_dir):
     table = np.array([[0.3 * math.cos(0.8 * r + d) + 0.05 * r for d in range(Dh)] for r in range(2 * N - 1)])
     cope.update(q=q.tolist(), k=k.tolist(), table=table.tolist(), terms=cope_terms(q, k, table, N).tolist())
     fixtures["cope"] = {"cases": [cope]}
+    add_learned_schemes(fixtures)
     for name, data in fixtures.items():
         data["generator"] = "scripts/golden.py (numpy, independent of the C++ code)"
         with open(os.path.join(out_dir, name + ".json"), "w") as f:

@@ -181,3 +181,122 @@ TEST(Golden, CopeWithFixedQueriesKeysAndTable) {
     EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), 1e-5, 1e-6));
   }
 }
+
+// ---- Schemes with trained parameters: every parameter set from the fixture, in float64. ----
+
+namespace {
+
+json golden_case_value(const json& c, const std::string& key) { return c.contains(key) ? c[key] : json(); }
+
+/// A scheme built with `options`, moved to float64, each parameter named in `values` set from the fixture.
+PositionalScheme scheme_with_values(const std::string& type, const SchemeContext& ctx, const json& options,
+                                    const std::map<std::string, json>& values) {
+  auto s = posenc::testing::scheme_with(type, ctx, options);
+  s->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  auto params = s->named_parameters();
+  for (const auto& [name, value] : values) {
+    if (value.is_null()) continue;
+    EXPECT_TRUE(params.contains(name)) << type << " has no parameter " << name;
+    if (!params.contains(name)) continue;
+    auto target = params[name];
+    target.copy_(tensor_of(value).view(target.sizes()));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(Golden, LearnedTableAndItsScaledVariant) {
+  for (const auto& c : golden("learned")["cases"]) {
+    const int64_t L = c["length"], D = c["d_model"];
+    const bool scaled = c.value("scaled", false);
+    auto s = scheme_with_values("learned", {D, 1, D, 0}, {{"max_positions", c["max_positions"]}, {"scaled", scaled}},
+                                {{"table", c["table"]}, {"scale", golden_case_value(c, "scale")}});
+    auto out = s->embed(tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
+    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), 1e-9, 1e-9)) << "scaled " << scaled;
+  }
+}
+
+TEST(Golden, DynamicGatedSinusoids) {
+  for (const auto& c : golden("dynamic")["cases"]) {
+    const int64_t L = c["length"], D = c["d_model"];
+    auto s = scheme_with_values("dynamic", {D, 1, D, 0}, {{"max_length", c["max_length"]}},
+                                {{"content_scale", c["content_scale"]},
+                                 {"position_scale", c["position_scale"]},
+                                 {"gate_in.weight", c["w1"]},
+                                 {"gate_in.bias", c["b1"]},
+                                 {"gate_out.weight", c["w2"]},
+                                 {"gate_out.bias", c["b2"]},
+                                 {"content_factor", json::array({c["content_factor"]})},
+                                 {"length_factor", json::array({c["length_factor"]})}});
+    auto out = s->embed(tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
+    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), 1e-9, 1e-9));
+  }
+}
+
+TEST(Golden, ShawKeyAndValueTerms) {
+  for (const auto& c : golden("shaw")["cases"]) {
+    const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
+    const bool head_scales = c.value("head_scales", false);
+    auto s = scheme_with_values("shaw", {H * Dh, H, Dh, 0},
+                                {{"max_distance", c["max_distance"]}, {"head_scales", head_scales}},
+                                {{"keys", c["keys"]},
+                                 {"values", c["values"]},
+                                 {"content_scale", golden_case_value(c, "content_scale")},
+                                 {"position_scale", golden_case_value(c, "position_scale")}});
+    const auto pos = posenc::testing::arange_positions(L);
+    auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
+    auto terms = s->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), pos);
+    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), 1e-9, 1e-9)) << "head_scales " << head_scales;
+    auto values = s->value_terms(tensor_of(c["probs"]).unsqueeze(0), pos);
+    EXPECT_TRUE(torch::allclose(values[0], tensor_of(c["value_terms"]), 1e-9, 1e-9));
+  }
+}
+
+TEST(Golden, TransformerXlScoreTerms) {
+  for (const auto& c : golden("xl")["cases"]) {
+    const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
+    auto s = scheme_with_values("xl", {H * Dh, H, Dh, 0}, {{"base", c["base"]}},
+                                {{"u", c["u"]}, {"v", c["v"]}, {"w_r.weight", c["w_r"]}});
+    auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
+    auto terms = s->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), 1e-9, 1e-9));
+  }
+}
+
+TEST(Golden, ApeAndDecayBiasesWithAndWithoutDirection) {
+  for (const std::string type : {"ape", "decay"}) {
+    const std::string knob = type == "ape" ? "scale" : "tau";
+    for (const auto& c : golden(type)["cases"]) {
+      const int64_t H = c["heads"], L = c["length"];
+      const bool directional = c.value("directional", false);
+      auto s = scheme_with_values(type, {H * 4, H, 4, 0}, {{knob, c[knob]}, {"directional", directional}},
+                                  {{"left_offset", golden_case_value(c, "left_offset")},
+                                   {"right_offset", golden_case_value(c, "right_offset")}});
+      auto bias = s->bias(posenc::testing::arange_positions(L));  // (1, H or 1, L, L)
+      EXPECT_TRUE(torch::allclose(bias[0].expand({H, L, L}), tensor_of(c["bias"]), 1e-9, 1e-9))
+          << type << " directional " << directional;
+    }
+  }
+}
+
+TEST(Golden, DaReweightsTheScores) {
+  for (const auto& c : golden("da")["cases"]) {
+    const int64_t H = c["heads"], L = c["length"];
+    auto s = scheme_with_values("da", {H * 4, H, 4, 0}, json::object(), {{"w", c["w"]}, {"v", c["v"]}});
+    auto out = s->reweight(tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), 1e-9, 1e-9));
+  }
+}
+
+TEST(Golden, EverySchemeThatComputesSomethingHasAFixture) {
+  // A scheme with any hook (embed, rotate, bias, score or value terms, reweighting) must be checked
+  // against scripts/golden.py; only "none", which computes nothing, is exempt.
+  for (const auto& name : scheme_names()) {
+    const auto caps = posenc::testing::scheme_with(name, {8, 2, 4, 0})->capabilities();
+    if (!caps.embed && !caps.acts_in_attention()) continue;
+    EXPECT_TRUE(std::filesystem::exists(std::string(POSENC_SOURCE_DIR) + "/tests/golden/" + name + ".json"))
+        << name << " has no golden fixture: add its formula to scripts/golden.py and a test in tests/test_golden.cpp";
+  }
+}

@@ -61,93 +61,104 @@ Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double 
   return out;
 }
 
-}  // namespace
-
-int run_benchmark(const BenchOptions& o) {
-  const auto cases = plan_bench(o.config, o.sizes, o.schemes, o.threads, o.device);
-  fs::create_directories(o.out);
-
-  // The PyTorch side runs in one worker process, alternated with the C++ side case by case.
-  std::unique_ptr<PythonWorker> worker;
-  std::string python_note;
-  if (o.python) {
-    const std::string script = find_script("bench_eager.py");
-    const std::string python = find_python("torch");
-    if (script.empty())
-      python_note = "PyTorch side skipped: scripts/bench_eager.py not found (set POSENC_SCRIPTS)";
-    else if (python.empty())
-      python_note = "PyTorch side skipped: no python3 with torch (sudo apt-get install python3-torch)";
-    else
-      worker = std::make_unique<PythonWorker>(python, script);
+/// The PyTorch side, one worker process for the whole bench, or nothing (and why) when it cannot run.
+std::unique_ptr<PythonWorker> start_python_worker(const BenchOptions& o, std::string& note) {
+  if (!o.python) return nullptr;
+  const std::string script = find_script("bench_eager.py");
+  const std::string python = find_python("torch");
+  if (script.empty()) {
+    note = "PyTorch side skipped: scripts/bench_eager.py not found (set POSENC_SCRIPTS)";
+    return nullptr;
   }
-  const int rounds = worker ? 2 : 1;  // C++, PyTorch, C++, PyTorch: each side keeps its faster median
-
-  const double peak = matmul_peak_gflops(o.device, o.threads);
-  spdlog::info("bench {}: {} cases on {}, {} thread(s){}; matrix-product peak {:.1f} GFLOP/s", o.config, cases.size(),
-               o.device, o.threads, o.bf16 ? ", bf16 autocast" : "", peak);
-
-  json rows = json::array();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const auto& c = cases[i];
-    json row = bench_case_json(c);
-    row.erase("config");
-    if (!c.skipped.empty()) {
-      row["skipped"] = c.skipped;
-      rows.push_back(row);
-      spdlog::info("{} {} {}: not run ({})", c.size, c.scheme, c.qkv, c.skipped);
-      continue;
-    }
-    const bool explicit_attention = o.attention == "explicit";
-    json request = {{"threads", o.threads},
-                    {"bf16", o.bf16},
-                    {"explicit_attention", explicit_attention},
-                    {"case", bench_case_json(c)}};
-    request["case"]["index"] = i;
-    BenchResult r;
-    json py;
-    for (int round = 0; round < rounds; ++round) {
-      const BenchResult now = run_bench_case(c, o.bf16, explicit_attention);
-      if (round == 0 || now.train_ms < r.train_ms) r = now;
-      // The PyTorch twin is the encoder classifier; a decoder case is timed on the C++ side only.
-      if (!worker || c.config.model.kind != "encoder") continue;
-      if (round == 0 && parity_case(r)) {
-        const std::string dir =
-            (fs::path(o.out) / "parity" / fmt::format("{}-{}-{}", c.size, c.scheme, c.qkv)).string();
-        export_bench_case(c, dir);
-        request["case"]["parity_dir"] = dir;
-      }
-      json answer = worker->ask(request);
-      if (round == 0 || answer["train_ms"].get<double>() < py["train_ms"].get<double>()) {
-        for (const auto& key : {"parity_cpp_loss", "parity_python_loss", "parity_abs_diff", "parity_ok"})
-          if (round > 0 && py.contains(key)) answer[key] = py[key];
-        py = answer;
-      }
-      request["case"].erase("parity_dir");
-    }
-    row.update({{"parameters", r.parameters},
-                {"train_ms", r.train_ms},
-                {"train_ms_min", r.train_ms_min},
-                {"forward_ms", r.forward_ms},
-                {"backward_ms", r.backward_ms},
-                {"optimizer_ms", r.optimizer_ms},
-                {"eval_ms", r.eval_ms},
-                {"tokens_per_s", r.tokens_per_s},
-                {"peak_mb", r.peak_mb},
-                {"flops_per_step", r.flops_per_step},
-                {"gflops_per_s", r.gflops_per_s},
-                {"fraction_of_peak", r.gflops_per_s / peak},
-                {"initial_loss", r.initial_loss}});
-    if (worker && c.config.model.kind == "encoder") row["python"] = py;
-    rows.push_back(row);
-    spdlog::info(
-        "{} {} {}: train {:.2f} ms/step (forward {:.2f}, backward {:.2f}, clip+AdamW {:.2f}; {:.1f} GFLOP/s, "
-        "{:.0f}% of peak), eval {:.2f} ms{}",
-        c.size, c.scheme, c.qkv, r.train_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.gflops_per_s,
-        100 * r.gflops_per_s / peak, r.eval_ms,
-        worker ? fmt::format("; PyTorch eager {:.2f} ms/step", py["train_ms"].get<double>()) : "");
+  if (python.empty()) {
+    note = "PyTorch side skipped: no python3 with torch (sudo apt-get install python3-torch)";
+    return nullptr;
   }
-  worker.reset();
+  return std::make_unique<PythonWorker>(python, script);
+}
 
+/// Both sides' timings of one case.
+struct TimedCase {
+  BenchResult cpp;
+  json python;  ///< the worker's answer; null when the PyTorch side did not run this case
+};
+
+/// Times case i: C++, PyTorch, C++, PyTorch (two rounds when the worker runs); each side keeps its faster median.
+/// The first round also exports the weights of a small encoder case for the loss-parity check.
+TimedCase time_case(const BenchOptions& o, const std::vector<BenchCase>& cases, size_t i, PythonWorker* worker) {
+  const auto& c = cases[i];
+  const bool explicit_attention = o.attention == "explicit";
+  // The PyTorch twin is the encoder classifier; a decoder case is timed on the C++ side only.
+  const bool with_python = worker && c.config.model.kind == "encoder";
+  json request = {{"threads", o.threads},
+                  {"bf16", o.bf16},
+                  {"explicit_attention", explicit_attention},
+                  {"case", bench_case_json(c)}};
+  request["case"]["index"] = i;
+  TimedCase t;
+  const int rounds = worker ? 2 : 1;
+  for (int round = 0; round < rounds; ++round) {
+    const BenchResult now = run_bench_case(c, o.bf16, explicit_attention);
+    if (round == 0 || now.train_ms < t.cpp.train_ms) t.cpp = now;
+    if (!with_python) continue;
+    if (round == 0 && parity_case(t.cpp)) {
+      const std::string dir = (fs::path(o.out) / "parity" / fmt::format("{}-{}-{}", c.size, c.scheme, c.qkv)).string();
+      export_bench_case(c, dir);
+      request["case"]["parity_dir"] = dir;
+    }
+    json answer = worker->ask(request);
+    if (round == 0 || answer["train_ms"].get<double>() < t.python["train_ms"].get<double>()) {
+      for (const auto& key : {"parity_cpp_loss", "parity_python_loss", "parity_abs_diff", "parity_ok"})
+        if (round > 0 && t.python.contains(key)) answer[key] = t.python[key];
+      t.python = answer;
+    }
+    request["case"].erase("parity_dir");
+  }
+  return t;
+}
+
+/// A case's row of bench.json.
+json case_row(const BenchCase& c, const TimedCase& t, double peak) {
+  json row = bench_case_json(c);
+  row.erase("config");
+  if (!c.skipped.empty()) {
+    row["skipped"] = c.skipped;
+    return row;
+  }
+  const BenchResult& r = t.cpp;
+  row.update({{"parameters", r.parameters},
+              {"train_ms", r.train_ms},
+              {"train_ms_min", r.train_ms_min},
+              {"forward_ms", r.forward_ms},
+              {"backward_ms", r.backward_ms},
+              {"optimizer_ms", r.optimizer_ms},
+              {"eval_ms", r.eval_ms},
+              {"tokens_per_s", r.tokens_per_s},
+              {"peak_mb", r.peak_mb},
+              {"flops_per_step", r.flops_per_step},
+              {"gflops_per_s", r.gflops_per_s},
+              {"fraction_of_peak", r.gflops_per_s / peak},
+              {"initial_loss", r.initial_loss}});
+  if (!t.python.is_null()) row["python"] = t.python;
+  return row;
+}
+
+void log_case(const BenchCase& c, const TimedCase& t, double peak) {
+  if (!c.skipped.empty()) {
+    spdlog::info("{} {} {}: not run ({})", c.size, c.scheme, c.qkv, c.skipped);
+    return;
+  }
+  const BenchResult& r = t.cpp;
+  spdlog::info(
+      "{} {} {}: train {:.2f} ms/step (forward {:.2f}, backward {:.2f}, clip+AdamW {:.2f}; {:.1f} GFLOP/s, "
+      "{:.0f}% of peak), eval {:.2f} ms{}",
+      c.size, c.scheme, c.qkv, r.train_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.gflops_per_s,
+      100 * r.gflops_per_s / peak, r.eval_ms,
+      t.python.is_null() ? "" : fmt::format("; PyTorch eager {:.2f} ms/step", t.python["train_ms"].get<double>()));
+}
+
+/// Prints the table and writes OUT/bench.json, bench.txt and bench.md.
+void write_outputs(const BenchOptions& o, const std::vector<BenchCase>& cases, const json& rows, double peak) {
   const auto cells = table_cells(cases, rows, peak);
   const std::string legend = fmt::format(
       "matrix-product peak ({}, {} thread(s)): {:.1f} GFLOP/s. train ms: median step (forward, backward, clip + "
@@ -159,28 +170,47 @@ int run_benchmark(const BenchOptions& o) {
   const std::string text = render_text(cells, 3);
   std::printf("\n%s%s", text.c_str(), legend.c_str());
   std::fflush(stdout);
-  if (!python_note.empty()) spdlog::warn("{}", python_note);
-  write_file_atomic((fs::path(o.out) / "bench.json").string(), json{{"config", o.config},
-                                                                    {"device", o.device},
-                                                                    {"threads", o.threads},
-                                                                    {"bf16", o.bf16},
-                                                                    {"attention", o.attention},
-                                                                    {"matmul_peak_gflops", peak},
-                                                                    {"cases", rows}}
-                                                                       .dump(2) +
-                                                                   "\n");
+  const json report = {{"config", o.config}, {"device", o.device},       {"threads", o.threads},
+                       {"bf16", o.bf16},     {"attention", o.attention}, {"matmul_peak_gflops", peak},
+                       {"cases", rows}};
+  write_file_atomic((fs::path(o.out) / "bench.json").string(), report.dump(2) + "\n");
   write_file_atomic((fs::path(o.out) / "bench.txt").string(), text + legend);
   write_file_atomic((fs::path(o.out) / "bench.md").string(), render_markdown(cells, 3) + "\n" + legend);
   spdlog::info("wrote {}/bench.json", o.out);
-  // Parity failures are errors: the two sides must compute the same function.
+}
+
+/// Parity failures are errors: the two sides must compute the same function. True when all agree.
+bool parity_holds(const json& rows) {
   for (const auto& r : rows)
     if (r.contains("python") && r["python"].value("parity_ok", true) == false) {
       spdlog::error("parity: {} {} {}: C++ loss {} vs PyTorch {}", r["size"].get<std::string>(),
                     r["scheme"].get<std::string>(), r["qkv"].get<std::string>(), r["python"]["parity_cpp_loss"].dump(),
                     r["python"]["parity_python_loss"].dump());
-      return 1;
+      return false;
     }
-  return 0;
+  return true;
+}
+
+}  // namespace
+
+int run_benchmark(const BenchOptions& o) {
+  const auto cases = plan_bench(o.config, o.sizes, o.schemes, o.threads, o.device);
+  fs::create_directories(o.out);
+  std::string python_note;
+  auto worker = start_python_worker(o, python_note);
+  const double peak = matmul_peak_gflops(o.device, o.threads);
+  spdlog::info("bench {}: {} cases on {}, {} thread(s){}; matrix-product peak {:.1f} GFLOP/s", o.config, cases.size(),
+               o.device, o.threads, o.bf16 ? ", bf16 autocast" : "", peak);
+  json rows = json::array();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const TimedCase t = cases[i].skipped.empty() ? time_case(o, cases, i, worker.get()) : TimedCase{};
+    log_case(cases[i], t, peak);
+    rows.push_back(case_row(cases[i], t, peak));
+  }
+  worker.reset();
+  write_outputs(o, cases, rows, peak);
+  if (!python_note.empty()) spdlog::warn("{}", python_note);
+  return parity_holds(rows) ? 0 : 1;
 }
 
 }  // namespace posenc

@@ -58,123 +58,154 @@ std::string ComparePlan::config_path(const PlannedRun& r) const {
   return (fs::path(out_dir) / "configs" / (r.id + ".json")).string();
 }
 
-ComparePlan plan_comparison(const std::string& path, const std::string& out_dir, bool full, int64_t threads) {
-  const json spec = read_json_file(path);
-  check_keys(spec, kTopKeys, path);
-  if (!spec.contains("base") || !spec["base"].is_string())
-    throw ConfigError(path + ".base: expected the path of a training config, relative to this file");
-  const fs::path base_path = fs::path(path).parent_path() / spec["base"].get<std::string>();
-  json base = read_json_file(base_path.string());
+namespace {
 
+/// A comparison file read: its base config (with the grid's "set" applied) and the axes,
+/// with --full's block replacing what it names.
+struct GridFile {
+  std::string path;
+  fs::path base_path;
+  json spec, axes, base;
+  Config base_config;
+};
+
+GridFile read_grid_file(const std::string& path, bool full) {
+  GridFile g;
+  g.path = path;
+  g.spec = read_json_file(path);
+  check_keys(g.spec, kTopKeys, path);
+  if (!g.spec.contains("base") || !g.spec["base"].is_string())
+    throw ConfigError(path + ".base: expected the path of a training config, relative to this file");
+  g.base_path = fs::path(path).parent_path() / g.spec["base"].get<std::string>();
+  g.base = read_json_file(g.base_path.string());
+  g.axes = g.spec;
+  if (full) {
+    if (!g.spec.contains("full"))
+      throw ConfigError(path + ": --full asks for the \"full\" block, but this file has none");
+    check_keys(g.spec["full"], kFullKeys, path + ".full");
+    for (const auto& [key, value] : g.spec["full"].items()) g.axes[key] = value;
+  }
+  if (g.axes.contains("set"))
+    apply_set(g.base, g.axes["set"], path + (full && g.spec["full"].contains("set") ? ".full.set" : ".set"));
+  try {
+    g.base_config = config_from_json(g.base);
+  } catch (const ConfigError& e) {
+    throw ConfigError(g.base_path.string() + " (with " + path + ".set): " + e.what());
+  }
+  if (!g.spec.contains("schemes") || !g.spec["schemes"].is_array() || g.spec["schemes"].empty())
+    throw ConfigError(path + ".schemes: expected a non-empty array of scheme names or {\"name\", \"set\"} entries");
+  return g;
+}
+
+/// The optional task axis: a task name sets task.type and the model.kind it trains; {"name", "set"} sets more.
+std::vector<GridEntry> task_entries(const GridFile& g) {
+  std::vector<GridEntry> tasks;
+  if (!g.axes.contains("tasks")) return tasks;
+  const json& list = g.axes["tasks"];
+  if (!list.is_array() || list.empty())
+    throw ConfigError(g.path + ".tasks: expected a non-empty array of task names or {\"name\", \"set\"} entries");
+  std::set<std::string> seen;
+  for (size_t t = 0; t < list.size(); ++t) {
+    const std::string where = g.path + ".tasks[" + std::to_string(t) + "]";
+    const json& raw = list[t];
+    GridEntry entry = raw.is_string() ? GridEntry{raw.get<std::string>(), json::object()} : grid_entry(raw, where);
+    if (raw.is_string()) {
+      try {
+        const TaskInfo& info = find_task(entry.name);
+        entry.set = {{"task.type", info.name}, {"model.kind", info.model_kind}};
+      } catch (const ConfigError& e) {
+        throw ConfigError(where + ": " + e.what());
+      }
+    }
+    if (!seen.insert(entry.name).second) throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
+    tasks.push_back(entry);
+  }
+  return tasks;
+}
+
+/// One cell of the grid: its id and its full config (the base, then the task's, the scheme's and the axes' values).
+PlannedRun plan_run(const ComparePlan& plan, const GridFile& g, const GridEntry& task, size_t task_index,
+                    const GridEntry& scheme, const std::string& where, const std::string& qkv,
+                    const std::string& pooling, int64_t seed, int64_t threads) {
+  PlannedRun run;
+  run.task = task.name;
+  run.scheme = scheme.name;
+  run.qkv = qkv;
+  run.pooling = pooling;
+  run.seed = seed;
+  run.variant = (task.name.empty() ? "" : task.name + "-") + scheme.name + "-" + qkv + "-" + pooling;
+  run.id = run.variant + "-s" + std::to_string(seed);
+  json j = g.base;
+  if (!task.name.empty()) {
+    apply_set(j, task.set, g.path + ".tasks[" + std::to_string(task_index) + "]");
+    drop_keys_the_task_does_not_take(j);
+  }
+  apply_set(j, scheme.set, where + ".set");
+  set_json_path(j, "model.attention.qkv", qkv, g.path + ".qkv");
+  set_json_path(j, "model.pooling", pooling, g.path + ".pooling");
+  set_json_path(j, "train.seed", seed, g.path + ".seeds");
+  set_json_path(j, "train.threads", threads, "--threads");
+  set_json_path(j, "train.out_dir", plan.run_dir(run), "--out");
+  try {
+    run.config = config_from_json(j);
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + " \"" + scheme.name + "\" (run " + run.id + "): " + e.what());
+  }
+  return run;
+}
+
+/// Why a variant cannot train (an empty string when it can): building the model decides.
+std::string incompatibility(const PlannedRun& run, const std::string& where) {
+  try {
+    Transformer probe(run.config.model, task_vocab_size(run.config.task));
+  } catch (const IncompatibleConfig& e) {
+    return e.what();
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + " \"" + run.scheme + "\" (run " + run.id + "): " + e.what());
+  }
+  return "";
+}
+
+}  // namespace
+
+ComparePlan plan_comparison(const std::string& path, const std::string& out_dir, bool full, int64_t threads) {
+  const GridFile g = read_grid_file(path, full);
   ComparePlan plan;
   plan.source = path;
   plan.out_dir = out_dir;
   plan.full = full;
-  if (spec.contains("description")) {
-    if (!spec["description"].is_string()) throw ConfigError(path + ".description: expected a string");
-    plan.description = spec["description"];
+  if (g.spec.contains("description")) {
+    if (!g.spec["description"].is_string()) throw ConfigError(path + ".description: expected a string");
+    plan.description = g.spec["description"];
   }
-
-  // The grid axes, with --full replacing what its block names.
-  json axes = spec;
-  if (full) {
-    if (!spec.contains("full"))
-      throw ConfigError(path + ": --full asks for the \"full\" block, but this file has none");
-    check_keys(spec["full"], kFullKeys, path + ".full");
-    for (const auto& [key, value] : spec["full"].items()) axes[key] = value;
-  }
-  if (axes.contains("set"))
-    apply_set(base, axes["set"], path + (full && spec["full"].contains("set") ? ".full.set" : ".set"));
-
-  Config base_cfg;
-  try {
-    base_cfg = config_from_json(base);
-  } catch (const ConfigError& e) {
-    throw ConfigError(base_path.string() + " (with " + path + ".set): " + e.what());
-  }
-  const auto qkvs = axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{base_cfg.model.qkv};
-  const auto poolings =
-      axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling") : std::vector{base_cfg.model.pooling};
+  const json& axes = g.axes;
+  const auto qkvs =
+      axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{g.base_config.model.qkv};
+  const auto poolings = axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling")
+                                                 : std::vector{g.base_config.model.pooling};
   const auto seeds =
-      axes.contains("seeds") ? seed_list(axes["seeds"], path + ".seeds") : std::vector{base_cfg.train.seed};
-
-  if (!spec.contains("schemes") || !spec["schemes"].is_array() || spec["schemes"].empty())
-    throw ConfigError(path + ".schemes: expected a non-empty array of scheme names or {\"name\", \"set\"} entries");
-  // Tasks (optional): a task name sets task.type and the model.kind it trains; {"name", "set"} sets more.
-  std::vector<GridEntry> tasks;
-  if (axes.contains("tasks")) {
-    if (!axes["tasks"].is_array() || axes["tasks"].empty())
-      throw ConfigError(path + ".tasks: expected a non-empty array of task names or {\"name\", \"set\"} entries");
-    std::set<std::string> task_names_seen;
-    for (size_t t = 0; t < axes["tasks"].size(); ++t) {
-      const std::string where = path + ".tasks[" + std::to_string(t) + "]";
-      const json& raw = axes["tasks"][t];
-      GridEntry entry = raw.is_string() ? GridEntry{raw.get<std::string>(), json::object()} : grid_entry(raw, where);
-      if (raw.is_string()) {
-        try {
-          const TaskInfo& info = find_task(entry.name);
-          entry.set = {{"task.type", info.name}, {"model.kind", info.model_kind}};
-        } catch (const ConfigError& e) {
-          throw ConfigError(where + ": " + e.what());
-        }
-      }
-      if (!task_names_seen.insert(entry.name).second)
-        throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
-      tasks.push_back(entry);
-    }
-  }
-  std::set<std::string> ids;
+      axes.contains("seeds") ? seed_list(axes["seeds"], path + ".seeds") : std::vector{g.base_config.train.seed};
+  const std::vector<GridEntry> tasks = task_entries(g);
   const std::vector<GridEntry> task_axis =
       tasks.empty() ? std::vector<GridEntry>{GridEntry{"", json::object()}} : tasks;
+
+  std::set<std::string> ids;
   for (size_t t = 0; t < task_axis.size(); ++t) {
-    const GridEntry& task = task_axis[t];
     std::set<std::string> names;
-    for (size_t i = 0; i < spec["schemes"].size(); ++i) {
+    for (size_t i = 0; i < g.spec["schemes"].size(); ++i) {
       const std::string where = path + ".schemes[" + std::to_string(i) + "]";
-      const GridEntry entry = grid_entry(spec["schemes"][i], where);
-      if (!names.insert(entry.name).second)
-        throw ConfigError(where + ": the name \"" + entry.name + "\" appears twice");
-      if (t == 0) plan.schemes.push_back(entry.name);
+      const GridEntry scheme = grid_entry(g.spec["schemes"][i], where);
+      if (!names.insert(scheme.name).second)
+        throw ConfigError(where + ": the name \"" + scheme.name + "\" appears twice");
+      if (t == 0) plan.schemes.push_back(scheme.name);
       for (const auto& qkv : qkvs)
         for (const auto& pooling : poolings)
           for (const int64_t seed : seeds) {
-            PlannedRun run;
-            run.task = task.name;
-            run.scheme = entry.name;
-            run.qkv = qkv;
-            run.pooling = pooling;
-            run.seed = seed;
-            run.variant = (task.name.empty() ? "" : task.name + "-") + entry.name + "-" + qkv + "-" + pooling;
-            run.id = run.variant + "-s" + std::to_string(seed);
+            PlannedRun run = plan_run(plan, g, task_axis[t], t, scheme, where, qkv, pooling, seed, threads);
             if (!ids.insert(run.id).second)
               throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
-            json j = base;
-            if (!task.name.empty()) {
-              apply_set(j, task.set, path + ".tasks[" + std::to_string(t) + "]");
-              drop_keys_the_task_does_not_take(j);
-            }
-            apply_set(j, entry.set, where + ".set");
-            set_json_path(j, "model.attention.qkv", qkv, path + ".qkv");
-            set_json_path(j, "model.pooling", pooling, path + ".pooling");
-            set_json_path(j, "train.seed", seed, path + ".seeds");
-            set_json_path(j, "train.threads", threads, "--threads");
-            set_json_path(j, "train.out_dir", plan.run_dir(run), "--out");
-            try {
-              run.config = config_from_json(j);
-            } catch (const ConfigError& e) {
-              throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
-            }
-            if (seed != seeds.front()) {
-              run.skipped = plan.runs.back().skipped;  // the model does not depend on the seed: built once per variant
-            } else {
-              try {
-                Transformer probe(run.config.model, task_vocab_size(run.config.task));  // decides compatibility
-              } catch (const IncompatibleConfig& e) {
-                run.skipped = e.what();
-              } catch (const ConfigError& e) {
-                throw ConfigError(where + " \"" + entry.name + "\" (run " + run.id + "): " + e.what());
-              }
-            }
+            // The model does not depend on the seed: its compatibility is decided once per variant.
+            run.skipped = seed != seeds.front() ? plan.runs.back().skipped : incompatibility(run, where);
             plan.runs.push_back(std::move(run));
           }
     }
