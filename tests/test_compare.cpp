@@ -401,7 +401,8 @@ TEST(CompareCli, AttentionAndInspectReadACheckpoint) {
   }
   const auto bad_kind = posenc::testing::run_cli("attention " + ckpt + " --kind upside_down");
   EXPECT_EQ(bad_kind.code, 2);
-  EXPECT_NE(bad_kind.output.find("--kind upside_down: expected sorted or one of"), std::string::npos);
+  EXPECT_NE(bad_kind.output.find("--kind upside_down: task ordering has the kinds sorted, shuffle"), std::string::npos)
+      << bad_kind.output;
   const auto too_far = posenc::testing::run_cli("attention " + ckpt + " --index 100000");
   EXPECT_EQ(too_far.code, 2);
   EXPECT_NE(too_far.output.find("has only"), std::string::npos) << too_far.output;

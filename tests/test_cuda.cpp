@@ -134,8 +134,8 @@ TEST(Cuda, CheckpointWrittenOnCudaEvaluatesOnCpuAndResumesThere) {
   EXPECT_TRUE(on_gpu->parameters().front().is_cuda());
   EXPECT_TRUE(on_cpu->parameters().front().is_cpu());
   const auto task = make_task(stored.task);
-  const auto gpu_results = evaluate_lengths(on_gpu, *task, stored, stored.eval.lengths, torch::kCUDA);
-  const auto cpu_results = evaluate_lengths(on_cpu, *task, stored, stored.eval.lengths, torch::kCPU);
+  const auto gpu_results = evaluate_lengths(on_gpu, *task, evaluation_spec(stored), stored.eval.lengths, torch::kCUDA);
+  const auto cpu_results = evaluate_lengths(on_cpu, *task, evaluation_spec(stored), stored.eval.lengths, torch::kCPU);
   ASSERT_EQ(gpu_results.size(), cpu_results.size());
   for (size_t i = 0; i < gpu_results.size(); ++i) {
     // Float32 on two devices: at most one borderline example may flip.

@@ -18,7 +18,9 @@
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "posenc/experiments/process_pool.h"
+#include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/io.h"
 
@@ -102,6 +104,51 @@ json results_without_timing(const fs::path& run) {
 }  // namespace
 
 // ---------------------------------------------------------------- signals
+
+TEST(Signals, SighupFromAClosedSessionCheckpointsLikeSigterm) {
+  Scratch s("sighup");
+  const std::string config =
+      write_config(s, "c.json", {"train.steps=3000", "train.checkpoint_every=100000", "eval.lengths=[8]"});
+  const fs::path run = s.dir / "run";
+  const pid_t pid =
+      posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
+  ASSERT_TRUE(wait_for([&] { return logged_step(run) >= 10; }, 120)) << posenc::tail_lines(s.path("log"), 20);
+  ::kill(pid, SIGHUP);
+  const auto end = posenc::testing::wait_child(pid);
+  const std::string log = posenc::tail_lines(s.path("log"), 20);
+  EXPECT_EQ(end.code, 129) << log;  // 128 + SIGHUP, after saving
+  EXPECT_NE(log.find("stopped by SIGHUP at step"), std::string::npos) << log;
+  ASSERT_TRUE(fs::exists(run / "checkpoint.pt")) << log;
+  Config stored;
+  auto model = load_model((run / "checkpoint.pt").string(), torch::kCPU, &stored);
+  EXPECT_GE(load_checkpoint((run / "checkpoint.pt").string(), model, nullptr), 10);
+}
+
+TEST(Signals, SigtermDuringALongValidationCheckpointsAtOnceAndTheResumeValidatesFirst) {
+  Scratch s("sigterm_val");
+  // A validation of 400,000 examples takes minutes; the stop must not wait for it.
+  const std::string config = write_config(
+      s, "c.json", {"train.steps=20", "train.eval_every=10", "train.val_samples=400000", "eval.lengths=[8]"});
+  const fs::path run = s.dir / "run";
+  const pid_t pid =
+      posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
+  ASSERT_TRUE(wait_for([&] { return logged_step(run) >= 10; }, 120)) << posenc::tail_lines(s.path("log"), 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into the validation at step 10
+  const auto sent = std::chrono::steady_clock::now();
+  ::kill(pid, SIGTERM);
+  const auto end = posenc::testing::wait_child(pid);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  const std::string log = posenc::tail_lines(s.path("log"), 20);
+  EXPECT_EQ(end.code, 143) << log;
+  // The bar is 2 s; the bound leaves room for a loaded machine, far below the validation's minutes.
+  EXPECT_LT(seconds, 15.0) << log;
+  EXPECT_NE(log.find("stopped by SIGTERM at step 10"), std::string::npos) << log;
+  ASSERT_TRUE(fs::exists(run / "checkpoint.pt"));
+  json stored;
+  auto model = load_model((run / "checkpoint.pt").string(), torch::kCPU);
+  EXPECT_EQ(load_checkpoint((run / "checkpoint.pt").string(), model, nullptr, &stored), 10);
+  EXPECT_EQ(stored.value("validation_pending", false), true) << stored.dump();
+}
 
 TEST(Signals, SigtermCheckpointsTheCurrentStepAndResumeMatchesAnUninterruptedRun) {
   Scratch s("sigterm");
@@ -232,6 +279,12 @@ TEST(WriteFailure, EachWriteOfATrainRunFailsWithOneLineAndKeepsThePreviousCheckp
     // Whatever checkpoint there is, is a complete one.
     if (fs::exists(run / "checkpoint.pt")) {
       EXPECT_NO_THROW(load_model((run / "checkpoint.pt").string(), torch::kCPU));
+    } else if (n >= 2) {
+      // Failed before its first checkpoint: it took back its config.json, so the same command may rerun there.
+      EXPECT_FALSE(fs::exists(run / "config.json"));
+      if (n == 3) {
+        EXPECT_EQ(run_cli("train " + config + " --out " + run.string() + " --no-progress").code, 0);
+      }
     }
   }
   EXPECT_GE(failures_seen, 8);  // metrics, config, 3 checkpoints, log lines, validation, results
@@ -404,13 +457,20 @@ TEST(RunDirectory, AnotherRunsFilesACompareRootAndALiveTrainAreRefused) {
     EXPECT_NE(std::string(e.what()).find("is the output directory of a posenc compare"), std::string::npos);
   }
   // The same run's unfinished start (config.json, no checkpoint) may start again, and
-  // temporary files of interrupted writes are removed.
+  // temporary files of interrupted writes are removed, but only those whose writer is gone.
   const fs::path again = s.dir / "again";
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  posenc::testing::wait_child(gone);
+  const std::string dead_writer = (again / ("checkpoint.pt.tmp." + std::to_string(gone))).string();
+  const std::string live_writer = (again / ("notes.txt.tmp." + std::to_string(::getpid()))).string();
   write_file_atomic((again / "config.json").string(), config_to_json(small_config(again, {"train.steps=5"})).dump());
-  write_file_atomic((again / "checkpoint.pt.tmp.99999").string(), "partial");
-  write_file_atomic((again / "config.json.tmp.12").string(), "partial");
+  write_file_atomic(dead_writer, "partial");
+  write_file_atomic(live_writer, "being written");
   train(small_config(again, {"train.steps=5"}), opts);
-  EXPECT_TRUE(temporaries(again).empty());
+  EXPECT_FALSE(fs::exists(dead_writer));
+  EXPECT_TRUE(fs::exists(live_writer));
+  fs::remove(live_writer);
 
   // Two trains on one directory: the second is refused while the first runs.
   const std::string config = write_config(s, "long.json", {"train.steps=100000"});
@@ -456,6 +516,10 @@ TEST(Messages, BadFilesAndFlagsSayWhatIsWrong) {
   expect_one_line_error(r.output, "is not valid UTF-8");
   EXPECT_FALSE(fs::exists(s.path("bad\xff")));
 
+  r = run_cli("train " + config + " --set train.seed=18446744073709551615 --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "train.seed: 18446744073709551615 is out of range");
+
   r = run_cli("eval " + config + " --lengths abc");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("'abc' is not an integer"), std::string::npos) << r.output;
@@ -464,6 +528,262 @@ TEST(Messages, BadFilesAndFlagsSayWhatIsWrong) {
               " --set model.d_model=66 --set model.heads=6 --set model.positional.type=rope --out " + s.path("odd"));
   EXPECT_EQ(r.code, 2);
   expect_one_line_error(r.output, "the head dimension is 11 (odd");
+}
+
+// ---------------------------------------------------------------- early checks
+
+TEST(EarlyChecks, CharLmWithTooLittleHeldOutTextFailsBeforeTheFirstStep) {
+  Scratch s("charlm_early");
+  {
+    std::ofstream out(s.path("corpus.txt"));
+    for (int i = 0; i < 40; ++i) out << "abcdefgh ";
+  }
+  const std::string base =
+      "train " + std::string(POSENC_SOURCE_DIR) +
+      "/configs/charlm.json --no-progress --set task.path=" + s.path("corpus.txt") +
+      " --set task.min_length=32 --set task.max_length=64 --set model.d_model=16 --set model.heads=2"
+      " --set model.layers=1 --set model.d_ff=32 --set train.steps=4 --set train.val_samples=4"
+      " --set eval.lengths=[32] --out " +
+      s.path("run");
+  // 360 bytes, a tenth held out: 36 bytes, less than one validation window of 65.
+  auto r = run_cli(base + " --set task.val_fraction=0.1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "held-out part of " + s.path("corpus.txt"));
+  EXPECT_EQ(r.output.find("step 1"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("run/config.json")));
+  r = run_cli(base + " --set task.val_fraction=0.3");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+TEST(EarlyChecks, ATrainingStepOrAnAttentionMapThatCannotFitIsRefusedUpFront) {
+  Scratch s("too_big");
+  {
+    std::ofstream out(s.path("corpus.txt"));
+    for (int i = 0; i < 30000; ++i) out << "abcdefgh ";
+  }
+  // 16,384 characters of context on 32 examples: terabytes of attention scores.
+  auto r = run_cli("train " + std::string(POSENC_SOURCE_DIR) + "/configs/charlm.json --no-progress --set task.path=" +
+                   s.path("corpus.txt") + " --set task.min_length=16384 --set task.max_length=16384" +
+                   " --set eval.lengths=[16384] --set train.batch_size=32 --out " + s.path("run"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "a training step at task.max_length needs about");
+  EXPECT_FALSE(fs::exists(s.path("run/config.json")));
+
+  const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
+  ASSERT_EQ(run_cli("train " + config + " --out " + s.path("small") + " --no-progress").code, 0);
+  r = run_cli("attention " + s.path("small/checkpoint.pt") + " --length 4096");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "the attention maps would hold");
+  r = run_cli("attention " + s.path("small/checkpoint.pt") + " --length 8 --kind bogus");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "--kind bogus: task ordering has the kinds sorted, shuffle");
+}
+
+TEST(EarlyChecks, CompareDoesNotTakeOverATrainRunsDirectory) {
+  Scratch s("compare_on_run");
+  const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
+  ASSERT_EQ(run_cli("train " + config + " --out " + s.path("run") + " --no-progress").code, 0);
+  write_file_atomic(s.path("grid.json"), posenc::testing::tiny_grid().dump());
+  const auto r = run_cli("compare " + s.path("grid.json") + " --out " + s.path("run"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "holds a posenc train run");
+  EXPECT_FALSE(fs::exists(s.path("run/compare.lock")));
+}
+
+TEST(EarlyChecks, AUsersOwnMetricsFileIsNotTruncated) {
+  Scratch s("own_metrics");
+  const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
+  write_file_atomic(s.path("mine/metrics.jsonl"), "{\"my\": \"data\"}\n");
+  const auto r = run_cli("train " + config + " --out " + s.path("mine") + " --no-progress");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "holds a metrics.jsonl but no posenc run");
+  EXPECT_EQ(read_file(s.path("mine/metrics.jsonl")), "{\"my\": \"data\"}\n");
+}
+
+// ---------------------------------------------------------------- charlm text
+
+TEST(CharLmText, AReplacedTextIsCaughtOnResumeWarnedOnEvalAndAMovedOneMayBeRepointed) {
+  Scratch s("charlm_text");
+  const auto write_text = [&](const std::string& path, const std::string& word) {
+    std::ofstream out(path);
+    for (int i = 0; i < 80; ++i) out << word;
+  };
+  write_text(s.path("corpus.txt"), "abcdefgh ");
+  const std::string run = s.path("run"), ckpt = run + "/checkpoint.pt";
+  const std::string train = "train " + std::string(POSENC_SOURCE_DIR) +
+                            "/configs/charlm.json --no-progress --set task.path=" + s.path("corpus.txt") +
+                            " --set task.min_length=16 --set task.max_length=16 --set model.d_model=16"
+                            " --set model.heads=2 --set model.layers=1 --set model.d_ff=32 --set train.val_samples=4"
+                            " --set eval.lengths=[16] --out " +
+                            run;
+  ASSERT_EQ(run_cli(train + " --set train.steps=4").code, 0);
+  const json stored = read_json_file(run + "/config.json");
+  EXPECT_EQ(stored["task"]["bytes"], 720);
+  EXPECT_EQ(stored["task"]["checksum"].get<std::string>().size(), 16u);
+
+  // The same text elsewhere: eval may be re-pointed to it; generate needs no text at all.
+  fs::rename(s.path("corpus.txt"), s.path("moved.txt"));
+  auto r = run_cli("generate " + ckpt + " --prompt ab --tokens 4");
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = run_cli("eval " + ckpt + " --lengths 16 --set task.path=" + s.path("moved.txt") + " --out " + s.path("e.json"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("has changed"), std::string::npos) << r.output;
+
+  // Another text at the recorded path: eval warns, resume refuses, re-pointing to it is refused.
+  write_text(s.path("corpus.txt"), "zyxwvuts ");
+  r = run_cli("eval " + ckpt + " --lengths 16 --out " + s.path("e2.json"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(s.path("corpus.txt") + " has changed since the checkpoint was trained"), std::string::npos)
+      << r.output;
+  r = run_cli(train + " --set train.steps=6 --resume");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "is not the text " + ckpt + " was trained on (task.checksum");
+  r = run_cli("eval " + ckpt + " --lengths 16 --set task.path=" + s.path("corpus.txt") + " --out " + s.path("e3.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "--set task.path: " + s.path("corpus.txt") + " is not the text");
+  // The original text back: the resume goes on.
+  fs::rename(s.path("moved.txt"), s.path("corpus.txt"));
+  r = run_cli(train + " --set train.steps=6 --resume");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+TEST(CharLmText, ARelativePathIsMadeAbsoluteAndADirectoryOrDeviceIsRefused) {
+  const auto charlm_with_path = [](const std::string& path) {
+    json j = read_json_file(std::string(POSENC_SOURCE_DIR) + "/configs/charlm.json");
+    apply_override(j, "task.path=" + json(path).dump());
+    return config_from_json(j);
+  };
+  EXPECT_EQ(charlm_with_path("corpus.txt").task.options.get_string("path"),
+            (fs::current_path() / "corpus.txt").string());
+  for (const std::string bad : {"/tmp", "/dev/zero"}) {
+    try {
+      make_task(charlm_with_path(bad).task)->check_eval_length(8);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad == "/tmp" ? "it is a directory" : "not a regular file"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- non-finite results
+
+TEST(NonFinite, NaNOutputsAreFlaggedPerLengthNotReportedAsScores) {
+  for (const std::string kind : {"encoder", "decoder"}) {
+    Config cfg = small_config(
+        "/tmp/unused", kind == "encoder" ? std::vector<std::string>{}
+                                         : std::vector<std::string>{"task.type=\"copy\"", "model.kind=\"decoder\""});
+    cfg.eval.samples_per_length = 16;
+    const auto task = make_task(cfg.task);
+    Transformer model(cfg.model, task->vocab_size());
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) p.fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    const auto results = evaluate_lengths(model, *task, evaluation_spec(cfg), {8}, torch::kCPU);
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].non_finite, results[0].total.n) << kind;
+    EXPECT_EQ(length_results_to_json(results, *task)[0]["non_finite"], results[0].total.n) << kind;
+  }
+}
+
+// ---------------------------------------------------------------- outputs
+
+TEST(Outputs, NoOutFlagReplacesACheckpointConfigOrResultsFile) {
+  Scratch s("outputs");
+  const std::string config = write_config(s, "c.json", {"train.steps=5", "eval.lengths=[8]"});
+  const fs::path run = s.dir / "run";
+  ASSERT_EQ(run_cli("train " + config + " --out " + run.string() + " --no-progress").code, 0);
+  const std::string ckpt = (run / "checkpoint.pt").string();
+  std::map<std::string, std::string> before;
+  for (const auto* name : {"checkpoint.pt", "config.json", "results.json", "metrics.jsonl"})
+    before[name] = read_file((run / name).string());
+  for (const auto* name : {"checkpoint.pt", "config.json", "results.json", "metrics.jsonl"}) {
+    const std::string target = (run / name).string();
+    auto r = run_cli("eval " + ckpt + " --lengths 8 --samples 8 --out " + target);
+    EXPECT_EQ(r.code, 2) << r.output;
+    expect_one_line_error(r.output, "--out " + target + ": exists and was not written by posenc eval");
+    r = run_cli("attention " + ckpt + " --length 8 --json " + target);
+    EXPECT_EQ(r.code, 2) << r.output;
+    expect_one_line_error(r.output, "--json " + target + ": exists and was not written by posenc attention");
+    r = run_cli("inspect rope --json " + target);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(read_file(target), before[name]) << name << " was changed";
+  }
+  // A directory, a missing directory and a file of the system are refused before any work.
+  auto r = run_cli("eval " + ckpt + " --out " + run.string());
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "is a directory");
+  r = run_cli("eval " + ckpt + " --out " + s.path("missing/r.json"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "the directory " + s.path("missing") + " does not exist");
+  r = run_cli("eval " + ckpt + " --out /proc/version");
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "--out /proc/version: exists and was not written by posenc eval");
+
+  // What eval wrote itself (and eval files from before the marker) it may write again.
+  ASSERT_EQ(run_cli("eval " + ckpt + " --lengths 8 --samples 8").code, 0);
+  const std::string eval_file = (run / "results_eval.json").string();
+  EXPECT_EQ(read_json_file(eval_file)["written_by"], "posenc eval");
+  EXPECT_EQ(run_cli("eval " + ckpt + " --lengths 8 --samples 8 --out " + eval_file).code, 0);
+  json older = read_json_file(eval_file);
+  older.erase("written_by");
+  write_file_atomic(eval_file, older.dump());
+  EXPECT_EQ(run_cli("eval " + ckpt + " --lengths 8 --samples 8").code, 0);
+  ASSERT_EQ(run_cli("inspect rope --json " + s.path("i.json")).code, 0);
+  EXPECT_EQ(run_cli("inspect rope --json " + s.path("i.json")).code, 0);
+  EXPECT_EQ(run_cli("eval " + ckpt + " --lengths 8 --out " + s.path("i.json")).code, 2);  // another command's file
+}
+
+TEST(ExitCodes, EveryBadFlagValueOrFileExitsTwo) {
+  Scratch s("exitcodes");
+  const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
+  const fs::path run = s.dir / "run";
+  ASSERT_EQ(run_cli("train " + config + " --out " + run.string() + " --no-progress").code, 0);
+  const std::string ckpt = (run / "checkpoint.pt").string();
+  const std::vector<std::string> bad = {
+      "frobnicate",
+      "",
+      "train",
+      "train " + s.path("missing.json"),
+      "train " + config + " --threads 0",
+      "train " + config + " --threads x",
+      "train " + config + " --no-such-flag",
+      "train " + config + " --set",
+      "train " + config + " --device tpu",
+      "eval " + ckpt + " --lengths 0",
+      "eval " + ckpt + " --lengths 8,-1",
+      "eval " + ckpt + " --samples 0",
+      "eval " + ckpt + " --samples -3",
+      "eval " + s.path("missing.pt"),
+      "eval",
+      "generate " + ckpt + " --prompt ''",
+      "generate " + ckpt,
+      "generate " + ckpt + " --prompt a --tokens 0",
+      "generate " + ckpt + " --prompt a --temperature -1",
+      "attention " + ckpt + " --length 0",
+      "attention " + s.path("missing.pt"),
+      "inspect nope",
+      "inspect rope --length -1",
+      "compare " + s.path("missing.json"),
+      "compare " + config + " --jobs 0",
+      "bench --threads 0",
+      "list --bogus",
+      "generate " + ckpt + " --prompt a --temperature nan",
+      "generate " + ckpt + " --prompt a --temperature 1e-45",
+      "train " + config + " --set model.positional.type=\"xpos\" --set model.positional.gamma=0",
+      "eval " + ckpt + " --lengths 8,8",
+      "train " + config + " --set train.steps=0",
+  };
+  for (const auto& args : bad) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << "posenc " << args << "\n" << r.output;
+  }
+  const auto r = run_cli("frobnicate");
+  EXPECT_NE(r.output.find("unknown command \"frobnicate\""), std::string::npos) << r.output;
+  EXPECT_EQ(run_cli("--help").code, 0);
+  EXPECT_EQ(run_cli("train --help").code, 0);
 }
 
 TEST(Messages, DamagedCheckpointsAndImpossibleLengthsNameTheFile) {
@@ -670,7 +990,7 @@ TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
 
   r = run_cli("eval " + ckpt + " --set model.d_model=16");
   EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "eval accepts only eval.* and the scheme's options");
+  expect_one_line_error(r.output, "eval accepts only eval.*, task.path (a moved text) and the scheme's options");
   r = run_cli("eval " + ckpt + " --set model.positional.type=alibi");
   EXPECT_EQ(r.code, 2);
   r = run_cli("eval " + ckpt + " --set model.positional.scaling=yarn");  // no original_max_position

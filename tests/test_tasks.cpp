@@ -188,7 +188,7 @@ TEST(Tasks, CharLmCoversTheHeldOutTextOnceAndRejectsBadFiles) {
            {(bad / "missing.txt").string(), "does not exist"}, {(bad / "latin1.txt").string(), "not UTF-8"}}) {
     const Config c = task_config("charlm", {"task.path=" + json(file).dump()});
     try {
-      make_task(c.task);
+      make_task(c.task)->data_identity();  // the text is read when first needed
       ADD_FAILURE() << file;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();

@@ -20,6 +20,7 @@ enum class OptionKind {
   Float,
   Bool,
   String,   ///< non-empty; one of `choices` when those are given
+  Path,     ///< a file's path, non-empty; made absolute when read, so a run works from any directory
   Weights,  ///< an object {choice: weight}: keys from `choices`, weights in [min, max], at least one positive
 };
 
@@ -61,6 +62,10 @@ class Options {
 /// causal_value take that value.
 Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::json& user, const std::string& path,
                         const std::string& owner, const std::vector<std::string>& also_known = {}, bool causal = false);
+
+/// A value as JSON for an error message, cut to its first 80 characters (a
+/// mistyped 10 MB value is not echoed whole).
+std::string shown_value(const nlohmann::json& v);
 
 /// "an integer", "a number", "true or false", "a string", "an object of weights".
 std::string option_kind_name(OptionKind kind);

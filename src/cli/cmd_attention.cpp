@@ -17,11 +17,12 @@ void setup_attention(CLI::App& app, AttentionOptions& o) {
 }
 
 int run_attention(const AttentionOptions& o) {
+  check_json_target(o.json, "attention");
   AttentionRequest r;
   r.length = o.length;
   r.kind = o.kind;
   r.index = o.index;
-  emit_json(attention_example(o.checkpoint, r), o.json);
+  emit_json(attention_example(o.checkpoint, r), o.json, "attention");
   return 0;
 }
 

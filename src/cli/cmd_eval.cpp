@@ -1,4 +1,5 @@
 // posenc eval CHECKPOINT [--lengths 8,16,...] [--samples N] [--set path=value ...] [--out FILE]
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -15,6 +16,18 @@
 namespace posenc::cli {
 namespace {
 
+constexpr const char* kEvalWriter = "posenc eval";
+
+/// Results files of eval from before the "written_by" key: their own set of keys.
+bool written_by_an_older_eval(const std::string& json_text) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  return j.is_object() && j.contains("checkpoint") && j.contains("eval_seed") && j.contains("train_lengths") &&
+         !j.contains("config");
+}
+
+}  // namespace
+namespace {
+
 /// The checkpoint's config with `--set` changes that leave the trained model as
 /// it is: eval.* and the scheme's own options (RoPE scaling, say), never its
 /// type, placement, or anything of the model or training.
@@ -24,10 +37,12 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     const std::string path = o.substr(0, o.find('='));
     const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
                                path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
-    if (!scheme_option && path.rfind("eval.", 0) != 0)
+    // task.path may point to a moved text; check_data_identity makes sure it is the same text.
+    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path")
       throw ConfigError("--set " + o +
-                        ": eval accepts only eval.* and the scheme's options (model.positional.*, "
-                        "not type, apply_to or share_across_layers); the rest is what the checkpoint was trained as");
+                        ": eval accepts only eval.*, task.path (a moved text) and the scheme's options "
+                        "(model.positional.*, not type, apply_to or share_across_layers); the rest is what the "
+                        "checkpoint was trained as");
     apply_override(j, o);
   }
   try {
@@ -35,6 +50,30 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--set: ") + e.what());
   }
+}
+
+/// A text the checkpoint recorded (charlm): a text re-pointed with --set task.path
+/// must be the same one; a text changed in place gives a warning, as its scores
+/// are then not the trained model's on its own held-out text.
+void check_data_identity(const Task& task, const Config& cfg, const std::vector<std::string>& overrides) {
+  const nlohmann::json recorded = cfg.task.options.json();
+  if (recorded.value("bytes", int64_t{0}) == 0) return;  // trained before posenc recorded it, or not a file task
+  const nlohmann::json now = task.data_identity();
+  std::string difference;
+  for (const auto& [key, value] : now.items())
+    if (recorded.contains(key) && recorded.at(key) != value)
+      difference = "task." + key + " " + recorded.at(key).dump() + " recorded, " + value.dump() + " now";
+  if (difference.empty()) return;
+  const bool repointed = std::any_of(overrides.begin(), overrides.end(),
+                                     [](const std::string& o) { return o.rfind("task.path=", 0) == 0; });
+  const std::string path = cfg.task.options.get_string("path");
+  if (repointed)
+    throw ConfigError("--set task.path: " + path + " is not the text the checkpoint was trained on (" + difference +
+                      ")");
+  spdlog::warn(
+      "{} has changed since the checkpoint was trained ({}): these are not scores on the run's own held-out "
+      "text",
+      path, difference);
 }
 
 }  // namespace
@@ -48,7 +87,8 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                  "evaluation-time change of the stored config (repeatable): eval.* or a scheme option that adds no "
                  "parameter, e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
-  app.add_option("--samples", o.samples, "examples per length (0: the checkpoint's eval.samples_per_length)")
+  app.add_option("--samples", o.samples,
+                 "examples per length, at least 2 (default: the checkpoint's eval.samples_per_length)")
       ->check(integer_in(2, int64_t{1} << 24));
   app.add_option("--out", o.out, "results file (default: results_eval.json beside the checkpoint)")
       ->check(non_empty_utf8("--out"));
@@ -73,10 +113,16 @@ int run_eval(const EvalOptions& o) {
   }();
   if (o.samples > 0) cfg.eval.samples_per_length = o.samples;
   const std::vector<int64_t> lengths = o.lengths.empty() ? cfg.eval.lengths : o.lengths;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    if (std::find(lengths.begin(), lengths.begin() + i, lengths[i]) != lengths.begin() + i)
+      throw ConfigError("--lengths: " + std::to_string(lengths[i]) + " appears twice");
   const std::string out =
       o.out.empty() ? (std::filesystem::path(o.checkpoint).parent_path() / run_files::kEvalResults).string() : o.out;
+  check_output_target(out, "--out", kEvalWriter, written_by_an_older_eval);
   const std::unique_ptr<Task> task = make_task(cfg.task);
-  nlohmann::json j = {{"checkpoint", o.checkpoint},
+  check_data_identity(*task, cfg, o.overrides);
+  nlohmann::json j = {{kWrittenBy, kEvalWriter},
+                      {"checkpoint", o.checkpoint},
                       {"task", cfg.task.type},
                       {"metric", metric_name(task->info().metric)},
                       {"scheme", cfg.model.positional.type},
@@ -84,12 +130,12 @@ int run_eval(const EvalOptions& o) {
                       {"eval_seed", cfg.eval.seed},
                       {"overrides", o.overrides},
                       {"positional", config_to_json(cfg)["model"]["positional"]}};
-  check_evaluation_fits(model, *task, cfg, lengths, device);  // every length, before the first runs
+  check_evaluation_fits(model, *task, evaluation_spec(cfg), lengths, device);  // every length, before the first runs
   // One length at a time: a failure at a long length keeps the shorter ones' results.
   std::vector<LengthResult> results;
   for (int64_t length : lengths) {
     try {
-      results.push_back(evaluate_lengths(model, *task, cfg, {length}, device).front());
+      results.push_back(evaluate_lengths(model, *task, evaluation_spec(cfg), {length}, device).front());
     } catch (const Interrupted& e) {
       spdlog::warn("stopped by {} during the evaluation at length {}; no results written", signal_name(e.signal()),
                    length);

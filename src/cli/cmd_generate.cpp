@@ -2,13 +2,16 @@
 // a prompt (as the positional-encoding guide's text generator does), sampled with a temperature and top-k,
 // from a KV cache where the scheme allows one.
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "posenc/environment.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/decode.h"
+#include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
 
 namespace posenc::cli {
@@ -17,7 +20,15 @@ void setup_generate(CLI::App& app, GenerateOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a charlm run")->required()->check(CLI::ExistingFile);
   app.add_option("--prompt", o.prompt, "text to continue (UTF-8)")->required()->check(non_empty_utf8("--prompt"));
   app.add_option("--tokens", o.tokens, "characters (bytes) to generate")->check(integer_in(1, int64_t{1} << 20));
-  app.add_option("--temperature", o.temperature, "softmax temperature; 0 = greedy")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--temperature", o.temperature, "softmax temperature: 0 (greedy) or 0.01 to 100")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            // Below 0.01 the scaled logits overflow to inf; NaN passes any range check.
+            const double t = std::strtod(text.c_str(), nullptr);
+            if (t == 0.0 || (t >= 0.01 && t <= 100.0)) return "";
+            return "--temperature " + text + ": expected 0 (greedy) or a number from 0.01 to 100";
+          },
+          "0 or 0.01..100"));
   app.add_option("--top-k", o.top_k, "sample among the k most likely characters only (0 = all)")
       ->check(integer_in(0, 1 << 20));
   app.add_option("--seed", o.seed, "sampling seed")->check(integer_in(0, int64_t{1} << 62));
@@ -27,6 +38,8 @@ void setup_generate(CLI::App& app, GenerateOptions& o) {
 }
 
 int run_generate(const GenerateOptions& o) {
+  // A text file has no "written_by": generate never replaces an existing file.
+  if (!o.out.empty()) check_output_target(o.out, "--out", "posenc generate");
   const torch::Device device = resolve_device(o.device);
   set_threads(o.threads);
   flush_denormals();
@@ -39,6 +52,7 @@ int run_generate(const GenerateOptions& o) {
   const std::vector<int64_t> prompt_tokens = task->encode_text(o.prompt);
   // The last position the model reads is that of the last token but one.
   model->check_length(static_cast<int64_t>(prompt_tokens.size()) + o.tokens);
+  check_generation_fits(model, static_cast<int64_t>(prompt_tokens.size()) + o.tokens, device);
   auto prompt = torch::tensor(prompt_tokens, torch::kLong).unsqueeze(0).to(device);  // (1, P)
   Sampling sampling;
   sampling.temperature = o.temperature;
@@ -46,11 +60,22 @@ int run_generate(const GenerateOptions& o) {
   sampling.first_token = 1;  // never padding (0) or SEP (V + 1)
   sampling.last_token = task->vocab_size();
   sampling.seed = static_cast<uint64_t>(o.seed);
+  sampling.interruptible = true;  // a stop keeps what was generated
+  const InterruptGuard stop_cleanly;
   auto generated = continue_tokens(model, prompt, o.tokens, sampling)[0].cpu().contiguous();  // (N)
-  const std::string text = task->decode_text(
-      std::vector<int64_t>(generated.data_ptr<int64_t>(), generated.data_ptr<int64_t>() + generated.numel()));
-  std::printf("%s%s\n", o.prompt.c_str(), text.c_str());
-  if (!o.out.empty()) write_file_atomic(o.out, o.prompt + text);
+  const std::string text =
+      o.prompt + task->decode_text(std::vector<int64_t>(generated.data_ptr<int64_t>(),
+                                                        generated.data_ptr<int64_t>() + generated.numel()));
+  // Bytes, not a C string: the text may hold NUL bytes.
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!o.out.empty()) write_file_atomic(o.out, text);
+  if (const int sig = interrupt_signal()) {
+    spdlog::warn("stopped by {} after {} of {} tokens; the text so far is above{}", signal_name(sig), generated.numel(),
+                 o.tokens, o.out.empty() ? "" : " and in " + o.out);
+    throw Interrupted(sig);
+  }
   return 0;
 }
 

@@ -24,8 +24,9 @@ void setup_inspect(CLI::App& app, InspectOptions& o) {
 int run_inspect(const InspectOptions& o) {
   if (o.scheme.empty() == o.checkpoint.empty())
     throw ConfigError("inspect: give either a scheme name or --checkpoint FILE (not both)");
+  check_json_target(o.json, "inspect");
   if (!o.checkpoint.empty()) {
-    emit_json(inspect_checkpoint(o.checkpoint, o.length), o.json);
+    emit_json(inspect_checkpoint(o.checkpoint, o.length), o.json, "inspect");
     return 0;
   }
   InspectRequest r;
@@ -37,7 +38,7 @@ int run_inspect(const InspectOptions& o) {
   json options = json::object();
   for (const auto& s : o.overrides) apply_override(options, s);
   r.options = options;
-  emit_json(inspect_scheme(r), o.json);
+  emit_json(inspect_scheme(r), o.json, "inspect");
   return 0;
 }
 

@@ -20,6 +20,7 @@ const char* kind_name(OptionKind k) {
     case OptionKind::Float: return "float";
     case OptionKind::Bool: return "bool";
     case OptionKind::String: return "string";
+    case OptionKind::Path: return "path";
     case OptionKind::Weights: return "weights";
   }
   return "?";

@@ -21,8 +21,11 @@ CLI::Validator integer_in(int64_t min, int64_t max);
 /// results files are named in JSON).
 CLI::Validator non_empty_utf8(const std::string& flag);
 
-/// Writes JSON to `path` atomically, or to standard output when path is empty.
-void emit_json(const nlohmann::json& j, const std::string& path);
+/// Refuses (ConfigError) a --json path that `posenc <command>` may not write (util/io.h check_output_target).
+void check_json_target(const std::string& path, const std::string& command);
+/// Writes JSON to `path` atomically, marked as written by `posenc <command>`, or
+/// to standard output when path is empty.
+void emit_json(nlohmann::json j, const std::string& path, const std::string& command);
 
 struct TrainOptions {
   std::string config;

@@ -1,6 +1,8 @@
 // posenc: train, evaluate and compare positional encodings.
 // The only place that configures logging; every error ends in one line and a non-zero exit.
 #include <cstdio>
+#include <functional>
+#include <string>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,12 +16,18 @@
 #include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
 
-void posenc::cli::emit_json(const nlohmann::json& j, const std::string& path) {
-  const std::string text = j.dump() + "\n";
-  if (path.empty())
-    std::fputs(text.c_str(), stdout);
-  else
-    posenc::write_file_atomic(path, text);
+void posenc::cli::check_json_target(const std::string& path, const std::string& command) {
+  if (!path.empty()) posenc::check_output_target(path, "--json", "posenc " + command);
+}
+
+void posenc::cli::emit_json(nlohmann::json j, const std::string& path, const std::string& command) {
+  if (path.empty()) {
+    std::fputs((j.dump() + "\n").c_str(), stdout);
+    return;
+  }
+  check_json_target(path, command);  // again: the file may have appeared meanwhile
+  if (j.is_object()) j[posenc::kWrittenBy] = "posenc " + command;
+  posenc::write_file_atomic(path, j.dump() + "\n");
 }
 
 int main(int argc, char** argv) {
@@ -56,10 +64,28 @@ int main(int argc, char** argv) {
       *app.add_subcommand("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager"),
       bench);
 
+  // A misspelt command gets its own message (CLI11 would say "A subcommand is required").
+  const std::function<bool(CLI::App*)> every = [](CLI::App*) { return true; };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!arg.empty() && arg[0] == '-') continue;
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands(every)) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->get_name() == arg;
+    }
+    if (found) break;
+    std::fprintf(stderr, "error: unknown command \"%s\"; the commands are %s (posenc --help)\n", arg.c_str(),
+                 known.c_str());
+    return posenc::kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help prints and exits 0; every bad flag, value or file named on the command line exits 2,
+    // as for a bad config (CLI11's own codes, 105-109, would say nothing to a script).
+    return app.exit(e) == 0 ? 0 : posenc::kExitBadInput;
   }
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("posenc"));

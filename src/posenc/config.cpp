@@ -50,10 +50,12 @@ class ObjectReader {
     if (!has(key)) return;
     const json& v = j_.at(key);
     if (!v.is_number_integer())
-      throw ConfigError(child(key) + ": expected an integer, got " + type_name(v) + " " + v.dump());
-    const int64_t x = v.get<int64_t>();
-    if (x < min || x > max)
-      throw ConfigError(child(key) + ": " + std::to_string(x) + " is out of range [" + std::to_string(min) + ", " +
+      throw ConfigError(child(key) + ": expected an integer, got " + type_name(v) + " " + shown_value(v));
+    // An unsigned value above INT64_MAX would wrap to a negative one in the message.
+    const bool too_large = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+    const int64_t x = too_large ? 0 : v.get<int64_t>();
+    if (too_large || x < min || x > max)
+      throw ConfigError(child(key) + ": " + shown_value(v) + " is out of range [" + std::to_string(min) + ", " +
                         std::to_string(max) + "]");
     out = x;
   }
@@ -61,7 +63,8 @@ class ObjectReader {
   void read(const std::string& key, double& out, double min, double max) {
     if (!has(key)) return;
     const json& v = j_.at(key);
-    if (!v.is_number()) throw ConfigError(child(key) + ": expected a number, got " + type_name(v) + " " + v.dump());
+    if (!v.is_number())
+      throw ConfigError(child(key) + ": expected a number, got " + type_name(v) + " " + shown_value(v));
     const double x = v.get<double>();
     if (!(x >= min && x <= max)) {
       std::ostringstream msg;
@@ -74,17 +77,18 @@ class ObjectReader {
   void read(const std::string& key, bool& out) {
     if (!has(key)) return;
     const json& v = j_.at(key);
-    if (!v.is_boolean()) throw ConfigError(child(key) + ": expected true or false, got " + v.dump());
+    if (!v.is_boolean()) throw ConfigError(child(key) + ": expected true or false, got " + shown_value(v));
     out = v.get<bool>();
   }
 
   void read(const std::string& key, std::string& out, const std::vector<std::string>& choices = {}) {
     if (!has(key)) return;
     const json& v = j_.at(key);
-    if (!v.is_string()) throw ConfigError(child(key) + ": expected a string, got " + type_name(v) + " " + v.dump());
+    if (!v.is_string())
+      throw ConfigError(child(key) + ": expected a string, got " + type_name(v) + " " + shown_value(v));
     const std::string s = v.get<std::string>();
     if (!choices.empty() && std::find(choices.begin(), choices.end(), s) == choices.end())
-      throw ConfigError(child(key) + ": \"" + s + "\" is not one of " + join(choices, ", "));
+      throw ConfigError(child(key) + ": " + shown_value(v) + " is not one of " + join(choices, ", "));
     out = s;
   }
 
@@ -200,7 +204,7 @@ TaskConfig parse_task(const json& j, const std::string& path) {
 TrainConfig parse_train(const json& j, const std::string& path) {
   TrainConfig t;
   ObjectReader r(j, path);
-  r.read("steps", t.steps, 0, kBig);
+  r.read("steps", t.steps, 1, kBig);  // 0 would write results of an untrained model
   r.read("batch_size", t.batch_size, 2, 1 << 20);
   r.read("lr", t.lr, 0.0, 10.0);
   r.read("weight_decay", t.weight_decay, 0.0, 10.0);
@@ -227,13 +231,19 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
   if (r.has("lengths")) {
     const json& v = r.raw("lengths");
     if (!v.is_array() || v.empty()) throw ConfigError(r.child("lengths") + ": expected a non-empty array of lengths");
+    constexpr size_t kMaxLengths = 256;  // each is a separate evaluation set
+    if (v.size() > kMaxLengths)
+      throw ConfigError(r.child("lengths") + ": " + std::to_string(v.size()) + " lengths; at most " +
+                        std::to_string(kMaxLengths) + " may be evaluated in one run");
     e.lengths.clear();
     for (size_t i = 0; i < v.size(); ++i) {
       const std::string at = r.child("lengths") + "[" + std::to_string(i) + "]";
-      if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + v[i].dump());
+      if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + shown_value(v[i]));
       const int64_t len = v[i].get<int64_t>();
       if (len < 2 || len > (1 << 20))
         throw ConfigError(at + ": " + std::to_string(len) + " is out of range [2, 1048576]");
+      if (std::find(e.lengths.begin(), e.lengths.end(), len) != e.lengths.end())
+        throw ConfigError(at + ": " + std::to_string(len) + " appears twice");
       e.lengths.push_back(len);
     }
   }
@@ -326,12 +336,22 @@ json config_to_json(const Config& c) {
   };
 }
 
+namespace {
+// Bounds on what a config or grid file may be: far above any real one, far
+// below what would exhaust memory (a 100,000-level nesting, /dev/zero).
+constexpr int kMaxJsonDepth = 64;
+constexpr std::uintmax_t kMaxJsonBytes = std::uintmax_t{16} << 20;
+}  // namespace
+
 json parse_json_strict(const std::string& text, const std::string& context) {
   // The callback sees every key as it is read: one set of keys per open object.
   std::vector<std::set<std::string>> keys;
   std::vector<std::string> where;  // the object path, for the message
   std::string last_key;
-  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+  const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxJsonDepth)
+      throw ConfigError(context + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                        " levels; no posenc file needs more");
     switch (event) {
       case json::parse_event_t::object_start:
         keys.emplace_back();
@@ -371,7 +391,7 @@ json parse_json_strict(const std::string& text, const std::string& context) {
 json read_json_file(const std::string& path) {
   std::string text;
   try {
-    text = read_file(path);
+    text = read_file(path, kMaxJsonBytes);
   } catch (const IoError& e) {
     throw ConfigError(e.what());
   }

@@ -2,6 +2,7 @@
 #include "posenc/options.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "posenc/errors.h"
@@ -20,18 +21,19 @@ bool kind_matches(OptionKind k, const nlohmann::json& v) {
     case OptionKind::Int: return v.is_number_integer();
     case OptionKind::Float: return v.is_number();
     case OptionKind::Bool: return v.is_boolean();
-    case OptionKind::String: return v.is_string();
+    case OptionKind::String:
+    case OptionKind::Path: return v.is_string();
     case OptionKind::Weights: return v.is_object();
   }
   return false;
 }
 
 void check_range(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
-  if (!v.is_number()) throw ConfigError(at + ": expected a number, got " + v.dump());
+  if (!v.is_number()) throw ConfigError(at + ": expected a number, got " + shown_value(v));
   const double x = v.get<double>();
   if (!(x >= spec.min && x <= spec.max)) {
     std::ostringstream msg;
-    msg << at << ": " << v.dump() << " is out of range [" << spec.min << ", " << spec.max << "]";
+    msg << at << ": " << shown_value(v) << " is out of range [" << spec.min << ", " << spec.max << "]";
     throw ConfigError(msg.str());
   }
 }
@@ -60,6 +62,7 @@ std::string option_kind_name(OptionKind k) {
     case OptionKind::Float: return "a number";
     case OptionKind::Bool: return "true or false";
     case OptionKind::String: return "a string";
+    case OptionKind::Path: return "a file path";
     case OptionKind::Weights: return "an object of weights";
   }
   return "?";
@@ -82,22 +85,37 @@ Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::js
     const OptionSpec& spec = *spec_it;
     const auto& v = it.value();
     if (!kind_matches(spec.kind, v))
-      throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " + v.dump());
+      throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " + shown_value(v));
     if (spec.kind == OptionKind::Int || spec.kind == OptionKind::Float) check_range(spec, v, at);
     if (spec.kind == OptionKind::String) {
       const auto s = v.get<std::string>();
       if (s.empty()) throw ConfigError(at + ": must not be empty");
       if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
-        throw ConfigError(at + ": \"" + s + "\" is not one of " + join(spec.choices));
+        throw ConfigError(at + ": " + shown_value(v) + " is not one of " + join(spec.choices));
     }
     if (causal && !spec.causal_value.is_null() && v != spec.causal_value)
-      throw ConfigError(at + ": " + v.dump() +
+      throw ConfigError(at + ": " + shown_value(v) +
                         " means nothing in a causal decoder (model.kind=decoder), where keys "
                         "right of the query are masked; leave it out or set " +
                         spec.causal_value.dump());
+    if (spec.kind == OptionKind::Path) {
+      const auto s = v.get<std::string>();
+      if (s.empty()) throw ConfigError(at + ": must not be empty");
+      std::error_code ec;
+      const auto absolute = std::filesystem::absolute(s, ec);
+      out[it.key()] = ec ? s : absolute.lexically_normal().string();
+      continue;
+    }
     out[it.key()] = spec.kind == OptionKind::Weights ? resolve_weights(spec, v, at) : v;
   }
   return Options(out);
+}
+
+std::string shown_value(const nlohmann::json& v) {
+  const std::string text = v.dump();
+  constexpr size_t kShown = 80;
+  if (text.size() <= kShown) return text;
+  return text.substr(0, kShown) + "... (" + std::to_string(text.size()) + " characters)";
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "posenc/config.h"
@@ -50,6 +51,10 @@ class Task {
   /// Throws ConfigError if an evaluation set of this length cannot be made
   /// (a held-out text shorter than one window); called before training starts.
   virtual void check_eval_length(int64_t /*length*/) const {}
+  /// A task read from a file: the task options that identify the file's
+  /// content ({"bytes", "checksum"}), which training records in the run's
+  /// config; an empty object for tasks that generate their data.
+  virtual nlohmann::json data_identity() const { return nlohmann::json::object(); }
   /// Names of TaskBatch::kinds (ordering's negative kinds); empty if none.
   virtual std::vector<std::string> kind_names() const { return {}; }
   /// Text of a prompt as tokens, and tokens as text (language modelling, `posenc generate`).

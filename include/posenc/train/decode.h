@@ -19,9 +19,15 @@ struct Sampling {
   int64_t top_k = 0;                        ///< > 0: sample among the k most likely tokens only
   int64_t first_token = 0, last_token = 0;  ///< sampling draws ids in [first, last] only (both 0: any)
   uint64_t seed = 0;
+  /// If given: set to (B) bool, the rows whose logits were NaN or inf at some step.
+  torch::Tensor* non_finite_rows = nullptr;
+  /// Stop early, between tokens, when a stop was requested (util/interrupt.h):
+  /// the tokens so far are returned.
+  bool interruptible = false;
 };
 
-/// prompt (B, P) int64 on the model's device -> the next `steps` tokens (B, steps).
+/// prompt (B, P) int64 on the model's device -> the next `steps` tokens (B, steps)
+/// (fewer when an interruptible generation was asked to stop).
 /// Runs under InferenceMode with the model in eval mode (restored afterwards).
 torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, int64_t steps,
                               const Sampling& sampling = {});

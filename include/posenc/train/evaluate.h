@@ -23,6 +23,7 @@ namespace posenc {
 
 struct Tally {
   int64_t n = 0, correct = 0;
+  int64_t non_finite = 0;  ///< examples whose outputs held NaN or inf: their score measures nothing
   double accuracy() const { return n ? static_cast<double>(correct) / n : 0.0; }
 };
 
@@ -37,9 +38,19 @@ struct LengthResult {
   double nll_sum = 0;  ///< perplexity: summed negative log-likelihood (nats) of tokens.n predictions
   double perplexity() const { return tokens.n ? std::exp(nll_sum / static_cast<double>(tokens.n)) : 0.0; }
   std::map<std::string, Tally> by_kind;  ///< "sorted" and each negative kind
+  int64_t non_finite = 0;                ///< examples with NaN or inf outputs (a warning is logged)
   bool beyond_training = false;          ///< longer than task.max_length
   bool untrained_positions = false;      ///< uses rows of a position table that training never reached
 };
+
+/// What evaluation and validation read of a run's config, and nothing more:
+/// the fixed sets (eval.*), the task's training lengths and the validation size.
+struct EvaluationSpec {
+  EvalConfig sets;                         ///< lengths, samples per length, seed, max batch tokens
+  int64_t min_length = 0, max_length = 0;  ///< task.min_length, task.max_length (training lengths)
+  int64_t val_samples = 0;                 ///< train.val_samples
+};
+EvaluationSpec evaluation_spec(const Config& cfg);
 
 /// Largest (B, H, L, L) score tensor an evaluation batch may need: 2^26 floats
 /// (256 MiB), so that long lengths (4096 with the default model) fit in memory.
@@ -73,20 +84,30 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
 /// Throws ConfigError before anything runs if a length cannot fit: longer than
 /// the model's position table, more than the task can make (charlm's held-out
 /// text), or (on the CPU) more memory than MemAvailable.
-void check_evaluation_fits(const Transformer& model, const Task& task, const Config& cfg,
+void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device);
+
+/// Throws ConfigError before training if (on the CPU) one step on `batch_size`
+/// examples of `tokens` tokens would need more memory than MemAvailable, by an
+/// upper estimate: weights, gradients, AdamW's moments and what the backward
+/// pass keeps per layer.
+void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device);
+/// The same for generating a sequence of `tokens` tokens (prompt + continuation).
+void check_generation_fits(const Transformer& model, int64_t tokens, torch::Device device);
 
 /// Scores the config's evaluation lengths on its fixed sets (check_evaluation_fits
 /// first; interruptible between batches).
-std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const Config& cfg,
+std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const EvaluationSpec& spec,
                                            const std::vector<int64_t>& lengths, torch::Device device);
 
 /// In-distribution validation: fixed sets over task.min_length..max_length
 /// (charlm: held-out windows of max_length). Classification accuracy; exact
 /// match, teacher-forced, for sequence tasks (the same as greedy decoding's: an
 /// answer decodes exactly iff every teacher-forced argmax is right); next-token
-/// accuracy for language modelling.
-Tally validation_accuracy(Transformer& model, const Task& task, const Config& cfg, torch::Device device);
+/// accuracy for language modelling. With `interruptible`, a stop request ends
+/// it between batches by throwing Interrupted.
+Tally validation_accuracy(Transformer& model, const Task& task, const EvaluationSpec& spec, torch::Device device,
+                          bool interruptible = false);
 
 nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& task);
 /// Human-readable table (one row per length) for the terminal.

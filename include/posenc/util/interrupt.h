@@ -1,4 +1,4 @@
-// SIGINT and SIGTERM as a request to stop cleanly. While an InterruptGuard is
+// SIGINT, SIGTERM and SIGHUP as a request to stop cleanly. While an InterruptGuard is
 // alive, the first signal only sets a flag that long loops poll (training
 // finishes its step and writes a checkpoint; evaluation stops between
 // batches); a second signal of either kind ends the process at once with the
@@ -22,13 +22,13 @@ class InterruptGuard {
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 };
 
-/// The signal that asked to stop (SIGINT, SIGTERM), or 0.
+/// The signal that asked to stop (SIGINT, SIGTERM, SIGHUP), or 0.
 int interrupt_signal();
 
 /// The flag itself, for code that takes an atomic<bool> (the process pool).
 const std::atomic<bool>& interrupt_flag();
 
-/// "SIGINT" / "SIGTERM".
+/// "SIGINT" / "SIGTERM" / "SIGHUP".
 std::string signal_name(int signal);
 
 /// Throws Interrupted if a stop was requested.

@@ -16,8 +16,21 @@ namespace posenc {
 /// Writes `bytes` to `path` atomically (PATH.tmp.PID, fsync, rename).
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
-/// Reads a whole file; IoError naming it if it cannot.
-std::string read_file(const std::string& path);
+/// The key of posenc's JSON outputs that names the command that wrote them ("posenc eval").
+inline constexpr const char* kWrittenBy = "written_by";
+
+/// Refuses (ConfigError naming `flag` and the file) an output path that posenc
+/// may not write: a directory, a path whose directory is missing, or an
+/// existing file that `writer` ("posenc eval") did not write: only a JSON
+/// object whose "written_by" is `writer`, or one `also_ours` accepts, may be
+/// replaced. So a typo cannot put results over a checkpoint or a config.
+void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
+                         bool (*also_ours)(const std::string& json_text) = nullptr);
+
+/// Reads a whole regular file of at most `max_bytes`; IoError naming it if it
+/// cannot, if it is a directory, device or pipe (/dev/zero would never end), or
+/// if it is larger.
+std::string read_file(const std::string& path, std::uintmax_t max_bytes = UINTMAX_MAX);
 
 /// An append-only text file (metrics.jsonl) whose lines are written whole or
 /// not at all: a failed append is cut back off and reported as IoError.
@@ -36,7 +49,7 @@ class AppendFile {
 };
 
 /// Deletes NAME.tmp.PID files left in `dir` (not recursive) by writes that a
-/// kill or a crash interrupted. Call it only while holding the directory's
+/// kill or a crash interrupted: only those whose process PID is gone. Call it only while holding the directory's
 /// lock, so that no live writer owns them. Returns how many it removed.
 int remove_stale_temporaries(const std::string& dir);
 

@@ -1,6 +1,9 @@
 #include "posenc/analysis/trained.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
 
 #include "posenc/config.h"
 #include "posenc/positional/inspect.h"
@@ -81,20 +84,41 @@ nlohmann::json decoder_attention_example(const std::string& checkpoint, const At
 
 }  // namespace
 
+namespace {
+
+/// Every map of every layer and head goes into one JSON document: refuse, before
+/// any work, a length whose maps would not fit in memory as JSON.
+void check_maps_fit(const Transformer& model, const Config& cfg, int64_t tokens, int64_t length) {
+  constexpr double kMaxNumbers = double(1 << 24);  // about 400 MB of JSON text
+  const double L = static_cast<double>(model->model_length(tokens));
+  const double maps = static_cast<double>(cfg.model.layers) * cfg.model.heads;
+  if (maps * L * L <= kMaxNumbers) return;
+  const auto longest = static_cast<int64_t>(std::sqrt(kMaxNumbers / maps)) - (model->model_length(tokens) - length);
+  throw ConfigError(fmt::format(
+      "--length {}: the attention maps would hold {:.0f} numbers ({} layers x {} heads x {:.0f}^2), more than the "
+      "{:.0f} one JSON file may hold; choose --length {} or less",
+      length, maps * L * L, cfg.model.layers, cfg.model.heads, L, kMaxNumbers, longest));
+}
+
+}  // namespace
+
 nlohmann::json attention_example(const std::string& checkpoint, const AttentionRequest& r) {
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
   const std::unique_ptr<Task> task = make_task(cfg.task);
   model->check_length(task->sequence_length(r.length));
+  check_maps_fit(model, cfg, task->sequence_length(r.length), r.length);
   if (model->is_decoder()) return decoder_attention_example(checkpoint, r, cfg, *task, model);
   const auto kinds = task->kind_names();
   int wanted = kSortedKind;
   if (r.kind != "sorted") {
     const auto it = std::find(kinds.begin(), kinds.end(), r.kind);
-    if (it == kinds.end())
-      throw ConfigError("--kind " + r.kind +
-                        ": expected sorted or one of shuffle, adjacent_swap, random_swap, reverse");
+    if (it == kinds.end()) {
+      std::string known = "sorted";
+      for (const auto& k : kinds) known += ", " + k;
+      throw ConfigError("--kind " + r.kind + ": task " + cfg.task.type + " has the kinds " + known);
+    }
     wanted = static_cast<int>(it - kinds.begin());
   }
   const TaskBatch set = task->fixed_set(r.length, cfg.eval.samples_per_length, cfg.eval.seed);

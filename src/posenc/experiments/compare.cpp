@@ -143,6 +143,11 @@ int run_comparison(const CompareOptions& o) {
   const std::string out = o.out.empty() ? default_out(o) : o.out;
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
+  // A train run's directory is not a comparison's: taking it over would break its --resume.
+  for (const char* file : {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults})
+    if (fs::exists(fs::path(out) / file))
+      throw ConfigError("--out " + out + " holds a posenc train run (" + file +
+                        "); a comparison needs a directory of its own (choose another --out)");
   const DirectoryLock lock(out, run_files::kCompareLock, "posenc compare");
   int stale = 0;
   for (const char* sub : {"", "configs", "inspect", "attention"})

@@ -234,13 +234,19 @@ RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
     }
   };
   // Where the comparison directory lives is not part of a run: it may be moved.
-  const std::vector<std::string> same_run = {"/train/threads", "/train/device", "/train/log_every", "/train/out_dir"};
+  // Nor is what training records of its data file (a charlm text's size and checksum): the grid cannot know it.
+  std::vector<std::string> same_run = {"/train/threads", "/train/device", "/train/log_every", "/train/out_dir"};
+  std::vector<std::string> resumable = resumable_changes();
+  for (const auto& key : {"/task/bytes", "/task/checksum"}) {
+    same_run.push_back(key);
+    resumable.push_back(key);
+  }
   if (fs::exists(results)) {
     const Config done = stored_config(results, false);
     const std::string at = first_difference(done, run.config, same_run);
     if (at.empty()) return RunState::Finished;
     // Same training, other steps or evaluation: --resume trains on / re-evaluates.
-    if (!fs::exists(ckpt) || !first_difference(done, run.config, resumable_changes()).empty()) throw clash(results, at);
+    if (!fs::exists(ckpt) || !first_difference(done, run.config, resumable).empty()) throw clash(results, at);
   }
   const fs::path diverged = dir / run_files::kDiverged;
   if (fs::exists(diverged)) {
@@ -249,13 +255,13 @@ RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
     if (!fs::exists(ckpt)) throw clash(diverged, at);
   }
   if (fs::exists(ckpt)) {
-    const std::string at = first_difference(read_checkpoint_config(ckpt.string()), run.config, resumable_changes());
+    const std::string at = first_difference(read_checkpoint_config(ckpt.string()), run.config, resumable);
     if (!at.empty()) throw clash(ckpt, at);
     return RunState::Resumable;
   }
   const fs::path started = dir / run_files::kConfig;  // a run stopped before its first checkpoint
   if (fs::exists(started)) {
-    const std::string at = first_difference(stored_config(started, true), run.config, resumable_changes());
+    const std::string at = first_difference(stored_config(started, true), run.config, resumable);
     if (!at.empty()) throw clash(started, at);
   }
   return RunState::Fresh;

@@ -221,7 +221,8 @@ SchemeInfo rope_scheme_info() {
 
 SchemeInfo xpos_scheme_info() {
   auto options = rope_options();
-  options.push_back({"gamma", OptionKind::Float, 0.4, "zeta_i = (2i/R + gamma)/(1 + gamma)", 0.0, 1e6});
+  // gamma = 0 makes zeta_0 = 0, whose negative powers are inf: NaN scores.
+  options.push_back({"gamma", OptionKind::Float, 0.4, "zeta_i = (2i/R + gamma)/(1 + gamma); above 0", 1e-6, 1e6});
   options.push_back(
       {"scale_base", OptionKind::Float, 512.0, "positions are divided by it in the exponent", 1e-6, 1e12});
   return {"xpos",

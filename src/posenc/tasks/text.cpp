@@ -27,6 +27,9 @@ namespace {
 /// about 245 KB of English text), installed by scripts/setup.sh.
 constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes/cookie";
 
+/// The whole text is held in memory, as bytes and as tokens of a batch.
+constexpr std::uintmax_t kMaxCorpusBytes = std::uintmax_t{1} << 30;
+
 std::string read_corpus(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
@@ -34,35 +37,45 @@ std::string read_corpus(const std::string& path) {
                       (path == kDefaultCorpus
                            ? " (it comes with Debian's `fortunes` package, which scripts/setup.sh installs)"
                            : ""));
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) throw ConfigError("task.path: cannot read " + path);
-  std::string s = text.str();
+  std::string s;
+  try {
+    s = read_file(path, kMaxCorpusBytes);
+  } catch (const IoError& e) {
+    throw ConfigError(std::string("task.path: ") + e.what());
+  }
   if (const std::string problem = utf8_problem(s); !problem.empty())
     throw ConfigError("task.path: " + path + " is not UTF-8 text: " + problem);
   return s;
 }
 
+/// FNV-1a, 64 bits, as 16 hex digits: enough to tell a replaced or edited text from the one a run trained on.
+std::string checksum_of(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+/// The value of task.checksum before training records one.
+constexpr const char* kUnrecorded = "unrecorded";
+
 class CharLmTask : public Task {
  public:
   explicit CharLmTask(const TaskConfig& cfg)
-      : cfg_(cfg),
-        path_(cfg.options.get_string("path")),
-        val_fraction_(cfg.options.get_float("val_fraction")),
-        text_(read_corpus(path_)) {
-    split_ = static_cast<int64_t>(static_cast<double>(text_.size()) * (1.0 - val_fraction_));
-    if (split_ < cfg.max_length + 1)
-      throw ConfigError(
-          fmt::format("task.path: the training part of {} ({} of {} bytes) is shorter than one "
-                      "training window of task.max_length + 1 = {} bytes",
-                      path_, split_, text_.size(), cfg.max_length + 1));
-  }
+      : cfg_(cfg), path_(cfg.options.get_string("path")), val_fraction_(cfg.options.get_float("val_fraction")) {}
+  // The text is read when first needed: generating from a checkpoint needs only the byte vocabulary.
   const TaskInfo& info() const override { return find_task("charlm"); }
   int64_t vocab_size() const override { return 256; }
   int64_t sequence_length(int64_t length) const override { return length + 1; }
 
+  nlohmann::json data_identity() const override {
+    return {{"bytes", static_cast<int64_t>(text().size())}, {"checksum", checksum_of(text())}};
+  }
+
   TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
+    text();
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x6c6du}));
     const int64_t length = std::uniform_int_distribution<int64_t>(cfg_.min_length, cfg_.max_length)(rng);
     std::uniform_int_distribution<int64_t> start(0, split_ - (length + 1));
@@ -73,14 +86,14 @@ class CharLmTask : public Task {
 
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t /*seed*/) const override {
     check_eval_length(length);
-    const int64_t available = (static_cast<int64_t>(text_.size()) - split_ - 1) / length;
+    const int64_t available = (static_cast<int64_t>(text().size()) - split_ - 1) / length;
     std::vector<int64_t> starts;
     for (int64_t k = 0; k < std::min(n, available); ++k) starts.push_back(split_ + k * length);
     return windows(starts, length);
   }
 
   void check_eval_length(int64_t length) const override {
-    const int64_t held_out = static_cast<int64_t>(text_.size()) - split_;
+    const int64_t held_out = static_cast<int64_t>(text().size()) - split_;
     if (held_out < length + 1)
       throw ConfigError(
           fmt::format("length {}: the held-out part of {} ({} bytes, task.val_fraction={}) is shorter "
@@ -101,6 +114,20 @@ class CharLmTask : public Task {
   }
 
  private:
+  /// The whole text, read and checked on first use.
+  const std::string& text() const {
+    if (loaded_) return text_;
+    text_ = read_corpus(path_);
+    split_ = static_cast<int64_t>(static_cast<double>(text_.size()) * (1.0 - val_fraction_));
+    if (split_ < cfg_.max_length + 1)
+      throw ConfigError(
+          fmt::format("task.path: the training part of {} ({} of {} bytes) is shorter than one "
+                      "training window of task.max_length + 1 = {} bytes",
+                      path_, split_, text_.size(), cfg_.max_length + 1));
+    loaded_ = true;
+    return text_;
+  }
+
   TaskBatch windows(const std::vector<int64_t>& starts, int64_t length) const {
     const auto B = static_cast<int64_t>(starts.size());
     TaskBatch b;
@@ -115,8 +142,9 @@ class CharLmTask : public Task {
   TaskConfig cfg_;
   std::string path_;
   double val_fraction_;
-  std::string text_;
-  int64_t split_ = 0;  // bytes [0, split_) train, [split_, end) are held out
+  mutable bool loaded_ = false;
+  mutable std::string text_;
+  mutable int64_t split_ = 0;  // bytes [0, split_) train, [split_, end) are held out
 };
 
 }  // namespace
@@ -129,8 +157,12 @@ TaskInfo charlm_task_info() {
   t.model_kind = "decoder";
   t.metric = TaskMetric::Perplexity;
   t.options = {
-      {"path", OptionKind::String, kDefaultCorpus, "the UTF-8 text file"},
-      {"val_fraction", OptionKind::Float, 0.1, "the fraction at the text's end held out for evaluation", 0.001, 0.9}};
+      {"path", OptionKind::Path, kDefaultCorpus, "the UTF-8 text file"},
+      {"val_fraction", OptionKind::Float, 0.1, "the fraction at the text's end held out for evaluation", 0.001, 0.9},
+      {"bytes", OptionKind::Int, 0, "the text's size, recorded when training starts (0: not recorded)", 0,
+       double(int64_t{1} << 40)},
+      {"checksum", OptionKind::String, kUnrecorded,
+       "the text's FNV-1a checksum, recorded when training starts: a resume refuses a changed text, eval warns"}};
   t.fixed_vocab_size = 256;
   t.length_unit = "characters of context";
   t.default_min_length = 128;

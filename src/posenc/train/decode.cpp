@@ -1,5 +1,7 @@
 #include "posenc/train/decode.h"
 
+#include "posenc/util/interrupt.h"
+
 #include <limits>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -33,18 +35,27 @@ torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, i
   model->eval();
   c10::InferenceMode guard;
   torch::Generator gen = at::detail::createCPUGenerator(sampling.seed);
-  std::vector<torch::Tensor> out;  // steps x (B, 1)
+  std::vector<torch::Tensor> out;                       // steps x (B, 1)
+  const auto next = [&](const torch::Tensor& logits) {  // (B, V+2) -> (B, 1)
+    if (sampling.non_finite_rows) {
+      auto bad = torch::isfinite(logits).logical_not().any(-1);  // (B)
+      auto& rows = *sampling.non_finite_rows;
+      rows = rows.defined() ? rows.logical_or(bad) : bad;
+    }
+    return pick(logits, sampling, gen);
+  };
+  const auto stop = [&] { return sampling.interruptible && interrupt_signal() != 0; };
   if (model->supports_kv_cache()) {
     KVCache cache;
     auto logits = model->decode(prompt, cache).select(1, -1);  // (B, V+2)
-    for (int64_t t = 0; t < steps; ++t) {
-      out.push_back(pick(logits, sampling, gen));
+    for (int64_t t = 0; t < steps && !stop(); ++t) {
+      out.push_back(next(logits));
       if (t + 1 < steps) logits = model->decode(out.back(), cache).select(1, 0);
     }
   } else {
     auto seq = prompt;  // (B, P + t)
-    for (int64_t t = 0; t < steps; ++t) {
-      out.push_back(pick(model->forward(seq).select(1, -1), sampling, gen));
+    for (int64_t t = 0; t < steps && !stop(); ++t) {
+      out.push_back(next(model->forward(seq).select(1, -1)));
       seq = torch::cat({seq, out.back()}, 1);
     }
   }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "posenc/train/decode.h"
 #include "posenc/train/objective.h"
@@ -28,7 +29,13 @@ namespace {
 template <typename F>
 void for_each_chunk(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                     bool interruptible, F&& score) {
-  const bool was_training = model->is_training();
+  struct RestoreMode {  // also when a stop request ends the loop
+    Transformer& model;
+    bool was_training;
+    ~RestoreMode() {
+      if (was_training) model->train();
+    }
+  } restore{model, model->is_training()};
   model->eval();
   c10::InferenceMode guard;
   const int64_t n = set.tokens.size(0), T = set.tokens.size(1);
@@ -37,25 +44,28 @@ void for_each_chunk(Transformer& model, const TaskBatch& set, torch::Device devi
     if (interruptible) throw_if_interrupted();
     score(start, set.tokens.narrow(0, start, std::min(chunk, n - start)).to(device));
   }
-  if (was_training) model->train();
 }
 
 }  // namespace
 
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                                bool interruptible) {
-  std::vector<torch::Tensor> correct_parts;
+  std::vector<torch::Tensor> correct_parts, bad_parts;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& tokens) {
     auto labels = set.labels.narrow(0, start, tokens.size(0)).to(device);
-    correct_parts.push_back(model->forward(tokens).argmax(-1).eq(labels).cpu());
+    auto logits = model->forward(tokens);  // (b, classes)
+    correct_parts.push_back(logits.argmax(-1).eq(labels).cpu());
+    bad_parts.push_back(torch::isfinite(logits).logical_not().any(-1).cpu());
   });
-  auto correct = torch::cat(correct_parts);  // (n) bool
+  auto correct = torch::cat(correct_parts), bad = torch::cat(bad_parts);  // (n) bool
   auto acc = correct.accessor<bool, 1>();
+  auto nonfinite = bad.accessor<bool, 1>();
   std::map<int, Tally> tally;
   for (int64_t i = 0; i < correct.size(0); ++i) {
     auto& t = tally[set.kinds[i]];
     t.n++;
     t.correct += acc[i] ? 1 : 0;
+    t.non_finite += nonfinite[i] ? 1 : 0;
   }
   return tally;
 }
@@ -65,8 +75,12 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
   Tally exact, tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
-    auto decoded = continue_tokens(model, chunk.narrow(1, 0, a), A);  // (b, A)
-    auto right = decoded.eq(chunk.narrow(1, a, A));                   // (b, A)
+    torch::Tensor bad;  // (b) bool
+    Sampling greedy;
+    greedy.non_finite_rows = &bad;
+    auto decoded = continue_tokens(model, chunk.narrow(1, 0, a), A, greedy);  // (b, A)
+    auto right = decoded.eq(chunk.narrow(1, a, A));                           // (b, A)
+    if (bad.defined()) exact.non_finite += bad.sum().item<int64_t>();
     exact.n += chunk.size(0);
     exact.correct += right.all(1).sum().item<int64_t>();
     tokens.n += right.numel();
@@ -83,6 +97,9 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
     auto logits = answer_logits(model, chunk, a).to(torch::kFloat);  // (b, A, V+2)
     auto targets = chunk.narrow(1, a, A);                            // (b, A)
     auto right = logits.argmax(-1).eq(targets);                      // (b, A)
+    const int64_t bad = torch::isfinite(logits).logical_not().flatten(1).any(1).sum().item<int64_t>();
+    tokens.non_finite += bad;
+    if (exact) exact->non_finite += bad;
     tokens.n += right.numel();
     tokens.correct += right.sum().item<int64_t>();
     if (exact) {
@@ -104,6 +121,10 @@ namespace {
 constexpr int64_t kValidationSeedOffset = 1000003;
 std::string kind_name(const Task& task, int kind) { return kind < 0 ? "sorted" : task.kind_names().at(kind); }
 }  // namespace
+
+EvaluationSpec evaluation_spec(const Config& cfg) {
+  return {cfg.eval, cfg.task.min_length, cfg.task.max_length, cfg.train.val_samples};
+}
 
 double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens) {
   const double L = static_cast<double>(model->model_length(tokens));
@@ -129,7 +150,7 @@ double available_memory_bytes() {
 
 }  // namespace
 
-void check_evaluation_fits(const Transformer& model, const Task& task, const Config& cfg,
+void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device) {
   for (int64_t length : lengths) {
     task.check_eval_length(length);
@@ -141,66 +162,108 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Con
   if (available <= 0) return;
   for (int64_t length : lengths) {
     const int64_t tokens = task.sequence_length(length);
-    const double need = evaluation_memory_bytes(model, tokens, cfg.eval.samples_per_length, cfg.eval.max_batch_tokens);
+    const double need =
+        evaluation_memory_bytes(model, tokens, spec.sets.samples_per_length, spec.sets.max_batch_tokens);
     if (need > available) {
-      const int64_t batch = evaluation_batch_size(model, tokens, cfg.eval.max_batch_tokens);
+      const int64_t batch = evaluation_batch_size(model, tokens, spec.sets.max_batch_tokens);
       throw ConfigError(fmt::format(
           "evaluation at length {} needs about {} of memory ({} examples, {} at a time), but {} is available{}", length,
-          format_bytes(need), cfg.eval.samples_per_length, batch, format_bytes(available),
+          format_bytes(need), spec.sets.samples_per_length, batch, format_bytes(available),
           batch > 1 ? "; lower eval.max_batch_tokens or eval.samples_per_length" : "; evaluate shorter lengths"));
     }
   }
 }
 
-std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const Config& cfg,
+void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device) {
+  if (!device.is_cpu()) return;  // on a GPU the allocator's error comes at the first step, before any checkpoint
+  const double available = available_memory_bytes();
+  if (available <= 0) return;
+  const auto& m = model->config();
+  const double L = static_cast<double>(model->model_length(tokens)), B = static_cast<double>(batch_size);
+  double parameters = 0;
+  for (const auto& p : model->parameters()) parameters += static_cast<double>(p.numel());
+  // Weights, gradients and AdamW's two moments; per layer, kept for the backward
+  // pass: scores, probabilities and their gradient (B, H, L, L), and the
+  // activations (B, L, max(D, d_ff)) of about a dozen intermediate tensors.
+  const double per_layer = 4.0 * (3.0 * B * m.heads * L * L + 12.0 * B * L * std::max(m.d_model, m.d_ff));
+  const double need = 16.0 * parameters + m.layers * per_layer;
+  if (need > available)
+    throw ConfigError(fmt::format(
+        "a training step at task.max_length needs about {} of memory ({} examples of {} tokens, {} layers x {} "
+        "heads), but {} is available; lower train.batch_size or task.max_length",
+        format_bytes(need), batch_size, static_cast<int64_t>(L), m.layers, m.heads, format_bytes(available)));
+}
+
+void check_generation_fits(const Transformer& model, int64_t tokens, torch::Device device) {
+  if (!device.is_cpu()) return;
+  const double available = available_memory_bytes();
+  if (available <= 0) return;
+  const double need = evaluation_memory_bytes(model, tokens, 1, tokens);
+  if (need > available)
+    throw ConfigError(
+        fmt::format("generating up to {} tokens needs about {} of memory, but {} is available; ask for "
+                    "fewer --tokens or a shorter --prompt",
+                    tokens, format_bytes(need), format_bytes(available)));
+}
+
+std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const EvaluationSpec& spec,
                                            const std::vector<int64_t>& lengths, torch::Device device) {
-  check_evaluation_fits(model, task, cfg, lengths, device);
+  check_evaluation_fits(model, task, spec, lengths, device);
   const TaskMetric metric = task.info().metric;
   std::vector<LengthResult> results;
   for (int64_t length : lengths) {
-    const TaskBatch set = task.fixed_set(length, cfg.eval.samples_per_length, cfg.eval.seed);
+    const TaskBatch set = task.fixed_set(length, spec.sets.samples_per_length, spec.sets.seed);
     LengthResult r;
     r.length = length;
     r.metric = metric;
     if (metric == TaskMetric::Accuracy) {
-      for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens, /*interruptible=*/true)) {
+      for (const auto& [kind, t] : score_set(model, set, device, spec.sets.max_batch_tokens, /*interruptible=*/true)) {
         r.by_kind[kind_name(task, kind)] = t;
         r.total.n += t.n;
         r.total.correct += t.correct;
+        r.total.non_finite += t.non_finite;
       }
     } else if (metric == TaskMetric::ExactMatch) {
-      std::tie(r.total, r.tokens) = score_decoding(model, set, device, cfg.eval.max_batch_tokens, true);
+      std::tie(r.total, r.tokens) = score_decoding(model, set, device, spec.sets.max_batch_tokens, true);
     } else {
-      r.tokens = score_teacher_forced(model, set, device, cfg.eval.max_batch_tokens, &r.nll_sum, nullptr, true);
+      r.tokens = score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, &r.nll_sum, nullptr, true);
       r.total = r.tokens;
     }
     r.ci95 = wilson_interval(r.total.correct, r.total.n);
-    r.beyond_training = length > cfg.task.max_length;
+    r.non_finite = std::max(r.total.non_finite, r.tokens.non_finite);
+    if (r.non_finite > 0 || (metric == TaskMetric::Perplexity && !std::isfinite(r.perplexity())))
+      spdlog::warn(
+          "length {}: {} of {} examples gave NaN or inf outputs; the score at this length measures nothing "
+          "(\"non_finite\" in the results)",
+          length, std::max<int64_t>(r.non_finite, 1), r.total.n);
+    r.beyond_training = length > spec.max_length;
     r.untrained_positions = r.beyond_training && model->has_position_table();
     results.push_back(r);
   }
   return results;
 }
 
-Tally validation_accuracy(Transformer& model, const Task& task, const Config& cfg, torch::Device device) {
+Tally validation_accuracy(Transformer& model, const Task& task, const EvaluationSpec& spec, torch::Device device,
+                          bool interruptible) {
   const TaskMetric metric = task.info().metric;
-  const int64_t seed = cfg.eval.seed + kValidationSeedOffset;
+  const int64_t seed = spec.sets.seed + kValidationSeedOffset;
   if (metric == TaskMetric::Perplexity)  // next-token accuracy on held-out windows of the training context
-    return score_teacher_forced(model, task.fixed_set(cfg.task.max_length, cfg.train.val_samples, seed), device,
-                                cfg.eval.max_batch_tokens, nullptr);
-  const int64_t lengths = cfg.task.max_length - cfg.task.min_length + 1;
-  const int64_t per_length = std::max<int64_t>(2, cfg.train.val_samples / lengths);
+    return score_teacher_forced(model, task.fixed_set(spec.max_length, spec.val_samples, seed), device,
+                                spec.sets.max_batch_tokens, nullptr, nullptr, interruptible);
+  const int64_t lengths = spec.max_length - spec.min_length + 1;
+  const int64_t per_length = std::max<int64_t>(2, spec.val_samples / lengths);
   Tally total;
-  for (int64_t length = cfg.task.min_length; length <= cfg.task.max_length; ++length) {
+  for (int64_t length = spec.min_length; length <= spec.max_length; ++length) {
+    if (interruptible) throw_if_interrupted();
     const TaskBatch set = task.fixed_set(length, per_length, seed);
     if (metric == TaskMetric::ExactMatch) {
       Tally exact;
-      score_teacher_forced(model, set, device, cfg.eval.max_batch_tokens, nullptr, &exact);
+      score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, nullptr, &exact, interruptible);
       total.n += exact.n;
       total.correct += exact.correct;
       continue;
     }
-    for (const auto& [kind, t] : score_set(model, set, device, cfg.eval.max_batch_tokens)) {
+    for (const auto& [kind, t] : score_set(model, set, device, spec.sets.max_batch_tokens, interruptible)) {
       total.n += t.n;
       total.correct += t.correct;
     }
@@ -221,6 +284,7 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, 
                         {"ci95", {r.ci95.lo, r.ci95.hi}},
                         {"by_kind", kinds},
                         {"beyond_training", r.beyond_training},
+                        {"non_finite", r.non_finite},
                         {"untrained_positions", r.untrained_positions}};
     if (r.metric != TaskMetric::Accuracy) {
       j["tokens"] = r.tokens.n;

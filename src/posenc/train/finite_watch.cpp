@@ -17,10 +17,11 @@ namespace {
   const std::string kept = last_checkpoint > 0 ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
                                                              (dir / run_files::kCheckpoint).string(), last_checkpoint)
                                                : std::string("no checkpoint was written before it");
-  const std::string message = fmt::format(
-      "training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}), raise train.warmup_steps "
-      "or use train.precision=float32",
-      what, step, kept, cfg.train.lr);
+  const std::string message =
+      fmt::format("training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}){}", what, step, kept,
+                  cfg.train.lr,
+                  cfg.train.precision == "float32" ? " or raise train.warmup_steps"
+                                                   : ", raise train.warmup_steps or use train.precision=float32");
   write_file_atomic((dir / run_files::kDiverged).string(), nlohmann::json{{"step", step},
                                                                           {"non_finite", key},
                                                                           {"last_checkpoint_step", last_checkpoint},

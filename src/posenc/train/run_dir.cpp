@@ -36,7 +36,13 @@ void check_fresh_directory(const fs::path& dir, const Config& cfg) {
                         " of an earlier run but no checkpoint; choose another --out "
                         "or move that run away");
   const fs::path config = dir / run_files::kConfig;
-  if (!fs::exists(config)) return;
+  if (!fs::exists(config)) {
+    // A fresh run starts metrics.jsonl empty: one without a run's config.json beside it is someone else's.
+    if (fs::exists(dir / run_files::kMetrics))
+      throw ConfigError(dir.string() + " holds a " + run_files::kMetrics +
+                        " but no posenc run (no config.json); posenc does not replace it: choose another --out");
+    return;
+  }
   std::string at;
   try {
     at = first_difference(config_from_json(read_json_file(config.string())), cfg, resumable_changes());

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -60,6 +61,7 @@ struct RunningState {
   double seconds_before = 0;  ///< training time of earlier segments
   double last_logged_loss = 0;
   double val_accuracy = 0;
+  bool validation_pending = false;  ///< a signal stopped the validation of the checkpoint's step
   int64_t interval_steps = 0, seen = 0;
   double loss_sum = 0;
   int64_t correct_sum = 0;
@@ -68,6 +70,7 @@ struct RunningState {
     return {{"train_seconds", seconds_now},
             {"last_logged_loss", last_logged_loss},
             {"val_accuracy", val_accuracy},
+            {"validation_pending", validation_pending},
             {"interval_steps", interval_steps},
             {"seen", seen},
             {"loss_sum", loss_sum},
@@ -78,6 +81,7 @@ struct RunningState {
     s.seconds_before = j.value("train_seconds", 0.0);
     s.last_logged_loss = j.value("last_logged_loss", 0.0);
     s.val_accuracy = j.value("val_accuracy", 0.0);
+    s.validation_pending = j.value("validation_pending", false);
     s.interval_steps = j.value("interval_steps", int64_t{0});
     s.seen = j.value("seen", int64_t{0});
     s.loss_sum = j.value("loss_sum", 0.0);
@@ -153,6 +157,18 @@ class TrainingRun {
         task_(make_task(cfg.task)),
         model_(nullptr) {}
 
+  /// A fresh run that fails before its first checkpoint (and did not diverge)
+  /// removes the config.json and metrics.jsonl it wrote, so that the same
+  /// command, corrected, can use the directory again.
+  ~TrainingRun() {
+    if (!started_files_ || std::uncaught_exceptions() == 0) return;
+    std::error_code ec;
+    if (fs::exists(ckpt_, ec) || fs::exists(dir_ / run_files::kDiverged, ec)) return;
+    metrics_.reset();
+    fs::remove(dir_ / run_files::kConfig, ec);
+    fs::remove(dir_ / run_files::kMetrics, ec);
+  }
+
   /// Builds the model and checks everything that can be checked without
   /// touching the disk, then takes the directory's lock.
   void setup() {
@@ -166,8 +182,13 @@ class TrainingRun {
     if (randomized > 0 && randomized < longest)
       throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
                         std::to_string(longest) + " positions of the longest training example (task.max_length)");
-    // A length that cannot be evaluated fails now, not after the training.
-    if (!request_.skip_final_eval) check_evaluation_fits(model_, *task_, cfg_, cfg_.eval.lengths, device_);
+    record_data_identity();
+    check_training_fits(model_, task_->sequence_length(cfg_.task.max_length), cfg_.train.batch_size, device_);
+    // A length that cannot be evaluated fails now, not after the training: the
+    // validation sets (of up to task.max_length) and the final evaluation's.
+    task_->check_eval_length(cfg_.task.max_length);
+    if (!request_.skip_final_eval)
+      check_evaluation_fits(model_, *task_, evaluation_spec(cfg_), cfg_.eval.lengths, device_);
     if (request_.resume && !fs::exists(ckpt_)) throw ConfigError("--resume: no checkpoint at " + ckpt_.string());
     if (fs::exists(dir_ / run_files::kCompareLock))
       throw ConfigError(dir_.string() +
@@ -178,6 +199,27 @@ class TrainingRun {
     if (const int n = remove_stale_temporaries(dir_.string()))
       spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir_.string());
     optimizer_ = std::make_unique<FusedAdamW>(make_optimizer(model_, cfg_.train));
+  }
+
+  /// A task read from a file (charlm) records the file's size and checksum in
+  /// the run's config (its path is already absolute); a resume refuses a text
+  /// that is no longer the one the checkpoint was trained on.
+  void record_data_identity() {
+    const nlohmann::json identity = task_->data_identity();
+    if (identity.empty()) return;
+    if (request_.resume && fs::exists(ckpt_)) {
+      const nlohmann::json recorded = read_checkpoint_config(ckpt_.string()).task.options.json();
+      if (recorded.value("bytes", int64_t{0}) == 0) return;  // trained before posenc recorded it
+      for (const auto& [key, value] : identity.items())
+        if (recorded.at(key) != value)
+          throw ConfigError(fmt::format(
+              "--resume: task.path {} is not the text {} was trained on (task.{} {} recorded, {} now); put the "
+              "original text back, or start a new run",
+              cfg_.task.options.get_string("path"), ckpt_.string(), key, recorded.at(key).dump(), value.dump()));
+    }
+    nlohmann::json options = cfg_.task.options.json();
+    options.update(identity);
+    cfg_.task.options = Options(options);
   }
 
   /// Continues from the checkpoint (--resume) or starts the run's files afresh.
@@ -198,6 +240,7 @@ class TrainingRun {
                    start_ == cfg_.train.steps ? " (already trained: evaluating it)" : "");
     } else {
       write_file_atomic((dir_ / run_files::kMetrics).string(), "");
+      started_files_ = true;
     }
     write_file_atomic((dir_ / run_files::kConfig).string(), config_to_json(cfg_).dump(2) + "\n");
     for (const auto& p : model_->parameters()) parameters_ += p.numel();
@@ -212,6 +255,7 @@ class TrainingRun {
     started_ = Clock::now();
     interval_start_ = Clock::now();
     model_->train();
+    if (state_.validation_pending) validate(start_, /*due=*/true);  // the one a signal stopped
   }
 
   int64_t start() const { return start_; }
@@ -278,10 +322,19 @@ class TrainingRun {
   }
 
   /// In-distribution validation every eval_every steps (and at the end).
-  void validate(int64_t done) {
-    if (done % cfg_.train.eval_every != 0 && done != cfg_.train.steps) return;
+  /// A stop request ends it between batches: checkpoint() then saves this step
+  /// with the validation pending, and the resumed run does it first.
+  void validate(int64_t done, bool due = false) {
+    if (!due && done % cfg_.train.eval_every != 0 && done != cfg_.train.steps) return;
     finite_.check(dir_, cfg_, last_checkpoint_);
-    const Tally val = validation_accuracy(model_, *task_, cfg_, device_);
+    Tally val;
+    try {
+      val = validation_accuracy(model_, *task_, evaluation_spec(cfg_), device_, /*interruptible=*/true);
+    } catch (const Interrupted&) {
+      state_.validation_pending = true;
+      return;
+    }
+    state_.validation_pending = false;
     state_.val_accuracy = val.accuracy();
     metrics_->write_line(nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump());
     if (!request_.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
@@ -318,11 +371,11 @@ class TrainingRun {
     result.final_loss = state_.last_logged_loss;
     result.val_accuracy = state_.val_accuracy;
     if (start_ >= cfg_.train.steps && state_.val_accuracy == 0)  // a format-1 checkpoint has no state
-      result.val_accuracy = validation_accuracy(model_, *task_, cfg_, device_).accuracy();
+      result.val_accuracy = validation_accuracy(model_, *task_, evaluation_spec(cfg_), device_).accuracy();
     result.results = results_json(result);
     if (!request_.skip_final_eval) {
       try {
-        result.lengths = evaluate_lengths(model_, *task_, cfg_, cfg_.eval.lengths, device_);
+        result.lengths = evaluate_lengths(model_, *task_, evaluation_spec(cfg_), cfg_.eval.lengths, device_);
       } catch (const Interrupted& e) {
         spdlog::info(
             "stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train "
@@ -370,7 +423,7 @@ class TrainingRun {
             {"config", config_to_json(cfg_)}};
   }
 
-  const Config& cfg_;
+  Config cfg_;  // a copy: training records the data identity in it
   const TrainRequest& request_;
   const TrainHooks& hooks_;
   const torch::Device device_;
@@ -385,6 +438,7 @@ class TrainingRun {
   RunningState state_;
   torch::Tensor loss_sum_, correct_sum_;  // the log window's sums, on the device
   int64_t start_ = 0, last_checkpoint_ = 0, parameters_ = 0;
+  bool started_files_ = false;  ///< this process wrote the run's first config.json and metrics.jsonl
   double lr_ = 0;
   Clock::time_point started_, interval_start_;
 };

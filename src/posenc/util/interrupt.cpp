@@ -2,13 +2,17 @@
 
 #include <signal.h>
 
+#include <iterator>
+
 namespace posenc {
 namespace {
 
 std::atomic<bool> g_requested{false};
 std::atomic<int> g_signal{0};
-struct sigaction g_old_int {
-}, g_old_term{};
+// The signals that ask to stop. SIGHUP (a closed terminal or SSH session) is
+// one: otherwise its default action would end a run without a checkpoint.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_old[3];
 
 extern "C" void on_stop_signal(int sig) {
   if (g_requested.load()) {
@@ -30,15 +34,12 @@ InterruptGuard::InterruptGuard() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  sigaddset(&action.sa_mask, SIGINT);  // one handler at a time
-  sigaddset(&action.sa_mask, SIGTERM);
-  ::sigaction(SIGINT, &action, &g_old_int);
-  ::sigaction(SIGTERM, &action, &g_old_term);
+  for (int sig : kStopSignals) sigaddset(&action.sa_mask, sig);  // one handler at a time
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &action, &g_old[i]);
 }
 
 InterruptGuard::~InterruptGuard() {
-  ::sigaction(SIGINT, &g_old_int, nullptr);
-  ::sigaction(SIGTERM, &g_old_term, nullptr);
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &g_old[i], nullptr);
 }
 
 int interrupt_signal() { return g_requested.load() ? g_signal.load() : 0; }
@@ -48,6 +49,7 @@ const std::atomic<bool>& interrupt_flag() { return g_requested; }
 std::string signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";
+  if (signal == SIGHUP) return "SIGHUP";
   return "signal " + std::to_string(signal);
 }
 

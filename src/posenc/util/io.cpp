@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <regex>
 #include <vector>
@@ -74,9 +78,22 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   }
 }
 
-std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::string read_file(const std::string& path, std::uintmax_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw IoError("cannot read " + path + ": " + reason(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    // A device (/dev/zero), pipe or directory never ends or is no file at all.
+    throw IoError("cannot read " + path + ": " +
+                  (S_ISDIR(st.st_mode) ? std::string("it is a directory") : std::string("not a regular file")));
+  }
+  const auto too_large = [&] {
+    ::close(fd);
+    return IoError("cannot read " + path + ": larger than the " + std::to_string(max_bytes >> 20) +
+                   " MiB such a file may have");
+  };
+  if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) throw too_large();
   std::string out;
   char buf[1 << 16];
   while (true) {
@@ -89,6 +106,7 @@ std::string read_file(const std::string& path) {
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) throw too_large();  // a file that grows while read (/proc, a log)
   }
   ::close(fd);
   return out;
@@ -117,12 +135,19 @@ void AppendFile::write_line(const std::string& line) {
 }
 
 int remove_stale_temporaries(const std::string& dir) {
-  static const std::regex temporary(R"(.+\.tmp\.[0-9]+)");
+  static const std::regex temporary(R"(.+\.tmp\.([0-9]+))");
   std::error_code ec;
   int removed = 0;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (it->is_regular_file(ec) && std::regex_match(name, temporary) && fs::remove(it->path(), ec)) ++removed;
+    std::smatch m;
+    if (!it->is_regular_file(ec) || !std::regex_match(name, m, temporary)) continue;
+    // Only a temporary whose writer is gone: a live process (another tool, or
+    // a posenc in a directory it does not lock) may still rename it into place.
+    const long pid = std::strtol(m[1].str().c_str(), nullptr, 10);
+    const bool writer_alive =
+        pid > 0 && pid <= INT32_MAX && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    if (!writer_alive && fs::remove(it->path(), ec)) ++removed;
   }
   return removed;
 }
@@ -151,6 +176,35 @@ std::string utf8_problem(const std::string& text) {
     i += len;
   }
   return "";
+}
+
+void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
+                         bool (*also_ours)(const std::string& json_text)) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const auto refuse = [&](const std::string& why) { throw ConfigError(flag + " " + path + ": " + why); };
+  if (fs::is_directory(target, ec)) refuse("is a directory; give a file name");
+  if (!fs::is_directory(dir, ec)) refuse("the directory " + dir.string() + " does not exist");
+  if (!fs::exists(fs::symlink_status(target, ec))) return;
+  const std::string keep = "; posenc does not replace a file it did not write for this purpose (choose another " +
+                           flag + ", or move that file away first)";
+  if (!fs::is_regular_file(target, ec)) refuse("exists and is not a regular file" + keep);
+  // Outputs are small; anything large is certainly not one of them.
+  constexpr std::uintmax_t kLargestOutput = std::uintmax_t{64} << 20;
+  const std::uintmax_t size = fs::file_size(target, ec);
+  if (ec || size > kLargestOutput) refuse("exists and was not written by " + writer + keep);
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const IoError&) {
+    refuse("exists and cannot be read" + keep);
+  }
+  const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const bool ours = parsed.is_object() && parsed.contains(kWrittenBy) && parsed[kWrittenBy] == writer;
+  if (!ours && !(also_ours && parsed.is_object() && also_ours(text)))
+    refuse("exists and was not written by " + writer + keep);
 }
 
 }  // namespace posenc
