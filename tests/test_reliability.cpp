@@ -667,6 +667,57 @@ TEST(CharLmText, ARelativePathIsMadeAbsoluteAndADirectoryOrDeviceIsRefused) {
   }
 }
 
+// ---------------------------------------------------------------- generate
+
+TEST(Generate, PrintsEveryByteKeepsTheTextOnSigtermAndRefusesWhatCannotFit) {
+  Scratch s("generate");
+  {
+    std::ofstream out(s.path("corpus.txt"), std::ios::binary);
+    for (int i = 0; i < 300; ++i) out << std::string("ab\0c", 4);  // NUL is valid UTF-8
+  }
+  const std::string run = s.path("run"), ckpt = run + "/checkpoint.pt";
+  ASSERT_EQ(run_cli("train " + std::string(POSENC_SOURCE_DIR) +
+                    "/configs/charlm.json --no-progress --set task.path=" + s.path("corpus.txt") +
+                    " --set task.min_length=16 --set task.max_length=16 --set model.d_model=32 --set model.heads=2"
+                    " --set model.layers=2 --set model.d_ff=64 --set train.steps=150 --set train.warmup_steps=20"
+                    " --set train.val_samples=8 --set eval.lengths=[16] --out " +
+                    run)
+                .code,
+            0);
+  // Standard output holds every byte that --out holds, NUL bytes included.
+  pid_t pid = posenc::testing::start_cli(
+      {"generate", ckpt, "--prompt", "ab", "--tokens", "40", "--temperature", "0", "--out", s.path("g.txt")},
+      s.path("log"));
+  ASSERT_EQ(posenc::testing::wait_child(pid).code, 0) << read_file(s.path("log"));
+  const std::string written = read_file(s.path("g.txt"));
+  EXPECT_EQ(written.size(), 42u);
+  EXPECT_NE(written.find('\0'), std::string::npos) << "the model should have learnt to emit NUL";
+  EXPECT_NE(read_file(s.path("log")).find(written + "\n"), std::string::npos);
+
+  // SIGTERM: what was generated so far is printed and written, and the exit status says it was stopped.
+  pid = posenc::testing::start_cli(
+      {"generate", ckpt, "--prompt", "ab", "--tokens", "200000", "--temperature", "0", "--out", s.path("long.txt")},
+      s.path("log2"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ::kill(pid, SIGTERM);
+  const auto end = posenc::testing::wait_child(pid);
+  const std::string log = read_file(s.path("log2"));
+  EXPECT_EQ(end.code, 143) << log;
+  EXPECT_NE(log.find("stopped by SIGTERM after"), std::string::npos) << log;
+  ASSERT_TRUE(fs::exists(s.path("long.txt")));
+  const std::string partial = read_file(s.path("long.txt"));
+  EXPECT_LT(partial.size(), 200002u);
+  EXPECT_EQ(partial.rfind("ab", 0), 0u);
+
+  // An existing file is not replaced; a sequence that cannot fit in memory is refused up front.
+  auto r = run_cli("generate " + ckpt + " --prompt ab --tokens 4 --out " + s.path("g.txt"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(read_file(s.path("g.txt")), written);
+  r = run_cli("generate " + ckpt + " --prompt " + std::string(100000, 'a') + " --tokens 4");
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
+  expect_one_line_error(r.output, "generating up to 100004 tokens needs about");
+}
+
 // ---------------------------------------------------------------- non-finite results
 
 TEST(NonFinite, NaNOutputsAreFlaggedPerLengthNotReportedAsScores) {

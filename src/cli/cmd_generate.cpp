@@ -40,6 +40,7 @@ void setup_generate(CLI::App& app, GenerateOptions& o) {
 int run_generate(const GenerateOptions& o) {
   // A text file has no "written_by": generate never replaces an existing file.
   if (!o.out.empty()) check_output_target(o.out, "--out", "posenc generate");
+  const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM/SIGHUP: stop between tokens, keep the text so far
   const torch::Device device = resolve_device(o.device);
   set_threads(o.threads);
   flush_denormals();
@@ -52,7 +53,8 @@ int run_generate(const GenerateOptions& o) {
   const std::vector<int64_t> prompt_tokens = task->encode_text(o.prompt);
   // The last position the model reads is that of the last token but one.
   model->check_length(static_cast<int64_t>(prompt_tokens.size()) + o.tokens);
-  check_generation_fits(model, static_cast<int64_t>(prompt_tokens.size()) + o.tokens, device);
+  check_generation_fits(model, static_cast<int64_t>(prompt_tokens.size()),
+                        static_cast<int64_t>(prompt_tokens.size()) + o.tokens, device);
   auto prompt = torch::tensor(prompt_tokens, torch::kLong).unsqueeze(0).to(device);  // (1, P)
   Sampling sampling;
   sampling.temperature = o.temperature;
@@ -61,7 +63,6 @@ int run_generate(const GenerateOptions& o) {
   sampling.last_token = task->vocab_size();
   sampling.seed = static_cast<uint64_t>(o.seed);
   sampling.interruptible = true;  // a stop keeps what was generated
-  const InterruptGuard stop_cleanly;
   auto generated = continue_tokens(model, prompt, o.tokens, sampling)[0].cpu().contiguous();  // (N)
   const std::string text =
       o.prompt + task->decode_text(std::vector<int64_t>(generated.data_ptr<int64_t>(),

@@ -92,8 +92,8 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
 /// upper estimate: weights, gradients, AdamW's moments and what the backward
 /// pass keeps per layer.
 void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device);
-/// The same for generating a sequence of `tokens` tokens (prompt + continuation).
-void check_generation_fits(const Transformer& model, int64_t tokens, torch::Device device);
+/// The same for generating a sequence of `tokens` tokens from a prompt of `prompt`.
+void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tokens, torch::Device device);
 
 /// Scores the config's evaluation lengths on its fixed sets (check_evaluation_fits
 /// first; interruptible between batches).

@@ -194,11 +194,18 @@ void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch
         format_bytes(need), batch_size, static_cast<int64_t>(L), m.layers, m.heads, format_bytes(available)));
 }
 
-void check_generation_fits(const Transformer& model, int64_t tokens, torch::Device device) {
+void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tokens, torch::Device device) {
   if (!device.is_cpu()) return;
   const double available = available_memory_bytes();
   if (available <= 0) return;
-  const double need = evaluation_memory_bytes(model, tokens, 1, tokens);
+  const auto& m = model->config();
+  // With a KV cache: the prompt's forward pass, then the cached keys and values
+  // (2 per layer, tokens x d_model) and one row of scores per step; without
+  // one, a full forward pass over the whole sequence at each step.
+  const double need = model->supports_kv_cache()
+                          ? evaluation_memory_bytes(model, prompt, 1, prompt) +
+                                4.0 * (2.0 * m.layers * tokens * m.d_model + 4.0 * m.heads * tokens)
+                          : evaluation_memory_bytes(model, tokens, 1, tokens);
   if (need > available)
     throw ConfigError(
         fmt::format("generating up to {} tokens needs about {} of memory, but {} is available; ask for "
