@@ -10,9 +10,7 @@
 // predicted once, with the context from its window's start (the non-overlapping
 // evaluation of Press et al. 2022).
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include <fmt/format.h>
 

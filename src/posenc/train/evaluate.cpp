@@ -137,8 +137,11 @@ double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t
 
 namespace {
 
-/// MemAvailable of /proc/meminfo in bytes; 0 if unknown.
-double available_memory_bytes() {
+/// The memory to check a CPU computation against: MemAvailable of /proc/meminfo
+/// in bytes; 0 (nothing to check) if unknown or on a GPU, where the allocator's
+/// own error comes before any result or checkpoint is lost.
+double available_memory_bytes(torch::Device device) {
+  if (!device.is_cpu()) return 0;
   std::ifstream in("/proc/meminfo");
   std::string key;
   double kb = 0;
@@ -157,8 +160,7 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
     model->check_length(task.sequence_length(length));
   }
   // On a GPU the allocator's own error names the length (the CLI keeps the lengths done before it).
-  if (!device.is_cpu()) return;
-  const double available = available_memory_bytes();
+  const double available = available_memory_bytes(device);
   if (available <= 0) return;
   for (int64_t length : lengths) {
     const int64_t tokens = task.sequence_length(length);
@@ -175,8 +177,7 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
 }
 
 void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device) {
-  if (!device.is_cpu()) return;  // on a GPU the allocator's error comes at the first step, before any checkpoint
-  const double available = available_memory_bytes();
+  const double available = available_memory_bytes(device);
   if (available <= 0) return;
   const auto& m = model->config();
   const double L = static_cast<double>(model->model_length(tokens)), B = static_cast<double>(batch_size);
@@ -195,8 +196,7 @@ void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch
 }
 
 void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tokens, torch::Device device) {
-  if (!device.is_cpu()) return;
-  const double available = available_memory_bytes();
+  const double available = available_memory_bytes(device);
   if (available <= 0) return;
   const auto& m = model->config();
   // With a KV cache: the prompt's forward pass, then the cached keys and values
