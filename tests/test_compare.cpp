@@ -95,6 +95,30 @@ TEST(ComparePlan, FullBlockReplacesTheAxes) {
   EXPECT_EQ(posenc::plan_comparison(s.write("full2.json", grid), "out", false, 1).runs.size(), 2u);
 }
 
+TEST(ComparePlan, ADecoderTaskGetsOneRunWhateverThePoolingAxis) {
+  // A decoder pools nothing: a pooling axis must not train copies of it that
+  // differ only in a name, nor fail on a pooling a decoder refuses.
+  Scratch s("posenc_plan_decoder");
+  json grid = tiny_grid();
+  grid["tasks"] = {"ordering", "copy"};
+  grid["pooling"] = {"max", "cls"};
+  const ComparePlan plan = posenc::plan_comparison(s.write("grid.json", grid), (s.dir / "out").string(), false, 1);
+  std::vector<std::string> ids;
+  for (const auto& r : plan.runs) ids.push_back(r.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"ordering-none-projected-max-s0", "ordering-none-projected-cls-s0",
+                                           "ordering-rope-projected-max-s0", "ordering-rope-projected-cls-s0",
+                                           "copy-none-projected-max-s0", "copy-rope-projected-max-s0"}));
+  EXPECT_EQ(plan.runs.back().config.model.kind, "decoder");
+  EXPECT_EQ(plan.runs[1].config.model.pooling, "cls");
+  // Outside a grid, a decoder config that asks for a pooling is refused.
+  json copy = posenc::read_json_file(std::string(POSENC_SOURCE_DIR) + "/configs/copy.json");
+  copy["model"]["pooling"] = "cls";
+  EXPECT_NE(error_of([&] { posenc::config_from_json(copy); }).find("a decoder (model.kind=decoder) predicts a token"),
+            std::string::npos);
+  copy["model"]["pooling"] = "max";  // what posenc wrote into decoder configs before: still read
+  EXPECT_EQ(posenc::config_from_json(copy).model.kind, "decoder");
+}
+
 TEST(CompareSummary, ExactMatchHasChanceZeroAndPerplexityIsShown) {
   const auto result = [](const std::string& metric, double val, double at32, double ppl32) {
     json l8 = {{"length", 8},

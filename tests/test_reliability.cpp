@@ -17,39 +17,26 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "reliability_helpers.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/io.h"
+#include "posenc/util/python.h"
 
 using namespace posenc;
+using posenc::testing::expect_one_line_error;
 using posenc::testing::fresh_dir;
 using posenc::testing::parameters_of;
 using posenc::testing::run_cli;
+using posenc::testing::Scratch;
 using posenc::testing::small_config;
+using posenc::testing::write_config;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// A directory removed when the test ends.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) : dir(fresh_dir(name)) { fs::create_directories(dir); }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
-
-/// Writes a tiny run's config file (the small_config of helpers.h) and returns its path.
-std::string write_config(const Scratch& s, const std::string& name, const std::vector<std::string>& extra = {}) {
-  const std::string file = s.path(name);
-  write_file_atomic(file, config_to_json(small_config(s.dir / "unused", extra)).dump(2));
-  return file;
-}
 
 /// NAME.tmp.PID files anywhere under dir.
 std::vector<std::string> temporaries(const fs::path& dir) {
@@ -81,17 +68,6 @@ bool wait_for(const std::function<bool()>& done, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return done();
-}
-
-/// One error line holding `fragment`; no backtrace, no library exception names.
-void expect_one_line_error(const std::string& output, const std::string& fragment) {
-  const auto at = output.find("error: ");
-  ASSERT_NE(at, std::string::npos) << output;
-  EXPECT_EQ(output.find("error: ", at + 1), std::string::npos) << "more than one error line:\n" << output;
-  const std::string line = output.substr(at, output.find('\n', at) - at);
-  EXPECT_NE(line.find(fragment), std::string::npos) << output;
-  for (const char* leak : {"terminate called", "json.exception", "c10::Error", "Exception raised from", "frame #"})
-    EXPECT_EQ(output.find(leak), std::string::npos) << leak << " in:\n" << output;
 }
 
 json results_without_timing(const fs::path& run) {
@@ -530,6 +506,57 @@ TEST(Messages, BadFilesAndFlagsSayWhatIsWrong) {
   expect_one_line_error(r.output, "the head dimension is 11 (odd");
 }
 
+TEST(Messages, SlipsAreNamedForWhatTheyAre) {
+  Scratch s("slips");
+  const std::string config = write_config(s, "c.json");
+  // A section replaced by a number is the slip, not the --out that comes after it.
+  auto r = run_cli("train " + config + " --set train=5 --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "'train' is a section of the config; set one of its options (train.NAME=VALUE)");
+  EXPECT_EQ(r.output.find("out_dir"), std::string::npos) << r.output;
+  r = run_cli("train " + config + " --set train.steps.x=1 --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "'train.steps' is 3000, not a section with options");
+  // A prompt is text, not a path.
+  r = run_cli("generate " + config + " --prompt \"$(printf 'a\\377')\"");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("the prompt must be UTF-8 text"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("paths"), std::string::npos) << r.output;
+}
+
+TEST(Refused, APythonNamedInPosencPythonIsUsedOrRefusedNeverReplaced) {
+  Scratch s("posencpython");
+  ::setenv("POSENC_PYTHON", "/nonexistent/python3", 1);
+  EXPECT_EQ(find_python("sys"), "");  // no fallback to /usr/bin/python3
+  std::string message;
+  try {
+    check_posenc_python("sys");
+  } catch (const ConfigError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("POSENC_PYTHON=/nonexistent/python3: does not run"), std::string::npos) << message;
+  // compare says so before it trains anything.
+  json grid = posenc::testing::tiny_grid();
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  auto r = run_cli("compare " + s.path("grid.json") + " --out " + s.path("cmp") + " --no-progress");
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "POSENC_PYTHON=/nonexistent/python3: does not run");
+  EXPECT_FALSE(fs::exists(s.dir / "cmp" / "runs"));
+  if (fs::exists("/usr/bin/python3")) {
+    ::setenv("POSENC_PYTHON", "/usr/bin/python3", 1);
+    EXPECT_EQ(find_python("sys"), "/usr/bin/python3");
+    message.clear();
+    try {
+      check_posenc_python("no_such_module_of_posenc");
+    } catch (const ConfigError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("cannot import no_such_module_of_posenc"), std::string::npos) << message;
+  }
+  ::unsetenv("POSENC_PYTHON");
+  EXPECT_NO_THROW(check_posenc_python("no_such_module_of_posenc"));  // unset: nothing asked for, nothing to check
+}
+
 // ---------------------------------------------------------------- early checks
 
 TEST(EarlyChecks, CharLmWithTooLittleHeldOutTextFailsBeforeTheFirstStep) {
@@ -859,170 +886,6 @@ TEST(Messages, DamagedCheckpointsAndImpossibleLengthsNameTheFile) {
   EXPECT_FALSE(fs::exists(s.path("e.json")));
 }
 
-// ---------------------------------------------------------------- fuzzing
-
-namespace {
-
-/// Every JSON pointer of a document's values (objects and arrays included).
-void pointers(const json& j, const std::string& at, std::vector<std::string>& out) {
-  out.push_back(at);
-  if (j.is_object())
-    for (auto it = j.begin(); it != j.end(); ++it) pointers(it.value(), at + "/" + it.key(), out);
-  if (j.is_array())
-    for (size_t i = 0; i < j.size(); ++i) pointers(j[i], at + "/" + std::to_string(i), out);
-}
-
-json extreme_value(std::mt19937& rng) {
-  static const std::vector<json> values = {0,
-                                           -1,
-                                           1,
-                                           2,
-                                           3,
-                                           int64_t{1} << 31,
-                                           std::numeric_limits<int64_t>::max(),
-                                           std::numeric_limits<int64_t>::min(),
-                                           1e308,
-                                           -1e308,
-                                           1e-320,
-                                           0.5,
-                                           -0.0,
-                                           "",
-                                           "x",
-                                           "rope",
-                                           "\u00e9\u4e2d",
-                                           true,
-                                           false,
-                                           nullptr,
-                                           json::array(),
-                                           json::object(),
-                                           json::array({1, 2}),
-                                           json{{"type", "alibi"}},
-                                           std::numeric_limits<uint64_t>::max()};
-  return values[rng() % values.size()];
-}
-
-/// One random change: drop, add, retype, nest or set an extreme number at a random place.
-json mutate(json doc, std::mt19937& rng) {
-  std::vector<std::string> at;
-  pointers(doc, "", at);
-  const json::json_pointer p(at[rng() % at.size()]);
-  const int op = static_cast<int>(rng() % 5);
-  if (op == 0 && !p.empty()) {
-    doc[p.parent_pointer()].is_object() ? (void)doc[p.parent_pointer()].erase(p.back())
-                                        : doc[p.parent_pointer()].erase(std::stoul(p.back()));
-  } else if (op == 1 && doc[p].is_object()) {
-    doc[p]["unknown_" + std::to_string(rng() % 3)] = extreme_value(rng);
-  } else if (op == 2) {
-    doc[p] = extreme_value(rng);
-  } else if (op == 3) {
-    doc[p] = (rng() % 2) ? json{{"nested", doc[p]}} : json::array({doc[p]});
-  } else {
-    doc[p] = (rng() % 2) ? json(static_cast<double>(rng()) * std::pow(10.0, static_cast<int>(rng() % 600) - 300))
-                         : json(static_cast<int64_t>(rng()) * ((rng() % 2) ? -1 : 1));
-  }
-  return doc;
-}
-
-}  // namespace
-
-TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
-  std::mt19937 rng(20261122);
-  const json base = config_to_json(Config{});
-  int valid = 0, rejected = 0, cases = 0;
-  for (int i = 0; i < 3000; ++i) {
-    json doc = base;
-    const int changes = 1 + static_cast<int>(rng() % 3);
-    for (int c = 0; c < changes; ++c) doc = mutate(doc, rng);
-    std::string text = doc.dump();
-    if (i % 5 == 0) {  // raw bytes: invalid UTF-8, control bytes, cut short
-      const size_t at = rng() % (text.size() + 1);
-      const char junk[] = {'\xff', '\xc3', '\x00', '\x80', '"', '{', '\xed'};
-      if (rng() % 3 == 0)
-        text = text.substr(0, at);
-      else
-        text.insert(at, 1, junk[rng() % sizeof junk]);
-    }
-    ++cases;
-    try {
-      const Config c = config_from_json(parse_json_strict(text, "fuzz"));
-      // What validates round-trips to itself.
-      EXPECT_EQ(config_to_json(config_from_json(config_to_json(c))), config_to_json(c)) << text;
-      ++valid;
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
-      ++rejected;
-    }
-  }
-  // The same through --set: random paths and values.
-  const std::vector<std::string> paths = {"train.steps",
-                                          "model",
-                                          "model.positional.type",
-                                          "eval.lengths",
-                                          "task.negatives.shuffle",
-                                          "model.positional.base",
-                                          "a.b.c",
-                                          "train..x"};
-  for (int i = 0; i < 1000; ++i) {
-    json j = json::object();
-    const std::string value = extreme_value(rng).dump();
-    ++cases;
-    try {
-      apply_override(j, paths[rng() % paths.size()] + "=" + value);
-      config_from_json(j);
-      ++valid;
-    } catch (const ConfigError& e) {
-      ++rejected;
-    }
-  }
-  std::printf("config fuzz: %d cases, %d valid, %d rejected with a ConfigError, 0 other outcomes\n", cases, valid,
-              rejected);
-  EXPECT_EQ(valid + rejected, cases);
-  EXPECT_GT(valid, 100);
-  EXPECT_GT(rejected, 1000);
-}
-
-TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
-  const auto dir = fresh_dir("ckptfuzz");
-  const Config cfg = small_config(dir);
-  Transformer model(cfg.model, task_vocab_size(cfg.task));
-  FusedAdamW optimizer = make_optimizer(model, cfg.train);
-  const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
-  save_checkpoint(good, model, &optimizer, 3, cfg);
-  const std::string bytes = read_file(good);
-  std::mt19937 rng(7);
-  int cases = 0, rejected = 0;
-  const auto expect_rejected = [&](const std::string& damaged, const std::string& what) {
-    write_file_atomic(bad, damaged);
-    ++cases;
-    try {
-      Transformer m(cfg.model, task_vocab_size(cfg.task));
-      FusedAdamW o = make_optimizer(m, cfg.train);
-      load_checkpoint(bad, m, &o);
-      ADD_FAILURE() << what << " loaded without an error";
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
-      ++rejected;
-    }
-  };
-  for (size_t i = 0; i < 32; ++i) expect_rejected(bytes.substr(0, i), "cut at " + std::to_string(i));
-  for (int i = 0; i < 400; ++i) {
-    const size_t at = rng() % bytes.size();
-    expect_rejected(bytes.substr(0, at), "cut at " + std::to_string(at));
-    std::string flipped = bytes;
-    flipped[at] ^= static_cast<char>(1 << (rng() % 8));
-    expect_rejected(flipped, "bit flipped at " + std::to_string(at));
-  }
-  for (size_t at = 0; at < 32; ++at) {  // every header byte
-    std::string flipped = bytes;
-    flipped[at] ^= 0x01;
-    expect_rejected(flipped, "header byte " + std::to_string(at));
-  }
-  std::printf("checkpoint fuzz: %d damaged files (%zu bytes intact), %d rejected naming the file\n", cases,
-              bytes.size(), rejected);
-  EXPECT_EQ(rejected, cases);
-  fs::remove_all(dir);
-}
-
 TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
   Scratch s("evalset");
   const std::string config = write_config(s, "c.json", {"train.steps=5", "eval.lengths=[8]"});
@@ -1047,6 +910,11 @@ TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
   r = run_cli("eval " + ckpt + " --set model.positional.scaling=yarn");  // no original_max_position
   EXPECT_EQ(r.code, 2);
   expect_one_line_error(r.output, "needs model.positional.original_max_position");
+  EXPECT_EQ(r.output.find("add or remove no parameter"), std::string::npos) << "a parameter is not the problem";
+  // Randomized positions act on training batches only: nothing for eval to change.
+  r = run_cli("eval " + ckpt + " --set model.positional.randomize.max_position=64");
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "randomized positions change only the training batches");
 
   // An option that adds parameters (alibi's directional offsets) cannot be switched on after training.
   const fs::path alibi = s.dir / "alibi";

@@ -178,6 +178,9 @@ TEST(RopeScaling, LinearAtSPEqualsUnscaledAtPAndDynamicIsUnscaledWithinTheOrigin
         << mode;
   // Scaling without original_max_position is a clear error.
   EXPECT_THROW(scheme_with("rope", {kHeadDim, 1, kHeadDim, 0}, {{"scaling", "yarn"}, {"factor", 2.0}}), ConfigError);
+  // So is a factor or an original length without a scaling: they would change nothing.
+  EXPECT_THROW(scheme_with("rope", {kHeadDim, 1, kHeadDim, 0}, {{"factor", 2.0}}), ConfigError);
+  EXPECT_THROW(scheme_with("rope", {kHeadDim, 1, kHeadDim, 0}, {{"original_max_position", 16}}), ConfigError);
 }
 
 TEST(RopeScaling, ScoresStillDependOnlyOnTheOffset) {

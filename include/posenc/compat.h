@@ -3,6 +3,7 @@
 // file calls these and has no TORCH_VERSION test of its own.
 #pragma once
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -13,6 +14,8 @@
 
 #if defined(POSENC_WITH_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace posenc::compat {
@@ -99,6 +102,27 @@ inline double cuda_peak_allocated_bytes(int device) {
   // namespaces in 2.x (c10::cuda::CUDACachingAllocator -> c10::CachingDeviceAllocator).
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
   return static_cast<double>(stats.allocated_bytes[0].peak);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
+/// Bytes a new allocation on CUDA device `device` can still get: the driver's
+/// free memory plus what the caching allocator holds without using it. 0 (not
+/// known) without -DPOSENC_CUDA_MEMORY_STATS=ON or when the query fails.
+inline double cuda_free_memory_bytes(int device) {
+#if defined(POSENC_WITH_CUDA)
+  const c10::cuda::CUDAGuard on_device(static_cast<c10::DeviceIndex>(device));
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: a later CUDA call must not report this one
+    return 0;
+  }
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  const double cached_unused =
+      static_cast<double>(stats.reserved_bytes[0].current) - static_cast<double>(stats.allocated_bytes[0].current);
+  return static_cast<double>(free) + std::max(0.0, cached_unused);
 #else
   (void)device;
   return 0;

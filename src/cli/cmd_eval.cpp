@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "posenc/config.h"
 #include "posenc/environment.h"
+#include "posenc/tasks/registry.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/run_dir.h"
@@ -19,10 +20,8 @@ namespace {
 constexpr const char* kEvalWriter = "posenc eval";
 
 /// Results files of eval from before the "written_by" key: their own set of keys.
-bool written_by_an_older_eval(const std::string& json_text) {
-  const auto j = nlohmann::json::parse(json_text, nullptr, false);
-  return j.is_object() && j.contains("checkpoint") && j.contains("eval_seed") && j.contains("train_lengths") &&
-         !j.contains("config");
+bool written_by_an_older_eval(const nlohmann::json& j) {
+  return j.contains("checkpoint") && j.contains("eval_seed") && j.contains("train_lengths") && !j.contains("config");
 }
 
 }  // namespace
@@ -35,6 +34,10 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
   json j = config_to_json(stored);
   for (const auto& o : overrides) {
     const std::string path = o.substr(0, o.find('='));
+    if (path.rfind("model.positional.randomize", 0) == 0)
+      throw ConfigError("--set " + o +
+                        ": randomized positions change only the training batches (evaluation always uses positions "
+                        "0..L-1), so there is nothing for eval to change");
     const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
                                path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
     // task.path may point to a moved text; check_data_identity makes sure it is the same text.
@@ -46,7 +49,11 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     apply_override(j, o);
   }
   try {
-    return config_from_json(j);
+    Config changed = config_from_json(j);
+    // Building the model checks the scheme's options together (a scaling
+    // without original_max_position, say) before any parameter is compared.
+    Transformer probe(changed.model, task_vocab_size(changed.task));
+    return changed;
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--set: ") + e.what());
   }

@@ -18,7 +18,9 @@ namespace posenc::cli {
 
 void setup_generate(CLI::App& app, GenerateOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a charlm run")->required()->check(CLI::ExistingFile);
-  app.add_option("--prompt", o.prompt, "text to continue (UTF-8)")->required()->check(non_empty_utf8("--prompt"));
+  app.add_option("--prompt", o.prompt, "text to continue (UTF-8)")
+      ->required()
+      ->check(non_empty_utf8("--prompt", "the prompt"));
   app.add_option("--tokens", o.tokens, "characters (bytes) to generate")->check(integer_in(1, int64_t{1} << 20));
   app.add_option("--temperature", o.temperature, "softmax temperature: 0 (greedy) or 0.01 to 100")
       ->check(CLI::Validator(

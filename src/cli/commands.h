@@ -17,9 +17,10 @@ namespace posenc::cli {
 /// the two it is not ("'abc' is not an integer", "5000 is out of range [1, 1024]").
 CLI::Validator integer_in(int64_t min, int64_t max);
 
-/// A path flag's value must be non-empty and valid UTF-8 (run directories and
-/// results files are named in JSON).
-CLI::Validator non_empty_utf8(const std::string& flag);
+/// A flag's value must be non-empty and valid UTF-8: paths (run directories
+/// and results files are named in JSON), or text such as a prompt (`what`
+/// names it in the message).
+CLI::Validator non_empty_utf8(const std::string& flag, const std::string& what = "paths");
 
 /// Refuses (ConfigError) a --json path that `posenc <command>` may not write (util/io.h check_output_target).
 void check_json_target(const std::string& path, const std::string& command);

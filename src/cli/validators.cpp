@@ -22,14 +22,14 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
       "INT in " + range);
 }
 
-CLI::Validator non_empty_utf8(const std::string& flag) {
+CLI::Validator non_empty_utf8(const std::string& flag, const std::string& what) {
   return CLI::Validator(
-      [flag](std::string& value) -> std::string {
+      [flag, what](std::string& value) -> std::string {
         if (value.empty()) return flag + " must not be empty";
         const std::string bad = utf8_problem(value);
-        return bad.empty() ? "" : flag + ": " + bad + " (paths must be UTF-8 text)";
+        return bad.empty() ? "" : flag + ": " + bad + " (" + what + " must be UTF-8 text)";
       },
-      "PATH");
+      what == "paths" ? "PATH" : "TEXT");
 }
 
 }  // namespace posenc::cli

@@ -154,6 +154,12 @@ ModelConfig parse_model(const json& j, const std::string& path) {
   r.read("d_ff", m.d_ff, 1, 1 << 20);
   r.read("dropout", m.dropout, 0.0, 0.99);
   r.read("pooling", m.pooling, {"cls", "mean", "max"});
+  // A decoder predicts a token at every position and pools nothing. Configs
+  // that posenc wrote for decoders record the default ("max"), so that one passes.
+  if (m.kind == "decoder" && m.pooling != ModelConfig{}.pooling)
+    throw ConfigError(r.child("pooling") + ": \"" + m.pooling +
+                      "\" pools the tokens of an encoder; a decoder (model.kind=decoder) predicts a token at every "
+                      "position and pools nothing: leave model.pooling out");
   if (r.has("attention")) {
     ObjectReader a(r.raw("attention"), r.child("attention"));
     a.read("qkv", m.qkv, {"projected", "embedded"});
@@ -407,9 +413,15 @@ void set_json_path(json& j, const std::string& path, const json& value, const st
     const auto dot = path.find('.', start);
     const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (key.empty()) throw ConfigError(context + ": empty component in path '" + path + "'");
+    if (!node->is_object())
+      throw ConfigError(context + ": '" + walked + "' is " + shown_value(*node) + ", not a section with options");
     walked += (walked.empty() ? "" : ".") + key;
-    if (!node->is_object()) throw ConfigError(context + ": '" + walked + "' is inside a value that is not an object");
     if (dot == std::string::npos) {
+      // A section (an object) is replaced only by another: `train=5` is a slip for train.steps=5.
+      const bool section = node->contains(key) && (*node)[key].is_object();
+      if (section && !value.is_object())
+        throw ConfigError(context + ": '" + walked + "' is a section of the config; set one of its options (" + walked +
+                          ".NAME=VALUE), or give a whole JSON object");
       (*node)[key] = value;
       return;
     }
@@ -437,7 +449,13 @@ void apply_override(json& j, const std::string& assignment) {
   }
   // Duplicate keys and overflowing numbers are errors, as in a config file.
   const json value = is_json ? parse_json_strict(text, context) : json(text);
-  set_json_path(j, assignment.substr(0, eq), value, context);
+  const std::string path = assignment.substr(0, eq);
+  // The top-level sections are objects even where the file leaves them out.
+  for (const char* section : {"model", "task", "train", "eval"})
+    if (path == section && !value.is_object())
+      throw ConfigError(context + ": '" + path + "' is a section of the config; set one of its options (" + path +
+                        ".NAME=VALUE), or give a whole JSON object");
+  set_json_path(j, path, value, context);
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

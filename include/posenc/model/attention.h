@@ -37,10 +37,12 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   /// When set, the next forward keeps its attention probabilities (B, H, Lq, Lk) in last_weights()
   /// and takes the explicit path.
   void keep_weights(bool keep) { keep_weights_ = keep; }
+  bool keeps_weights() const { return keep_weights_; }
   const torch::Tensor& last_weights() const { return last_weights_; }
 
   /// Forces the explicit path even where fused attention is available (for tests and benchmarks).
   void force_explicit(bool on) { force_explicit_ = on; }
+  bool explicit_forced() const { return force_explicit_; }
 
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)

@@ -88,6 +88,10 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<torch::Tensor> attention_maps() const;  // per block: (B, H, L, L)
   /// Forces the explicit attention path in every block.
   void force_explicit_attention(bool on);
+  /// Whether every block runs the fused attention kernel (LibTorch 2.x, schemes
+  /// without score, value or reweighting hooks), which never holds the
+  /// (B, H, L, L) probabilities; memory estimates count them only when not.
+  bool fuses_attention() const;
 
   const ModelConfig& config() const { return cfg_; }
   /// The scheme instance acting at the first layer it acts at (null for none).

@@ -67,10 +67,12 @@ int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t 
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                                bool interruptible = false);
 
-/// Bytes that evaluating `samples` examples of `tokens` tokens needs at its peak,
-/// by an upper estimate: the token set, and per batch four (B, H, L, L) float
-/// tensors (scores, bias, probabilities, a temporary) plus activations.
-double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens);
+/// Bytes that evaluating `samples` examples of `tokens` tokens on `device` needs
+/// at its peak, by an upper estimate: the token set, and per batch four
+/// (B, H, L, L) float tensors (scores, bias, probabilities, a temporary; on CUDA
+/// with fused attention only the bias and mask) plus activations.
+double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens,
+                               torch::Device device = torch::kCPU);
 
 /// Decoder: exact matches (per example) and right tokens of greedily decoded
 /// answers of `set` (the prompt is tokens[:, :answer_start]).
@@ -83,12 +85,13 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
 
 /// Throws ConfigError before anything runs if a length cannot fit: longer than
 /// the model's position table, more than the task can make (charlm's held-out
-/// text), or (on the CPU) more memory than MemAvailable.
+/// text), or more memory than there is (MemAvailable on the CPU, the device's
+/// free memory on CUDA with -DPOSENC_CUDA_MEMORY_STATS=ON).
 void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device);
 
-/// Throws ConfigError before training if (on the CPU) one step on `batch_size`
-/// examples of `tokens` tokens would need more memory than MemAvailable, by an
+/// Throws ConfigError before training if one step on `batch_size` examples of
+/// `tokens` tokens would need more memory than there is (as above), by an
 /// upper estimate: weights, gradients, AdamW's moments and what the backward
 /// pass keeps per layer.
 void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device);

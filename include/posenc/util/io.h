@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "posenc/errors.h"
 
 namespace posenc {
@@ -25,7 +27,7 @@ inline constexpr const char* kWrittenBy = "written_by";
 /// object whose "written_by" is `writer`, or one `also_ours` accepts, may be
 /// replaced. So a typo cannot put results over a checkpoint or a config.
 void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
-                         bool (*also_ours)(const std::string& json_text) = nullptr);
+                         bool (*also_ours)(const nlohmann::json& object) = nullptr);
 
 /// Reads a whole regular file of at most `max_bytes`; IoError naming it if it
 /// cannot, if it is a directory, device or pipe (/dev/zero would never end), or

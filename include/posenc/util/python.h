@@ -7,9 +7,14 @@
 
 namespace posenc {
 
-/// A python3 that imports `modules` (e.g. "matplotlib, numpy"): $POSENC_PYTHON,
-/// then Debian's /usr/bin/python3, then python3 on PATH; "" if none does.
+/// A python3 that imports `modules` (e.g. "matplotlib, numpy"): $POSENC_PYTHON
+/// alone when it is set, else Debian's /usr/bin/python3, then python3 on PATH;
+/// "" if none does.
 std::string find_python(const std::string& modules);
+
+/// Throws ConfigError, saying why, when $POSENC_PYTHON is set but does not run
+/// or cannot import `modules`; for commands to call before their work starts.
+void check_posenc_python(const std::string& modules);
 
 /// The path of scripts/<name>, or "" if it cannot be found.
 std::string find_script(const std::string& name);

@@ -13,6 +13,11 @@ std::string format_duration(double seconds);
 /// "512 KiB", "3.2 GiB", "14.6 TiB".
 std::string format_bytes(double bytes);
 
+/// A library's message fit for one error line: line breaks and runs of blanks
+/// become one space, bytes outside printable ASCII become '?', and past
+/// `max_chars` it is cut with "...". For messages that may quote a damaged file.
+std::string one_line(const std::string& message, size_t max_chars = 200);
+
 using Table = std::vector<std::vector<std::string>>;
 
 /// Aligned columns, two spaces apart: the first `left_columns` left-aligned,

@@ -64,6 +64,7 @@ Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double 
 /// The PyTorch side, one worker process for the whole bench, or nothing (and why) when it cannot run.
 std::unique_ptr<PythonWorker> start_python_worker(const BenchOptions& o, std::string& note) {
   if (!o.python) return nullptr;
+  check_posenc_python("torch");
   const std::string script = find_script("bench_eager.py");
   const std::string python = find_python("torch");
   if (script.empty()) {

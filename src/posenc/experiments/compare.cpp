@@ -1,4 +1,5 @@
 #include "posenc/experiments/compare.h"
+#include "posenc/util/python.h"
 
 #include <unistd.h>
 
@@ -143,6 +144,7 @@ int run_comparison(const CompareOptions& o) {
   const std::string out = o.out.empty() ? default_out(o) : o.out;
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
+  if (o.figures) check_posenc_python("matplotlib, numpy");  // now, not after hours of training
   // A train run's directory is not a comparison's: taking it over would break its --resume.
   for (const char* file : {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults})
     if (fs::exists(fs::path(out) / file))

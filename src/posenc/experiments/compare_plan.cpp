@@ -131,18 +131,23 @@ PlannedRun plan_run(const ComparePlan& plan, const GridFile& g, const GridEntry&
   run.task = task.name;
   run.scheme = scheme.name;
   run.qkv = qkv;
-  run.pooling = pooling;
   run.seed = seed;
-  run.variant = (task.name.empty() ? "" : task.name + "-") + scheme.name + "-" + qkv + "-" + pooling;
-  run.id = run.variant + "-s" + std::to_string(seed);
   json j = g.base;
   if (!task.name.empty()) {
     apply_set(j, task.set, g.path + ".tasks[" + std::to_string(task_index) + "]");
     drop_keys_the_task_does_not_take(j);
   }
   apply_set(j, scheme.set, where + ".set");
+  // A decoder pools nothing: the pooling of the grid (its base and its axis) does
+  // not apply to it, and plan_comparison keeps one run of it, not copies.
+  const bool decoder =
+      j.contains("model") && j["model"].is_object() && j["model"].contains("kind") && j["model"]["kind"] == "decoder";
+  if (decoder) j["model"].erase("pooling");
+  run.pooling = decoder ? ModelConfig{}.pooling : pooling;
+  run.variant = (task.name.empty() ? "" : task.name + "-") + scheme.name + "-" + qkv + "-" + run.pooling;
+  run.id = run.variant + "-s" + std::to_string(seed);
   set_json_path(j, "model.attention.qkv", qkv, g.path + ".qkv");
-  set_json_path(j, "model.pooling", pooling, g.path + ".pooling");
+  if (!decoder) set_json_path(j, "model.pooling", pooling, g.path + ".pooling");
   set_json_path(j, "train.seed", seed, g.path + ".seeds");
   set_json_path(j, "train.threads", threads, "--threads");
   set_json_path(j, "train.out_dir", plan.run_dir(run), "--out");
@@ -199,9 +204,10 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
         throw ConfigError(where + ": the name \"" + scheme.name + "\" appears twice");
       if (t == 0) plan.schemes.push_back(scheme.name);
       for (const auto& qkv : qkvs)
-        for (const auto& pooling : poolings)
+        for (size_t p = 0; p < poolings.size(); ++p)
           for (const int64_t seed : seeds) {
-            PlannedRun run = plan_run(plan, g, task_axis[t], t, scheme, where, qkv, pooling, seed, threads);
+            PlannedRun run = plan_run(plan, g, task_axis[t], t, scheme, where, qkv, poolings[p], seed, threads);
+            if (p > 0 && run.config.model.kind == "decoder") continue;  // the one run of a decoder is planned
             if (!ids.insert(run.id).second)
               throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
             // The model does not depend on the seed: its compatibility is decided once per variant.

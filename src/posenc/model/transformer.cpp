@@ -1,4 +1,5 @@
 #include "posenc/model/transformer.h"
+#include "posenc/compat.h"
 #include "posenc/util/linear.h"
 
 namespace posenc {
@@ -206,6 +207,15 @@ std::vector<torch::Tensor> TransformerImpl::attention_maps() const {
 
 void TransformerImpl::force_explicit_attention(bool on) {
   for (auto& b : block_refs_) b->attention->force_explicit(on);
+}
+
+bool TransformerImpl::fuses_attention() const {
+  if (!compat::kHasSdpa) return false;
+  for (const auto& b : block_refs_)
+    if (b->attention->explicit_forced() || b->attention->keeps_weights()) return false;
+  for (const auto* s : attend_with_)
+    if (s != nullptr && !s->capabilities().fits_fused_attention()) return false;
+  return true;
 }
 
 }  // namespace posenc

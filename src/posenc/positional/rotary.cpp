@@ -34,6 +34,12 @@ class RopeImpl : public PositionalSchemeImpl {
         factor_(o.get_float("factor")),
         original_(o.get_int("original_max_position")),
         drop_low_(o.get_float("drop_low_frequencies")) {
+    // Without a scaling, factor and original_max_position change nothing: a
+    // value there is a forgotten `scaling`, not a setting to ignore.
+    if (scaling_ == "none" && (factor_ != 1.0 || original_ != 0))
+      throw ConfigError(std::string("model.positional.") + (factor_ != 1.0 ? "factor" : "original_max_position") +
+                        " has no effect with model.positional.scaling=none; choose a scaling (linear, ntk, "
+                        "dynamic_ntk or yarn) or leave it out");
     if (scaling_ != "none" && original_ < 1)
       throw ConfigError("model.positional.scaling=" + scaling_ +
                         " needs model.positional.original_max_position (the longest position count seen in "

@@ -1,6 +1,7 @@
 #include "posenc/train/checkpoint.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/util/io.h"
+#include "posenc/util/text.h"
 
 #include <cstring>
 #include <sstream>
@@ -76,10 +77,17 @@ OpenedCheckpoint open_checkpoint(const std::string& path, torch::Device device =
                         ": checkpoint is corrupted: its checksum does not match its contents (the file "
                         "changed after it was written)");
   }
+  // A damaged archive without the header's checksum (format 1) reaches
+  // LibTorch's reader, whose errors may span lines, quote the damaged bytes or
+  // be bad_alloc: each becomes one line that names the file.
   try {
     opened.archive.load_from(payload, payload_size, device);
   } catch (const c10::Error& e) {
-    throw ConfigError(path + ": not a readable posenc checkpoint (" + e.what_without_backtrace() + ")");
+    throw ConfigError(path + ": not a readable posenc checkpoint (" + one_line(e.what_without_backtrace()) + ")");
+  } catch (const std::bad_alloc&) {
+    throw ConfigError(path + ": not a readable posenc checkpoint (it announces more data than memory holds)");
+  } catch (const std::exception& e) {
+    throw ConfigError(path + ": not a readable posenc checkpoint (" + one_line(e.what()) + ")");
   }
   return opened;
 }
@@ -92,9 +100,11 @@ auto reading(const std::string& path, const char* what, F&& f) -> decltype(f()) 
   } catch (const ConfigError&) {
     throw;
   } catch (const c10::Error& e) {
-    throw ConfigError(path + ": " + what + " (" + e.what_without_backtrace() + ")");
+    throw ConfigError(path + ": " + what + " (" + one_line(e.what_without_backtrace()) + ")");
+  } catch (const std::bad_alloc&) {
+    throw ConfigError(path + ": " + what + " (it announces more data than memory holds)");
   } catch (const std::exception& e) {
-    throw ConfigError(path + ": " + what + " (" + e.what() + ")");
+    throw ConfigError(path + ": " + what + " (" + one_line(e.what()) + ")");
   }
 }
 
@@ -104,6 +114,10 @@ Config config_of(OpenedCheckpoint& opened, const std::string& path) {
     if (!opened.archive.try_read("format_version", version) || !opened.archive.try_read("config", text) ||
         !version.isInt() || !text.isString())
       throw ConfigError(path + ": not a posenc checkpoint (no format_version/config entry)");
+    if (version.toInt() == kFormatVersion && opened.format == kLegacyFormat)
+      throw ConfigError(path + ": checkpoint is damaged: its " + std::to_string(kHeaderSize) +
+                        "-byte header (size and checksum) is missing, so its contents cannot be verified (was it "
+                        "cut or rewritten by another tool?)");
     if (version.toInt() != opened.format)
       throw ConfigError(path + ": checkpoint format " + std::to_string(version.toInt()) + ", this build reads " +
                         std::to_string(kLegacyFormat) + " and " + std::to_string(kFormatVersion));

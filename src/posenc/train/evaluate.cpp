@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "posenc/compat.h"
 #include "posenc/train/decode.h"
 #include "posenc/train/objective.h"
 #include "posenc/util/interrupt.h"
@@ -126,21 +127,42 @@ EvaluationSpec evaluation_spec(const Config& cfg) {
   return {cfg.eval, cfg.task.min_length, cfg.task.max_length, cfg.train.val_samples};
 }
 
-double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens) {
+namespace {
+
+/// Whether a pass of `model` on `device` holds the (B, H, L, L) attention
+/// probabilities. On CUDA the fused kernel of LibTorch 2.x does not (only the
+/// additive bias and mask, one (H, L, L) each); on the CPU the estimate keeps
+/// them, an upper bound whichever kernel LibTorch picks.
+bool holds_attention_scores(const Transformer& model, torch::Device device) {
+  return !(device.is_cuda() && model->fuses_attention());
+}
+
+/// Bytes of the attention tensors of one layer for `batch` examples of L positions:
+/// `per_example` (B, H, L, L) float tensors where scores are held, else the bias and mask.
+double attention_bytes(const Transformer& model, torch::Device device, double batch, double L, double per_example) {
+  const double square = static_cast<double>(model->config().heads) * L * L * 4.0;
+  return holds_attention_scores(model, device) ? per_example * batch * square : 2.0 * square;
+}
+
+}  // namespace
+
+double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens,
+                               torch::Device device) {
   const double L = static_cast<double>(model->model_length(tokens));
   const double B = static_cast<double>(std::min(samples, evaluation_batch_size(model, tokens, max_batch_tokens)));
   const auto& m = model->config();
   const double set = 2.0 * 8.0 * static_cast<double>(samples) * tokens;  // int64 tokens, and a copy
-  const double per_example = 4.0 * (4.0 * m.heads * L * L + 12.0 * L * std::max(m.d_model, m.d_ff));
-  return set + B * per_example;
+  const double activations = B * 4.0 * 12.0 * L * std::max(m.d_model, m.d_ff);
+  return set + activations + attention_bytes(model, device, B, L, /*per_example=*/4.0);
 }
 
 namespace {
 
-/// The memory to check a CPU computation against: MemAvailable of /proc/meminfo
-/// in bytes; 0 (nothing to check) if unknown or on a GPU, where the allocator's
-/// own error comes before any result or checkpoint is lost.
+/// The memory to check a computation against: on the CPU MemAvailable of
+/// /proc/meminfo, on CUDA the device's free memory (with -DPOSENC_CUDA_MEMORY_STATS=ON),
+/// in bytes; 0 (nothing to check) where unknown.
 double available_memory_bytes(torch::Device device) {
+  if (device.is_cuda()) return compat::cuda_free_memory_bytes(device.has_index() ? device.index() : 0);
   if (!device.is_cpu()) return 0;
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -151,6 +173,9 @@ double available_memory_bytes(torch::Device device) {
   return 0;
 }
 
+/// "memory" on the CPU, "memory of cuda:0" on a GPU.
+std::string memory_of(torch::Device device) { return device.is_cpu() ? "memory" : "memory of " + device.str(); }
+
 }  // namespace
 
 void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
@@ -159,18 +184,17 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
     task.check_eval_length(length);
     model->check_length(task.sequence_length(length));
   }
-  // On a GPU the allocator's own error names the length (the CLI keeps the lengths done before it).
   const double available = available_memory_bytes(device);
   if (available <= 0) return;
   for (int64_t length : lengths) {
     const int64_t tokens = task.sequence_length(length);
     const double need =
-        evaluation_memory_bytes(model, tokens, spec.sets.samples_per_length, spec.sets.max_batch_tokens);
+        evaluation_memory_bytes(model, tokens, spec.sets.samples_per_length, spec.sets.max_batch_tokens, device);
     if (need > available) {
       const int64_t batch = evaluation_batch_size(model, tokens, spec.sets.max_batch_tokens);
       throw ConfigError(fmt::format(
-          "evaluation at length {} needs about {} of memory ({} examples, {} at a time), but {} is available{}", length,
-          format_bytes(need), spec.sets.samples_per_length, batch, format_bytes(available),
+          "evaluation at length {} needs about {} of {} ({} examples, {} at a time), but {} is available{}", length,
+          format_bytes(need), memory_of(device), spec.sets.samples_per_length, batch, format_bytes(available),
           batch > 1 ? "; lower eval.max_batch_tokens or eval.samples_per_length" : "; evaluate shorter lengths"));
     }
   }
@@ -184,15 +208,18 @@ void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch
   double parameters = 0;
   for (const auto& p : model->parameters()) parameters += static_cast<double>(p.numel());
   // Weights, gradients and AdamW's two moments; per layer, kept for the backward
-  // pass: scores, probabilities and their gradient (B, H, L, L), and the
-  // activations (B, L, max(D, d_ff)) of about a dozen intermediate tensors.
-  const double per_layer = 4.0 * (3.0 * B * m.heads * L * L + 12.0 * B * L * std::max(m.d_model, m.d_ff));
+  // pass: scores, probabilities and their gradient (B, H, L, L) where the
+  // attention is not fused, and the activations (B, L, max(D, d_ff)) of about a
+  // dozen intermediate tensors.
+  const double per_layer =
+      attention_bytes(model, device, B, L, /*per_example=*/3.0) + 4.0 * 12.0 * B * L * std::max(m.d_model, m.d_ff);
   const double need = 16.0 * parameters + m.layers * per_layer;
   if (need > available)
-    throw ConfigError(fmt::format(
-        "a training step at task.max_length needs about {} of memory ({} examples of {} tokens, {} layers x {} "
-        "heads), but {} is available; lower train.batch_size or task.max_length",
-        format_bytes(need), batch_size, static_cast<int64_t>(L), m.layers, m.heads, format_bytes(available)));
+    throw ConfigError(
+        fmt::format("a training step at task.max_length needs about {} of {} ({} examples of {} tokens, {} layers x {} "
+                    "heads), but {} is available; lower train.batch_size or task.max_length",
+                    format_bytes(need), memory_of(device), batch_size, static_cast<int64_t>(L), m.layers, m.heads,
+                    format_bytes(available)));
 }
 
 void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tokens, torch::Device device) {
@@ -203,14 +230,14 @@ void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tok
   // (2 per layer, tokens x d_model) and one row of scores per step; without
   // one, a full forward pass over the whole sequence at each step.
   const double need = model->supports_kv_cache()
-                          ? evaluation_memory_bytes(model, prompt, 1, prompt) +
+                          ? evaluation_memory_bytes(model, prompt, 1, prompt, device) +
                                 4.0 * (2.0 * m.layers * tokens * m.d_model + 4.0 * m.heads * tokens)
-                          : evaluation_memory_bytes(model, tokens, 1, tokens);
+                          : evaluation_memory_bytes(model, tokens, 1, tokens, device);
   if (need > available)
     throw ConfigError(
-        fmt::format("generating up to {} tokens needs about {} of memory, but {} is available; ask for "
+        fmt::format("generating up to {} tokens needs about {} of {}, but {} is available; ask for "
                     "fewer --tokens or a shorter --prompt",
-                    tokens, format_bytes(need), format_bytes(available)));
+                    tokens, format_bytes(need), memory_of(device), format_bytes(available)));
 }
 
 std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const EvaluationSpec& spec,

@@ -179,7 +179,7 @@ std::string utf8_problem(const std::string& text) {
 }
 
 void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
-                         bool (*also_ours)(const std::string& json_text)) {
+                         bool (*also_ours)(const nlohmann::json& object)) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path target(path);
@@ -203,7 +203,7 @@ void check_output_target(const std::string& path, const std::string& flag, const
   }
   const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   const bool ours = parsed.is_object() && parsed.contains(kWrittenBy) && parsed[kWrittenBy] == writer;
-  if (!ours && !(also_ours && parsed.is_object() && also_ours(text)))
+  if (!ours && !(also_ours && parsed.is_object() && also_ours(parsed)))
     refuse("exists and was not written by " + writer + keep);
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "posenc/errors.h"
 #include "posenc/util/process.h"
 
 namespace posenc {
@@ -15,16 +16,30 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+namespace {
+bool imports(const std::string& python, const std::string& modules) {
+  const std::string cmd = shell_quote(python) + " -c " + shell_quote("import " + modules) + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+}  // namespace
+
 std::string find_python(const std::string& modules) {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("POSENC_PYTHON")) candidates.push_back(env);
-  candidates.push_back("/usr/bin/python3");  // Debian's, where python3-matplotlib and python3-torch install
-  candidates.push_back("python3");
-  for (const auto& p : candidates) {
-    const std::string cmd = shell_quote(p) + " -c " + shell_quote("import " + modules) + " >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return p;
-  }
+  // A python named in $POSENC_PYTHON is the only one tried: whoever set it gets
+  // that interpreter or an error (check_posenc_python), never another one.
+  if (const char* env = std::getenv("POSENC_PYTHON"); env != nullptr && *env != '\0')
+    return imports(env, modules) ? env : "";
+  for (const char* p : {"/usr/bin/python3", "python3"})  // Debian's first: python3-matplotlib and python3-torch
+    if (imports(p, modules)) return p;
   return "";
+}
+
+void check_posenc_python(const std::string& modules) {
+  const char* env = std::getenv("POSENC_PYTHON");
+  if (env == nullptr || *env == '\0' || imports(env, modules)) return;
+  const bool runs = std::system((shell_quote(env) + " -c pass >/dev/null 2>&1").c_str()) == 0;
+  throw ConfigError(std::string("POSENC_PYTHON=") + env + ": " +
+                    (runs ? "cannot import " + modules : std::string("does not run (no such python?)")) +
+                    "; point it to a python3 that does, or unset it to use /usr/bin/python3 or python3 on PATH");
 }
 
 std::string find_script(const std::string& name) {

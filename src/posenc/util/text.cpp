@@ -14,6 +14,21 @@ std::string format_duration(double seconds) {
                        : fmt::format("{}:{:02}", total / 60, total % 60);
 }
 
+std::string one_line(const std::string& message, size_t max_chars) {
+  std::string out;
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte == '\n' || byte == '\r' || byte == '\t' || byte == ' ') {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += byte >= 0x20 && byte < 0x7f ? c : '?';
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  if (out.size() > max_chars) out = out.substr(0, max_chars) + "...";
+  return out;
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;

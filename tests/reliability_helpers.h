@@ -1,0 +1,46 @@
+// What the reliability and fuzz tests share: a scratch directory, a tiny
+// run's config file, and the check that an error is one line naming its cause.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "helpers.h"
+#include "posenc/util/io.h"
+
+namespace posenc::testing {
+
+/// A directory removed when the test ends.
+struct Scratch {
+  std::filesystem::path dir;
+  explicit Scratch(const std::string& name) : dir(fresh_dir(name)) { std::filesystem::create_directories(dir); }
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+/// Writes a tiny run's config file (the small_config of helpers.h) and returns its path.
+inline std::string write_config(const Scratch& s, const std::string& name, const std::vector<std::string>& extra = {}) {
+  const std::string file = s.path(name);
+  write_file_atomic(file, config_to_json(small_config(s.dir / "unused", extra)).dump(2));
+  return file;
+}
+
+/// One error line holding `fragment`; no backtrace, no library exception names.
+inline void expect_one_line_error(const std::string& output, const std::string& fragment) {
+  const auto at = output.find("error: ");
+  ASSERT_NE(at, std::string::npos) << output;
+  EXPECT_EQ(output.find("error: ", at + 1), std::string::npos) << "more than one error line:\n" << output;
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  EXPECT_NE(line.find(fragment), std::string::npos) << output;
+  for (const char* leak : {"terminate called", "json.exception", "c10::Error", "Exception raised from", "frame #"})
+    EXPECT_EQ(output.find(leak), std::string::npos) << leak << " in:\n" << output;
+}
+
+}  // namespace posenc::testing
