@@ -126,11 +126,23 @@ TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
     }
   }
   // The same through --set: random paths and values.
-  const std::vector<std::string> paths = {"train.steps",   "model",        "model.positional.type", "eval.lengths",
-                                          "task.negatives.shuffle",       "model.positional.base", "a.b.c",
-                                          "train..x",      "train",        "model.kind",            "model.pooling",
-                                          "task.path",     "task.bytes",   "task.checksum",         "task.type",
-                                          "model.positional.factor",      "model.positional.scaling"};
+  const std::vector<std::string> paths = {"train.steps",
+                                          "model",
+                                          "model.positional.type",
+                                          "eval.lengths",
+                                          "task.negatives.shuffle",
+                                          "model.positional.base",
+                                          "a.b.c",
+                                          "train..x",
+                                          "train",
+                                          "model.kind",
+                                          "model.pooling",
+                                          "task.path",
+                                          "task.bytes",
+                                          "task.checksum",
+                                          "task.type",
+                                          "model.positional.factor",
+                                          "model.positional.scaling"};
   for (int i = 0; i < 1500; ++i) {
     json j = bases[i % bases.size()];
     const std::string value = extreme_value(rng).dump();
@@ -193,7 +205,6 @@ TEST(Fuzz, TruncatedAndBitFlippedCheckpointsAreRejectedNamingTheFile) {
   fs::remove_all(dir);
 }
 
-
 TEST(Fuzz, DamagedCheckpointsWithoutTheHeaderGiveOneLineNamingTheFile) {
   // Checkpoints of the first format (a bare torch archive) carry no checksum:
   // damage reaches LibTorch's reader, whose errors may span lines and quote
@@ -239,8 +250,8 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
   Scratch s("clifuzz");
   write_file_atomic(s.path("text.txt"), std::string(3000, 'a') + std::string(3000, 'b'));
   const std::string run = s.path("run"), ckpt = run + "/checkpoint.pt";
-  ASSERT_EQ(run_cli("train " + std::string(POSENC_SOURCE_DIR) + "/configs/charlm.json --no-progress --set task.path=" +
-                    s.path("text.txt") +
+  ASSERT_EQ(run_cli("train " + std::string(POSENC_SOURCE_DIR) +
+                    "/configs/charlm.json --no-progress --set task.path=" + s.path("text.txt") +
                     " --set task.min_length=8 --set task.max_length=8 --set model.d_model=16 --set model.heads=2"
                     " --set model.layers=1 --set model.d_ff=32 --set train.steps=3 --set train.warmup_steps=1"
                     " --set train.val_samples=4 --set eval.lengths=[8] --set eval.samples_per_length=4 --out " +
@@ -256,19 +267,27 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
   const auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
   const std::vector<std::string> outs = {
       run + "/checkpoint.pt", run + "/config.json", run + "/results.json", run + "/metrics.jsonl", run,
-      s.path("missing/x"),    "/proc/version",      s.path("mine.txt"),    s.path("fresh.out"), "''"};
+      s.path("missing/x"),    "/proc/version",      s.path("mine.txt"),    s.path("fresh.out"),    "''"};
   const std::vector<std::string> lengths = {"2", "8", "16", "0", "-1", "1e9", "x", "''", "9999999999999999999"};
   const std::vector<std::string> tokens = {"1", "4", "16", "0", "-1", "x", "1e9", "9999999999999999999"};
   const std::vector<std::string> temperatures = {"0", "0.7", "1", "100", "nan", "-1", "1e-45", "1000", "inf"};
   const std::vector<std::string> top_ks = {"1", "5", "0", "-2", "x"};
-  const std::vector<std::string> sets = {
-      "eval.seed=3",          "eval.samples_per_length=4",       "model.positional.type=alibi",
-      "model.d_model=8",      "task.path=/dev/zero",             "task.path=" + s.path("text.txt"),
-      "model.pooling=mean",   "model.positional.randomize.max_position=64",
-      "train=5",              "eval.lengths=[8,8]",              "model.positional.scaling=yarn",
-      "eval=[]",              "task.bytes=1",                    "nonsense"};
-  const std::vector<std::string> prompts = {"ab", "a", "''", "\"$(printf 'a\\377')\"", "\"$(printf 'a\\nb')\"",
-                                            "\"$(head -c 3000 /dev/zero | tr '\\0' a)\""};
+  const std::vector<std::string> sets = {"eval.seed=3",
+                                         "eval.samples_per_length=4",
+                                         "model.positional.type=alibi",
+                                         "model.d_model=8",
+                                         "task.path=/dev/zero",
+                                         "task.path=" + s.path("text.txt"),
+                                         "model.pooling=mean",
+                                         "model.positional.randomize.max_position=64",
+                                         "train=5",
+                                         "eval.lengths=[8,8]",
+                                         "model.positional.scaling=yarn",
+                                         "eval=[]",
+                                         "task.bytes=1",
+                                         "nonsense"};
+  const std::vector<std::string> prompts = {
+      "ab", "a", "''", "\"$(printf 'a\\377')\"", "\"$(printf 'a\\nb')\"", "\"$(head -c 3000 /dev/zero | tr '\\0' a)\""};
   int ok = 0, refused = 0;
   for (int i = 0; i < 48; ++i) {
     std::string args;

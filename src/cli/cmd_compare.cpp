@@ -1,5 +1,7 @@
-// posenc compare CONFIG [--jobs N] [--full] [--out DIR]
+// posenc compare CONFIG [--jobs N] [--full] [--out DIR] [--slurm [cluster flags] | --status | --collect | --run ID]
 #include <unistd.h>
+
+#include <tuple>
 
 #include "commands.h"
 #include "posenc/environment.h"
@@ -25,6 +27,34 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
       ->check(integer_in(2, 4096));
   app.add_option("--attention-length", o.attention_length, "tokens in the attention-map example")
       ->check(integer_in(2, 256));
+
+  // A Slurm cluster: job arrays instead of local processes.
+  auto* slurm = app.add_flag("--slurm", o.slurm,
+                             "submit the runs still to do as Slurm job arrays (--jobs: at most that many at once; "
+                             "--threads: CPUs per task)");
+  auto* status = app.add_flag("--status", o.status, "show where each run stands (and its Slurm task); run nothing");
+  auto* collect = app.add_flag("--collect", o.collect,
+                               "write the summary, report and figures from the finished runs; train nothing");
+  auto* run = app.add_option("--run", o.run_id, "train this one run of the grid (what each array task does)")
+                  ->check(non_empty_utf8("--run", "run names"));
+  slurm->excludes(status)->excludes(collect)->excludes(run);
+  status->excludes(collect)->excludes(run);
+  collect->excludes(run);
+  using SlurmFlag = std::tuple<const char*, std::string*, const char*>;
+  for (const auto& [flag, value, what] : {SlurmFlag{"--partition", &o.slurm_flags.partition, "Slurm partition"},
+                                          SlurmFlag{"--time", &o.slurm_flags.time, "time limit per run, e.g. 2:00:00"},
+                                          SlurmFlag{"--account", &o.slurm_flags.account, "Slurm account"}}) {
+    app.add_option(flag, *value, std::string(what) + " (with --slurm; replaces the grid's \"slurm\" block)")
+        ->needs(slurm)
+        ->check(non_empty_utf8(flag, "Slurm settings"));
+  }
+  app.add_option("--gpus-per-task", o.slurm_flags.gpus_per_task, "GPUs per run (with --slurm)")
+      ->needs(slurm)
+      ->check(integer_in(1, 64));
+  app.add_option("--sbatch", o.slurm_flags.sbatch,
+                 "another #SBATCH option for the arrays, e.g. --sbatch=--qos=low (repeatable, with --slurm)")
+      ->needs(slurm)
+      ->allow_extra_args(false);
 }
 
 int run_compare(const CompareOptions& o) {

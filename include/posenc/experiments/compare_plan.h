@@ -16,6 +16,7 @@
 //     "pooling": ["max"],                         model.pooling values (default: the base's)
 //     "seeds": [0],                               train.seed values (default: the base's)
 //     "full": {"seeds": [0, 1, 2], ...}           replaces tasks/qkv/pooling/seeds/set under --full
+//     "slurm": {"partition": ..., "time": ...}    optional: cluster settings of compare --slurm
 //   }
 // Every run lives in OUT/runs/<id>, id = <scheme>-<qkv>-<pooling>-s<seed>, with
 // <task>- in front when the file has a "tasks" axis.
@@ -52,6 +53,7 @@ struct ComparePlan {
   std::vector<std::string> tasks;    ///< the "tasks" axis (empty: the base's task only)
   std::vector<std::string> schemes;  ///< grid order
   std::vector<PlannedRun> runs;      ///< task-major, then scheme, qkv, pooling, seed
+  json slurm = json::object();       ///< the file's "slurm" block, as written (experiments/slurm.h reads it)
 
   std::string run_dir(const PlannedRun& r) const;
   std::string log_path(const PlannedRun& r) const;     ///< OUT/logs/<id>.log

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +27,7 @@
 #include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
 #include "posenc/util/io.h"
+#include "posenc/util/process.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -138,86 +141,45 @@ std::string default_out(const CompareOptions& o) {
   return (fs::path("runs") / (fs::path(o.config).stem().string() + (o.full ? "-full" : ""))).string();
 }
 
-}  // namespace
-
-int run_comparison(const CompareOptions& o) {
-  const std::string out = o.out.empty() ? default_out(o) : o.out;
-  const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-  const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
-  if (o.figures) check_posenc_python("matplotlib, numpy");  // now, not after hours of training
-  // A train run's directory is not a comparison's: taking it over would break its --resume.
-  for (const char* file : {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults})
-    if (fs::exists(fs::path(out) / file))
-      throw ConfigError("--out " + out + " holds a posenc train run (" + file +
-                        "); a comparison needs a directory of its own (choose another --out)");
-  const DirectoryLock lock(out, run_files::kCompareLock, "posenc compare");
-  int stale = 0;
-  for (const char* sub : {"", "configs", "inspect", "attention"})
-    stale += remove_stale_temporaries((fs::path(out) / sub).string());
-  if (const int n = stale) spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, out);
+/// The command that reruns this comparison (for messages and the report).
+std::string compare_command(const CompareOptions& o) {
   std::string command = "posenc compare " + o.config + (o.full ? " --full" : "");
   if (!o.out.empty()) command += " --out " + o.out;
+  return command;
+}
 
-  // Decide every run's state before starting any: a clash stops the comparison untouched.
+/// The runs still to train and how the others stand, decided before any starts:
+/// a run directory made from another config stops the comparison untouched.
+struct Work {
   std::vector<const PlannedRun*> todo;
-  std::vector<std::vector<std::string>> argvs;
-  size_t finished = 0, resumed = 0, skipped = 0, diverged = 0;
-  // The running binary itself, even if a rebuild has replaced the file since it started.
-  const std::string self = "/proc/self/exe";
+  std::vector<bool> resume;  ///< per todo entry
+  size_t finished = 0, diverged = 0, skipped = 0, resumed = 0;
+};
+
+Work work_to_do(const ComparePlan& plan) {
+  Work w;
   for (const auto& run : plan.runs) {
     if (!run.skipped.empty()) {
-      ++skipped;
+      ++w.skipped;
       continue;
     }
     const RunState state = run_state(plan, run);
     if (state == RunState::Finished) {
-      ++finished;
-      continue;
-    }
-    if (state == RunState::Diverged) {  // deterministic: a rerun would diverge at the same step
-      ++diverged;
-      continue;
-    }
-    write_file_atomic(plan.config_path(run), config_to_json(run.config).dump(2) + "\n");
-    std::vector<std::string> argv = {self, "train", plan.config_path(run), "--no-progress"};
-    if (state == RunState::Resumable) {
-      argv.push_back("--resume");
-      ++resumed;
-    }
-    todo.push_back(&run);
-    argvs.push_back(argv);
-  }
-  spdlog::info(
-      "compare {} -> {}: {} runs ({} finished already, {} diverged already, {} to resume, {} to start, {} not "
-      "buildable), {} at a time, {} thread(s) each",
-      o.config, out, plan.runs.size() - skipped, finished, diverged, resumed, todo.size() - resumed, skipped, jobs,
-      o.threads);
-  std::set<std::string> told;
-  for (const auto& run : plan.runs)
-    if (!run.skipped.empty() && told.insert(run.variant).second)
-      spdlog::info("not run: {}: {}", run.variant, run.skipped);
-
-  std::vector<Job> pool_jobs;
-  for (size_t i = 0; i < todo.size(); ++i) pool_jobs.push_back({todo[i]->id, argvs[i], plan.log_path(*todo[i])});
-  GridProgress progress(plan, todo, finished, o.progress);
-  std::vector<JobOutcome> outcomes;
-  {
-    // SIGINT/SIGTERM: the pool passes SIGTERM on to the running children, which
-    // checkpoint and exit; a second signal ends compare at once (the children
-    // still get SIGTERM through die_with_parent()).
-    const InterruptGuard stop_cleanly;
-    outcomes = run_pool(
-        pool_jobs, jobs, [&](const PoolStatus& s) { progress.tick(s); },
-        [&](const JobOutcome& out) { progress.done(out); }, 1.0, &interrupt_flag());
-    if (const int sig = interrupt_signal()) {
-      spdlog::warn("stopped by {}: finished runs are kept, running ones checkpointed; rerun `{}` to continue",
-                   signal_name(sig), command);
-      return 128 + sig;
+      ++w.finished;
+    } else if (state == RunState::Diverged) {  // deterministic: a rerun would diverge at the same step
+      ++w.diverged;
+    } else {
+      w.todo.push_back(&run);
+      w.resume.push_back(state == RunState::Resumable);
+      w.resumed += state == RunState::Resumable;
     }
   }
-  size_t failed = 0;
-  for (const auto& oc : outcomes) failed += oc.exit_code != 0;
+  return w;
+}
 
+/// Summary, report and figures from the runs that have results.
+int write_outputs(const ComparePlan& plan, const CompareOptions& o, const std::string& out, size_t failed) {
+  const std::string command = compare_command(o);
   const ComparisonSummary summary = summarize(plan);
   const nlohmann::json summary_json = summary_to_json(summary);
   write_file_atomic((fs::path(out) / "summary.json").string(), summary_json.dump(2) + "\n");
@@ -243,13 +205,281 @@ int run_comparison(const CompareOptions& o) {
         "so a rerun skips them: change the grid (e.g. train.lr) to train them again.",
         summary.diverged.size());
   if (!summary.unfinished.empty()) {
-    spdlog::error(
-        "{} run(s) have no results ({} failed in this pass); their logs are in {}/logs. Finished runs are "
-        "kept: rerun `{}` to retry only those.",
-        summary.unfinished.size(), failed, out, command);
+    std::string ids;
+    for (const auto& id : summary.unfinished) ids += (ids.empty() ? "" : ", ") + id;
+    if (o.collect)
+      spdlog::warn("{} run(s) have no results yet: {}; `{} --status` shows where they stand", summary.unfinished.size(),
+                   ids, command);
+    else
+      spdlog::error(
+          "{} run(s) have no results ({} failed in this pass); their logs are in {}/logs. Finished runs are "
+          "kept: rerun `{}` to retry only those.",
+          summary.unfinished.size(), failed, out, command);
     return 1;
   }
   return summary.diverged.empty() ? 0 : 1;
+}
+
+// ---------------------------------------------------------------- Slurm
+
+fs::path jobs_file(const std::string& out) { return fs::path(out) / "slurm" / "jobs.json"; }
+
+/// The job ids compare --slurm recorded in OUT (oldest first).
+std::vector<std::string> recorded_jobs(const std::string& out) {
+  std::vector<std::string> ids;
+  if (!fs::exists(jobs_file(out))) return ids;
+  const nlohmann::json j = read_json_file(jobs_file(out).string());
+  for (const auto& a : j.value("arrays", nlohmann::json::array()))
+    if (a.contains("job_id") && a["job_id"].is_string() &&
+        std::find(ids.begin(), ids.end(), a["job_id"].get<std::string>()) == ids.end())
+      ids.push_back(a["job_id"]);
+  return ids;
+}
+
+/// Refuses to train or submit while arrays recorded in OUT still have tasks
+/// in the queue: they would train the same runs twice.
+void refuse_while_arrays_run(const std::string& out, const std::string& command) {
+  const auto ids = recorded_jobs(out);
+  if (ids.empty()) return;
+  const QueueState q = queue_state(ids);
+  std::string jobs;
+  for (const auto& id : ids) jobs += (jobs.empty() ? "" : ", ") + id;
+  if (!q.known)
+    throw ConfigError(out + " has Slurm job arrays (" + jobs +
+                      ") and squeue cannot say here whether they still run: `" + command +
+                      " --collect` summarizes what is finished; once they are over, remove " + jobs_file(out).string() +
+                      " to train here");
+  if (!q.tasks.empty())
+    throw ConfigError(
+        fmt::format("{} Slurm array task(s) of job {} still pending or running on this grid; `{} "
+                    "--status` shows them, `{} --collect` summarizes what is finished",
+                    q.tasks.size(), jobs, command, command));
+}
+
+SlurmSettings merged_settings(const ComparePlan& plan, const SlurmSettings& flags) {
+  SlurmSettings s = read_slurm_settings(plan.slurm, plan.source + ".slurm");
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--partition", flags.partition}, {"--time", flags.time}, {"--account", flags.account}})
+    if (value.find_first_of("\n\r") != std::string::npos)
+      throw ConfigError(flag + ": must be one line (it goes on an #SBATCH line)");
+  for (const auto& line : flags.sbatch)
+    if (line.find_first_of("\n\r") != std::string::npos || line.rfind("-", 0) != 0)
+      throw ConfigError("--sbatch " + one_line(line, 80) + ": expected one sbatch option such as --qos=low");
+  if (!flags.partition.empty()) s.partition = flags.partition;
+  if (!flags.time.empty()) s.time = flags.time;
+  if (!flags.account.empty()) s.account = flags.account;
+  if (flags.gpus_per_task > 0) s.gpus_per_task = flags.gpus_per_task;
+  s.sbatch.insert(s.sbatch.end(), flags.sbatch.begin(), flags.sbatch.end());
+  return s;
+}
+
+/// Writes one array script per MaxArraySize runs still to do and submits each
+/// with sbatch (or prints the command where there is none); records the job ids.
+int submit_arrays(const ComparePlan& plan, const CompareOptions& o, const std::string& out, const Work& w) {
+  const SlurmSettings settings = merged_settings(plan, o.slurm_flags);
+  if (w.todo.empty()) {
+    spdlog::info("every run already has results (or diverged): nothing to submit; `{} --collect` writes the summary",
+                 compare_command(o));
+    return 0;
+  }
+  const fs::path abs_out = fs::absolute(out);
+  fs::create_directories(abs_out / "logs");
+  fs::create_directories(abs_out / "slurm");
+  std::vector<std::string> ids;
+  for (const auto* run : w.todo) {
+    write_file_atomic(plan.config_path(*run), config_to_json(run->config).dump(2) + "\n");
+    ids.push_back(run->id);
+  }
+  std::vector<std::string> task = {self_executable(), "compare",   fs::absolute(plan.source).string(), "--out",
+                                   abs_out.string(),  "--threads", std::to_string(o.threads),          "--no-progress",
+                                   "--no-figures"};
+  if (o.full) task.push_back("--full");
+  task.push_back("--run");
+  const bool sbatch = on_path("sbatch");
+  nlohmann::json record = fs::exists(jobs_file(out)) ? read_json_file(jobs_file(out).string())
+                                                     : nlohmann::json{{kWrittenBy, "posenc compare --slurm"}};
+  if (!record.contains("arrays")) record["arrays"] = nlohmann::json::array();
+  const auto arrays = split_into_arrays(ids, sbatch ? cluster_max_array_size() : 1001);
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    ArraySpec a;
+    a.job_name = "posenc-" + fs::path(plan.source).stem().string();
+    a.run_ids = arrays[i];
+    a.throttle = o.jobs;
+    a.cpus_per_task = o.threads;
+    a.log_dir = (abs_out / "logs").string();
+    a.workdir = fs::current_path().string();
+    a.task_command = task;
+    const std::string script = (abs_out / "slurm" / fmt::format("array-{}.sh", record["arrays"].size())).string();
+    write_file_atomic(script, array_script(a, settings));
+    fs::permissions(script, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    nlohmann::json entry = {{"script", script}, {"runs", a.run_ids}};
+    if (sbatch) {
+      entry["job_id"] = submit_with_sbatch(script);
+      spdlog::info("submitted {} ({} run(s)): job {}", script, a.run_ids.size(), entry["job_id"].get<std::string>());
+    } else {
+      spdlog::warn("sbatch is not on PATH here: submit it from a login node with `sbatch {}`", script);
+    }
+    record["arrays"].push_back(entry);
+    write_file_atomic(jobs_file(out).string(), record.dump(2) + "\n");  // after each: a failed sbatch keeps the rest
+  }
+  spdlog::info("{} run(s) in {} array(s) ({} to resume); `{} --status` follows them, `{} --collect` summarizes",
+               ids.size(), arrays.size(), w.resumed, compare_command(o), compare_command(o));
+  return 0;
+}
+
+/// One run of the grid, as an array task runs it: started, resumed from its
+/// checkpoint, or nothing to do, decided now. Replaces this process by
+/// `posenc train`, so that Slurm's SIGTERM reaches it directly.
+int run_one(const ComparePlan& plan, const std::string& id) {
+  const auto it = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) { return r.id == id; });
+  if (it == plan.runs.end()) throw ConfigError("--run " + id + ": no run of that name in " + plan.source);
+  if (!it->skipped.empty()) throw ConfigError("--run " + id + ": not buildable: " + it->skipped);
+  const RunState state = run_state(plan, *it);
+  if (state == RunState::Finished || state == RunState::Diverged) {
+    spdlog::info("{} {} already: nothing to do", id, state == RunState::Finished ? "finished" : "diverged");
+    return 0;
+  }
+  write_file_atomic(plan.config_path(*it), config_to_json(it->config).dump(2) + "\n");
+  std::vector<std::string> args = {self_executable(), "train", plan.config_path(*it), "--no-progress"};
+  if (state == RunState::Resumable) args.push_back("--resume");
+  spdlog::info("{}: {} `{}`", id, state == RunState::Resumable ? "resuming" : "starting", plan.config_path(*it));
+  std::fflush(stdout);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(errno));
+}
+
+/// Where each run stands: from its directory (results, checkpoint, the train
+/// lock, its log) and, for recorded arrays, from squeue.
+int show_status(const ComparePlan& plan, const std::string& out) {
+  const QueueState q = queue_state(recorded_jobs(out));
+  std::map<std::string, std::string> queue_of_run;  // run id -> "PENDING (job 12_3)"
+  if (fs::exists(jobs_file(out))) {
+    const nlohmann::json j = read_json_file(jobs_file(out).string());
+    for (const auto& a : j.value("arrays", nlohmann::json::array())) {
+      if (!a.contains("job_id")) continue;
+      const auto& runs = a.at("runs");
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const std::string task = a["job_id"].get<std::string>() + "_" + std::to_string(i);
+        const auto t = q.tasks.find(task);
+        if (t != q.tasks.end()) queue_of_run[runs[i]] = t->second + " (job " + task + ")";
+      }
+    }
+  }
+  Table table = {{"run", "state", "step", "slurm", "note"}};
+  std::map<std::string, int> counts;
+  for (const auto& run : plan.runs) {
+    if (!run.skipped.empty()) continue;
+    const fs::path dir = plan.run_dir(run);
+    std::string state, note;
+    try {
+      const RunState s = run_state(plan, run);
+      bool locked = false;
+      if (fs::exists(dir / run_files::kTrainLock)) {
+        try {
+          const DirectoryLock probe(dir.string(), run_files::kTrainLock, "posenc train");
+        } catch (const ConfigError&) {
+          locked = true;
+        }
+      }
+      if (s == RunState::Finished)
+        state = "done";
+      else if (s == RunState::Diverged)
+        state = "diverged", note = diverged_message(dir);
+      else if (locked)
+        state = "running";
+      else if (s == RunState::Resumable)
+        state = "stopped";
+      else if (fs::exists(plan.log_path(run)) && fs::file_size(plan.log_path(run)) > 0 && !queue_of_run.count(run.id))
+        state = "failed", note = one_line(tail_lines(plan.log_path(run), 1), 100);
+      else
+        state = "pending";
+    } catch (const ConfigError& e) {
+      state = "foreign", note = one_line(e.what(), 100);
+    }
+    ++counts[state];
+    const int64_t step = logged_step(dir / run_files::kMetrics);
+    table.push_back({run.id, state, step > 0 ? fmt::format("{}/{}", step, run.config.train.steps) : "-",
+                     queue_of_run.count(run.id) ? queue_of_run[run.id] : "-", note});
+  }
+  std::printf("%s", render_text(table, 2).c_str());
+  std::string line;
+  for (const auto& [state, n] : counts) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", n, state);
+  std::printf("%s%s\n", line.c_str(),
+              recorded_jobs(out).empty() ? ""
+              : q.known                  ? ""
+                                         : " (squeue is not available here: queue states unknown)");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int run_comparison(const CompareOptions& o) {
+  const std::string out = o.out.empty() ? default_out(o) : o.out;
+  const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
+  if (!o.run_id.empty()) return run_one(plan, o.run_id);
+  if (o.status) return show_status(plan, out);
+  // A train run's directory is not a comparison's: taking it over would break its --resume.
+  for (const char* file : {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults})
+    if (fs::exists(fs::path(out) / file))
+      throw ConfigError("--out " + out + " holds a posenc train run (" + file +
+                        "); a comparison needs a directory of its own (choose another --out)");
+  if (o.slurm) merged_settings(plan, o.slurm_flags);  // a bad "slurm" block fails before anything is written
+  if (o.figures && !o.slurm) check_posenc_python("matplotlib, numpy");  // now, not after hours of training
+  const DirectoryLock lock(out, run_files::kCompareLock, "posenc compare");
+  if (o.collect) return write_outputs(plan, o, out, 0);
+  int stale = 0;
+  for (const char* sub : {"", "configs", "inspect", "attention", "slurm"})
+    stale += remove_stale_temporaries((fs::path(out) / sub).string());
+  if (const int n = stale) spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, out);
+  const std::string command = compare_command(o);
+  refuse_while_arrays_run(out, command);
+
+  const Work w = work_to_do(plan);
+  spdlog::info(
+      "compare {} -> {}: {} runs ({} finished already, {} diverged already, {} to resume, {} to start, {} not "
+      "buildable), {} {} at a time, {} thread(s) each",
+      o.config, out, plan.runs.size() - w.skipped, w.finished, w.diverged, w.resumed, w.todo.size() - w.resumed,
+      w.skipped, o.slurm ? "as Slurm array tasks," : "locally,", jobs, o.threads);
+  std::set<std::string> told;
+  for (const auto& run : plan.runs)
+    if (!run.skipped.empty() && told.insert(run.variant).second)
+      spdlog::info("not run: {}: {}", run.variant, run.skipped);
+  if (o.slurm) return submit_arrays(plan, o, out, w);
+
+  // The running binary itself, even if a rebuild has replaced the file since it started.
+  const std::string self = "/proc/self/exe";
+  std::vector<Job> pool_jobs;
+  for (size_t i = 0; i < w.todo.size(); ++i) {
+    const PlannedRun& run = *w.todo[i];
+    write_file_atomic(plan.config_path(run), config_to_json(run.config).dump(2) + "\n");
+    std::vector<std::string> argv = {self, "train", plan.config_path(run), "--no-progress"};
+    if (w.resume[i]) argv.push_back("--resume");
+    pool_jobs.push_back({run.id, argv, plan.log_path(run)});
+  }
+  GridProgress progress(plan, w.todo, w.finished, o.progress);
+  std::vector<JobOutcome> outcomes;
+  {
+    // SIGINT/SIGTERM: the pool passes SIGTERM on to the running children, which
+    // checkpoint and exit; a second signal ends compare at once (the children
+    // still get SIGTERM through die_with_parent()).
+    const InterruptGuard stop_cleanly;
+    outcomes = run_pool(
+        pool_jobs, jobs, [&](const PoolStatus& s) { progress.tick(s); },
+        [&](const JobOutcome& out) { progress.done(out); }, 1.0, &interrupt_flag());
+    if (const int sig = interrupt_signal()) {
+      spdlog::warn("stopped by {}: finished runs are kept, running ones checkpointed; rerun `{}` to continue",
+                   signal_name(sig), command);
+      return 128 + sig;
+    }
+  }
+  size_t failed = 0;
+  for (const auto& oc : outcomes) failed += oc.exit_code != 0;
+  return write_outputs(plan, o, out, failed);
 }
 
 }  // namespace posenc

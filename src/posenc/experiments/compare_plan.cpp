@@ -16,7 +16,7 @@ namespace {
 
 /// The keys a comparison file (and its "full" block) may hold.
 const std::set<std::string> kTopKeys = {"description", "base",    "set",   "tasks", "schemes",
-                                        "qkv",         "pooling", "seeds", "full"};
+                                        "qkv",         "pooling", "seeds", "full",  "slurm"};
 const std::set<std::string> kFullKeys = {"set", "tasks", "qkv", "pooling", "seeds"};
 
 std::vector<int64_t> seed_list(const json& j, const std::string& where) {
@@ -179,6 +179,7 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
   plan.source = path;
   plan.out_dir = out_dir;
   plan.full = full;
+  if (g.spec.contains("slurm")) plan.slurm = g.spec["slurm"];  // read by compare --slurm
   if (g.spec.contains("description")) {
     if (!g.spec["description"].is_string()) throw ConfigError(path + ".description: expected a string");
     plan.description = g.spec["description"];

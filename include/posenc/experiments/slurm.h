@@ -1,0 +1,70 @@
+// Running a comparison grid as Slurm job arrays: the cluster settings (the
+// grid file's "slurm" block, then flags), the array scripts, their submission
+// with sbatch and the jobs' state from squeue. Slurm schedules; each array
+// task runs `posenc compare GRID --run ID`, which decides when it starts
+// whether its run is new, to resume, or done. No torch here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace posenc {
+
+struct SlurmSettings {
+  std::string partition;            ///< --partition (empty: the cluster's default)
+  std::string time;                 ///< --time limit per task, e.g. "2:00:00"
+  std::string account;              ///< --account
+  int64_t gpus_per_task = 0;        ///< --gpus-per-task (0: none asked for)
+  std::vector<std::string> sbatch;  ///< more #SBATCH options, as written after "#SBATCH " ("--qos=low")
+};
+
+/// The grid file's "slurm" block: {"partition", "time", "account",
+/// "gpus_per_task", "sbatch": ["--qos=low", ...]}. Unknown keys and values that
+/// would break the script (line breaks) are ConfigErrors naming `where`.
+SlurmSettings read_slurm_settings(const nlohmann::json& block, const std::string& where);
+
+/// One job array: task i trains run_ids[i].
+struct ArraySpec {
+  std::string job_name;
+  std::vector<std::string> run_ids;
+  int throttle = 0;         ///< at most this many tasks at once ("%N"); 0: no limit
+  int64_t cpus_per_task = 1;
+  std::string log_dir;      ///< absolute; Slurm's own log and one log per run
+  std::string workdir;      ///< absolute; where each task starts
+  std::vector<std::string> task_command;  ///< `posenc compare GRID ... --run`; the run id is appended
+  int grace_s = 120;        ///< SIGTERM this long before the time limit: the run checkpoints
+};
+
+/// The sbatch script of one job array. A task stopped by the SIGTERM that
+/// Slurm sends before the time limit (or on preemption) has checkpointed, and
+/// puts itself back in the queue (scontrol requeue) to resume.
+std::string array_script(const ArraySpec& array, const SlurmSettings& settings);
+
+/// `ids` in arrays of at most `max_array_size` tasks (array indices run from 0).
+std::vector<std::vector<std::string>> split_into_arrays(const std::vector<std::string>& ids, int64_t max_array_size);
+
+/// The cluster's MaxArraySize - 1 tasks fit in one array (indices 0..Max-1 are
+/// allowed); from `scontrol show config`, or Slurm's default 1001 when unknown.
+int64_t cluster_max_array_size();
+
+/// Whether `program` is an executable on PATH.
+bool on_path(const std::string& program);
+
+/// Submits `script` with sbatch and returns the job id; ConfigError with
+/// sbatch's own message when it refuses.
+std::string submit_with_sbatch(const std::string& script);
+
+/// What squeue says about the tasks of `job_ids`: "JOBID_TASK" -> state
+/// (PENDING, RUNNING, ...). Tasks Slurm no longer lists have ended. `known` is
+/// false when squeue is not there or fails.
+struct QueueState {
+  bool known = false;
+  std::map<std::string, std::string> tasks;
+};
+QueueState queue_state(const std::vector<std::string>& job_ids);
+
+}  // namespace posenc

@@ -1,0 +1,172 @@
+#include "posenc/experiments/slurm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "posenc/config_overlay.h"
+#include "posenc/errors.h"
+#include "posenc/util/process.h"
+#include "posenc/util/python.h"
+#include "posenc/util/text.h"
+
+namespace posenc {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+/// A value that goes on an #SBATCH line: one line, not empty.
+std::string sbatch_value(const json& v, const std::string& where) {
+  if (!v.is_string()) throw ConfigError(where + ": expected a string");
+  const std::string s = v.get<std::string>();
+  if (s.empty()) throw ConfigError(where + ": must not be empty");
+  if (s.find_first_of("\n\r") != std::string::npos)
+    throw ConfigError(where + ": must be one line (it goes on an #SBATCH line)");
+  return s;
+}
+
+}  // namespace
+
+SlurmSettings read_slurm_settings(const json& block, const std::string& where) {
+  SlurmSettings s;
+  check_keys(block, {"partition", "time", "account", "gpus_per_task", "sbatch"}, where);
+  if (block.contains("partition")) s.partition = sbatch_value(block["partition"], where + ".partition");
+  if (block.contains("time")) s.time = sbatch_value(block["time"], where + ".time");
+  if (block.contains("account")) s.account = sbatch_value(block["account"], where + ".account");
+  if (block.contains("gpus_per_task")) {
+    const json& g = block["gpus_per_task"];
+    if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > 64)
+      throw ConfigError(where + ".gpus_per_task: expected an integer in [0, 64], got " + one_line(g.dump(), 80));
+    s.gpus_per_task = g.get<int64_t>();
+  }
+  if (block.contains("sbatch")) {
+    if (!block["sbatch"].is_array())
+      throw ConfigError(where + ".sbatch: expected an array of options, e.g. [\"--qos=low\"]");
+    for (size_t i = 0; i < block["sbatch"].size(); ++i) {
+      const std::string at = where + ".sbatch[" + std::to_string(i) + "]";
+      const std::string line = sbatch_value(block["sbatch"][i], at);
+      if (line.rfind("-", 0) != 0) throw ConfigError(at + ": expected an sbatch option such as --qos=low");
+      s.sbatch.push_back(line);
+    }
+  }
+  return s;
+}
+
+std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
+  if (a.run_ids.empty()) throw std::invalid_argument("array_script: no runs");
+  std::ostringstream o;
+  o << "#!/bin/bash\n"
+    << "# Written by posenc compare --slurm: task i of this job array trains run i of\n"
+    << "# the list below; posenc decides when the task starts whether the run is new,\n"
+    << "# resumes from its checkpoint, or is done.\n"
+    << "#SBATCH --job-name=" << a.job_name << "\n"
+    << "#SBATCH --array=0-" << a.run_ids.size() - 1 << (a.throttle > 0 ? "%" + std::to_string(a.throttle) : "")
+    << "\n"
+    << "#SBATCH --ntasks=1\n"
+    << "#SBATCH --cpus-per-task=" << a.cpus_per_task << "\n"
+    << "#SBATCH --output=" << (fs::path(a.log_dir) / "slurm-%A_%a.log").string() << "\n"
+    << "#SBATCH --open-mode=append\n"
+    << "#SBATCH --signal=B:TERM@" << a.grace_s << "\n"
+    << "#SBATCH --requeue\n";
+  if (!s.partition.empty()) o << "#SBATCH --partition=" << s.partition << "\n";
+  if (!s.time.empty()) o << "#SBATCH --time=" << s.time << "\n";
+  if (!s.account.empty()) o << "#SBATCH --account=" << s.account << "\n";
+  if (s.gpus_per_task > 0) o << "#SBATCH --gpus-per-task=" << s.gpus_per_task << "\n";
+  for (const auto& line : s.sbatch) o << "#SBATCH " << line << "\n";
+  o << "\nset -u\nruns=(\n";
+  for (const auto& id : a.run_ids) o << "  " << shell_quote(id) << "\n";
+  o << ")\n"
+    << "run=${runs[$SLURM_ARRAY_TASK_ID]}\n"
+    << "cd " << shell_quote(a.workdir) << " || exit 1\n"
+    << "echo \"$(date '+%F %T') task $SLURM_ARRAY_TASK_ID of job $SLURM_ARRAY_JOB_ID on $(hostname): $run\"\n";
+  for (const auto& arg : a.task_command) o << shell_quote(arg) << " ";
+  o << "\"$run\" >>" << shell_quote(a.log_dir + "/") << "\"$run.log\" 2>&1 &\n"
+    << "child=$!\n"
+    << "# Slurm signals this script " << a.grace_s
+    << " s before the time limit and on preemption: posenc then\n"
+    << "# checkpoints the current step and exits 143.\n"
+    << "trap 'kill -TERM \"$child\" 2>/dev/null' TERM\n"
+    << "wait \"$child\"\n"
+    << "status=$?\n"
+    << "while kill -0 \"$child\" 2>/dev/null; do\n"
+    << "  wait \"$child\"\n"
+    << "  status=$?\n"
+    << "done\n"
+    << "if [ \"$status\" -eq 143 ]; then\n"
+    << "  echo \"$(date '+%F %T') $run checkpointed after SIGTERM; back in the queue to resume\"\n"
+    << "  scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"\n"
+    << "fi\n"
+    << "exit \"$status\"\n";
+  return o.str();
+}
+
+std::vector<std::vector<std::string>> split_into_arrays(const std::vector<std::string>& ids, int64_t max_array_size) {
+  if (max_array_size < 1) throw std::invalid_argument("split_into_arrays: max_array_size < 1");
+  std::vector<std::vector<std::string>> arrays;
+  for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(max_array_size))
+    arrays.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(i),
+                        ids.begin() + static_cast<std::ptrdiff_t>(
+                                          std::min(ids.size(), i + static_cast<size_t>(max_array_size))));
+  return arrays;
+}
+
+int64_t cluster_max_array_size() {
+  constexpr int64_t kSlurmDefault = 1001;
+  std::string out;
+  if (run_command({"scontrol", "show", "config"}, out) != 0) return kSlurmDefault;
+  static const std::regex line(R"(MaxArraySize\s*=\s*([0-9]+))");
+  std::smatch m;
+  if (!std::regex_search(out, m, line)) return kSlurmDefault;
+  const int64_t max = std::stoll(m[1].str());
+  return max > 0 ? max : kSlurmDefault;
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::stringstream dirs(path);
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && ::access((fs::path(dir) / program).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+std::string submit_with_sbatch(const std::string& script) {
+  std::string out;
+  const int rc = run_command({"sbatch", "--parsable", script}, out);
+  // --parsable prints "JOBID" or "JOBID;CLUSTER".
+  static const std::regex id(R"(^\s*([0-9]+)(;\S+)?\s*$)");
+  std::smatch m;
+  if (rc != 0 || !std::regex_match(out, m, id))
+    throw ConfigError("sbatch " + script + " failed (exit " + std::to_string(rc) + "): " + one_line(out, 400));
+  return m[1].str();
+}
+
+QueueState queue_state(const std::vector<std::string>& job_ids) {
+  QueueState q;
+  if (job_ids.empty()) {
+    q.known = true;
+    return q;
+  }
+  std::string ids;
+  for (const auto& j : job_ids) ids += (ids.empty() ? "" : ",") + j;
+  std::string out;
+  // -r: one line per array task; %i: JOBID_TASK; %T: the state's full name.
+  const int rc = run_command({"squeue", "-h", "-r", "-j", ids, "-o", "%i %T"}, out);
+  // Jobs that have left Slurm's memory altogether make squeue say "Invalid job id".
+  if (rc != 0 && out.find("Invalid job id") == std::string::npos) return q;
+  q.known = true;
+  if (rc != 0) return q;
+  std::istringstream lines(out);
+  for (std::string task, state; lines >> task >> state;) q.tasks[task] = state;
+  return q;
+}
+
+}  // namespace posenc

@@ -1,0 +1,233 @@
+// compare on Slurm: the array scripts, and a grid taken through --slurm,
+// --status, the array tasks (run by bash as Slurm would, one stopped by SIGTERM
+// and requeued) and --collect, with stand-ins for sbatch, squeue and scontrol
+// that record what they are asked. A real one-node cluster is not needed.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <tuple>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "reliability_helpers.h"
+#include "posenc/errors.h"
+#include "posenc/experiments/slurm.h"
+#include "posenc/util/io.h"
+
+using namespace posenc;
+using posenc::testing::expect_one_line_error;
+using posenc::testing::run_cli;
+using posenc::testing::Scratch;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+/// Fake sbatch (job ids 4242, 4243, ... and the scripts it got), squeue (prints
+/// the file `queue`) and scontrol (MaxArraySize 3; requeues recorded), first on PATH.
+struct FakeSlurm {
+  const Scratch& s;
+  std::string old_path;
+  explicit FakeSlurm(const Scratch& scratch) : s(scratch), old_path(std::getenv("PATH")) {
+    const fs::path bin = s.dir / "bin";
+    fs::create_directories(bin);
+    const std::string d = s.dir.string();
+    write_tool("sbatch", "n=$(cat " + d + "/next 2>/dev/null || echo 4242); echo $((n + 1)) > " + d +
+                             "/next; echo \"$@\" >> " + d + "/sbatch.calls; echo $n");
+    write_tool("squeue", "cat " + d + "/queue 2>/dev/null; exit 0");
+    write_tool("scontrol", "if [ \"$1\" = show ]; then echo 'MaxArraySize            = 3'; else echo \"$@\" >> " + d +
+                               "/scontrol.calls; fi");
+    ::setenv("PATH", (bin.string() + ":" + old_path).c_str(), 1);
+  }
+  ~FakeSlurm() { ::setenv("PATH", old_path.c_str(), 1); }
+  void write_tool(const std::string& name, const std::string& body) {
+    const fs::path p = s.dir / "bin" / name;
+    write_file_atomic(p.string(), "#!/bin/sh\n" + body + "\n");
+    fs::permissions(p, fs::perms::owner_all);
+  }
+  void queue(const std::string& lines) { write_file_atomic(s.path("queue"), lines); }
+};
+
+/// Runs an array script as Slurm would run task `index` of job `job`; returns its pid.
+pid_t start_task(const std::string& script, int index, const std::string& job, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("SLURM_ARRAY_TASK_ID", std::to_string(index).c_str(), 1);
+    ::setenv("SLURM_ARRAY_JOB_ID", job.c_str(), 1);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    ::execl("/bin/bash", "bash", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST(SlurmScript, OneArrayTaskPerRunWithThrottleGraceSignalAndRequeue) {
+  ArraySpec a;
+  a.job_name = "posenc-grid";
+  a.run_ids = {"rope-projected-max-s0", "rope-projected-max-s1", "alibi-projected-max-s0", "it's"};
+  a.throttle = 2;
+  a.cpus_per_task = 3;
+  a.log_dir = "/shared/out/logs";
+  a.workdir = "/shared/work dir";
+  a.task_command = {"/opt/posenc", "compare", "/shared/grid.json", "--run"};
+  SlurmSettings s;
+  s.partition = "short";
+  s.time = "1:00:00";
+  s.gpus_per_task = 1;
+  s.sbatch = {"--qos=low"};
+  const std::string script = array_script(a, s);
+  for (const char* line :
+       {"#SBATCH --array=0-3%2\n", "#SBATCH --cpus-per-task=3\n", "#SBATCH --signal=B:TERM@120\n",
+        "#SBATCH --requeue\n", "#SBATCH --output=/shared/out/logs/slurm-%A_%a.log\n", "#SBATCH --partition=short\n",
+        "#SBATCH --time=1:00:00\n", "#SBATCH --gpus-per-task=1\n", "#SBATCH --qos=low\n", "'it'\\''s'",
+        "cd '/shared/work dir' || exit 1", "'/opt/posenc' 'compare' '/shared/grid.json' '--run' \"$run\"",
+        "scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\""})
+    EXPECT_TRUE(contains(script, line)) << line << " missing from:\n" << script;
+  EXPECT_FALSE(contains(script, "--account"));
+  // bash accepts it.
+  Scratch dir("slurmscript");
+  write_file_atomic(dir.path("a.sh"), script);
+  EXPECT_EQ(std::system(("bash -n " + dir.path("a.sh")).c_str()), 0);
+
+  EXPECT_EQ(split_into_arrays({"a", "b", "c", "d", "e"}, 2),
+            (std::vector<std::vector<std::string>>{{"a", "b"}, {"c", "d"}, {"e"}}));
+}
+
+TEST(SlurmScript, TheGridsSlurmBlockIsCheckedLikeAnyConfig) {
+  const auto settings = read_slurm_settings(
+      {{"partition", "gpu"}, {"time", "4:00:00"}, {"gpus_per_task", 1}, {"sbatch", {"--qos=low"}}}, "g.json.slurm");
+  EXPECT_EQ(settings.partition, "gpu");
+  EXPECT_EQ(settings.gpus_per_task, 1);
+  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"partiton", "gpu"}}, "g.json.slurm"); }),
+                       "g.json.slurm.partiton: unknown key"));
+  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"time", "1:00\n#SBATCH --x"}}, "g.json.slurm"); }),
+                       "g.json.slurm.time: must be one line"));
+  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"gpus_per_task", "1"}}, "g.json.slurm"); }),
+                       "g.json.slurm.gpus_per_task: expected an integer"));
+  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"sbatch", {"qos=low"}}}, "g.json.slurm"); }),
+                       "expected an sbatch option"));
+}
+
+TEST(SlurmGrid, SubmittedArraysRunResumeAfterSigtermAndAreCollected) {
+  Scratch s("slurmgrid");
+  FakeSlurm slurm(s);
+  json grid = posenc::testing::tiny_grid();
+  grid["seeds"] = {0, 1};
+  grid["set"]["train.steps"] = 300;
+  grid["set"]["train.eval_every"] = 300;
+  grid["set"]["train.checkpoint_every"] = 50;
+  grid["slurm"] = {{"partition", "debug"}};
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const std::string out = s.path("out"), compare = "compare " + s.path("grid.json") + " --out " + out;
+
+  // Four runs, MaxArraySize 3: two arrays, each submitted; the job ids are recorded.
+  auto r = run_cli(compare + " --slurm --jobs 2 --time 0:30:00 --no-progress");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json jobs = read_json_file(out + "/slurm/jobs.json");
+  ASSERT_EQ(jobs["arrays"].size(), 2u);
+  EXPECT_EQ(jobs["arrays"][0]["job_id"], "4242");
+  EXPECT_EQ(jobs["arrays"][1]["job_id"], "4243");
+  EXPECT_EQ(jobs["arrays"][0]["runs"].size(), 3u);
+  const std::string first = jobs["arrays"][0]["script"], second = jobs["arrays"][1]["script"];
+  const std::string script = read_file(first);
+  for (const char* line : {"#SBATCH --array=0-2%2", "#SBATCH --partition=debug", "#SBATCH --time=0:30:00"})
+    EXPECT_TRUE(contains(script, line)) << line << "\n" << script;
+  EXPECT_TRUE(fs::is_directory(out + "/logs"));  // Slurm does not make --output's directory
+
+  // While a task is queued, neither a local compare nor a second submission starts anything.
+  slurm.queue("4242_0 RUNNING\n4242_1 PENDING\n4242_2 PENDING\n4243_0 PENDING\n");
+  r = run_cli(compare + " --no-progress");
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "4 Slurm array task(s) of job 4242, 4243 still pending or running");
+  EXPECT_EQ(run_cli(compare + " --slurm --no-progress").code, 2);
+  r = run_cli(compare + " --status");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "RUNNING (job 4242_0)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "4 pending")) << r.output;
+
+  // Task 0: stopped by the SIGTERM Slurm sends before the time limit; it checkpoints and requeues itself.
+  const std::string run0 = jobs["arrays"][0]["runs"][0];
+  const fs::path dir0 = fs::path(out) / "runs" / run0;
+  pid_t pid = start_task(first, 0, "4242", s.path("task0.log"));
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!fs::exists(dir0 / "checkpoint.pt") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(dir0 / "checkpoint.pt"));
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 143) << read_file(s.path("task0.log"));
+  EXPECT_FALSE(fs::exists(dir0 / "results.json"));
+  EXPECT_TRUE(contains(read_file(s.path("scontrol.calls")), "requeue 4242_0"));
+  slurm.queue("");
+  r = run_cli(compare + " --status");
+  EXPECT_TRUE(contains(r.output, "stopped")) << r.output;
+
+  // Every task, as the scheduler runs them; task 0 again, as requeued, resumes.
+  const std::vector<std::tuple<std::string, int, std::string>> tasks = {
+      {first, 0, "4242"}, {first, 1, "4242"}, {first, 2, "4242"}, {second, 0, "4243"}};
+  for (const auto& [script_path, index, job] : tasks)
+    EXPECT_EQ(wait_exit(start_task(script_path, index, job, s.path("tasks.log"))), 0) << read_file(s.path("tasks.log"));
+  EXPECT_TRUE(contains(read_file(out + "/logs/" + run0 + ".log"), "resuming")) << read_file(out + "/logs/" + run0 + ".log");
+
+  // --collect: every run summarized, nothing trained.
+  r = run_cli(compare + " --collect --no-figures --no-progress");
+  EXPECT_EQ(r.code, 0) << r.output;
+  const json summary = read_json_file(out + "/summary.json");
+  EXPECT_TRUE(summary["unfinished"].empty()) << summary.dump();
+  size_t seeds = 0;
+  for (const auto& v : summary["variants"]) seeds += v["seeds"].get<size_t>();
+  EXPECT_EQ(seeds, 4u);
+  r = run_cli(compare + " --status");
+  EXPECT_TRUE(contains(r.output, "4 done")) << r.output;
+  // A task started again after its run finished has nothing to do.
+  EXPECT_EQ(wait_exit(start_task(first, 1, "4242", s.path("again.log"))), 0);
+  EXPECT_TRUE(contains(read_file(out + "/logs/" + jobs["arrays"][0]["runs"][1].get<std::string>() + ".log"),
+                       "finished already"));
+}
+
+TEST(SlurmGrid, WithoutSbatchTheScriptIsWrittenAndTheCommandShown) {
+  Scratch s("slurmnosbatch");
+  const std::string old_path = std::getenv("PATH");
+  ::setenv("PATH", "/usr/bin:/bin", 1);  // no sbatch there on a machine without Slurm
+  if (fs::exists("/usr/bin/sbatch")) {
+    ::setenv("PATH", old_path.c_str(), 1);
+    GTEST_SKIP() << "this machine has sbatch";
+  }
+  write_file_atomic(s.path("grid.json"), posenc::testing::tiny_grid().dump());
+  const auto r = run_cli("compare " + s.path("grid.json") + " --out " + s.path("out") + " --slurm --no-progress");
+  ::setenv("PATH", old_path.c_str(), 1);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "sbatch " + s.path("out") + "/slurm/array-0.sh")) << r.output;
+  EXPECT_TRUE(fs::exists(s.path("out") + "/slurm/array-0.sh"));
+  // --slurm needs nothing of a local run; the cluster flags need --slurm.
+  EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --partition x").code, 2);
+  EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --slurm --status").code, 2);
+}
