@@ -127,13 +127,21 @@ TEST(SlurmScript, TheGridsSlurmBlockIsCheckedLikeAnyConfig) {
       {{"partition", "gpu"}, {"time", "4:00:00"}, {"gpus_per_task", 1}, {"sbatch", {"--qos=low"}}}, "g.json.slurm");
   EXPECT_EQ(settings.partition, "gpu");
   EXPECT_EQ(settings.gpus_per_task, 1);
-  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"partiton", "gpu"}}, "g.json.slurm"); }),
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"partiton", "gpu"}}, "g.json.slurm");
+                       }),
                        "g.json.slurm.partiton: unknown key"));
-  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"time", "1:00\n#SBATCH --x"}}, "g.json.slurm"); }),
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"time", "1:00\n#SBATCH --x"}}, "g.json.slurm");
+                       }),
                        "g.json.slurm.time: must be one line"));
-  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"gpus_per_task", "1"}}, "g.json.slurm"); }),
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"gpus_per_task", "1"}}, "g.json.slurm");
+                       }),
                        "g.json.slurm.gpus_per_task: expected an integer"));
-  EXPECT_TRUE(contains(error_of([] { read_slurm_settings({{"sbatch", {"qos=low"}}}, "g.json.slurm"); }),
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"sbatch", {"qos=low"}}}, "g.json.slurm");
+                       }),
                        "expected an sbatch option"));
 }
 
@@ -195,7 +203,8 @@ TEST(SlurmGrid, SubmittedArraysRunResumeAfterSigtermAndAreCollected) {
       {first, 0, "4242"}, {first, 1, "4242"}, {first, 2, "4242"}, {second, 0, "4243"}};
   for (const auto& [script_path, index, job] : tasks)
     EXPECT_EQ(wait_exit(start_task(script_path, index, job, s.path("tasks.log"))), 0) << read_file(s.path("tasks.log"));
-  EXPECT_TRUE(contains(read_file(out + "/logs/" + run0 + ".log"), "resuming")) << read_file(out + "/logs/" + run0 + ".log");
+  EXPECT_TRUE(contains(read_file(out + "/logs/" + run0 + ".log"), "resuming"))
+      << read_file(out + "/logs/" + run0 + ".log");
 
   // --collect: every run summarized, nothing trained.
   r = run_cli(compare + " --collect --no-figures --no-progress");

@@ -31,12 +31,12 @@ SlurmSettings read_slurm_settings(const nlohmann::json& block, const std::string
 struct ArraySpec {
   std::string job_name;
   std::vector<std::string> run_ids;
-  int throttle = 0;         ///< at most this many tasks at once ("%N"); 0: no limit
+  int throttle = 0;  ///< at most this many tasks at once ("%N"); 0: no limit
   int64_t cpus_per_task = 1;
-  std::string log_dir;      ///< absolute; Slurm's own log and one log per run
-  std::string workdir;      ///< absolute; where each task starts
+  std::string log_dir;                    ///< absolute; Slurm's own log and one log per run
+  std::string workdir;                    ///< absolute; where each task starts
   std::vector<std::string> task_command;  ///< `posenc compare GRID ... --run`; the run id is appended
-  int grace_s = 120;        ///< SIGTERM this long before the time limit: the run checkpoints
+  int grace_s = 120;                      ///< SIGTERM this long before the time limit: the run checkpoints
 };
 
 /// The sbatch script of one job array. A task stopped by the SIGTERM that

@@ -68,8 +68,7 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
     << "# the list below; posenc decides when the task starts whether the run is new,\n"
     << "# resumes from its checkpoint, or is done.\n"
     << "#SBATCH --job-name=" << a.job_name << "\n"
-    << "#SBATCH --array=0-" << a.run_ids.size() - 1 << (a.throttle > 0 ? "%" + std::to_string(a.throttle) : "")
-    << "\n"
+    << "#SBATCH --array=0-" << a.run_ids.size() - 1 << (a.throttle > 0 ? "%" + std::to_string(a.throttle) : "") << "\n"
     << "#SBATCH --ntasks=1\n"
     << "#SBATCH --cpus-per-task=" << a.cpus_per_task << "\n"
     << "#SBATCH --output=" << (fs::path(a.log_dir) / "slurm-%A_%a.log").string() << "\n"
@@ -90,8 +89,7 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
   for (const auto& arg : a.task_command) o << shell_quote(arg) << " ";
   o << "\"$run\" >>" << shell_quote(a.log_dir + "/") << "\"$run.log\" 2>&1 &\n"
     << "child=$!\n"
-    << "# Slurm signals this script " << a.grace_s
-    << " s before the time limit and on preemption: posenc then\n"
+    << "# Slurm signals this script " << a.grace_s << " s before the time limit and on preemption: posenc then\n"
     << "# checkpoints the current step and exits 143.\n"
     << "trap 'kill -TERM \"$child\" 2>/dev/null' TERM\n"
     << "wait \"$child\"\n"
@@ -112,9 +110,9 @@ std::vector<std::vector<std::string>> split_into_arrays(const std::vector<std::s
   if (max_array_size < 1) throw std::invalid_argument("split_into_arrays: max_array_size < 1");
   std::vector<std::vector<std::string>> arrays;
   for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(max_array_size))
-    arrays.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(i),
-                        ids.begin() + static_cast<std::ptrdiff_t>(
-                                          std::min(ids.size(), i + static_cast<size_t>(max_array_size))));
+    arrays.emplace_back(
+        ids.begin() + static_cast<std::ptrdiff_t>(i),
+        ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + static_cast<size_t>(max_array_size))));
   return arrays;
 }
 
