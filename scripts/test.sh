@@ -5,5 +5,19 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # The C++ sources follow .clang-format (setup installs clang-format).
 if command -v clang-format >/dev/null; then scripts/format.sh --check; fi
+# A one-node Slurm cluster for the tests that run compare --slurm on a real one
+# (SlurmCluster.*; they skip where there is none). Only as root, and in CI or
+# when POSENC_TEST_SLURM=1 asks for it: it installs slurm-wlm and munge.
+if [ "$(id -u)" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${POSENC_TEST_SLURM:-}" ]; }; then
+  POSENC_SLURM_DIR=$(mktemp -d /tmp/posenc-slurm.XXXXXX)
+  export POSENC_SLURM_DIR
+  slurm_local=$PWD/scripts/slurm-local.sh
+  if "$slurm_local" start; then
+    trap '"$slurm_local" stop; rm -rf "$POSENC_SLURM_DIR"' EXIT
+    export SLURM_CONF=$POSENC_SLURM_DIR/slurm.conf
+  else
+    echo "test: the local Slurm cluster did not start; the SlurmCluster tests will skip" >&2
+  fi
+fi
 cd build
 ctest --output-on-failure -j "$(nproc)" "$@"

@@ -22,6 +22,7 @@
 #include "posenc/errors.h"
 #include "posenc/experiments/slurm.h"
 #include "posenc/util/io.h"
+#include "posenc/util/process.h"
 
 using namespace posenc;
 using posenc::testing::expect_one_line_error;
@@ -212,7 +213,7 @@ TEST(SlurmGrid, SubmittedArraysRunResumeAfterSigtermAndAreCollected) {
   const json summary = read_json_file(out + "/summary.json");
   EXPECT_TRUE(summary["unfinished"].empty()) << summary.dump();
   size_t seeds = 0;
-  for (const auto& v : summary["variants"]) seeds += v["seeds"].get<size_t>();
+  for (const auto& v : summary["variants"]) seeds += v["seeds"].size();
   EXPECT_EQ(seeds, 4u);
   r = run_cli(compare + " --status");
   EXPECT_TRUE(contains(r.output, "4 done")) << r.output;
@@ -239,4 +240,80 @@ TEST(SlurmGrid, WithoutSbatchTheScriptIsWrittenAndTheCommandShown) {
   // --slurm needs nothing of a local run; the cluster flags need --slurm.
   EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --partition x").code, 2);
   EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --slurm --status").code, 2);
+}
+
+// ---------------------------------------------------------------- a real cluster
+
+namespace {
+
+/// Whether Slurm's commands reach a cluster here (scripts/slurm-local.sh start, then SLURM_CONF).
+bool cluster_up() {
+  std::string out;
+  return posenc::run_command({"sinfo", "-h", "-o", "%T"}, out) == 0 && contains(out, "idle");
+}
+
+/// Waits until squeue lists no task of `job` (or `seconds` pass); true if it emptied.
+bool wait_for_queue_to_empty(const std::string& job, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::string out;
+  while (std::chrono::steady_clock::now() < end) {
+    if (posenc::run_command({"squeue", "-h", "-j", job}, out) == 0 && out.find_first_not_of(" \n") == std::string::npos)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {
+  if (!cluster_up()) GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
+  Scratch s("slurmcluster");
+  json grid = posenc::testing::tiny_grid();
+  grid["seeds"] = {0, 1};
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const std::string out = s.path("out"), compare = "compare " + s.path("grid.json") + " --out " + out;
+
+  // Four runs through sbatch, to completion, then collected.
+  auto r = run_cli(compare + " --slurm --jobs 2 --time 10:00 --no-progress");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string job = read_json_file(out + "/slurm/jobs.json")["arrays"][0]["job_id"];
+  ASSERT_TRUE(wait_for_queue_to_empty(job, 300)) << run_cli(compare + " --status").output;
+  r = run_cli(compare + " --collect --no-figures --no-progress");
+  EXPECT_EQ(r.code, 0) << r.output << run_cli(compare + " --status").output;
+  size_t seeds = 0;
+  for (const auto& v : read_json_file(out + "/summary.json")["variants"]) seeds += v["seeds"].size();
+  EXPECT_EQ(seeds, 4u);
+
+  // One longer run, stopped mid-way with the SIGTERM Slurm sends before a time
+  // limit: it checkpoints, goes back in the queue and resumes from its step.
+  json longer = posenc::testing::tiny_grid();
+  longer["schemes"] = {"none"};
+  longer["set"]["train.steps"] = 1500;
+  longer["set"]["train.eval_every"] = 1500;
+  longer["set"]["train.checkpoint_every"] = 100;
+  write_file_atomic(s.path("long.json"), longer.dump());
+  const std::string out2 = s.path("out2"), compare2 = "compare " + s.path("long.json") + " --out " + out2;
+  ASSERT_EQ(run_cli(compare2 + " --slurm --no-progress").code, 0);
+  const std::string job2 = read_json_file(out2 + "/slurm/jobs.json")["arrays"][0]["job_id"];
+  const fs::path run = fs::path(out2) / "runs" / "none-projected-max-s0";
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!fs::exists(run / "checkpoint.pt") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(run / "checkpoint.pt")) << run_cli(compare2 + " --status").output;
+  std::string said;
+  ASSERT_EQ(posenc::run_command({"scancel", "--signal=TERM", "--batch", job2 + "_0"}, said), 0) << said;
+  // Requeued tasks wait about two minutes before they may start again; let it start now.
+  for (int i = 0; i < 100; ++i) {
+    posenc::run_command({"squeue", "-h", "-j", job2, "-o", "%T %r"}, said);
+    if (contains(said, "PENDING")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(contains(said, "PENDING")) << "not requeued: " << said;
+  posenc::run_command({"scontrol", "update", "JobId=" + job2 + "_0", "StartTime=now"}, said);
+  ASSERT_TRUE(wait_for_queue_to_empty(job2, 300)) << run_cli(compare2 + " --status").output;
+  const std::string log = read_file(out2 + "/logs/none-projected-max-s0.log");
+  EXPECT_TRUE(contains(log, "stopped by SIGTERM at step")) << log;
+  EXPECT_TRUE(contains(log, "resuming")) << log;
+  EXPECT_TRUE(fs::exists(run / "results.json")) << log;
 }

@@ -394,6 +394,8 @@ int show_status(const ComparePlan& plan, const std::string& out) {
         state = "stopped";
       else if (fs::exists(plan.log_path(run)) && fs::file_size(plan.log_path(run)) > 0 && !queue_of_run.count(run.id))
         state = "failed", note = one_line(tail_lines(plan.log_path(run), 1), 100);
+      else if (queue_of_run.count(run.id) && queue_of_run[run.id].rfind("RUNNING", 0) == 0)
+        state = "starting";  // its task runs; its directory is not there yet
       else
         state = "pending";
     } catch (const ConfigError& e) {
