@@ -11,8 +11,10 @@
 #   scripts/slurm-local.sh env     prints the line that points Slurm's commands
 #                                  (sbatch, squeue, ...) at this cluster
 #
-# Everything lives in $POSENC_SLURM_DIR (default /tmp/posenc-slurm); nothing
-# under /etc is changed. Clients find the cluster through SLURM_CONF:
+# Everything lives in $POSENC_SLURM_DIR (default /tmp/posenc-slurm). Nothing
+# under /etc changes, except a line for this host in /etc/hosts where the
+# host name does not resolve (a fresh debootstrap root). Clients find the
+# cluster through SLURM_CONF:
 #   eval "$(scripts/slurm-local.sh env)"; sbatch ...
 set -euo pipefail
 dir=${POSENC_SLURM_DIR:-/tmp/posenc-slurm}
@@ -73,13 +75,20 @@ start() {
 
   local host cpus version cgroup
   host=$(hostname -s)
+  if ! getent hosts "$host" >/dev/null; then
+    echo "127.0.0.1 $host" >>/etc/hosts
+    say "added '127.0.0.1 $host' to /etc/hosts (slurmd must resolve its own name)"
+  fi
   cpus=$(nproc)
   version=$(slurmctld -V | sed -n 's/^slurm[^0-9]*\([0-9]*\)\..*/\1/p')
   # Slurm 22.05 (Debian 12) needs a cgroup plugin named even with task/none; 23.11
   # and later (Debian 13's 24.11) can switch cgroups off.
   if [ "${version:-0}" -ge 23 ]; then cgroup=disabled; else cgroup=cgroup/v1; fi
-  printf 'CgroupPlugin=%s\nIgnoreSystemd=yes\n' "$cgroup" >"$dir/cgroup.conf"
-  [ "$cgroup" = disabled ] && printf 'CgroupPlugin=disabled\n' >"$dir/cgroup.conf"
+  if [ "$cgroup" = disabled ]; then
+    printf 'CgroupPlugin=disabled\n' >"$dir/cgroup.conf"
+  else
+    printf 'CgroupPlugin=%s\nIgnoreSystemd=yes\n' "$cgroup" >"$dir/cgroup.conf"
+  fi
   cat >"$conf" <<EOF
 # A one-node cluster written by posenc's scripts/slurm-local.sh.
 ClusterName=posenc
@@ -89,7 +98,9 @@ SlurmdUser=root
 SlurmctldPort=$(free_port)
 SlurmdPort=$(free_port)
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
+# cred_expire: a requeued task may start again this many seconds after it
+# stopped (default 120, long for tests; earlier fails with "Job credential revoked").
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
 CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
