@@ -44,11 +44,12 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
   for (const auto& [flag, value, what] : {SlurmFlag{"--partition", &o.slurm_flags.partition, "Slurm partition"},
                                           SlurmFlag{"--time", &o.slurm_flags.time, "time limit per run, e.g. 2:00:00"},
                                           SlurmFlag{"--account", &o.slurm_flags.account, "Slurm account"}}) {
-    app.add_option(flag, *value, std::string(what) + " (with --slurm; replaces the grid's \"slurm\" block)")
+    app.add_option(flag, *value, std::string(what) + " (with --slurm; wins over the grid's \"slurm\" block)")
         ->needs(slurm)
         ->check(non_empty_utf8(flag, "Slurm settings"));
   }
-  app.add_option("--gpus-per-task", o.slurm_flags.gpus_per_task, "GPUs per run (with --slurm)")
+  app.add_option("--gpus-per-task", o.slurm_flags.gpus_per_task,
+                 "GPUs per run (with --slurm; wins over the grid's \"slurm\" block)")
       ->needs(slurm)
       ->check(integer_in(1, 64));
   app.add_option("--sbatch", o.slurm_flags.sbatch,
