@@ -59,6 +59,9 @@ tarball="$cache/$suite-minbase.tgz"
 debs="$cache/$suite-debs"
 mkdir -p "$cache" "$debs/partial"
 root=$(mktemp -d "/var/tmp/posenc-$suite.XXXXXX")
+# mktemp makes it 0700: as the root of the tree, other users (munge, _apt) could
+# then open nothing in it.
+chmod 755 "$root"
 
 cleanup() {
   local m
