@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,16 @@ inline Config small_config(const std::filesystem::path& dir, const std::vector<s
   apply_override(j, "train.out_dir=" + json(dir.string()).dump());
   for (const auto& e : extra) apply_override(j, e);
   return config_from_json(j);
+}
+
+/// The message of the ConfigError that `f` throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 /// The parameters stored in a checkpoint, in model order.

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "cli_helpers.h"
+#include "helpers.h"
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/experiments/summary.h"
@@ -42,16 +43,8 @@ struct Scratch {
 
 std::string base_config() { return std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"; }
 
+using posenc::testing::error_of;
 using posenc::testing::tiny_grid;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 

@@ -528,12 +528,7 @@ TEST(Refused, APythonNamedInPosencPythonIsUsedOrRefusedNeverReplaced) {
   Scratch s("posencpython");
   ::setenv("POSENC_PYTHON", "/nonexistent/python3", 1);
   EXPECT_EQ(find_python("sys"), "");  // no fallback to /usr/bin/python3
-  std::string message;
-  try {
-    check_posenc_python("sys");
-  } catch (const ConfigError& e) {
-    message = e.what();
-  }
+  std::string message = posenc::testing::error_of([] { check_posenc_python("sys"); });
   EXPECT_NE(message.find("POSENC_PYTHON=/nonexistent/python3: does not run"), std::string::npos) << message;
   // compare says so before it trains anything.
   json grid = posenc::testing::tiny_grid();
@@ -545,12 +540,7 @@ TEST(Refused, APythonNamedInPosencPythonIsUsedOrRefusedNeverReplaced) {
   if (fs::exists("/usr/bin/python3")) {
     ::setenv("POSENC_PYTHON", "/usr/bin/python3", 1);
     EXPECT_EQ(find_python("sys"), "/usr/bin/python3");
-    message.clear();
-    try {
-      check_posenc_python("no_such_module_of_posenc");
-    } catch (const ConfigError& e) {
-      message = e.what();
-    }
+    message = posenc::testing::error_of([] { check_posenc_python("no_such_module_of_posenc"); });
     EXPECT_NE(message.find("cannot import no_such_module_of_posenc"), std::string::npos) << message;
   }
   ::unsetenv("POSENC_PYTHON");

@@ -25,6 +25,7 @@
 #include "posenc/util/process.h"
 
 using namespace posenc;
+using posenc::testing::error_of;
 using posenc::testing::expect_one_line_error;
 using posenc::testing::run_cli;
 using posenc::testing::Scratch;
@@ -33,15 +34,6 @@ namespace fs = std::filesystem;
 namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 /// Fake sbatch (job ids 4242, 4243, ... and the scripts it got), squeue (prints
 /// the file `queue`) and scontrol (MaxArraySize 3; requeues recorded), first on PATH.

@@ -148,6 +148,11 @@ std::string compare_command(const CompareOptions& o) {
   return command;
 }
 
+/// OUT/configs/<id>.json: the config the run's `posenc train` reads.
+void write_run_config(const ComparePlan& plan, const PlannedRun& run) {
+  write_file_atomic(plan.config_path(run), config_to_json(run.config).dump(2) + "\n");
+}
+
 /// The runs still to train and how the others stand, decided before any starts:
 /// a run directory made from another config stops the comparison untouched.
 struct Work {
@@ -287,7 +292,7 @@ int submit_arrays(const ComparePlan& plan, const CompareOptions& o, const std::s
   fs::create_directories(abs_out / "slurm");
   std::vector<std::string> ids;
   for (const auto* run : w.todo) {
-    write_file_atomic(plan.config_path(*run), config_to_json(run->config).dump(2) + "\n");
+    write_run_config(plan, *run);
     ids.push_back(run->id);
   }
   std::vector<std::string> task = {self_executable(), "compare",   fs::absolute(plan.source).string(), "--out",
@@ -339,7 +344,7 @@ int run_one(const ComparePlan& plan, const std::string& id) {
     spdlog::info("{} {} already: nothing to do", id, state == RunState::Finished ? "finished" : "diverged");
     return 0;
   }
-  write_file_atomic(plan.config_path(*it), config_to_json(it->config).dump(2) + "\n");
+  write_run_config(plan, *it);
   std::vector<std::string> args = {self_executable(), "train", plan.config_path(*it), "--no-progress"};
   if (state == RunState::Resumable) args.push_back("--resume");
   spdlog::info("{}: {} `{}`", id, state == RunState::Resumable ? "resuming" : "starting", plan.config_path(*it));
@@ -354,9 +359,10 @@ int run_one(const ComparePlan& plan, const std::string& id) {
 /// Where each run stands: from its directory (results, checkpoint, the train
 /// lock, its log) and, for recorded arrays, from squeue.
 int show_status(const ComparePlan& plan, const std::string& out) {
-  const QueueState q = queue_state(recorded_jobs(out));
+  const std::vector<std::string> jobs = recorded_jobs(out);
+  const QueueState q = queue_state(jobs);
   std::map<std::string, std::string> queue_of_run;  // run id -> "PENDING (job 12_3)"
-  if (fs::exists(jobs_file(out))) {
+  if (!jobs.empty()) {
     const nlohmann::json j = read_json_file(jobs_file(out).string());
     for (const auto& a : j.value("arrays", nlohmann::json::array())) {
       if (!a.contains("job_id")) continue;
@@ -410,9 +416,9 @@ int show_status(const ComparePlan& plan, const std::string& out) {
   std::string line;
   for (const auto& [state, n] : counts) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", n, state);
   std::printf("%s%s\n", line.c_str(),
-              recorded_jobs(out).empty() ? ""
-              : q.known                  ? ""
-                                         : " (squeue is not available here: queue states unknown)");
+              jobs.empty() ? ""
+              : q.known    ? ""
+                           : " (squeue is not available here: queue states unknown)");
   std::fflush(stdout);
   return 0;
 }
@@ -458,7 +464,7 @@ int run_comparison(const CompareOptions& o) {
   std::vector<Job> pool_jobs;
   for (size_t i = 0; i < w.todo.size(); ++i) {
     const PlannedRun& run = *w.todo[i];
-    write_file_atomic(plan.config_path(run), config_to_json(run.config).dump(2) + "\n");
+    write_run_config(plan, run);
     std::vector<std::string> argv = {self, "train", plan.config_path(run), "--no-progress"};
     if (w.resume[i]) argv.push_back("--resume");
     pool_jobs.push_back({run.id, argv, plan.log_path(run)});
