@@ -18,6 +18,22 @@
 #include <cuda_runtime_api.h>
 #endif
 
+// c10d (train/data_parallel.cpp): from 2.0 on, ProcessGroupGloo and
+// ProcessGroupNCCL derive from c10d::Backend (1.13: from c10d::ProcessGroup);
+// both bases have the allreduce/broadcast/barrier that posenc calls. From 2.2
+// on, TCPStoreOptions has useLibUV, which must be false where LibTorch was
+// built without libuv (Debian's 2.6).
+#if TORCH_VERSION_MAJOR >= 2
+#define POSENC_C10D_BACKEND_BASE c10d::Backend
+#else
+#define POSENC_C10D_BACKEND_BASE c10d::ProcessGroup
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+#define POSENC_TCPSTORE_HAS_USE_LIBUV 1
+#else
+#define POSENC_TCPSTORE_HAS_USE_LIBUV 0
+#endif
+
 namespace posenc::compat {
 
 constexpr int kTorchMajor = TORCH_VERSION_MAJOR;

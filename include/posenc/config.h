@@ -85,6 +85,13 @@ struct TrainConfig {
   /// "float32" | "bf16" (autocast of the forward pass to bfloat16; weights and optimizer stay float32)
   std::string precision = "float32";
   std::string out_dir = "runs/ordering";
+  /// Several processes on one run (train/data_parallel.h; how many comes from
+  /// the launcher, not the config): "auto" (gloo on the CPU, nccl on CUDA) | "gloo" | "nccl"
+  std::string backend = "auto";
+  /// Gradients are all-reduced in flat buckets of at most this many MiB.
+  double bucket_mb = 25;
+  /// A collective (or the rendezvous) that waits longer than this fails.
+  int64_t collective_timeout_s = 300;
 };
 
 struct EvalConfig {

@@ -1,13 +1,23 @@
-// posenc train CONFIG [--set path=value ...] [--out DIR] [--resume]
+// posenc train CONFIG [--set path=value ...] [--out DIR] [--resume] [--nproc N]
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "posenc/config.h"
 #include "posenc/environment.h"
+#include "posenc/experiments/process_pool.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
+#include "posenc/util/launch.h"
+#include "posenc/util/process.h"
 
 namespace posenc::cli {
 
@@ -21,19 +31,116 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("--threads", o.threads, "intra-op threads (overrides train.threads)")->check(integer_in(1, 1024));
   app.add_flag("--resume", o.resume, "continue the run in the run directory from its checkpoint");
   app.add_flag("--no-progress", o.no_progress, "log lines instead of the updating progress line");
+  app.add_option("--nproc", o.nproc,
+                 "train one model on N local processes (data parallel, as torchrun --standalone "
+                 "--nproc-per-node N): Gloo on the CPU, NCCL with one GPU per process")
+      ->check(integer_in(1, 1024));
 }
+
+namespace {
+
+/// This command line again, without --nproc: what each local rank runs.
+std::vector<std::string> rank_command(const TrainOptions& o) {
+  std::vector<std::string> argv = {self_executable(), "train", o.config};
+  for (const auto& s : o.overrides) argv.insert(argv.end(), {"--set", s});
+  if (!o.out.empty()) argv.insert(argv.end(), {"--out", o.out});
+  if (!o.device.empty()) argv.insert(argv.end(), {"--device", o.device});
+  if (o.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
+  if (o.resume) argv.push_back("--resume");
+  if (o.no_progress) argv.push_back("--no-progress");
+  return argv;
+}
+
+bool stopped_by_request(int code) { return code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP; }
+
+std::string describe_exit(int code) {
+  if (code > 128) return "killed by signal " + std::to_string(code - 128) + " (exit " + std::to_string(code) + ")";
+  return "exit " + std::to_string(code);
+}
+
+/// `posenc train --nproc N`: N ranks on this machine with a rendezvous on a
+/// free local port. A stop request is passed to every rank once (they stop at
+/// the same step; rank 0 writes the checkpoint). A rank that fails brings the
+/// others down: they see the failure at their next collective; any still
+/// running after a grace period are killed. Returns the first failing
+/// rank's exit status (0 when all succeed).
+int launch_local_ranks(const TrainOptions& o) {
+  if (read_launch_from_environment().distributed())
+    throw ConfigError(
+        "--nproc starts its own ranks, but this process is already one rank of a launch (RANK/WORLD_SIZE or an "
+        "srun step are set): drop --nproc, or start posenc train --nproc outside torchrun and srun");
+  const int port = free_local_port();
+  const std::vector<std::string> argv = rank_command(o);
+  std::map<pid_t, int> rank_of;
+  std::string pids;
+  for (int r = 0; r < o.nproc; ++r) {
+    std::string error;
+    const pid_t pid = spawn_child(argv, local_rank_environment(r, o.nproc, port), "", &error);
+    if (pid < 0) {
+      for (const auto& [p, _] : rank_of) ::kill(p, SIGKILL);
+      throw std::runtime_error(error);
+    }
+    rank_of[pid] = r;
+    pids += (r ? ", " : "") + fmt::format("rank {} pid {}", r, pid);
+  }
+  spdlog::info("started {} ranks ({}; rendezvous 127.0.0.1:{}); rank 0 writes the run", o.nproc, pids, port);
+  constexpr auto kGrace = std::chrono::seconds(15);
+  using Clock = std::chrono::steady_clock;
+  int first_failure = 0, signals_passed = 0;
+  Clock::time_point failed_at{};
+  while (!rank_of.empty()) {
+    // Each stop request once to every rank (a second one ends them, as it would one process).
+    if (interrupt_signal() != 0 && signals_passed == 0) {
+      for (const auto& [pid, _] : rank_of) ::kill(pid, SIGTERM);
+      signals_passed = 1;
+    }
+    if (first_failure != 0 && Clock::now() - failed_at > kGrace) {
+      for (const auto& [pid, r] : rank_of) {
+        spdlog::error("rank {} still running {} s after the failure: killing it", r, kGrace.count());
+        ::kill(pid, SIGKILL);
+      }
+      failed_at = Clock::now() + std::chrono::hours(24);  // once
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    const auto it = rank_of.find(pid);
+    if (it == rank_of.end()) continue;
+    const int rank = it->second;
+    rank_of.erase(it);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (code == 0 || first_failure != 0) continue;
+    first_failure = code;
+    if (stopped_by_request(code)) continue;  // the others are stopping at the same step
+    failed_at = Clock::now();
+    if (!rank_of.empty())
+      spdlog::error("rank {} ended ({}); the other ranks stop at their next collective", rank, describe_exit(code));
+  }
+  return first_failure;
+}
+
+}  // namespace
 
 int run_train(const TrainOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: finish the step, checkpoint, exit 130/143
+  if (o.nproc > 1) return launch_local_ranks(o);
   std::vector<std::string> overrides = o.overrides;
   if (!o.out.empty()) overrides.push_back("train.out_dir=" + nlohmann::json(o.out).dump());
   if (!o.device.empty()) overrides.push_back("train.device=" + o.device);
   if (o.threads > 0) overrides.push_back("train.threads=" + std::to_string(o.threads));
   const Config cfg = load_config(o.config, overrides);
-  log_environment();
   posenc::TrainRequest options;
+  options.launch = read_launch_from_environment();
+  if (options.launch.rank > 0) {  // rank 0 speaks for the run; the others only warn
+    spdlog::set_pattern("%H:%M:%S %^%l%$ rank " + std::to_string(options.launch.rank) + ": %v");
+    spdlog::set_level(spdlog::level::warn);
+  }
+  log_environment();
   options.resume = o.resume;
-  options.progress = !o.no_progress && ::isatty(STDERR_FILENO);
+  options.progress = !o.no_progress && ::isatty(STDERR_FILENO) && options.launch.rank == 0;
   train(cfg, options);
   return 0;
 }

@@ -36,6 +36,7 @@ struct TrainOptions {
   int threads = 0;
   bool resume = false;
   bool no_progress = false;
+  int nproc = 1;
 };
 void setup_train(CLI::App& app, TrainOptions& o);
 int run_train(const TrainOptions& o);

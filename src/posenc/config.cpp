@@ -226,6 +226,9 @@ TrainConfig parse_train(const json& j, const std::string& path) {
   r.read("threads", t.threads, 1, 1024);
   r.read("precision", t.precision, {"float32", "bf16"});
   r.read("out_dir", t.out_dir);
+  r.read("backend", t.backend, {"auto", "gloo", "nccl"});
+  r.read("bucket_mb", t.bucket_mb, 0.001, 4096.0);
+  r.read("collective_timeout_s", t.collective_timeout_s, 1, 86400);
   r.finish();
   if (t.out_dir.empty()) throw ConfigError(path + ".out_dir: must not be empty");
   return t;
@@ -333,7 +336,10 @@ json config_to_json(const Config& c) {
         {"device", c.train.device},
         {"threads", c.train.threads},
         {"precision", c.train.precision},
-        {"out_dir", c.train.out_dir}}},
+        {"out_dir", c.train.out_dir},
+        {"backend", c.train.backend},
+        {"bucket_mb", c.train.bucket_mb},
+        {"collective_timeout_s", c.train.collective_timeout_s}}},
       {"eval",
        {{"lengths", c.eval.lengths},
         {"samples_per_length", c.eval.samples_per_length},

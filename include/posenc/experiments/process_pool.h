@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace posenc {
@@ -38,6 +39,14 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
                                  const std::function<void(const PoolStatus&)>& on_tick,
                                  const std::function<void(const JobOutcome&)>& on_done, double tick_s = 1.0,
                                  const std::atomic<bool>* stop = nullptr);
+
+/// Starts args (args[0] a path) in a process group of its own, with this
+/// environment plus POSENC_PARENT_PID and `extra_env` ("NAME=VALUE", each
+/// replacing a variable of that name); stdout and stderr are appended to
+/// `log_path`, or are this process's own when it is empty. Returns the pid, or
+/// -1 with the reason in *error.
+pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
+                  const std::string& log_path, std::string* error);
 
 /// In a child started by run_pool: ask the kernel for SIGTERM when the parent
 /// dies (even by SIGKILL), so that no orphan keeps writing a run directory

@@ -108,9 +108,14 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
 /// match, teacher-forced, for sequence tasks (the same as greedy decoding's: an
 /// answer decodes exactly iff every teacher-forced argmax is right); next-token
 /// accuracy for language modelling. With `interruptible`, a stop request ends
-/// it between batches by throwing Interrupted.
+/// it between batches by throwing Interrupted. With shards > 1, only the
+/// examples of shard `shard` (a contiguous slice of each set) are scored: the
+/// shards' tallies sum to the whole one (data parallel ranks split it so).
 Tally validation_accuracy(Transformer& model, const Task& task, const EvaluationSpec& spec, torch::Device device,
-                          bool interruptible = false);
+                          bool interruptible = false, int shard = 0, int shards = 1);
+
+/// Rows [begin, end) of a batch (tokens, labels, kinds).
+TaskBatch batch_rows(const TaskBatch& batch, int64_t begin, int64_t end);
 
 nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& task);
 /// Human-readable table (one row per length) for the terminal.

@@ -19,7 +19,9 @@ namespace posenc {
 
 class FiniteWatch {
  public:
-  explicit FiniteWatch(torch::Device device);
+  /// `writes`: whether finding one writes diverged.json (only rank 0 of a
+  /// data parallel run does; every rank throws).
+  explicit FiniteWatch(torch::Device device, bool writes = true);
 
   /// Records step (0-based) if its loss or gradient norm is not finite; no sync.
   void observe(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm);
@@ -35,6 +37,7 @@ class FiniteWatch {
  private:
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   torch::Tensor first_bad_;  // (2) int64: loss, gradient norm
+  bool writes_;
 };
 
 }  // namespace posenc

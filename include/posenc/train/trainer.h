@@ -25,6 +25,7 @@
 #include "posenc/train/finite_watch.h"
 #include "posenc/train/fused_adamw.h"
 #include "posenc/train/run_dir.h"
+#include "posenc/util/launch.h"
 
 namespace posenc {
 
@@ -38,6 +39,9 @@ struct TrainRequest {
   /// Stop (with a checkpoint, without results) once this step is done, as if
   /// the run were killed there; 0 = run to train.steps.
   int64_t stop_at_step = 0;
+  /// This process's place among the ranks of a data parallel run (launch.h);
+  /// one process by default.
+  Launch launch;
 };
 
 /// Test seams: faults that a test injects into a run. Production code never
@@ -72,6 +76,13 @@ void set_threads(int64_t threads);
 
 /// Trains cfg in cfg.train.out_dir (resuming from its checkpoint if asked),
 /// then evaluates at cfg.eval.lengths and writes results.json.
+///
+/// With request.launch.world_size > 1 the ranks train one model together
+/// (train/data_parallel.h): each takes its slice of every global batch
+/// (train.batch_size must divide evenly), validation is split over them, and
+/// only rank 0 writes (metrics, checkpoints, results) and runs the final
+/// evaluation; the other ranks return once training is done. Every rank reads
+/// the checkpoint on --resume, with any number of ranks.
 TrainResult train(const Config& cfg, const TrainRequest& request,
                   const TrainHooks& hooks = TrainHooks::from_environment());
 

@@ -35,27 +35,48 @@ struct Running {
 
 /// Starts one job with stdout/stderr appended to its log; returns the pid or -1.
 pid_t spawn(const Job& job) {
-  const fs::path log(job.log_path);
-  if (log.has_parent_path()) fs::create_directories(log.parent_path());
+  std::string error;
+  const pid_t pid = spawn_child(job.argv, {}, job.log_path, &error);
+  if (pid < 0) std::ofstream(job.log_path, std::ios::app) << error << "\n";
+  return pid;
+}
+
+}  // namespace
+
+pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
+                  const std::string& log_path, std::string* error) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, job.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  if (!log_path.empty()) {
+    const fs::path log(log_path);
+    if (log.has_parent_path()) fs::create_directories(log.parent_path());
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
   posix_spawn_file_actions_addclose(&actions, STDIN_FILENO);
   std::vector<char*> argv;
-  for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  // The environment plus POSENC_PARENT_PID, for die_with_parent() in the child.
-  static const std::string parent = "POSENC_PARENT_PID=" + std::to_string(::getpid());
+  // The environment plus POSENC_PARENT_PID, for die_with_parent() in the
+  // child, and extra_env, each replacing a variable of the same name.
+  std::vector<std::string> added = extra_env;
+  added.push_back("POSENC_PARENT_PID=" + std::to_string(::getpid()));
+  const auto replaced = [&](const char* entry) {
+    for (const auto& a : added) {
+      const size_t eq = a.find('=');
+      if (std::strncmp(entry, a.c_str(), eq + 1) == 0) return true;
+    }
+    return false;
+  };
   std::vector<char*> env;
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "POSENC_PARENT_PID=", 18) != 0) env.push_back(*e);
-  env.push_back(const_cast<char*>(parent.c_str()));
+    if (!replaced(*e)) env.push_back(*e);
+  for (auto& a : added) env.push_back(a.data());
   env.push_back(nullptr);
   // Each child in a process group of its own: a Ctrl-C on the terminal reaches
-  // only the pool, which passes one SIGTERM on; a child that got the terminal's
-  // SIGINT as well would take the pool's SIGTERM as a second signal and stop
-  // without its checkpoint.
+  // only the parent, which passes one SIGTERM on; a child that got the
+  // terminal's SIGINT as well would take the parent's SIGTERM as a second
+  // signal and stop without its checkpoint.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
@@ -65,14 +86,11 @@ pid_t spawn(const Job& job) {
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    std::ofstream(job.log_path, std::ios::app)
-        << "could not start " << job.argv[0] << ": " << std::strerror(rc) << "\n";
+    if (error) *error = "could not start " + args[0] + ": " + std::strerror(rc);
     return -1;
   }
   return pid;
 }
-
-}  // namespace
 
 std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
                                  const std::function<void(const PoolStatus&)>& on_tick,

@@ -277,19 +277,37 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
   return results;
 }
 
+TaskBatch batch_rows(const TaskBatch& batch, int64_t begin, int64_t end) {
+  TaskBatch out;
+  out.tokens = batch.tokens.slice(0, begin, end);
+  if (batch.labels.defined()) out.labels = batch.labels.slice(0, begin, end);
+  out.answer_start = batch.answer_start;
+  if (!batch.kinds.empty()) out.kinds.assign(batch.kinds.begin() + begin, batch.kinds.begin() + end);
+  return out;
+}
+
 Tally validation_accuracy(Transformer& model, const Task& task, const EvaluationSpec& spec, torch::Device device,
-                          bool interruptible) {
+                          bool interruptible, int shard, int shards) {
+  // This shard's rows of a set: [n * shard / shards, n * (shard + 1) / shards).
+  const auto mine = [&](const TaskBatch& set) {
+    if (shards == 1) return set;
+    const int64_t n = set.tokens.size(0);
+    return batch_rows(set, n * shard / shards, n * (shard + 1) / shards);
+  };
   const TaskMetric metric = task.info().metric;
   const int64_t seed = spec.sets.seed + kValidationSeedOffset;
-  if (metric == TaskMetric::Perplexity)  // next-token accuracy on held-out windows of the training context
-    return score_teacher_forced(model, task.fixed_set(spec.max_length, spec.val_samples, seed), device,
-                                spec.sets.max_batch_tokens, nullptr, nullptr, interruptible);
+  if (metric == TaskMetric::Perplexity) {  // next-token accuracy on held-out windows of the training context
+    const TaskBatch set = mine(task.fixed_set(spec.max_length, spec.val_samples, seed));
+    if (set.tokens.size(0) == 0) return Tally{};
+    return score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, nullptr, nullptr, interruptible);
+  }
   const int64_t lengths = spec.max_length - spec.min_length + 1;
   const int64_t per_length = std::max<int64_t>(2, spec.val_samples / lengths);
   Tally total;
   for (int64_t length = spec.min_length; length <= spec.max_length; ++length) {
     if (interruptible) throw_if_interrupted();
-    const TaskBatch set = task.fixed_set(length, per_length, seed);
+    const TaskBatch set = mine(task.fixed_set(length, per_length, seed));
+    if (set.tokens.size(0) == 0) continue;
     if (metric == TaskMetric::ExactMatch) {
       Tally exact;
       score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, nullptr, &exact, interruptible);

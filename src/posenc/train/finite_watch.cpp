@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 namespace {
 
 /// Writes diverged.json and throws Diverged.
-[[noreturn]] void diverged(const fs::path& dir, const Config& cfg, int64_t last_checkpoint, int64_t step,
+[[noreturn]] void diverged(bool writes, const fs::path& dir, const Config& cfg, int64_t last_checkpoint, int64_t step,
                            const std::string& key, const std::string& what) {
   const std::string kept = last_checkpoint > 0 ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
                                                              (dir / run_files::kCheckpoint).string(), last_checkpoint)
@@ -22,20 +22,22 @@ namespace {
                   cfg.train.lr,
                   cfg.train.precision == "float32" ? " or raise train.warmup_steps"
                                                    : ", raise train.warmup_steps or use train.precision=float32");
-  write_file_atomic((dir / run_files::kDiverged).string(), nlohmann::json{{"step", step},
-                                                                          {"non_finite", key},
-                                                                          {"last_checkpoint_step", last_checkpoint},
-                                                                          {"message", message},
-                                                                          {"config", config_to_json(cfg)}}
-                                                                   .dump(2) +
-                                                               "\n");
+  if (writes)
+    write_file_atomic((dir / run_files::kDiverged).string(), nlohmann::json{{"step", step},
+                                                                            {"non_finite", key},
+                                                                            {"last_checkpoint_step", last_checkpoint},
+                                                                            {"message", message},
+                                                                            {"config", config_to_json(cfg)}}
+                                                                     .dump(2) +
+                                                                 "\n");
   throw Diverged(message);
 }
 
 }  // namespace
 
-FiniteWatch::FiniteWatch(torch::Device device)
-    : first_bad_(torch::full({2}, kNever, torch::TensorOptions().dtype(torch::kLong).device(device))) {}
+FiniteWatch::FiniteWatch(torch::Device device, bool writes)
+    : first_bad_(torch::full({2}, kNever, torch::TensorOptions().dtype(torch::kLong).device(device))),
+      writes_(writes) {}
 
 void FiniteWatch::observe(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm) {
   auto values = torch::stack({loss.detach().to(torch::kFloat), grad_norm.to(loss.device(), torch::kFloat)});  // (2)
@@ -47,14 +49,14 @@ void FiniteWatch::check(const fs::path& dir, const Config& cfg, int64_t last_che
   const int64_t loss_step = bad[0].item<int64_t>(), grad_step = bad[1].item<int64_t>();
   if (loss_step == kNever && grad_step == kNever) return;
   const bool loss_first = loss_step <= grad_step;
-  diverged(dir, cfg, last_checkpoint, (loss_first ? loss_step : grad_step) + 1,  // steps are reported from 1
+  diverged(writes_, dir, cfg, last_checkpoint, (loss_first ? loss_step : grad_step) + 1,  // steps are reported from 1
            loss_first ? "loss" : "grad_norm", loss_first ? "the loss" : "the gradient norm");
 }
 
 void FiniteWatch::check_weights(Transformer& model, const fs::path& dir, const Config& cfg, int64_t last_checkpoint,
                                 int64_t step) const {
   const std::string name = first_non_finite_parameter(model);
-  if (!name.empty()) diverged(dir, cfg, last_checkpoint, step, "weights", "parameter " + name);
+  if (!name.empty()) diverged(writes_, dir, cfg, last_checkpoint, step, "weights", "parameter " + name);
 }
 
 }  // namespace posenc

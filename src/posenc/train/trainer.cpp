@@ -16,6 +16,7 @@
 #include "posenc/train/autocast.h"
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/data_parallel.h"
 #include "posenc/train/finite_watch.h"
 #include "posenc/train/schedule.h"
 #include "posenc/util/dir_lock.h"
@@ -44,6 +45,19 @@ void set_threads(int64_t threads) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// One GPU per local rank.
+torch::Device rank_device(const std::string& name, const Launch& launch) {
+  const torch::Device device = resolve_device(name);
+  if (!device.is_cuda() || !launch.distributed()) return device;
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (launch.local_rank >= gpus)
+    throw DeviceError(
+        fmt::format("rank {} is local rank {} on its machine, which has {} CUDA device(s): start at "
+                    "most one rank per GPU",
+                    launch.rank, launch.local_rank, gpus));
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(launch.local_rank));
+}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -151,7 +165,9 @@ class TrainingRun {
       : cfg_(cfg),
         request_(request),
         hooks_(hooks),
-        device_(resolve_device(cfg.train.device)),
+        rank_(request.launch.rank),
+        world_(request.launch.world_size),
+        device_(rank_device(cfg.train.device, request.launch)),
         dir_(cfg.train.out_dir),
         ckpt_(dir_ / run_files::kCheckpoint),
         task_(make_task(cfg.task)),
@@ -161,7 +177,7 @@ class TrainingRun {
   /// removes the config.json and metrics.jsonl it wrote, so that the same
   /// command, corrected, can use the directory again.
   ~TrainingRun() {
-    if (!started_files_ || std::uncaught_exceptions() == 0) return;
+    if (!started_files_ || std::uncaught_exceptions() == 0) return;  // only rank 0 starts them
     std::error_code ec;
     if (fs::exists(ckpt_, ec) || fs::exists(dir_ / run_files::kDiverged, ec)) return;
     metrics_.reset();
@@ -183,21 +199,38 @@ class TrainingRun {
       throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
                         std::to_string(longest) + " positions of the longest training example (task.max_length)");
     record_data_identity();
-    check_training_fits(model_, task_->sequence_length(cfg_.task.max_length), cfg_.train.batch_size, device_);
+    if (cfg_.train.batch_size % world_ != 0)
+      throw ConfigError(
+          fmt::format("train.batch_size={} does not divide among the {} ranks: each rank trains on an "
+                      "equal slice of every batch (use a multiple of {})",
+                      cfg_.train.batch_size, world_, world_));
+    check_training_fits(model_, task_->sequence_length(cfg_.task.max_length), cfg_.train.batch_size / world_, device_);
     // A length that cannot be evaluated fails now, not after the training: the
     // validation sets (of up to task.max_length) and the final evaluation's.
     task_->check_eval_length(cfg_.task.max_length);
     if (!request_.skip_final_eval)
       check_evaluation_fits(model_, *task_, evaluation_spec(cfg_), cfg_.eval.lengths, device_);
-    if (request_.resume && !fs::exists(ckpt_)) throw ConfigError("--resume: no checkpoint at " + ckpt_.string());
+    // The ranks join before anything that can fail on one rank alone (a held
+    // lock, a missing checkpoint): the others then fail at their next
+    // collective at once instead of waiting for the rendezvous to time out.
+    if (world_ > 1)
+      ranks_ = std::make_unique<DataParallel>(request_.launch, cfg_.train.backend, device_, cfg_.train.bucket_mb,
+                                              cfg_.train.collective_timeout_s);
+    if (request_.resume && !fs::exists(ckpt_))
+      throw ConfigError("--resume: no checkpoint at " + ckpt_.string() +
+                        (rank_ > 0 ? " (every rank reads it: the run directory must be on a filesystem that all "
+                                     "ranks see)"
+                                   : ""));
     if (fs::exists(dir_ / run_files::kCompareLock))
       throw ConfigError(dir_.string() +
                         " is the output directory of a posenc compare; a train run needs a directory "
                         "of its own (choose another --out)");
-    lock_ = std::make_unique<DirectoryLock>(dir_.string(), run_files::kTrainLock, "posenc train");
-    if (!request_.resume) check_fresh_directory(dir_, cfg_);
-    if (const int n = remove_stale_temporaries(dir_.string()))
-      spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir_.string());
+    if (rank_ == 0) {  // the one writer holds the directory
+      lock_ = std::make_unique<DirectoryLock>(dir_.string(), run_files::kTrainLock, "posenc train");
+      if (!request_.resume) check_fresh_directory(dir_, cfg_);
+      if (const int n = remove_stale_temporaries(dir_.string()))
+        spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir_.string());
+    }
     optimizer_ = std::make_unique<FusedAdamW>(make_optimizer(model_, cfg_.train));
   }
 
@@ -229,28 +262,36 @@ class TrainingRun {
       nlohmann::json stored;
       start_ = load_checkpoint(ckpt_.string(), model_, optimizer_.get(), &stored);
       state_ = RunningState::from_json(stored);
+      if (rank_ > 0) state_.seen = 0;  // the window's sums so far are rank 0's to carry
       if (start_ > cfg_.train.steps)
         throw ConfigError(
             fmt::format("--resume: {} is at step {}, past train.steps={}; raise train.steps to train "
                         "on, or evaluate it with `posenc eval {}`",
                         ckpt_.string(), start_, cfg_.train.steps, ckpt_.string()));
-      truncate_metrics(dir_ / run_files::kMetrics, start_);
-      fs::remove(dir_ / run_files::kDiverged);  // written again if it diverges again
+      if (rank_ == 0) {
+        truncate_metrics(dir_ / run_files::kMetrics, start_);
+        fs::remove(dir_ / run_files::kDiverged);  // written again if it diverges again
+      }
       spdlog::info("resuming {} at step {}{}", dir_.string(), start_,
                    start_ == cfg_.train.steps ? " (already trained: evaluating it)" : "");
-    } else {
+    } else if (rank_ == 0) {
       write_file_atomic((dir_ / run_files::kMetrics).string(), "");
       started_files_ = true;
     }
-    write_file_atomic((dir_ / run_files::kConfig).string(), config_to_json(cfg_).dump(2) + "\n");
+    if (rank_ == 0) write_file_atomic((dir_ / run_files::kConfig).string(), config_to_json(cfg_).dump(2) + "\n");
     for (const auto& p : model_->parameters()) parameters_ += p.numel();
-    spdlog::info("train dir={} task={} model={} scheme={} qkv={} pooling={} params={} device={} threads={} steps={}",
-                 dir_.string(), cfg_.task.type, cfg_.model.kind, cfg_.model.positional.type, cfg_.model.qkv,
-                 cfg_.model.pooling, parameters_, device_.str(), torch::get_num_threads(), cfg_.train.steps);
-    metrics_ = std::make_unique<AppendFile>((dir_ / run_files::kMetrics).string());
+    spdlog::info(
+        "train dir={} task={} model={} scheme={} qkv={} pooling={} params={} device={} threads={} steps={}{}",
+        dir_.string(), cfg_.task.type, cfg_.model.kind, cfg_.model.positional.type, cfg_.model.qkv, cfg_.model.pooling,
+        parameters_, device_.str(), torch::get_num_threads(), cfg_.train.steps,
+        ranks_ ? fmt::format(" ranks={} backend={} (launched by {})", world_, ranks_->backend(), request_.launch.source)
+               : std::string());
+    if (rank_ == 0) metrics_ = std::make_unique<AppendFile>((dir_ / run_files::kMetrics).string());
+    if (ranks_) join_ranks();
     const auto on_device = torch::TensorOptions().device(device_);
-    loss_sum_ = torch::full({}, state_.loss_sum, on_device.dtype(torch::kFloat));
-    correct_sum_ = torch::full({}, state_.correct_sum, on_device.dtype(torch::kLong));
+    // The window's sums carried over from a checkpoint live on rank 0 alone.
+    loss_sum_ = torch::full({}, rank_ == 0 ? state_.loss_sum : 0.0, on_device.dtype(torch::kFloat));
+    correct_sum_ = torch::full({}, rank_ == 0 ? state_.correct_sum : 0, on_device.dtype(torch::kLong));
     last_checkpoint_ = start_;
     started_ = Clock::now();
     interval_start_ = Clock::now();
@@ -259,6 +300,16 @@ class TrainingRun {
   }
 
   int64_t start() const { return start_; }
+
+  /// Every rank starts from rank 0's weights (equal already when each built the
+  /// model from train.seed or read the same checkpoint: this makes it so).
+  /// Dropout draws a stream of its own on each rank.
+  void join_ranks() {
+    std::vector<torch::Tensor> state = model_->parameters();
+    for (const auto& b : model_->buffers()) state.push_back(b);
+    ranks_->broadcast_from_rank0(state);
+    if (rank_ > 0) torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed + 1000003 * rank_ + start_));
+  }
 
   /// schedule -> batch -> forward -> backward -> clip -> AdamW. The running
   /// sums and the finiteness watch stay on the device: no host sync here.
@@ -271,6 +322,8 @@ class TrainingRun {
     lr_ = learning_rate(step, t.steps, t.lr, t.warmup_steps, t.min_lr_ratio);
     set_lr(*optimizer_, lr_);
     TaskBatch batch = task_->train_batch(step, t.batch_size, t.seed);
+    if (world_ > 1)  // this rank's slice of the global batch
+      batch = batch_rows(batch, t.batch_size * rank_ / world_, t.batch_size * (rank_ + 1) / world_);
     batch.tokens = batch.tokens.to(device_);
     if (batch.labels.defined()) batch.labels = batch.labels.to(device_);
     StepOutput out;
@@ -285,11 +338,14 @@ class TrainingRun {
     }
     optimizer_->zero_grad();
     out.loss.backward();
+    // The mean of the slices' mean losses is the global batch's mean loss (every
+    // slice scores equally many predictions), so averaged gradients are its gradients.
+    if (ranks_) agreed_signal_ = ranks_->average_gradients(model_->parameters(), interrupt_signal());
     const auto norm =
         t.grad_clip > 0 ? clip_grad_norm(model_->parameters(), t.grad_clip) : grad_norm(model_->parameters());
     optimizer_->step();
     finite_.observe(step, out.loss, norm);
-    loss_sum_ += out.loss.detach();
+    loss_sum_ += out.loss.detach() / world_;
     correct_sum_ += out.correct;
     state_.seen += out.scored;
     ++state_.interval_steps;
@@ -299,9 +355,17 @@ class TrainingRun {
   void log(int64_t done) {
     if (done % cfg_.train.log_every != 0 && done != cfg_.train.steps) return;
     finite_.check(dir_, cfg_, last_checkpoint_);
-    const double loss_avg = loss_sum_.item<double>() / state_.interval_steps;
-    const double acc = static_cast<double>(correct_sum_.item<int64_t>()) / state_.seen;
+    const WindowSums sums = window_sums();
+    const double loss_avg = sums.loss / state_.interval_steps;
+    const double acc = sums.correct / sums.seen;
     const double rate = state_.interval_steps / std::max(1e-9, seconds_since(interval_start_));
+    state_.last_logged_loss = loss_avg;
+    loss_sum_.zero_();
+    correct_sum_.zero_();
+    state_.seen = 0;
+    state_.interval_steps = 0;
+    interval_start_ = Clock::now();
+    if (rank_ > 0) return;
     metrics_->write_line(nlohmann::json{
         {"step", done},
         {"loss", loss_avg},
@@ -313,12 +377,6 @@ class TrainingRun {
     progress_.update(fmt::format("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} {:.1f} steps/s ETA {}", done,
                                  cfg_.train.steps, loss_avg, acc, lr_, rate,
                                  format_duration((cfg_.train.steps - done) / std::max(1e-9, rate))));
-    state_.last_logged_loss = loss_avg;
-    loss_sum_.zero_();
-    correct_sum_.zero_();
-    state_.seen = 0;
-    state_.interval_steps = 0;
-    interval_start_ = Clock::now();
   }
 
   /// In-distribution validation every eval_every steps (and at the end).
@@ -328,14 +386,23 @@ class TrainingRun {
     if (!due && done % cfg_.train.eval_every != 0 && done != cfg_.train.steps) return;
     finite_.check(dir_, cfg_, last_checkpoint_);
     Tally val;
-    try {
-      val = validation_accuracy(model_, *task_, evaluation_spec(cfg_), device_, /*interruptible=*/true);
-    } catch (const Interrupted&) {
-      state_.validation_pending = true;
-      return;
+    if (ranks_) {
+      // Each rank scores its share; a signal waits for the next step's all-reduce.
+      val = validation_accuracy(model_, *task_, evaluation_spec(cfg_), device_, /*interruptible=*/false, rank_, world_);
+      const auto total = ranks_->sum({static_cast<double>(val.n), static_cast<double>(val.correct)});
+      val.n = static_cast<int64_t>(total[0]);
+      val.correct = static_cast<int64_t>(total[1]);
+    } else {
+      try {
+        val = validation_accuracy(model_, *task_, evaluation_spec(cfg_), device_, /*interruptible=*/true);
+      } catch (const Interrupted&) {
+        state_.validation_pending = true;
+        return;
+      }
     }
     state_.validation_pending = false;
     state_.val_accuracy = val.accuracy();
+    if (rank_ > 0) return;
     metrics_->write_line(nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump());
     if (!request_.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
   }
@@ -343,11 +410,17 @@ class TrainingRun {
   /// A checkpoint every checkpoint_every steps, at the end, and when asked to
   /// stop. Returns true when the run stops here (throws Interrupted for a signal).
   bool checkpoint(int64_t done) {
-    const int stop_signal = interrupt_signal();
+    // Ranks stop at the step they agreed on in its gradient all-reduce.
+    const int stop_signal = ranks_ ? agreed_signal_ : interrupt_signal();
     const bool stop = done == request_.stop_at_step || stop_signal != 0;
     if (done % cfg_.train.checkpoint_every == 0 || done == cfg_.train.steps || stop) save(done);
     if (!stop) return false;
     progress_.done();
+    if (rank_ > 0) {
+      spdlog::info("rank {} stopped at step {} with rank 0, which wrote the checkpoint", rank_, done);
+      if (stop_signal) throw Interrupted(stop_signal);
+      return true;
+    }
     spdlog::info("{} at step {}: checkpoint written to {}; continue with `posenc train {} --out {} --resume`",
                  stop_signal ? "stopped by " + signal_name(stop_signal) : std::string("stopped as asked"), done,
                  ckpt_.string(), (dir_ / run_files::kConfig).string(), dir_.string());
@@ -368,6 +441,7 @@ class TrainingRun {
   TrainResult finish() {
     progress_.done();
     TrainResult result = stopped(cfg_.train.steps);
+    if (rank_ > 0) return result;  // rank 0 evaluates and writes the results
     result.final_loss = state_.last_logged_loss;
     result.val_accuracy = state_.val_accuracy;
     if (start_ >= cfg_.train.steps && state_.val_accuracy == 0)  // a format-1 checkpoint has no state
@@ -396,11 +470,28 @@ class TrainingRun {
  private:
   double train_seconds() const { return state_.seconds_before + seconds_since(started_); }
 
+  /// The log window's sums over all ranks (a collective: every rank calls it at the same step).
+  struct WindowSums {
+    double loss = 0, correct = 0, seen = 0;
+  };
+  WindowSums window_sums() {
+    WindowSums w{loss_sum_.item<double>(), static_cast<double>(correct_sum_.item<int64_t>()),
+                 static_cast<double>(state_.seen)};
+    if (!ranks_) return w;
+    const auto all = ranks_->sum({w.loss, w.correct, w.seen});
+    return {all[0], all[1], all[2]};
+  }
+
   void save(int64_t step) {
     finite_.check(dir_, cfg_, last_checkpoint_);  // never a checkpoint from non-finite weights
     finite_.check_weights(model_, dir_, cfg_, last_checkpoint_, step);
-    state_.loss_sum = loss_sum_.item<double>();
-    state_.correct_sum = correct_sum_.item<int64_t>();
+    const WindowSums sums = window_sums();
+    state_.loss_sum = sums.loss;
+    state_.correct_sum = static_cast<int64_t>(sums.correct);
+    if (rank_ > 0) {
+      last_checkpoint_ = step;
+      return;
+    }
     save_checkpoint(ckpt_.string(), model_, optimizer_.get(), step, cfg_, state_.to_json(train_seconds()));
     last_checkpoint_ = step;
   }
@@ -420,21 +511,25 @@ class TrainingRun {
             {"val_accuracy", r.val_accuracy},
             {"train_lengths", {cfg_.task.min_length, cfg_.task.max_length}},
             {"directional", model_->directional()},
+            {"ranks", world_},
             {"config", config_to_json(cfg_)}};
   }
 
   Config cfg_;  // a copy: training records the data identity in it
   const TrainRequest& request_;
   const TrainHooks& hooks_;
+  const int rank_, world_;
   const torch::Device device_;
   const fs::path dir_, ckpt_;
   const std::unique_ptr<Task> task_;
   Transformer model_;
   std::unique_ptr<DirectoryLock> lock_;
   std::unique_ptr<FusedAdamW> optimizer_;
+  std::unique_ptr<DataParallel> ranks_;  // null for one process
+  int agreed_signal_ = 0;                // the stop signal the ranks agreed on at the last step
   std::unique_ptr<AppendFile> metrics_;
-  Progress progress_{request_.progress};
-  FiniteWatch finite_{device_};
+  Progress progress_{request_.progress && rank_ == 0};
+  FiniteWatch finite_{device_, /*writes=*/rank_ == 0};
   RunningState state_;
   torch::Tensor loss_sum_, correct_sum_;  // the log window's sums, on the device
   int64_t start_ = 0, last_checkpoint_ = 0, parameters_ = 0;

@@ -1,0 +1,272 @@
+#include "posenc/train/data_parallel.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "posenc/compat.h"
+#include "posenc/errors.h"
+#include "posenc/util/text.h"
+
+// Gloo needs libgloo-dev's headers as well as LibTorch's USE_C10D_GLOO.
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/config.h>)
+#define POSENC_HAS_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#else
+#define POSENC_HAS_GLOO 0
+#endif
+#if defined(USE_C10D_NCCL)
+#define POSENC_HAS_NCCL 1
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#else
+#define POSENC_HAS_NCCL 0
+#endif
+
+namespace posenc {
+
+using Backend = POSENC_C10D_BACKEND_BASE;
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out;
+  if (POSENC_HAS_GLOO) out.push_back("gloo");
+  if (POSENC_HAS_NCCL) out.push_back("nccl");
+  return out;
+}
+
+std::string resolve_backend(const std::string& name, c10::Device device) {
+  const std::string backend = name != "auto" ? name : device.is_cuda() ? "nccl" : "gloo";
+  if (backend == "nccl" && !device.is_cuda())
+    throw ConfigError("train.backend=nccl serves CUDA devices only; this run trains on " + device.str() +
+                      " (use gloo or auto)");
+  if (backend == "gloo" && !POSENC_HAS_GLOO)
+    throw ConfigError(
+        "train.backend=gloo: this posenc was built without Gloo (its headers come from libgloo-dev; install it "
+        "and rebuild, as scripts/setup.sh does)");
+  if (backend == "nccl" && !POSENC_HAS_NCCL)
+    throw ConfigError(
+        "train.backend=nccl: this LibTorch has no NCCL (Debian's does not; a CUDA build of LibTorch "
+        "does), so use train.backend=gloo on CUDA or a CUDA LibTorch");
+  return backend;
+}
+
+namespace {
+
+/// "rank 1: the gradient all-reduce failed: <why> (rank 0 ended or lost its connection)".
+[[noreturn]] void collective_failed(int rank, int world, const std::string& what, const std::exception& e) {
+  const std::string who = world == 2 ? fmt::format("rank {}", 1 - rank) : std::string("another rank");
+  throw CollectiveError(
+      fmt::format("rank {}: {} with the other ranks failed: {} ({} ended, hung or lost its "
+                  "connection; its own output says why)",
+                  rank, what, one_line(e.what(), 160), who));
+}
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const Launch& launch, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(launch.master_port);
+  opts.isServer = launch.rank == 0;
+  opts.numWorkers = static_cast<size_t>(launch.world_size);
+  opts.waitWorkers = true;
+  opts.timeout = timeout;
+#if POSENC_TCPSTORE_HAS_USE_LIBUV
+  opts.useLibUV = false;
+#endif
+  const std::string where = fmt::format("{}:{}", launch.master_addr, launch.master_port);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(launch.master_addr, opts);
+  } catch (const std::exception& e) {
+    const std::string why = one_line(e.what(), 160);
+    if (launch.rank == 0 && why.find("in use") != std::string::npos)
+      throw ConfigError(
+          fmt::format("MASTER_PORT={}: the port is already in use on this machine, where rank 0 "
+                      "serves the rendezvous; choose another port",
+                      launch.master_port));
+    if (launch.rank == 0)
+      throw CollectiveError(
+          fmt::format("rank 0: the rendezvous at {} failed: {} (all {} ranks must start within "
+                      "train.collective_timeout_s={})",
+                      where, why, launch.world_size, timeout.count() / 1000));
+    throw CollectiveError(
+        fmt::format("rank {}: cannot join rank 0's rendezvous at {}: {} (is rank 0 running, and "
+                    "is MASTER_ADDR reachable from here?)",
+                    launch.rank, where, why));
+  }
+}
+
+#if POSENC_HAS_GLOO
+c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, const Launch& launch,
+                                      std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  const std::string& addr = launch.master_addr;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  else if (addr == "localhost" || addr.rfind("127.", 0) == 0)
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, launch.rank, launch.world_size, options);
+}
+#endif
+
+#if POSENC_HAS_NCCL
+c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, const Launch& launch,
+                                      std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, launch.rank, launch.world_size, options);
+}
+#endif
+
+/// Parameters grouped into flat buffers of at most `bucket_bytes` each (a
+/// parameter larger than that gets a bucket of its own).
+struct Bucket {
+  std::vector<size_t> members;  ///< indices into the parameter list
+  at::Tensor flat;              ///< (numel [+ 1 for the stop flag in the last bucket])
+};
+
+}  // namespace
+
+struct DataParallel::Impl {
+  Launch launch;
+  std::string backend_name;
+  c10::Device device = c10::kCPU;
+  int64_t bucket_bytes = 0;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<Backend> group;
+  std::vector<Bucket> buckets;
+  double allreduce_seconds = 0;
+
+  void wait(const std::string& what, c10::intrusive_ptr<c10d::Work> work) {
+    try {
+      work->wait();
+    } catch (const std::exception& e) {
+      collective_failed(launch.rank, launch.world_size, what, e);
+    }
+  }
+
+  std::vector<Bucket> make_buckets(const std::vector<at::Tensor>& tensors, bool with_flag) const {
+    std::vector<Bucket> out;
+    std::vector<int64_t> numels;
+    int64_t filled = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      TORCH_CHECK(tensors[i].scalar_type() == at::kFloat, "data parallel training expects float32 parameters");
+      const int64_t bytes = tensors[i].numel() * 4;
+      if (out.empty() || (filled > 0 && filled + bytes > bucket_bytes)) {
+        out.emplace_back();
+        numels.push_back(0);
+        filled = 0;
+      }
+      out.back().members.push_back(i);
+      numels.back() += tensors[i].numel();
+      filled += bytes;
+    }
+    for (size_t b = 0; b < out.size(); ++b) {
+      const int64_t extra = with_flag && b + 1 == out.size() ? 1 : 0;
+      out[b].flat = torch::zeros({numels[b] + extra}, torch::TensorOptions().device(device).dtype(torch::kFloat));
+    }
+    return out;
+  }
+};
+
+DataParallel::DataParallel(const Launch& launch, const std::string& backend, c10::Device device, double bucket_mb,
+                           int64_t timeout_s)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->launch = launch;
+  impl_->backend_name = resolve_backend(backend, device);
+  impl_->device = device;
+  impl_->bucket_bytes = std::max<int64_t>(4, static_cast<int64_t>(bucket_mb * 1024 * 1024));
+  const std::chrono::milliseconds timeout(timeout_s * 1000);
+  impl_->store = rendezvous(launch, timeout);
+  try {
+#if POSENC_HAS_GLOO
+    if (impl_->backend_name == "gloo") impl_->group = make_gloo(impl_->store, launch, timeout);
+#endif
+#if POSENC_HAS_NCCL
+    if (impl_->backend_name == "nccl") impl_->group = make_nccl(impl_->store, launch, timeout);
+#endif
+  } catch (const std::exception& e) {
+    collective_failed(launch.rank, launch.world_size, "connecting " + impl_->backend_name, e);
+  }
+  TORCH_CHECK(impl_->group, "no process group for backend ", impl_->backend_name);
+}
+
+DataParallel::~DataParallel() = default;
+
+int DataParallel::rank() const { return impl_->launch.rank; }
+int DataParallel::world_size() const { return impl_->launch.world_size; }
+const std::string& DataParallel::backend() const { return impl_->backend_name; }
+double DataParallel::allreduce_seconds() const { return impl_->allreduce_seconds; }
+
+void DataParallel::broadcast_from_rank0(const std::vector<at::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  for (auto& bucket : impl_->make_buckets(tensors, /*with_flag=*/false)) {
+    int64_t offset = 0;
+    for (size_t i : bucket.members) {
+      const auto n = tensors[i].numel();
+      bucket.flat.narrow(0, offset, n).view_as(tensors[i]).copy_(tensors[i]);
+      offset += n;
+    }
+    std::vector<at::Tensor> one{bucket.flat};
+    c10d::BroadcastOptions options;
+    options.rootRank = 0;
+    impl_->wait("broadcasting rank 0's parameters", impl_->group->broadcast(one, options));
+    offset = 0;
+    for (size_t i : bucket.members) {
+      const auto n = tensors[i].numel();
+      tensors[i].copy_(bucket.flat.narrow(0, offset, n).view_as(tensors[i]));
+      offset += n;
+    }
+  }
+}
+
+int DataParallel::average_gradients(const std::vector<at::Tensor>& parameters, int stop_signal) {
+  const auto t0 = Clock::now();
+  torch::NoGradGuard no_grad;
+  if (impl_->buckets.empty()) impl_->buckets = impl_->make_buckets(parameters, /*with_flag=*/true);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (auto& bucket : impl_->buckets) {
+    int64_t offset = 0;
+    for (size_t i : bucket.members) {
+      const auto& p = parameters[i];
+      auto slot = bucket.flat.narrow(0, offset, p.numel()).view_as(p);
+      if (p.grad().defined())
+        slot.copy_(p.grad());
+      else
+        slot.zero_();
+      offset += p.numel();
+    }
+    if (&bucket == &impl_->buckets.back()) bucket.flat[-1].fill_(static_cast<float>(stop_signal));
+    std::vector<at::Tensor> one{bucket.flat};
+    works.push_back(impl_->group->allreduce(one));  // SUM (all-reduce's default op)
+  }
+  for (auto& work : works) impl_->wait("the gradient all-reduce", work);
+  const int total_signal = static_cast<int>(impl_->buckets.back().flat[-1].item<float>());
+  const double ranks = static_cast<double>(impl_->launch.world_size);
+  for (auto& bucket : impl_->buckets) {
+    int64_t offset = 0;
+    for (size_t i : bucket.members) {
+      const auto& p = parameters[i];
+      if (p.grad().defined()) p.grad().copy_(bucket.flat.narrow(0, offset, p.numel()).view_as(p) / ranks);
+      offset += p.numel();
+    }
+  }
+  impl_->allreduce_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (total_signal == 0) return 0;
+  if (stop_signal != 0) return stop_signal;  // this rank was asked itself
+  // One rank was asked (or several with the same signal): the sum is that signal.
+  return total_signal == SIGINT || total_signal == SIGTERM || total_signal == SIGHUP ? total_signal : SIGTERM;
+}
+
+std::vector<double> DataParallel::sum(const std::vector<double>& values) {
+  auto t = torch::tensor(values, torch::TensorOptions().dtype(torch::kDouble)).to(impl_->device);
+  std::vector<at::Tensor> one{t};
+  impl_->wait("summing tallies", impl_->group->allreduce(one));
+  t = t.cpu();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+}  // namespace posenc

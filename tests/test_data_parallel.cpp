@@ -1,0 +1,314 @@
+// One run on several processes (train/data_parallel.h, util/launch.h): the
+// launch environment, two Gloo ranks against one process, stopping, resuming
+// with another number of ranks, and a rank that dies.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "reliability_helpers.h"
+#include "posenc/errors.h"
+#include "posenc/experiments/process_pool.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/util/launch.h"
+
+using namespace posenc;
+using posenc::testing::expect_one_line_error;
+using posenc::testing::parameters_of;
+using posenc::testing::run_cli;
+using posenc::testing::Scratch;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+Launch launch_from(const Env& env) {
+  return read_launch([&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string launch_error(const Env& env) {
+  return posenc::testing::error_of([&] { launch_from(env); });
+}
+
+/// The metrics lines that carry a training loss: step -> loss.
+std::map<int64_t, double> logged_losses(const fs::path& run) {
+  std::map<int64_t, double> out;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+  }
+  return out;
+}
+
+/// The largest relative difference between two runs' final weights (per tensor, in norm).
+double weight_difference(const fs::path& a, const fs::path& b) {
+  const auto pa = parameters_of((a / "checkpoint.pt").string());
+  const auto pb = parameters_of((b / "checkpoint.pt").string());
+  EXPECT_EQ(pa.size(), pb.size());
+  double worst = 0;
+  for (size_t i = 0; i < pa.size() && i < pb.size(); ++i)
+    worst = std::max(worst, ((pa[i] - pb[i]).norm() / (pa[i].norm() + 1e-12)).item<double>());
+  return worst;
+}
+
+void expect_same_training(const fs::path& one, const fs::path& two) {
+  const auto a = logged_losses(one), b = logged_losses(two);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [step, loss] : a) {
+    ASSERT_TRUE(b.count(step)) << "step " << step;
+    EXPECT_NEAR(b.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+  }
+  EXPECT_LT(weight_difference(one, two), 1e-5);
+}
+
+/// The pid of each rank, from the launcher's "started N ranks (rank 0 pid X, ...)" line.
+std::map<int, pid_t> rank_pids(const std::string& log_path) {
+  std::map<int, pid_t> out;
+  std::ifstream in(log_path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::regex re("rank (\\d+) pid (\\d+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
+    out[std::stoi((*it)[1])] = static_cast<pid_t>(std::stol((*it)[2]));
+  return out;
+}
+
+/// Waits (at most 120 s) until the run has logged a training step.
+bool wait_for_training(const fs::path& run) {
+  for (int i = 0; i < 1200; ++i) {
+    if (fs::exists(run / "metrics.jsonl") && !logged_losses(run).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// `posenc ARGS` with `VAR=value ...` added to its environment.
+posenc::testing::CliRun run_with_environment(const std::string& variables, const std::string& args) {
+  const std::string cmd = variables + " " + POSENC_BINARY + " " + args + " 2>&1";
+  posenc::testing::CliRun r{0, ""};
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) r.output += buf;
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+}  // namespace
+
+TEST(Launch, ReadsTorchrunsVariables) {
+  const Launch l = launch_from(
+      {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "29400"}});
+  EXPECT_EQ(l.rank, 3);
+  EXPECT_EQ(l.world_size, 4);
+  EXPECT_EQ(l.local_rank, 1);
+  EXPECT_EQ(l.master_addr, "n1");
+  EXPECT_EQ(l.master_port, 29400);
+  EXPECT_TRUE(l.distributed());
+  EXPECT_FALSE(launch_from({}).distributed());
+}
+
+TEST(Launch, ReadsAnSrunStepButNotTheBatchScriptAroundIt) {
+  const Env batch = {{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_LOCALID", "0"},
+                     {"SLURM_JOB_ID", "77"},
+                     {"SLURM_JOB_NODELIST", "gpu[07-08]"}};
+  EXPECT_FALSE(launch_from(batch).distributed()) << "sbatch -n 2's script is one process, not rank 0 of 2";
+  Env step = batch;
+  step["SLURM_STEP_ID"] = "3";
+  step["SLURM_PROCID"] = "1";
+  step["SLURM_LOCALID"] = "1";
+  step["SLURM_STEP_NUM_TASKS"] = "2";
+  step["SLURM_STEP_NODELIST"] = "gpu[07-08]";
+  const Launch l = launch_from(step);
+  EXPECT_EQ(l.rank, 1);
+  EXPECT_EQ(l.world_size, 2);
+  EXPECT_EQ(l.local_rank, 1);
+  EXPECT_EQ(l.master_addr, "gpu07");
+  EXPECT_EQ(l.master_port, 29500 + 77 * 16 + 3);
+  step["MASTER_PORT"] = "31000";
+  EXPECT_EQ(launch_from(step).master_port, 31000);
+  step["RANK"] = "0";  // torchrun's variables win
+  step["WORLD_SIZE"] = "1";
+  EXPECT_FALSE(launch_from(step).distributed());
+}
+
+TEST(Launch, FirstHostOfASlurmNodeList) {
+  EXPECT_EQ(first_slurm_host("vm"), "vm");
+  EXPECT_EQ(first_slurm_host("node[003-005,9],gpu1"), "node003");
+  EXPECT_EQ(first_slurm_host("a,b"), "a");
+  EXPECT_EQ(first_slurm_host("rack2-n[12,4]-ib"), "rack2-n12-ib");
+  for (const char* bad : {"", "n[", "n[]", "n[x-2]", "n]1["}) EXPECT_THROW(first_slurm_host(bad), ConfigError) << bad;
+}
+
+TEST(Launch, InconsistentVariablesAreNamed) {
+  EXPECT_NE(launch_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1234"}})
+                .find("WORLD_SIZE=2 without MASTER_ADDR"),
+            std::string::npos);
+  EXPECT_NE(launch_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("without MASTER_PORT"),
+            std::string::npos);
+  EXPECT_NE(launch_error({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK=\"2\" is not a whole number in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(launch_error({{"WORLD_SIZE", "two"}}).find("WORLD_SIZE=\"two\""), std::string::npos);
+  EXPECT_NE(launch_error({{"RANK", "0"}}).find("WORLD_SIZE is not"), std::string::npos);
+  EXPECT_NE(launch_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}})
+                .find("MASTER_PORT=\"70000\""),
+            std::string::npos);
+}
+
+// The bar: two Gloo ranks, each training on half of every batch, reproduce one
+// process (losses at every log line and the final weights within 1e-5
+// relative), for the classifier and for a decoder task, with validation split
+// over the ranks giving the same accuracy.
+TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
+  Scratch s("dp_match");
+  for (const std::string task : {"ordering", "copy"}) {
+    std::vector<std::string> extra = {"train.steps=60", "train.log_every=10", "train.eval_every=30",
+                                      "train.checkpoint_every=1000", "train.val_samples=100"};
+    if (task == "copy") extra.insert(extra.end(), {"task.type=\"copy\"", "model.kind=\"decoder\""});
+    const std::string cfg = posenc::testing::write_config(s, task + ".json", extra);
+    const auto one = s.dir / (task + "-one"), two = s.dir / (task + "-two");
+    const auto a = run_cli("train " + cfg + " --no-progress --out " + one.string());
+    ASSERT_EQ(a.code, 0) << a.output;
+    const auto b = run_cli("train " + cfg + " --no-progress --nproc 2 --out " + two.string());
+    ASSERT_EQ(b.code, 0) << b.output;
+    SCOPED_TRACE(task);
+    expect_same_training(one, two);
+    const auto ra = read_json_file((one / "results.json").string()),
+               rb = read_json_file((two / "results.json").string());
+    EXPECT_EQ(ra.at("val_accuracy"), rb.at("val_accuracy"));
+    EXPECT_EQ(rb.at("ranks"), 2);
+    EXPECT_EQ(ra.at("lengths"), rb.at("lengths"));
+  }
+}
+
+// SIGTERM to one rank (not the launcher) stops both at the same step, rank 0
+// writes one checkpoint, and the run resumes on one process (another number of
+// ranks) to the same weights as a run that was never stopped.
+TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
+  Scratch s("dp_stop");
+  const std::string cfg = posenc::testing::write_config(
+      s, "c.json", {"train.steps=400", "train.log_every=10", "train.eval_every=1000", "train.checkpoint_every=1000"});
+  const auto baseline = s.dir / "baseline", run = s.dir / "run";
+  ASSERT_EQ(run_cli("train " + cfg + " --no-progress --out " + baseline.string()).code, 0);
+  const std::string log = s.path("launcher.log");
+  const pid_t launcher =
+      posenc::testing::start_cli({"train", cfg, "--no-progress", "--nproc", "2", "--out", run.string()}, log);
+  ASSERT_TRUE(wait_for_training(run)) << read_text(log);
+  const auto pids = rank_pids(log);
+  ASSERT_EQ(pids.size(), 2u) << read_text(log);
+  ::kill(pids.at(1), SIGTERM);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const std::string out = read_text(log);
+  EXPECT_EQ(exit_code(status), 143) << out;
+  ASSERT_TRUE(fs::exists(run / "checkpoint.pt")) << out;
+  const int64_t stopped_at = read_checkpoint_step((run / "checkpoint.pt").string());
+  EXPECT_GT(stopped_at, 0);
+  EXPECT_LT(stopped_at, 400) << "the run finished before the signal: make it longer";
+  EXPECT_NE(out.find("rank 1 stopped at step " + std::to_string(stopped_at)), std::string::npos) << out;
+  EXPECT_NE(out.find("stopped by SIGTERM at step " + std::to_string(stopped_at)), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(run / "results.json"));
+  const auto resumed = run_cli("train " + cfg + " --no-progress --resume --out " + run.string());
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  expect_same_training(baseline, run);
+}
+
+// A rank killed outright: the other fails on its own (not killed by a
+// launcher) well within a minute, with an error that names the lost rank.
+TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
+  Scratch s("dp_kill");
+  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=100000", "train.log_every=10"});
+  const int port = free_local_port();
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r) {
+    std::string error;
+    const pid_t pid =
+        spawn_child({POSENC_BINARY, "train", cfg, "--no-progress", "--out", s.path("run")},
+                    local_rank_environment(r, 2, port), s.path("rank" + std::to_string(r) + ".log"), &error);
+    ASSERT_GT(pid, 0) << error;
+    ranks.push_back(pid);
+  }
+  ASSERT_TRUE(wait_for_training(s.dir / "run")) << read_text(s.path("rank0.log"));
+  ::kill(ranks[1], SIGKILL);
+  ::waitpid(ranks[1], nullptr, 0);
+  const auto killed = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(ranks[0], &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (done == 0) {
+    ::kill(ranks[0], SIGKILL);
+    ::waitpid(ranks[0], nullptr, 0);
+    FAIL() << "rank 0 still running 60 s after rank 1 was killed:\n" << read_text(s.path("rank0.log"));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("rank 0 ended %.2f s after rank 1 was killed\n", seconds);
+  const std::string out = read_text(s.path("rank0.log"));
+  EXPECT_EQ(exit_code(status), 1) << out;
+  expect_one_line_error(out, "rank 0: the gradient all-reduce with the other ranks failed");
+  EXPECT_NE(out.find("(rank 1 ended, hung or lost its connection"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(s.dir / "run" / "metrics.jsonl"));
+}
+
+TEST(DataParallel, BadLaunchesAreOneLineErrors) {
+  Scratch s("dp_bad");
+  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=5"});
+  const std::string args = "train " + cfg + " --no-progress --out " + s.path("run");
+  // A batch that does not split evenly.
+  auto r = run_cli(args + " --nproc 3");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "train.batch_size=32 does not divide among the 3 ranks");
+  r = run_cli(args + " --set train.backend=nccl --device cpu --nproc 2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.backend=nccl serves CUDA devices only"), std::string::npos) << r.output;
+  // torchrun's variables without the rendezvous address.
+  r = run_with_environment("RANK=0 WORLD_SIZE=2 MASTER_PORT=29999", args);
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "WORLD_SIZE=2 without MASTER_ADDR");
+  // --nproc inside a launch that already made this process a rank.
+  r = run_with_environment("RANK=0 WORLD_SIZE=1", args + " --nproc 2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  // A port that another program holds: rank 0 cannot serve the rendezvous there.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string held = std::to_string(ntohs(addr.sin_port));
+  r = run_with_environment("RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + held, args);
+  ::close(fd);
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "MASTER_PORT=" + held + ": the port is already in use");
+}
