@@ -230,11 +230,12 @@ TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
   const std::string out = read_text(log);
   EXPECT_EQ(exit_code(status), 143) << out;
   ASSERT_TRUE(fs::exists(run / "checkpoint.pt")) << out;
-  const int64_t stopped_at = read_checkpoint_step((run / "checkpoint.pt").string());
-  EXPECT_GT(stopped_at, 0);
-  EXPECT_LT(stopped_at, 400) << "the run finished before the signal: make it longer";
-  EXPECT_NE(out.find("rank 1 stopped at step " + std::to_string(stopped_at)), std::string::npos) << out;
-  EXPECT_NE(out.find("stopped by SIGTERM at step " + std::to_string(stopped_at)), std::string::npos) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("stopped by SIGTERM at step (\\d+)"))) << out;
+  const std::string stopped_at = m[1];
+  EXPECT_LT(std::stoi(stopped_at), 400) << "the run finished before the signal: make it longer";
+  EXPECT_EQ(out.find("error"), std::string::npos) << "a rank that went on would fail its next all-reduce:\n" << out;
+  EXPECT_EQ(logged_losses(run).rbegin()->first, std::stoi(stopped_at) / 10 * 10);
   EXPECT_FALSE(fs::exists(run / "results.json"));
   const auto resumed = run_cli("train " + cfg + " --no-progress --resume --out " + run.string());
   ASSERT_EQ(resumed.code, 0) << resumed.output;
@@ -276,7 +277,6 @@ TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
   EXPECT_EQ(exit_code(status), 1) << out;
   expect_one_line_error(out, "rank 0: the gradient all-reduce with the other ranks failed");
   EXPECT_NE(out.find("(rank 1 ended, hung or lost its connection"), std::string::npos) << out;
-  EXPECT_TRUE(fs::exists(s.dir / "run" / "metrics.jsonl"));
 }
 
 TEST(DataParallel, BadLaunchesAreOneLineErrors) {
@@ -294,9 +294,6 @@ TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   r = run_with_environment("RANK=0 WORLD_SIZE=2 MASTER_PORT=29999", args);
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "WORLD_SIZE=2 without MASTER_ADDR");
-  // --nproc inside a launch that already made this process a rank.
-  r = run_with_environment("RANK=0 WORLD_SIZE=1", args + " --nproc 2");
-  EXPECT_EQ(r.code, 2) << r.output;
   // A port that another program holds: rank 0 cannot serve the rendezvous there.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

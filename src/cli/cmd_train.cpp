@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -39,6 +40,15 @@ void setup_train(CLI::App& app, TrainOptions& o) {
 
 namespace {
 
+/// The --set overrides plus those of --out, --device and --threads.
+std::vector<std::string> train_overrides(const TrainOptions& o) {
+  std::vector<std::string> overrides = o.overrides;
+  if (!o.out.empty()) overrides.push_back("train.out_dir=" + nlohmann::json(o.out).dump());
+  if (!o.device.empty()) overrides.push_back("train.device=" + o.device);
+  if (o.threads > 0) overrides.push_back("train.threads=" + std::to_string(o.threads));
+  return overrides;
+}
+
 /// This command line again, without --nproc: what each local rank runs.
 std::vector<std::string> rank_command(const TrainOptions& o) {
   std::vector<std::string> argv = {self_executable(), "train", o.config};
@@ -69,6 +79,9 @@ int launch_local_ranks(const TrainOptions& o) {
     throw ConfigError(
         "--nproc starts its own ranks, but this process is already one rank of a launch (RANK/WORLD_SIZE or an "
         "srun step are set): drop --nproc, or start posenc train --nproc outside torchrun and srun");
+  // What every rank would refuse, refused once here.
+  const Config cfg = load_config(o.config, train_overrides(o));
+  check_batch_divides(cfg.train, o.nproc);
   const int port = free_local_port();
   const std::vector<std::string> argv = rank_command(o);
   std::map<pid_t, int> rank_of;
@@ -86,20 +99,21 @@ int launch_local_ranks(const TrainOptions& o) {
   spdlog::info("started {} ranks ({}; rendezvous 127.0.0.1:{}); rank 0 writes the run", o.nproc, pids, port);
   constexpr auto kGrace = std::chrono::seconds(15);
   using Clock = std::chrono::steady_clock;
-  int first_failure = 0, signals_passed = 0;
-  Clock::time_point failed_at{};
+  int first_failure = 0;
+  bool passed_stop = false;
+  std::optional<Clock::time_point> kill_at;  // set when a rank failed
   while (!rank_of.empty()) {
     // Each stop request once to every rank (a second one ends them, as it would one process).
-    if (interrupt_signal() != 0 && signals_passed == 0) {
+    if (interrupt_signal() != 0 && !passed_stop) {
       for (const auto& [pid, _] : rank_of) ::kill(pid, SIGTERM);
-      signals_passed = 1;
+      passed_stop = true;
     }
-    if (first_failure != 0 && Clock::now() - failed_at > kGrace) {
+    if (kill_at && Clock::now() > *kill_at) {
       for (const auto& [pid, r] : rank_of) {
         spdlog::error("rank {} still running {} s after the failure: killing it", r, kGrace.count());
         ::kill(pid, SIGKILL);
       }
-      failed_at = Clock::now() + std::chrono::hours(24);  // once
+      kill_at.reset();
     }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -115,7 +129,7 @@ int launch_local_ranks(const TrainOptions& o) {
     if (code == 0 || first_failure != 0) continue;
     first_failure = code;
     if (stopped_by_request(code)) continue;  // the others are stopping at the same step
-    failed_at = Clock::now();
+    kill_at = Clock::now() + kGrace;
     if (!rank_of.empty())
       spdlog::error("rank {} ended ({}); the other ranks stop at their next collective", rank, describe_exit(code));
   }
@@ -127,11 +141,7 @@ int launch_local_ranks(const TrainOptions& o) {
 int run_train(const TrainOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: finish the step, checkpoint, exit 130/143
   if (o.nproc > 1) return launch_local_ranks(o);
-  std::vector<std::string> overrides = o.overrides;
-  if (!o.out.empty()) overrides.push_back("train.out_dir=" + nlohmann::json(o.out).dump());
-  if (!o.device.empty()) overrides.push_back("train.device=" + o.device);
-  if (o.threads > 0) overrides.push_back("train.threads=" + std::to_string(o.threads));
-  const Config cfg = load_config(o.config, overrides);
+  const Config cfg = load_config(o.config, train_overrides(o));
   posenc::TrainRequest options;
   options.launch = read_launch_from_environment();
   if (options.launch.rank > 0) {  // rank 0 speaks for the run; the others only warn

@@ -71,6 +71,10 @@ torch::Device resolve_device(const std::string& name);
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
 FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train);
 
+/// Each of `ranks` data parallel ranks trains on an equal slice of every
+/// batch: a ConfigError naming both numbers if train.batch_size does not divide.
+void check_batch_divides(const TrainConfig& train, int ranks);
+
 /// Applies the thread count (intra-op) once per process.
 void set_threads(int64_t threads);
 

@@ -120,6 +120,14 @@ std::vector<torch::optim::OptimizerParamGroup> param_groups(Transformer& model, 
 
 }  // namespace
 
+void check_batch_divides(const TrainConfig& train, int ranks) {
+  if (train.batch_size % ranks != 0)
+    throw ConfigError(
+        fmt::format("train.batch_size={} does not divide among the {} ranks: each rank trains on an "
+                    "equal slice of every batch (use a multiple of {})",
+                    train.batch_size, ranks, ranks));
+}
+
 FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train) {
   return FusedAdamW(param_groups(model, train.weight_decay),
                     torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
@@ -199,11 +207,7 @@ class TrainingRun {
       throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
                         std::to_string(longest) + " positions of the longest training example (task.max_length)");
     record_data_identity();
-    if (cfg_.train.batch_size % world_ != 0)
-      throw ConfigError(
-          fmt::format("train.batch_size={} does not divide among the {} ranks: each rank trains on an "
-                      "equal slice of every batch (use a multiple of {})",
-                      cfg_.train.batch_size, world_, world_));
+    check_batch_divides(cfg_.train, world_);
     check_training_fits(model_, task_->sequence_length(cfg_.task.max_length), cfg_.train.batch_size / world_, device_);
     // A length that cannot be evaluated fails now, not after the training: the
     // validation sets (of up to task.max_length) and the final evaluation's.
