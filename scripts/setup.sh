@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 release=$(. /etc/os-release 2>/dev/null && echo "${ID:-}-${VERSION_ID:-}")
 packages=(g++ cmake make libtorch-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
           libgtest-dev libopenblas0-openmp python3-matplotlib python3-numpy
+          libgloo-dev     # Gloo's headers, for multi-process training (libtorch-dev does not pull them in)
           python3-torch   # the PyTorch-eager side of `posenc bench` and its parity test
           fortunes        # /usr/share/games/fortunes/cookie: the default text of the charlm task
           clang-format)   # scripts/format.sh, which the test command runs with --check

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "posenc/util/process.h"
+
 namespace posenc::testing {
 
 struct CliRun {
@@ -77,6 +79,13 @@ inline ChildEnd wait_child(pid_t pid) {
   if (WIFEXITED(status)) end.code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) end.signal = WTERMSIG(status);
   return end;
+}
+
+/// Whether Slurm's commands reach a cluster with an idle node here
+/// (scripts/slurm-local.sh start, then SLURM_CONF).
+inline bool slurm_cluster_up() {
+  std::string out;
+  return posenc::run_command({"sinfo", "-h", "-o", "%T"}, out) == 0 && out.find("idle") != std::string::npos;
 }
 
 }  // namespace posenc::testing

@@ -309,3 +309,21 @@ TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "MASTER_PORT=" + held + ": the port is already in use");
 }
+
+// The bar's cluster half: `srun -n 2 posenc train` on a real Slurm (the
+// one-node cluster of scripts/slurm-local.sh in CI) makes two Gloo ranks from
+// the step's variables, and they agree with one process.
+TEST(DataParallel, AnSrunStepOfTwoTasksTrainsLikeOneProcess) {
+  if (!posenc::testing::slurm_cluster_up())
+    GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
+  Scratch s("dp_srun");
+  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=40", "train.log_every=10"});
+  const auto one = s.dir / "one", two = s.dir / "two";
+  ASSERT_EQ(run_cli("train " + cfg + " --no-progress --out " + one.string()).code, 0);
+  std::string out;
+  const int code = posenc::run_command(
+      {"srun", "-n", "2", "-t", "10", POSENC_BINARY, "train", cfg, "--no-progress", "--out", two.string()}, out);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("ranks=2 backend=gloo (launched by srun)"), std::string::npos) << out;
+  expect_same_training(one, two);
+}

@@ -235,12 +235,6 @@ TEST(SlurmGrid, WithoutSbatchTheScriptIsWrittenAndTheCommandShown) {
 
 namespace {
 
-/// Whether Slurm's commands reach a cluster here (scripts/slurm-local.sh start, then SLURM_CONF).
-bool cluster_up() {
-  std::string out;
-  return posenc::run_command({"sinfo", "-h", "-o", "%T"}, out) == 0 && contains(out, "idle");
-}
-
 /// Waits until squeue lists no task of `job` (or `seconds` pass); true if it emptied.
 bool wait_for_queue_to_empty(const std::string& job, double seconds) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -256,7 +250,8 @@ bool wait_for_queue_to_empty(const std::string& job, double seconds) {
 }  // namespace
 
 TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {
-  if (!cluster_up()) GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
+  if (!posenc::testing::slurm_cluster_up())
+    GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
   Scratch s("slurmcluster");
   json grid = posenc::testing::tiny_grid();
   grid["seeds"] = {0, 1};

@@ -30,7 +30,7 @@ constexpr int kMaxRanks = 1 << 16;
 
 Launch from_torchrun(const std::function<const char*(const char*)>& getenv) {
   Launch l;
-  l.source = "torchrun variables";
+  l.source = "RANK/WORLD_SIZE";
   const char* world = getenv("WORLD_SIZE");
   const char* rank = getenv("RANK");
   if (!world) throw ConfigError("RANK is set but WORLD_SIZE is not: set both (and MASTER_ADDR, MASTER_PORT)");
