@@ -390,6 +390,7 @@ class TrainingRun {
     if (!due && done % cfg_.train.eval_every != 0 && done != cfg_.train.steps) return;
     finite_.check(dir_, cfg_, last_checkpoint_);
     Tally val;
+    const auto t0 = Clock::now();
     if (ranks_) {
       // Each rank scores its share; a signal waits for the next step's all-reduce.
       val = validation_accuracy(model_, *task_, evaluation_spec(cfg_), device_, /*interruptible=*/false, rank_, world_);
@@ -407,7 +408,9 @@ class TrainingRun {
     state_.validation_pending = false;
     state_.val_accuracy = val.accuracy();
     if (rank_ > 0) return;
-    metrics_->write_line(nlohmann::json{{"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}}.dump());
+    metrics_->write_line(nlohmann::json{
+        {"step", done}, {"val_accuracy", val.accuracy()}, {"val_n", val.n}, {"val_seconds", seconds_since(t0)}}
+                             .dump());
     if (!request_.progress) spdlog::info("step {} val_accuracy {:.4f} (n={})", done, val.accuracy(), val.n);
   }
 
@@ -468,6 +471,9 @@ class TrainingRun {
     write_file_atomic((dir_ / run_files::kResults).string(), result.results.dump(2) + "\n");
     spdlog::info("done: {} steps in {}, val_accuracy {:.4f}; results in {}", cfg_.train.steps,
                  format_duration(result.seconds), result.val_accuracy, (dir_ / run_files::kResults).string());
+    if (ranks_)
+      spdlog::info("rank 0 spent {:.1f} s of this segment's {:.1f} s in gradient all-reduces ({} ranks, {})",
+                   ranks_->allreduce_seconds(), seconds_since(started_), world_, ranks_->backend());
     return result;
   }
 
@@ -516,6 +522,8 @@ class TrainingRun {
             {"train_lengths", {cfg_.task.min_length, cfg_.task.max_length}},
             {"directional", model_->directional()},
             {"ranks", world_},
+            // this segment's time in the gradient all-reduces (copies included)
+            {"allreduce_seconds", ranks_ ? ranks_->allreduce_seconds() : 0.0},
             {"config", config_to_json(cfg_)}};
   }
 
