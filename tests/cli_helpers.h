@@ -21,9 +21,10 @@ struct CliRun {
   std::string output;
 };
 
-/// Runs `posenc ARGS` (stdout and stderr together).
-inline CliRun run_cli(const std::string& args) {
-  const std::string cmd = std::string(POSENC_BINARY) + " " + args + " 2>&1";
+/// Runs `posenc ARGS` (stdout and stderr together), with `VAR=value ...`
+/// added to its environment if given.
+inline CliRun run_cli(const std::string& args, const std::string& variables = "") {
+  const std::string cmd = variables + " " + POSENC_BINARY + " " + args + " 2>&1";
   CliRun r{0, ""};
   FILE* pipe = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf{};

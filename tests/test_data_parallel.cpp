@@ -22,6 +22,7 @@
 #include "posenc/errors.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/util/io.h"
 #include "posenc/util/launch.h"
 
 using namespace posenc;
@@ -97,27 +98,6 @@ bool wait_for_training(const fs::path& run) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-/// `posenc ARGS` with `VAR=value ...` added to its environment.
-posenc::testing::CliRun run_with_environment(const std::string& variables, const std::string& args) {
-  const std::string cmd = variables + " " + POSENC_BINARY + " " + args + " 2>&1";
-  posenc::testing::CliRun r{0, ""};
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) r.output += buf;
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-int exit_code(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 }  // namespace
@@ -221,14 +201,14 @@ TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
   const std::string log = s.path("launcher.log");
   const pid_t launcher =
       posenc::testing::start_cli({"train", cfg, "--no-progress", "--nproc", "2", "--out", run.string()}, log);
-  ASSERT_TRUE(wait_for_training(run)) << read_text(log);
+  ASSERT_TRUE(wait_for_training(run)) << read_file(log);
   const auto pids = rank_pids(log);
-  ASSERT_EQ(pids.size(), 2u) << read_text(log);
+  ASSERT_EQ(pids.size(), 2u) << read_file(log);
   ::kill(pids.at(1), SIGTERM);
   int status = 0;
   ::waitpid(launcher, &status, 0);
-  const std::string out = read_text(log);
-  EXPECT_EQ(exit_code(status), 143) << out;
+  const std::string out = read_file(log);
+  EXPECT_EQ(exit_status(status), 143) << out;
   ASSERT_TRUE(fs::exists(run / "checkpoint.pt")) << out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("stopped by SIGTERM at step (\\d+)"))) << out;
@@ -257,7 +237,7 @@ TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
     ASSERT_GT(pid, 0) << error;
     ranks.push_back(pid);
   }
-  ASSERT_TRUE(wait_for_training(s.dir / "run")) << read_text(s.path("rank0.log"));
+  ASSERT_TRUE(wait_for_training(s.dir / "run")) << read_file(s.path("rank0.log"));
   ::kill(ranks[1], SIGKILL);
   ::waitpid(ranks[1], nullptr, 0);
   const auto killed = std::chrono::steady_clock::now();
@@ -269,12 +249,12 @@ TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
   if (done == 0) {
     ::kill(ranks[0], SIGKILL);
     ::waitpid(ranks[0], nullptr, 0);
-    FAIL() << "rank 0 still running 60 s after rank 1 was killed:\n" << read_text(s.path("rank0.log"));
+    FAIL() << "rank 0 still running 60 s after rank 1 was killed:\n" << read_file(s.path("rank0.log"));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   std::printf("rank 0 ended %.2f s after rank 1 was killed\n", seconds);
-  const std::string out = read_text(s.path("rank0.log"));
-  EXPECT_EQ(exit_code(status), 1) << out;
+  const std::string out = read_file(s.path("rank0.log"));
+  EXPECT_EQ(exit_status(status), 1) << out;
   expect_one_line_error(out, "rank 0: the gradient all-reduce with the other ranks failed");
   EXPECT_NE(out.find("(rank 1 ended, hung or lost its connection"), std::string::npos) << out;
 }
@@ -291,7 +271,7 @@ TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("train.backend=nccl serves CUDA devices only"), std::string::npos) << r.output;
   // torchrun's variables without the rendezvous address.
-  r = run_with_environment("RANK=0 WORLD_SIZE=2 MASTER_PORT=29999", args);
+  r = run_cli(args, "RANK=0 WORLD_SIZE=2 MASTER_PORT=29999");
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "WORLD_SIZE=2 without MASTER_ADDR");
   // A port that another program holds: rank 0 cannot serve the rendezvous there.
@@ -304,7 +284,7 @@ TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   ASSERT_EQ(::listen(fd, 1), 0);
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const std::string held = std::to_string(ntohs(addr.sin_port));
-  r = run_with_environment("RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + held, args);
+  r = run_cli(args, "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + held);
   ::close(fd);
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "MASTER_PORT=" + held + ": the port is already in use");

@@ -125,7 +125,7 @@ int launch_local_ranks(const TrainOptions& o) {
     if (it == rank_of.end()) continue;
     const int rank = it->second;
     rank_of.erase(it);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    const int code = exit_status(status);
     if (code == 0 || first_failure != 0) continue;
     first_failure = code;
     if (stopped_by_request(code)) continue;  // the others are stopping at the same step

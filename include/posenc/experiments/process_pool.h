@@ -48,6 +48,10 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
 pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
                   const std::string& log_path, std::string* error);
 
+/// A waitpid status as a shell reports it: the exit code, or 128 + the signal
+/// that ended the process.
+int exit_status(int wait_status);
+
 /// In a child started by run_pool: ask the kernel for SIGTERM when the parent
 /// dies (even by SIGKILL), so that no orphan keeps writing a run directory
 /// that a rerun would start again. Returns false if the parent is already gone.

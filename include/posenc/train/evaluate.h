@@ -114,8 +114,9 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
 Tally validation_accuracy(Transformer& model, const Task& task, const EvaluationSpec& spec, torch::Device device,
                           bool interruptible = false, int shard = 0, int shards = 1);
 
-/// Rows [begin, end) of a batch (tokens, labels, kinds).
-TaskBatch batch_rows(const TaskBatch& batch, int64_t begin, int64_t end);
+/// Shard `shard` of `shards` of a batch: its rows [n * shard / shards,
+/// n * (shard + 1) / shards) (tokens, labels, kinds); the batch itself for one shard.
+TaskBatch shard_rows(const TaskBatch& batch, int shard, int shards);
 
 nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& task);
 /// Human-readable table (one row per length) for the terminal.

@@ -43,6 +43,11 @@ pid_t spawn(const Job& job) {
 
 }  // namespace
 
+int exit_status(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
+                                : 128 + (WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0);
+}
+
 pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
                   const std::string& log_path, std::string* error) {
   posix_spawn_file_actions_t actions;
@@ -139,8 +144,7 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
     if (pid > 0 && running.count(pid)) {
       const Running r = running[pid];
       running.erase(pid);
-      const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
-      finish(r.index, code, r.started);
+      finish(r.index, exit_status(wstatus), r.started);
       continue;
     }
     if (pid < 0 && errno != EINTR && errno != ECHILD)

@@ -277,7 +277,9 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
   return results;
 }
 
-TaskBatch batch_rows(const TaskBatch& batch, int64_t begin, int64_t end) {
+TaskBatch shard_rows(const TaskBatch& batch, int shard, int shards) {
+  if (shards == 1) return batch;
+  const int64_t n = batch.tokens.size(0), begin = n * shard / shards, end = n * (shard + 1) / shards;
   TaskBatch out;
   out.tokens = batch.tokens.slice(0, begin, end);
   if (batch.labels.defined()) out.labels = batch.labels.slice(0, begin, end);
@@ -288,12 +290,7 @@ TaskBatch batch_rows(const TaskBatch& batch, int64_t begin, int64_t end) {
 
 Tally validation_accuracy(Transformer& model, const Task& task, const EvaluationSpec& spec, torch::Device device,
                           bool interruptible, int shard, int shards) {
-  // This shard's rows of a set: [n * shard / shards, n * (shard + 1) / shards).
-  const auto mine = [&](const TaskBatch& set) {
-    if (shards == 1) return set;
-    const int64_t n = set.tokens.size(0);
-    return batch_rows(set, n * shard / shards, n * (shard + 1) / shards);
-  };
+  const auto mine = [&](const TaskBatch& set) { return shard_rows(set, shard, shards); };
   const TaskMetric metric = task.info().metric;
   const int64_t seed = spec.sets.seed + kValidationSeedOffset;
   if (metric == TaskMetric::Perplexity) {  // next-token accuracy on held-out windows of the training context

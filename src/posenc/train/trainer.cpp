@@ -326,8 +326,7 @@ class TrainingRun {
     lr_ = learning_rate(step, t.steps, t.lr, t.warmup_steps, t.min_lr_ratio);
     set_lr(*optimizer_, lr_);
     TaskBatch batch = task_->train_batch(step, t.batch_size, t.seed);
-    if (world_ > 1)  // this rank's slice of the global batch
-      batch = batch_rows(batch, t.batch_size * rank_ / world_, t.batch_size * (rank_ + 1) / world_);
+    batch = shard_rows(batch, rank_, world_);  // this rank's slice of the global batch
     batch.tokens = batch.tokens.to(device_);
     if (batch.labels.defined()) batch.labels = batch.labels.to(device_);
     StepOutput out;
