@@ -26,7 +26,7 @@ std::string corpus_path() {
 Config task_config(const std::string& type, std::initializer_list<std::string> extra = {}) {
   json j = json::object();
   apply_override(j, "task.type=" + type);
-  apply_override(j, "model.kind=" + find_task(type).model_kind);
+  apply_override(j, "model.kind=" + find_task(type).model_kinds.front());
   if (type == "charlm") {
     apply_override(j, "task.path=" + json(corpus_path()).dump());
     apply_override(j, "task.min_length=16");
@@ -48,7 +48,9 @@ class EveryTask : public ::testing::TestWithParam<std::string> {};
 TEST_P(EveryTask, DescribedAndBuiltFromItsDefaults) {
   const TaskInfo& info = find_task(GetParam());
   EXPECT_FALSE(info.description.empty());
-  EXPECT_TRUE(info.model_kind == "encoder" || info.model_kind == "decoder");
+  ASSERT_FALSE(info.model_kinds.empty());
+  for (const auto& kind : info.model_kinds)
+    EXPECT_TRUE(kind == "encoder" || kind == "decoder" || kind == "encoder_decoder") << kind;
   EXPECT_FALSE(info.default_eval_lengths.empty());
   const Config cfg = task_config(GetParam());
   EXPECT_EQ(cfg.eval.lengths, info.default_eval_lengths);
@@ -70,11 +72,13 @@ TEST_P(EveryTask, BatchesArePureFunctionsOfSeedAndStep) {
 TEST_P(EveryTask, TokensLengthsAndAnswersAreWellFormed) {
   const Config cfg = task_config(GetParam());
   const auto task = make_task(cfg.task);
-  const bool decoder = find_task(GetParam()).model_kind == "decoder";
+  const bool decoder = find_task(GetParam()).model_kinds.front() != "encoder";
+  const bool padded = find_task(GetParam()).padded;
   for (int64_t step = 0; step < 20; ++step) {
     const auto b = task->train_batch(step, 8, 0);
     ASSERT_EQ(b.tokens.size(0), 8);
-    EXPECT_GE(b.tokens.min().item<int64_t>(), 1);
+    EXPECT_GE(b.tokens.min().item<int64_t>(), padded ? 0 : 1);
+    EXPECT_EQ(b.padded, padded);
     EXPECT_LE(b.tokens.max().item<int64_t>(), task->vocab_size() + 1);
     const int64_t T = b.tokens.size(1);
     bool length_ok = false;  // T is sequence_length(n) of a training length n

@@ -34,15 +34,25 @@ struct PositionalConfig {
   /// Randomized positions (`randomize: {"max_position": N}`): training batches
   /// take sorted random ids from [0, N) instead of 0..L-1; 0 = off.
   int64_t randomize_max_position = 0;
+  /// encoder_decoder only: the scheme of the decoder's cross-attention (queries
+  /// at target positions, keys at source positions); "none" by default, as in
+  /// Vaswani et al. and T5. Given as a name, or as {"type": name, options...}.
+  std::string cross = "none";
+  json cross_options = json::object();
 };
 
 struct ModelConfig {
   /// "encoder" (bidirectional, pooled, classifies) | "decoder" (causal mask,
-  /// next-token head); a task names the kind it trains (tasks/registry.h).
+  /// next-token head) | "encoder_decoder" (a bidirectional encoder over the
+  /// source, a causal decoder with cross-attention over the target); a task
+  /// names the kinds it trains (tasks/registry.h).
   std::string kind = "encoder";
   int64_t d_model = 64;
   int64_t heads = 4;
+  /// Blocks of the encoder, or of the decoder for model.kind=decoder.
   int64_t layers = 3;
+  /// encoder_decoder: the decoder's blocks (0 = as many as `layers`).
+  int64_t decoder_layers = 0;
   int64_t d_ff = 256;
   double dropout = 0.0;
   /// "cls" | "mean" | "max" (the encoder's; the decoder predicts at every position)

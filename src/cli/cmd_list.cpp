@@ -63,7 +63,7 @@ nlohmann::json describe_task(const TaskInfo& t) {
   for (const auto& o : t.options) keys.push_back(o.name);
   return {{"name", t.name},
           {"description", t.description},
-          {"model_kind", t.model_kind},
+          {"model_kinds", t.model_kinds},
           {"metric", metric_name(t.metric)},
           {"keys", keys},
           {"options", describe_options(t.options)},
@@ -95,15 +95,15 @@ int run_list(const ListOptions& o) {
   std::printf(
       "Common: model.positional.apply_to = auto|input|every_layer, model.positional.share_across_layers = "
       "true|false\n");
-  std::printf("\nTasks (task.type; model.kind must match):\n\n");
+  std::printf("\nTasks (task.type; model.kind must be one it names):\n\n");
   for (const auto& t : tasks) {
-    std::string keys;
+    std::string keys, kinds;
+    for (const auto& k : t["model_kinds"]) kinds += (kinds.empty() ? "" : " or ") + k.get<std::string>();
     for (const auto& k : t["keys"]) keys += (keys.empty() ? "" : ", ") + std::string("task.") + k.get<std::string>();
     std::printf("%s\n  %s\n  model.kind: %s; metric: %s; length: %s (default training %s, evaluation %s)\n  keys: %s\n",
-                t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(),
-                t["model_kind"].get<std::string>().c_str(), t["metric"].get<std::string>().c_str(),
-                t["length_unit"].get<std::string>().c_str(), t["default_lengths"].dump().c_str(),
-                t["default_eval_lengths"].dump().c_str(), keys.c_str());
+                t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(), kinds.c_str(),
+                t["metric"].get<std::string>().c_str(), t["length_unit"].get<std::string>().c_str(),
+                t["default_lengths"].dump().c_str(), t["default_eval_lengths"].dump().c_str(), keys.c_str());
     print_options(t["options"]);
     std::printf("\n");
   }

@@ -67,6 +67,19 @@ struct GenerateOptions {
 void setup_generate(CLI::App& app, GenerateOptions& o);
 int run_generate(const GenerateOptions& o);
 
+struct TranslateOptions {
+  std::string checkpoint;
+  std::string input;
+  std::string file;
+  int64_t beam = 1;
+  double length_penalty = 0;
+  int64_t max_tokens = 0;
+  std::string device = "auto";
+  int threads = 1;
+};
+void setup_translate(CLI::App& app, TranslateOptions& o);
+int run_translate(const TranslateOptions& o);
+
 struct ListOptions {
   bool json = false;
 };

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   posenc::cli::TrainOptions train;
   posenc::cli::EvalOptions eval;
   posenc::cli::GenerateOptions generate;
+  posenc::cli::TranslateOptions translate;
   posenc::cli::ListOptions list;
   posenc::cli::InspectOptions inspect;
   posenc::CompareOptions compare;
@@ -52,6 +53,9 @@ int main(int argc, char** argv) {
   posenc::cli::setup_generate(
       *app.add_subcommand("generate", "continue a text prompt with a language-model checkpoint (task charlm)"),
       generate);
+  posenc::cli::setup_translate(
+      *app.add_subcommand("translate", "translate a source (--input or --file) with an encoder_decoder checkpoint"),
+      translate);
   posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and tasks, with their options"), list);
   posenc::cli::setup_inspect(
       *app.add_subcommand("inspect", "write what a scheme contributes at initialization as JSON"), inspect);
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return posenc::cli::run_train(train);
     if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);
     if (app.got_subcommand("generate")) return posenc::cli::run_generate(generate);
+    if (app.got_subcommand("translate")) return posenc::cli::run_translate(translate);
     if (app.got_subcommand("list")) return posenc::cli::run_list(list);
     if (app.got_subcommand("inspect")) return posenc::cli::run_inspect(inspect);
     if (app.got_subcommand("compare")) return posenc::cli::run_compare(compare);

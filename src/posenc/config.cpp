@@ -116,6 +116,33 @@ class ObjectReader {
 
 constexpr int64_t kBig = int64_t{1} << 40;
 
+/// model.positional.cross: a scheme name, or {"type": name, its options...}.
+/// Cross-attention's queries (target) and keys (source) are never masked, so
+/// options are resolved as for an encoder. A scheme that only adds to the
+/// residual stream has nothing to act on there.
+void parse_cross(const json& j, const std::string& path, PositionalConfig& p) {
+  json user = json::object();
+  if (j.is_string()) {
+    p.cross = j.get<std::string>();
+  } else if (j.is_object()) {
+    if (!j.contains("type") || !j["type"].is_string())
+      throw ConfigError(path + ": needs \"type\", a scheme name (posenc list)");
+    p.cross = j["type"].get<std::string>();
+    for (const auto& [key, value] : j.items())
+      if (key != "type") user[key] = value;
+  } else {
+    throw ConfigError(path + ": expected a scheme name or an object {\"type\": name, ...}, got " + shown_value(j));
+  }
+  const SchemeInfo& info = [&]() -> const SchemeInfo& {
+    try {
+      return find_scheme(p.cross);
+    } catch (const ConfigError& e) {
+      throw ConfigError(path + ": " + e.what());
+    }
+  }();
+  p.cross_options = resolve_scheme_options(info, user, path, /*causal=*/false).json();
+}
+
 PositionalConfig parse_positional(const json& j, const std::string& path, bool causal) {
   PositionalConfig p;
   ObjectReader r(j, path);
@@ -137,6 +164,7 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
     rnd.read("max_position", p.randomize_max_position, 2, int64_t{1} << 30);
     rnd.finish();
   }
+  if (r.has("cross")) parse_cross(r.raw("cross"), r.child("cross"), p);
   // Everything else belongs to the scheme and is validated by its registry entry.
   json user = json::object();
   for (const auto& key : r.unread()) user[key] = r.raw(key);
@@ -147,19 +175,22 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
 ModelConfig parse_model(const json& j, const std::string& path) {
   ModelConfig m;
   ObjectReader r(j, path);
-  r.read("kind", m.kind, {"encoder", "decoder"});
+  r.read("kind", m.kind, {"encoder", "decoder", "encoder_decoder"});
   r.read("d_model", m.d_model, 1, 65536);
   r.read("heads", m.heads, 1, 1024);
   r.read("layers", m.layers, 1, 1024);
+  r.read("decoder_layers", m.decoder_layers, 0, 1024);
+  if (m.decoder_layers > 0 && m.kind != "encoder_decoder")
+    throw ConfigError(r.child("decoder_layers") + ": only an encoder_decoder has a separate decoder (model.kind=" +
+                      m.kind + " has model.layers blocks)");
   r.read("d_ff", m.d_ff, 1, 1 << 20);
   r.read("dropout", m.dropout, 0.0, 0.99);
   r.read("pooling", m.pooling, {"cls", "mean", "max"});
   // A decoder predicts a token at every position and pools nothing. Configs
   // that posenc wrote for decoders record the default ("max"), so that one passes.
-  if (m.kind == "decoder" && m.pooling != ModelConfig{}.pooling)
-    throw ConfigError(r.child("pooling") + ": \"" + m.pooling +
-                      "\" pools the tokens of an encoder; a decoder (model.kind=decoder) predicts a token at every "
-                      "position and pools nothing: leave model.pooling out");
+  if (m.kind != "encoder" && m.pooling != ModelConfig{}.pooling)
+    throw ConfigError(r.child("pooling") + ": \"" + m.pooling + "\" pools the tokens of an encoder; model.kind=" +
+                      m.kind + " predicts a token at every target position and pools nothing: leave model.pooling out");
   if (r.has("attention")) {
     ObjectReader a(r.raw("attention"), r.child("attention"));
     a.read("qkv", m.qkv, {"projected", "embedded"});
@@ -171,6 +202,20 @@ ModelConfig parse_model(const json& j, const std::string& path) {
   else
     m.positional = parse_positional(json::object(), r.child("positional"), causal);
   r.finish();
+  if (m.kind == "encoder_decoder") {
+    if (m.decoder_layers == 0) m.decoder_layers = m.layers;
+    if (m.qkv == "embedded")
+      throw ConfigError(r.child("attention") +
+                        ".qkv: \"embedded\" reads block 1's q, k, v from the token table, which an encoder_decoder "
+                        "shares between its encoder and decoder; use \"projected\"");
+    if (m.positional.randomize_max_position > 0)
+      throw ConfigError(r.child("positional") +
+                        ".randomize: randomized positions are drawn for one sequence per example; an "
+                        "encoder_decoder has two (source and target); leave randomize out");
+  } else if (m.positional.cross != "none") {
+    throw ConfigError(r.child("positional") +
+                      ".cross: only an encoder_decoder has cross-attention (model.kind=" + m.kind + ")");
+  }
   if (m.d_model % m.heads != 0)
     throw ConfigError(path + ".heads: " + std::to_string(m.heads) + " does not divide " + path + ".d_model " +
                       std::to_string(m.d_model));
@@ -279,12 +324,11 @@ Config config_from_json(const json& j) {
   const TaskInfo& task = find_task(c.task.type);
   if (!(j.contains("eval") && j["eval"].is_object() && j["eval"].contains("lengths")))
     c.eval.lengths = task.default_eval_lengths;
-  if (task.model_kind != c.model.kind)
-    throw ConfigError("task.type=" + c.task.type + " trains " +
-                      (task.model_kind == "decoder" ? "a causal decoder" : "the encoder classifier") +
-                      ", but model.kind=" + c.model.kind + " builds " +
-                      (c.model.kind == "decoder" ? "a causal decoder" : "the encoder classifier") +
-                      "; set model.kind=" + task.model_kind + " or choose a " + c.model.kind + " task");
+  const auto& kinds = task.model_kinds;
+  if (std::find(kinds.begin(), kinds.end(), c.model.kind) == kinds.end())
+    throw ConfigError("task.type=" + c.task.type + " trains " + join(kinds, " or ") +
+                      " models, but model.kind=" + c.model.kind + "; set model.kind=" + kinds.front() +
+                      " or choose a task for a " + c.model.kind + " (posenc list)");
   return c;
 }
 
@@ -308,7 +352,12 @@ json config_to_json(const Config& c) {
   positional["share_across_layers"] = c.model.positional.share_across_layers;
   if (c.model.positional.randomize_max_position > 0)
     positional["randomize"] = {{"max_position", c.model.positional.randomize_max_position}};
-  return {
+  if (c.model.kind == "encoder_decoder") {
+    json cross = c.model.positional.cross_options;
+    cross["type"] = c.model.positional.cross;
+    positional["cross"] = cross;
+  }
+  json out = {
       {"model",
        {{"kind", c.model.kind},
         {"d_model", c.model.d_model},
@@ -346,6 +395,8 @@ json config_to_json(const Config& c) {
         {"seed", c.eval.seed},
         {"max_batch_tokens", c.eval.max_batch_tokens}}},
   };
+  if (c.model.kind == "encoder_decoder") out["model"]["decoder_layers"] = c.model.decoder_layers;
+  return out;
 }
 
 namespace {

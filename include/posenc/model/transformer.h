@@ -1,9 +1,16 @@
-// Pre-LN transformer, in two kinds (model.kind):
+// Pre-LN transformer, in three kinds (model.kind):
 //
-//   encoder  tokens (B, L) -> logits (B, 2): bidirectional attention, pooled,
-//            classified (the ordering task);
-//   decoder  tokens (B, L) -> logits (B, L, V + 2): causal mask, next-token head;
-//            decode() continues from a KV cache, one forward per new token.
+//   encoder          tokens (B, L) -> logits (B, 2): bidirectional attention,
+//                    pooled, classified (the ordering task);
+//   decoder          tokens (B, L) -> logits (B, L, V + 2): causal mask,
+//                    next-token head; decode() continues from a KV cache, one
+//                    forward per new token;
+//   encoder_decoder  source (B, S), target (B, A) -> logits (B, A, V + 2): a
+//                    bidirectional encoder over the source, a causal decoder
+//                    over the target whose blocks attend to the encoder's
+//                    output (self-attention, cross-attention, feed-forward).
+//                    The token table and the output head are shared by both
+//                    sides; each side counts its positions from 0.
 //
 // Positional schemes are built from the registry once, here, with their
 // placement (input / every layer, shared / per layer); blocks receive the
@@ -39,10 +46,48 @@ class BlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
-/// Keys and values of the positions decoded so far, per block (decoder only).
+/// The encoder's output as an encoder_decoder's decoder reads it.
+struct EncoderMemory {
+  torch::Tensor states;   ///< (B, S, D), after the encoder's final LayerNorm
+  torch::Tensor padding;  ///< (B, S) bool, true at padding tokens of the source
+  int64_t length = 0;     ///< S
+};
+
+/// An encoder_decoder's decoder block: causal self-attention, then
+/// cross-attention from the target to the encoder's output, then the
+/// feed-forward, each pre-LN with a residual connection.
+class DecoderBlockImpl : public torch::nn::Module {
+ public:
+  explicit DecoderBlockImpl(const ModelConfig& cfg);
+  /// x (B, A, D) -> (B, A, D). `cross` holds the memory's keys and values
+  /// projected for this block ((B, S, D) each; cross_keys_values makes them).
+  torch::Tensor forward(const torch::Tensor& x, PositionalSchemeImpl* scheme, const Positions& pos, LayerCache* cache,
+                        const LayerCache& cross, PositionalSchemeImpl* cross_scheme, const Positions& cross_pos);
+  /// The memory's keys and values for cross-attention: computed once per source.
+  LayerCache cross_keys_values(const torch::Tensor& memory);
+  MultiHeadAttention self_attention{nullptr}, cross_attention{nullptr};
+
+ private:
+  torch::nn::LayerNorm ln1_{nullptr}, ln_cross_{nullptr}, ln2_{nullptr};
+  torch::nn::Linear cross_q_{nullptr}, cross_kv_{nullptr}, ff1_{nullptr}, ff2_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+TORCH_MODULE(DecoderBlock);
+
+/// Keys and values of the positions decoded so far, per block (decoder and
+/// encoder_decoder); for an encoder_decoder also the encoder's output and each
+/// block's cross-attention keys and values (start_decoding fills them).
 struct KVCache {
   std::vector<LayerCache> layers;
   int64_t length = 0;  ///< positions held (ids 0..length-1)
+  EncoderMemory memory;
+  std::vector<LayerCache> cross;
+};
+
+/// The placed instances of one positional scheme over a stack of blocks.
+struct SchemePlacement {
+  std::vector<PositionalSchemeImpl*> embed_at;     ///< per block: scheme whose embed() runs before it
+  std::vector<PositionalSchemeImpl*> attend_with;  ///< per block: scheme handed to its attention
 };
 
 class TransformerImpl : public torch::nn::Module {
@@ -57,18 +102,37 @@ class TransformerImpl : public torch::nn::Module {
   /// (randomized positions in training).
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& ids = {});
 
-  /// Decoder only: tokens (B, n) at positions cache.length.. -> logits (B, n, V + 2),
+  /// Decoder: tokens (B, n) at positions cache.length.. -> logits (B, n, V + 2),
   /// appending their keys and values to `cache` (empty at the start of a sequence).
   /// Equal to the last n rows of forward() on the whole sequence.
+  /// encoder_decoder: the same for target tokens, after start_decoding().
   torch::Tensor decode(const torch::Tensor& tokens, KVCache& cache);
+
+  /// encoder_decoder: source (B, S) (0 = padding, at the end of a row) and the
+  /// decoder's input target (B, A) -> next-token logits (B, A, V + 2).
+  torch::Tensor seq2seq_forward(const torch::Tensor& source, const torch::Tensor& target);
+  /// encoder_decoder: source (B, S) -> the encoder's output.
+  EncoderMemory encode(const torch::Tensor& source);
+  /// encoder_decoder: target (B, A) over `memory`, without a cache -> (B, A, V + 2).
+  torch::Tensor decode_target(const torch::Tensor& target, const EncoderMemory& memory);
+  /// encoder_decoder: encodes the source into an empty `cache` and computes
+  /// every block's cross-attention keys and values, once.
+  void start_decoding(const torch::Tensor& source, KVCache& cache);
+  /// Keeps rows `rows` (int64, on the model's device) of every cached tensor, in
+  /// that order (beam search follows the surviving hypotheses).
+  static void select_cache_rows(KVCache& cache, const torch::Tensor& rows);
   /// Whether every scheme gives the same scores from a KV cache as from the whole
   /// sequence (PositionalSchemeImpl::supports_kv_cache); if not, greedy decoding
   /// runs forward() on the whole sequence for each new token.
   bool supports_kv_cache() const;
 
-  bool is_decoder() const { return cfg_.kind == "decoder"; }
+  /// A next-token model: decoder or encoder_decoder (not the classifier).
+  bool is_decoder() const { return cfg_.kind != "encoder"; }
+  bool is_encoder_decoder() const { return cfg_.kind == "encoder_decoder"; }
   /// Positions the model runs for an example of `tokens` tokens: one more for
-  /// the encoder's CLS token, one fewer for the decoder (the last token is only predicted).
+  /// the encoder's CLS token, one fewer for the decoder (the last token is only
+  /// predicted); for an encoder_decoder, an upper bound (source and target
+  /// together, `x SEP y` less its last token).
   int64_t model_length(int64_t tokens) const {
     return is_decoder() ? tokens - 1 : tokens + (cfg_.pooling == "cls" ? 1 : 0);
   }
@@ -85,7 +149,9 @@ class TransformerImpl : public torch::nn::Module {
 
   /// Keep the attention probabilities of every block on the next forward.
   void keep_attention(bool keep);
-  std::vector<torch::Tensor> attention_maps() const;  // per block: (B, H, L, L)
+  /// Per attention module: (B, H, Lq, Lk). The encoder's (or decoder's) blocks
+  /// in order; an encoder_decoder's decoder blocks follow, self- then cross-attention each.
+  std::vector<torch::Tensor> attention_maps() const;
   /// Forces the explicit attention path in every block.
   void force_explicit_attention(bool on);
   /// Whether every block runs the fused attention kernel (LibTorch 2.x, schemes
@@ -101,16 +167,29 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   /// The blocks over tokens (B, L) at position ids (L) -> (B, L, D), after the final LayerNorm.
-  torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end, KVCache* cache);
+  /// `padding` (B, L) bool marks padding tokens (encoder_decoder's source), or is undefined.
+  torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end, KVCache* cache,
+                       const torch::Tensor& padding = {});
+  /// The decoder blocks of an encoder_decoder over target tokens (B, n) at ids
+  /// (n) -> (B, n, D), after its final LayerNorm; `cache` holds the cross keys and values.
+  torch::Tensor decoder_hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end, KVCache& cache);
+  /// Every attention module, in the order of attention_maps().
+  std::vector<MultiHeadAttention> attention_modules() const;
+  /// Builds instances of `type` for `layers` blocks (names: prefix + "positional"[+ layer]),
+  /// placed by model.positional.apply_to unless `apply_to` is given.
+  SchemePlacement place_scheme(const std::string& type, const nlohmann::json& options, int64_t layers, bool causal,
+                               const std::string& prefix, const std::string& apply_to = "");
   ModelConfig cfg_;
   int64_t vocab_size_;
   torch::nn::Embedding tokens_{nullptr};
-  std::vector<PositionalScheme> schemes_;           // distinct instances
-  std::vector<PositionalSchemeImpl*> embed_at_;     // per block: scheme whose embed() runs before it
-  std::vector<PositionalSchemeImpl*> attend_with_;  // per block: scheme handed to its attention
+  std::vector<PositionalScheme> schemes_;            // distinct instances
+  std::vector<PositionalSchemeImpl*> embed_at_;      // per block: scheme whose embed() runs before it
+  std::vector<PositionalSchemeImpl*> attend_with_;   // per block: scheme handed to its attention
+  SchemePlacement decoder_schemes_, cross_schemes_;  // encoder_decoder: its decoder's self- and cross-attention
   torch::nn::ModuleList blocks_{nullptr};
   std::vector<Block> block_refs_;
-  torch::nn::LayerNorm final_ln_{nullptr};
+  std::vector<DecoderBlock> decoder_refs_;  // encoder_decoder
+  torch::nn::LayerNorm final_ln_{nullptr}, decoder_final_ln_{nullptr};
   torch::nn::Linear head_{nullptr};
   torch::nn::Dropout embed_drop_{nullptr};
 };

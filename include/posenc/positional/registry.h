@@ -55,4 +55,9 @@ std::vector<std::string> scheme_names();
 SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user, const std::string& path,
                                      bool causal = false);
 
+/// Resolved options with every option that has a causal value set to it: an
+/// encoder_decoder's decoder takes the encoder's options so (a directional
+/// bias, say, is one-sided there whatever the encoder uses).
+nlohmann::json causal_scheme_options(const SchemeInfo& info, const nlohmann::json& resolved);
+
 }  // namespace posenc

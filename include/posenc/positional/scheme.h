@@ -67,6 +67,9 @@ struct Positions {
   torch::Tensor k;  ///< (Lk) int64
   int64_t end = 0;  ///< one past the largest id, known on the host (bounds checks without a device sync)
   ForwardCache* cache = nullptr;
+  /// (B, Lk) bool, true at keys that are padding (a shorter source in a batch
+  /// of an encoder_decoder): attention gives them no weight. Undefined: none.
+  torch::Tensor key_padding;
 };
 
 class PositionalSchemeImpl : public torch::nn::Module {

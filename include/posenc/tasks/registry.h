@@ -32,12 +32,16 @@ const char* metric_name(TaskMetric m);  ///< "accuracy", "exact_match", "perplex
 struct TaskInfo {
   std::string name;
   std::string description;
-  /// "encoder" (bidirectional classifier) or "decoder" (causal, next-token loss).
-  std::string model_kind;
+  /// The model kinds it trains, the usual one first: "encoder" (bidirectional
+  /// classifier), "decoder" (causal, next-token loss), "encoder_decoder"
+  /// (the prompt is the encoder's source, the answer the decoder's target).
+  std::vector<std::string> model_kinds;
   TaskMetric metric = TaskMetric::Accuracy;
   /// task.* options this task takes besides type, min_length and max_length:
   /// validated by options.h, listed by `posenc list`, settable with --set.
   std::vector<OptionSpec> options;
+  /// Examples of one batch differ in length (padded with token 0; TaskBatch::padded).
+  bool padded = false;
   /// What `length` means in task.min_length, task.max_length and eval.lengths.
   std::string length_unit;
   /// Data tokens 1..V: V = fixed_vocab_size, or the task's vocab_size option where it is 0.

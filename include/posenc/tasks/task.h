@@ -33,6 +33,10 @@ struct TaskBatch {
   /// Per example: a kind index into Task::kind_names() (-1 = the positive
   /// class of ordering); empty for tasks without kinds.
   std::vector<int> kinds;
+  /// Examples of different lengths, padded with token 0: each source (before
+  /// SEP) at its end, each answer after its end-of-sequence token. Only for
+  /// tasks an encoder_decoder reads (TaskInfo::padded).
+  bool padded = false;
 };
 
 class Task {
@@ -55,6 +59,11 @@ class Task {
   /// content ({"bytes", "checksum"}), which training records in the run's
   /// config; an empty object for tasks that generate their data.
   virtual nlohmann::json data_identity() const { return nlohmann::json::object(); }
+  /// The token that ends an answer of varying length (0: answers have a fixed length).
+  virtual int64_t end_token() const { return 0; }
+  /// The longest length training saw, for marking evaluation lengths beyond it:
+  /// task.max_length (`configured`), unless the task's data decides it (SCAN's split).
+  virtual int64_t longest_training_length(int64_t configured) const { return configured; }
   /// Names of TaskBatch::kinds (ordering's negative kinds); empty if none.
   virtual std::vector<std::string> kind_names() const { return {}; }
   /// Text of a prompt as tokens, and tokens as text (language modelling, `posenc generate`).

@@ -11,5 +11,6 @@ TaskInfo reverse_task_info();
 TaskInfo sort_task_info();
 TaskInfo addition_task_info();
 TaskInfo charlm_task_info();  // tasks/text.cpp
+TaskInfo scan_task_info();    // tasks/scan.cpp
 
 }  // namespace posenc

@@ -1,9 +1,13 @@
-// Continuing token sequences with a decoder: greedy (the sequence tasks'
-// evaluation) or sampled with a temperature and top-k (`posenc generate`).
+// Continuing token sequences with a decoder or an encoder_decoder: greedy (the
+// sequence tasks' evaluation), sampled with a temperature and top-k (`posenc
+// generate`), or by beam search (`posenc translate --beam`).
 //
-// With a KV cache (Transformer::supports_kv_cache) the prompt is one forward
-// and each new token one more forward over a single position; schemes whose
-// encoding depends on the sequence's length rerun the whole sequence per token.
+// A prompt is `x SEP`: a decoder continues it; an encoder_decoder encodes x
+// once (with every decoder block's cross-attention keys and values) and
+// decodes from SEP. With a KV cache (Transformer::supports_kv_cache) the
+// prompt is one forward and each new token one more forward over a single
+// position; schemes whose encoding depends on the sequence's length rerun the
+// whole target per token.
 #pragma once
 
 #include <cstdint>
@@ -31,5 +35,26 @@ struct Sampling {
 /// Runs under InferenceMode with the model in eval mode (restored afterwards).
 torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, int64_t steps,
                               const Sampling& sampling = {});
+
+struct BeamOptions {
+  int64_t beam = 4;
+  /// GNMT's length penalty: a hypothesis of n tokens is ranked by its
+  /// log-probability / ((5 + n) / 6)^length_penalty; 0 ranks by log-probability.
+  double length_penalty = 0;
+  /// The end-of-sequence token: a hypothesis that emits it is finished (0: none,
+  /// every hypothesis runs the full `steps`).
+  int64_t eos = 0;
+};
+
+struct Hypothesis {
+  std::vector<int64_t> tokens;  ///< the continuation, with its end-of-sequence token if it emitted one
+  double log_prob = 0;          ///< summed log-probability of those tokens
+  double score = 0;             ///< log_prob under the length penalty (what the beam ranks by)
+};
+
+/// Beam search from one prompt (1, P): up to `beam` finished hypotheses, best
+/// first. Beam 1 is greedy decoding. Runs under InferenceMode in eval mode.
+std::vector<Hypothesis> beam_search(Transformer& model, const torch::Tensor& prompt, int64_t steps,
+                                    const BeamOptions& options);
 
 }  // namespace posenc

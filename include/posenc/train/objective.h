@@ -1,9 +1,13 @@
-// What a training step optimizes, for both model kinds.
+// What a training step optimizes, for every model kind.
 //
 // Encoder: cross-entropy of the (B, 2) class logits against the labels.
 // Decoder: the model reads tokens[:, :-1] and is scored on predicting
 // tokens[:, answer_start:] only (the answer; every token after the first for
 // language modelling): a loss mask, so the prompt `x SEP` costs nothing.
+// Encoder-decoder: the same `x SEP y` rows; the encoder reads x (the source),
+// the decoder reads `SEP y[:-1]` and predicts y (teacher forcing).
+// Padding (token 0, in the answers of tasks whose examples differ in length)
+// is never scored.
 #pragma once
 
 #include <torch/torch.h>
@@ -20,11 +24,16 @@ struct StepOutput {
 };
 
 /// `batch` must already be on the model's device; `ids` are optional position
-/// ids for model->forward (randomized positions).
-StepOutput task_objective(Transformer& model, const TaskBatch& batch, const torch::Tensor& ids = {});
+/// ids for model->forward (randomized positions). `scored`, if known (>= 0),
+/// is the batch's scored_predictions(), read before the batch left the CPU.
+StepOutput task_objective(Transformer& model, const TaskBatch& batch, const torch::Tensor& ids = {},
+                          int64_t scored = -1);
 
-/// The decoder's logits at the positions that predict the answer: (B, A, V + 2)
-/// for tokens (B, T) with A = T - answer_start answer tokens.
+/// Predictions a batch scores: its examples (encoder) or its answer tokens that are not padding.
+int64_t scored_predictions(const TaskBatch& batch);
+
+/// The logits at the positions that predict the answer: (B, A, V + 2) for
+/// tokens (B, T) with A = T - answer_start answer tokens (decoder or encoder_decoder).
 torch::Tensor answer_logits(Transformer& model, const torch::Tensor& tokens, int64_t answer_start,
                             const torch::Tensor& ids = {});
 

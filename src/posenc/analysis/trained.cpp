@@ -106,6 +106,9 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
+  if (model->is_encoder_decoder())
+    throw ConfigError(checkpoint + " is an encoder_decoder (task.type=" + cfg.task.type +
+                      "); posenc attention draws the maps of encoder and decoder models only");
   const std::unique_ptr<Task> task = make_task(cfg.task);
   model->check_length(task->sequence_length(r.length));
   check_maps_fit(model, cfg, task->sequence_length(r.length), r.length);

@@ -233,7 +233,8 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
       const auto t0 = Clock::now();
       {
         AutocastGuard autocast(bf16, device);
-        auto logits = model->forward(inputs);
+        auto logits =
+            model->is_encoder_decoder() ? answer_logits(model, tokens, batch.answer_start) : model->forward(inputs);
       }
       synchronize(device);
       if (i >= c.warmup) eval_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());

@@ -112,7 +112,7 @@ std::vector<GridEntry> task_entries(const GridFile& g) {
     if (raw.is_string()) {
       try {
         const TaskInfo& info = find_task(entry.name);
-        entry.set = {{"task.type", info.name}, {"model.kind", info.model_kind}};
+        entry.set = {{"task.type", info.name}, {"model.kind", info.model_kinds.front()}};
       } catch (const ConfigError& e) {
         throw ConfigError(where + ": " + e.what());
       }

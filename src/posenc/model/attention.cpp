@@ -68,6 +68,13 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     }
   }
 
+  if (pos.key_padding.defined()) {
+    // (B, 1, 1, Lk): -inf at padding keys. Every row keeps at least one real key.
+    auto padding = torch::zeros({B, 1, 1, pos.key_padding.size(1)}, q.options().dtype(torch::kFloat))
+                       .masked_fill(pos.key_padding.view({B, 1, 1, -1}), -std::numeric_limits<float>::infinity());
+    mask = mask.defined() ? mask + padding : padding;  // (B, 1, Lq|1, Lk)
+  }
+
   torch::Tensor ctx;  // (B, H, L, Dh)
   if (compat::kHasSdpa && caps.fits_fused_attention() && !keep_weights_ && !force_explicit_) {
     // Fused kernel; the bias becomes an additive float mask in the query dtype.

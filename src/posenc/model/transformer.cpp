@@ -30,18 +30,63 @@ torch::Tensor BlockImpl::forward_qkv(const torch::Tensor& q, const torch::Tensor
   return feed_forward(h);
 }
 
-namespace {
-
-std::vector<int64_t> applied_layers(const ModelConfig& cfg, const SchemeInfo& info) {
-  std::string where = cfg.positional.apply_to;
-  if (where == "auto") where = info.default_placement == Placement::Input ? "input" : "every_layer";
-  std::vector<int64_t> layers;
-  const int64_t n = where == "input" ? 1 : cfg.layers;
-  for (int64_t i = 0; i < n; ++i) layers.push_back(i);
-  return layers;
+DecoderBlockImpl::DecoderBlockImpl(const ModelConfig& cfg) {
+  const int64_t D = cfg.d_model;
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
+  self_attention = register_module("attention", MultiHeadAttention(D, cfg.heads, cfg.dropout, /*project_input=*/true,
+                                                                   /*causal=*/true));
+  ln_cross_ = register_module("ln_cross", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
+  cross_q_ = register_module("cross_q", torch::nn::Linear(D, D));
+  cross_kv_ = register_module("cross_kv", torch::nn::Linear(D, 2 * D));
+  cross_attention = register_module(
+      "cross_attention", MultiHeadAttention(D, cfg.heads, cfg.dropout, /*project_input=*/false, /*causal=*/false));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
+  ff1_ = register_module("ff1", torch::nn::Linear(D, cfg.d_ff));
+  ff2_ = register_module("ff2", torch::nn::Linear(cfg.d_ff, D));
+  drop_ = register_module("drop", torch::nn::Dropout(cfg.dropout));
 }
 
-}  // namespace
+LayerCache DecoderBlockImpl::cross_keys_values(const torch::Tensor& memory) {
+  auto kv = linear(cross_kv_, memory).chunk(2, /*dim=*/-1);  // 2 x (B, S, D)
+  return {kv[0], kv[1]};
+}
+
+torch::Tensor DecoderBlockImpl::forward(const torch::Tensor& x, PositionalSchemeImpl* scheme, const Positions& pos,
+                                        LayerCache* cache, const LayerCache& cross, PositionalSchemeImpl* cross_scheme,
+                                        const Positions& cross_pos) {
+  auto h = x + drop_->forward(self_attention->forward(ln1_->forward(x), scheme, pos, cache));  // (B, A, D)
+  auto q = linear(cross_q_, ln_cross_->forward(h));                                            // (B, A, D)
+  h = h + drop_->forward(cross_attention->attend(q, cross.k, cross.v, cross_scheme, cross_pos));
+  return h + drop_->forward(linear(ff2_, torch::gelu(linear(ff1_, ln2_->forward(h)))));
+}
+
+SchemePlacement TransformerImpl::place_scheme(const std::string& type, const nlohmann::json& options_json,
+                                              int64_t layers, bool causal, const std::string& prefix,
+                                              const std::string& apply_to) {
+  SchemePlacement placed;
+  placed.embed_at.assign(layers, nullptr);
+  placed.attend_with.assign(layers, nullptr);
+  const SchemeInfo& info = find_scheme(type);
+  const SchemeOptions options(options_json);
+  std::string where = cfg_.positional.apply_to;
+  if (where == "auto") where = info.default_placement == Placement::Input ? "input" : "every_layer";
+  if (!apply_to.empty()) where = apply_to;
+  const int64_t applied = where == "input" ? 1 : layers;
+  PositionalSchemeImpl* shared = nullptr;
+  for (int64_t layer = 0; layer < applied; ++layer) {
+    if (shared == nullptr || !cfg_.positional.share_across_layers) {
+      SchemeContext ctx{cfg_.d_model, cfg_.heads, cfg_.d_model / cfg_.heads, layer, causal};
+      schemes_.push_back(info.make(ctx, options));
+      register_module(prefix + "positional" + (cfg_.positional.share_across_layers ? "" : std::to_string(layer)),
+                      schemes_.back());
+      shared = schemes_.back().get();
+    }
+    const Capabilities caps = shared->capabilities();
+    if (caps.embed) placed.embed_at[layer] = shared;
+    if (caps.acts_in_attention()) placed.attend_with[layer] = shared;
+  }
+  return placed;
+}
 
 TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : cfg_(cfg), vocab_size_(vocab_size) {
   const bool embedded = cfg.qkv == "embedded";
@@ -51,21 +96,27 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
   embed_drop_ = register_module("embed_drop", torch::nn::Dropout(cfg.dropout));
 
   // Positional scheme instances and where each acts; decided once, here.
-  const SchemeInfo& info = find_scheme(cfg.positional.type);
-  const SchemeOptions options(cfg.positional.options);
-  embed_at_.assign(cfg.layers, nullptr);
-  attend_with_.assign(cfg.layers, nullptr);
-  for (int64_t layer : applied_layers(cfg, info)) {
-    if (schemes_.empty() || !cfg.positional.share_across_layers) {
-      SchemeContext ctx{D, cfg.heads, D / cfg.heads, layer, /*causal=*/cfg.kind == "decoder"};
-      schemes_.push_back(info.make(ctx, options));
-      register_module("positional" + (cfg.positional.share_across_layers ? "" : std::to_string(layer)),
-                      schemes_.back());
-    }
-    PositionalSchemeImpl* s = schemes_.back().get();
-    const Capabilities caps = s->capabilities();
-    if (caps.embed) embed_at_[layer] = s;
-    if (caps.acts_in_attention()) attend_with_[layer] = s;
+  {
+    const SchemePlacement placed =
+        place_scheme(cfg.positional.type, cfg.positional.options, cfg.layers, cfg.kind == "decoder", "");
+    embed_at_ = placed.embed_at;
+    attend_with_ = placed.attend_with;
+  }
+  if (is_encoder_decoder()) {
+    // The decoder's own instances, with the causal value of any option that has one.
+    const SchemeInfo& info = find_scheme(cfg.positional.type);
+    decoder_schemes_ = place_scheme(cfg.positional.type, causal_scheme_options(info, cfg.positional.options),
+                                    cfg.decoder_layers, /*causal=*/true, "decoder_");
+    // Cross-attention: in every decoder block, queries at target ids, keys at source ids.
+    cross_schemes_.attend_with.assign(cfg.decoder_layers, nullptr);
+    if (cfg.positional.cross != "none")
+      cross_schemes_ = place_scheme(cfg.positional.cross, cfg.positional.cross_options, cfg.decoder_layers,
+                                    /*causal=*/false, "cross_", "every_layer");
+    if (cfg.positional.cross != "none" && cross_schemes_.attend_with[0] == nullptr)
+      throw IncompatibleConfig("model.positional.cross=" + cfg.positional.cross +
+                               " adds positions to the residual stream before a block, but cross-attention reads "
+                               "the encoder's output as it is: there is nothing for it to act on; choose a scheme "
+                               "that acts in attention (rope, t5, alibi, ...) or none");
   }
   if (embedded && embed_at_[0] != nullptr)
     throw IncompatibleConfig(
@@ -80,6 +131,14 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
     blocks_->push_back(block_refs_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
+  if (is_encoder_decoder()) {
+    auto decoder_blocks = register_module("decoder_blocks", torch::nn::ModuleList());
+    for (int64_t i = 0; i < cfg.decoder_layers; ++i) {
+      decoder_refs_.push_back(DecoderBlock(cfg));
+      decoder_blocks->push_back(decoder_refs_.back());
+    }
+    decoder_final_ln_ = register_module("decoder_final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
+  }
   // The encoder classifies (2 classes); the decoder predicts the next token id.
   head_ = register_module("head", torch::nn::Linear(D, is_decoder() ? vocab_size + 2 : 2));
   const int64_t randomized = cfg.positional.randomize_max_position;
@@ -92,14 +151,14 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
 }
 
 torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end,
-                                      KVCache* cache) {
+                                      KVCache* cache, const torch::Tensor& padding) {
   ForwardCache memo;
   // Queries at `ids`; keys at every position so far (the cached ones and these).
   const torch::Tensor keys =
       cache && cache->length > 0
           ? torch::arange(end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()))
           : ids;
-  const Positions pos{ids, keys, end, &memo};
+  const Positions pos{ids, keys, end, &memo, padding};
   auto x = embed_drop_->forward(tokens_->forward(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     LayerCache* layer_cache = cache ? &cache->layers[static_cast<size_t>(i)] : nullptr;
@@ -114,7 +173,69 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
   return final_ln_->forward(x);  // (B, L, D)
 }
 
+namespace {
+torch::Tensor arange_on(int64_t begin, int64_t end, const torch::Tensor& like) {
+  return torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(like.device()));
+}
+}  // namespace
+
+EncoderMemory TransformerImpl::encode(const torch::Tensor& source) {
+  TORCH_CHECK(is_encoder_decoder(), "encode() needs model.kind=encoder_decoder");
+  const int64_t S = source.size(1);
+  EncoderMemory memory;
+  memory.padding = source.eq(0);  // (B, S)
+  memory.length = S;
+  memory.states = hidden(source, arange_on(0, S, source), S, nullptr, memory.padding);  // (B, S, D)
+  return memory;
+}
+
+torch::Tensor TransformerImpl::decoder_hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end,
+                                              KVCache& cache) {
+  ForwardCache memo, cross_memo;
+  const bool cached = !cache.layers.empty();
+  const Positions pos{ids, cached ? arange_on(0, end, tokens) : ids, end, &memo};
+  const int64_t S = cache.memory.length;
+  const Positions cross_pos{ids, arange_on(0, S, tokens), std::max(end, S), &cross_memo, cache.memory.padding};
+  auto x = embed_drop_->forward(tokens_->forward(tokens));  // (B, n, D)
+  for (size_t i = 0; i < decoder_refs_.size(); ++i) {
+    if (decoder_schemes_.embed_at[i]) x = decoder_schemes_.embed_at[i]->embed(x, pos);
+    x = decoder_refs_[i]->forward(x, decoder_schemes_.attend_with[i], pos, cached ? &cache.layers[i] : nullptr,
+                                  cache.cross[i], cross_schemes_.attend_with[i], cross_pos);
+  }
+  return decoder_final_ln_->forward(x);  // (B, n, D)
+}
+
+void TransformerImpl::start_decoding(const torch::Tensor& source, KVCache& cache) {
+  cache = KVCache{};
+  cache.memory = encode(source);
+  for (auto& block : decoder_refs_) cache.cross.push_back(block->cross_keys_values(cache.memory.states));
+  cache.layers.resize(decoder_refs_.size());
+}
+
+torch::Tensor TransformerImpl::decode_target(const torch::Tensor& target, const EncoderMemory& memory) {
+  KVCache uncached;  // cross keys and values only: the target is attended whole
+  uncached.memory = memory;
+  for (auto& block : decoder_refs_) uncached.cross.push_back(block->cross_keys_values(memory.states));
+  const int64_t A = target.size(1);
+  return linear(head_, decoder_hidden(target, arange_on(0, A, target), A, uncached));  // (B, A, V + 2)
+}
+
+torch::Tensor TransformerImpl::seq2seq_forward(const torch::Tensor& source, const torch::Tensor& target) {
+  return decode_target(target, encode(source));  // (B, A, V + 2)
+}
+
+void TransformerImpl::select_cache_rows(KVCache& cache, const torch::Tensor& rows) {
+  const auto pick = [&](torch::Tensor& t) {
+    if (t.defined()) t = t.index_select(0, rows);
+  };
+  for (auto& layer : cache.layers) pick(layer.k), pick(layer.v);
+  for (auto& layer : cache.cross) pick(layer.k), pick(layer.v);
+  pick(cache.memory.states);
+  pick(cache.memory.padding);
+}
+
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const torch::Tensor& given_ids) {
+  TORCH_CHECK(!is_encoder_decoder(), "an encoder_decoder reads a source and a target: call seq2seq_forward()");
   auto tokens = tokens_in;  // (B, L)
   if (!is_decoder() && cfg_.pooling == "cls") {
     auto cls = torch::full({tokens.size(0), 1}, cls_token(), tokens.options());
@@ -144,11 +265,17 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const tor
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, KVCache& cache) {
-  TORCH_CHECK(is_decoder(), "decode() needs model.kind=decoder");
-  if (cache.layers.empty()) cache.layers.resize(static_cast<size_t>(cfg_.layers));
+  TORCH_CHECK(is_decoder(), "decode() needs model.kind=decoder or encoder_decoder");
   const int64_t n = tokens.size(1), end = cache.length + n;
-  auto ids = torch::arange(cache.length, end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
-  auto x = hidden(tokens, ids, end, &cache);  // (B, n, D)
+  auto ids = arange_on(cache.length, end, tokens);
+  torch::Tensor x;  // (B, n, D)
+  if (is_encoder_decoder()) {
+    TORCH_CHECK(!cache.cross.empty(), "call start_decoding(source, cache) before decode()");
+    x = decoder_hidden(tokens, ids, end, cache);
+  } else {
+    if (cache.layers.empty()) cache.layers.resize(static_cast<size_t>(cfg_.layers));
+    x = hidden(tokens, ids, end, &cache);
+  }
   cache.length = end;
   return linear(head_, x);  // (B, n, V + 2)
 }
@@ -160,18 +287,33 @@ bool TransformerImpl::supports_kv_cache() const {
 }
 
 double TransformerImpl::forward_flops(int64_t batch, int64_t length) const {
-  const double B = batch, L = static_cast<double>(model_length(length)), D = cfg_.d_model, F = cfg_.d_ff;
+  const double B = batch, D = cfg_.d_model, F = cfg_.d_ff;
   const int64_t H = cfg_.heads, Dh = cfg_.d_model / cfg_.heads;
-  double flops = 0;
-  for (int64_t i = 0; i < cfg_.layers; ++i) {
-    if (embed_at_[i]) flops += embed_at_[i]->embed_flops(batch, model_length(length), cfg_.d_model);
-    if (!(i == 0 && cfg_.qkv == "embedded")) flops += 2 * B * L * D * 3 * D;  // W_qkv
-    flops += 2 * 2 * B * L * L * D;                                           // q·k and p·v over all heads
-    if (attend_with_[i])
-      flops += attend_with_[i]->attention_flops(batch, H, model_length(length), model_length(length), Dh);
-    flops += 2 * B * L * D * D + 2 * 2 * B * L * D * F;  // W_out and the feed-forward
+  // Self-attention blocks over L positions: projections, q·k and p·v, the scheme, W_out, the feed-forward.
+  const auto blocks = [&](const SchemePlacement& at, int64_t n, int64_t length_in) {
+    const double L = static_cast<double>(length_in);
+    double flops = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (at.embed_at[i]) flops += at.embed_at[i]->embed_flops(batch, length_in, cfg_.d_model);
+      if (!(i == 0 && cfg_.qkv == "embedded")) flops += 2 * B * L * D * 3 * D;  // W_qkv
+      flops += 2 * 2 * B * L * L * D;                                           // q·k and p·v over all heads
+      if (at.attend_with[i]) flops += at.attend_with[i]->attention_flops(batch, H, length_in, length_in, Dh);
+      flops += 2 * B * L * D * D + 2 * 2 * B * L * D * F;  // W_out and the feed-forward
+    }
+    return flops;
+  };
+  const int64_t L = model_length(length);
+  if (!is_encoder_decoder())
+    return blocks({embed_at_, attend_with_}, cfg_.layers, L) +
+           (is_decoder() ? 2 * B * L * D * (vocab_size_ + 2) : 2 * B * D * 2);  // head
+  // An `x SEP y` row of `length` tokens, counted as a source and a target of half its positions each.
+  const int64_t S = L / 2, A = L - S;
+  double flops = blocks({embed_at_, attend_with_}, cfg_.layers, S) + blocks(decoder_schemes_, cfg_.decoder_layers, A);
+  for (int64_t i = 0; i < cfg_.decoder_layers; ++i) {  // cross-attention: W_q, W_kv, q·k and p·v, W_out
+    flops += 2 * B * A * D * D + 2 * B * S * D * 2 * D + 2 * 2 * B * A * S * D + 2 * B * A * D * D;
+    if (cross_schemes_.attend_with[i]) flops += cross_schemes_.attend_with[i]->attention_flops(batch, H, A, S, Dh);
   }
-  return flops + (is_decoder() ? 2 * B * L * D * (vocab_size_ + 2) : 2 * B * D * 2);  // head
+  return flops + 2 * B * A * D * (vocab_size_ + 2);
 }
 
 void TransformerImpl::check_length(int64_t tokens) const {
@@ -195,26 +337,33 @@ bool TransformerImpl::directional() const {
   return false;
 }
 
+std::vector<MultiHeadAttention> TransformerImpl::attention_modules() const {
+  std::vector<MultiHeadAttention> all;
+  for (const auto& b : block_refs_) all.push_back(b->attention);
+  for (const auto& b : decoder_refs_) all.push_back(b->self_attention), all.push_back(b->cross_attention);
+  return all;
+}
+
 void TransformerImpl::keep_attention(bool keep) {
-  for (auto& b : block_refs_) b->attention->keep_weights(keep);
+  for (auto& a : attention_modules()) a->keep_weights(keep);
 }
 
 std::vector<torch::Tensor> TransformerImpl::attention_maps() const {
   std::vector<torch::Tensor> maps;
-  for (const auto& b : block_refs_) maps.push_back(b->attention->last_weights());
+  for (const auto& a : attention_modules()) maps.push_back(a->last_weights());
   return maps;
 }
 
 void TransformerImpl::force_explicit_attention(bool on) {
-  for (auto& b : block_refs_) b->attention->force_explicit(on);
+  for (auto& a : attention_modules()) a->force_explicit(on);
 }
 
 bool TransformerImpl::fuses_attention() const {
   if (!compat::kHasSdpa) return false;
-  for (const auto& b : block_refs_)
-    if (b->attention->explicit_forced() || b->attention->keeps_weights()) return false;
-  for (const auto* s : attend_with_)
-    if (s != nullptr && !s->capabilities().fits_fused_attention()) return false;
+  for (const auto& a : attention_modules())
+    if (a->explicit_forced() || a->keeps_weights()) return false;
+  for (const auto& s : schemes_)
+    if (s->capabilities().acts_in_attention() && !s->capabilities().fits_fused_attention()) return false;
   return true;
 }
 

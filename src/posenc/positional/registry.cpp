@@ -38,4 +38,11 @@ SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::jso
   return resolve_options(info.options, user, path, "scheme \"" + info.name + "\"", {}, causal);
 }
 
+nlohmann::json causal_scheme_options(const SchemeInfo& info, const nlohmann::json& resolved) {
+  nlohmann::json out = resolved;
+  for (const auto& spec : info.options)
+    if (!spec.causal_value.is_null()) out[spec.name] = spec.causal_value;
+  return out;
+}
+
 }  // namespace posenc

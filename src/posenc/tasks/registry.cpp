@@ -1,6 +1,10 @@
 // The task table, the generic task helpers and make_task.
 #include "posenc/tasks/registry.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
 #include "posenc/config.h"
 #include "posenc/tasks/task.h"
 #include "posenc/tasks/tasks.h"
@@ -19,8 +23,8 @@ const char* metric_name(TaskMetric m) {
 const std::vector<TaskInfo>& task_registry() {
   // One line per task, in the order `posenc list` prints them.
   static const std::vector<TaskInfo> table = {
-      ordering_task_info(), copy_task_info(),     reverse_task_info(),
-      sort_task_info(),     addition_task_info(), charlm_task_info(),
+      ordering_task_info(), copy_task_info(),   reverse_task_info(), sort_task_info(),
+      addition_task_info(), charlm_task_info(), scan_task_info(),
   };
   return table;
 }
@@ -52,10 +56,21 @@ int64_t task_vocab_size(const TaskConfig& cfg) {
 
 std::unique_ptr<Task> make_task(const TaskConfig& cfg) { return find_task(cfg.type).make(cfg); }
 
-std::vector<int64_t> Task::encode_text(const std::string& /*text*/) const {
-  throw ConfigError("task.type=" + info().name +
-                    " has no text form: only a language-modelling task (charlm) "
-                    "takes a text prompt");
+std::vector<int64_t> Task::encode_text(const std::string& text) const {
+  // Token ids written out, as decode_text writes them: "3 17 5".
+  std::istringstream in(text);
+  std::vector<int64_t> out;
+  for (std::string word; in >> word;) {
+    char* end = nullptr;
+    errno = 0;
+    const long long id = std::strtoll(word.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0 || id < 1 || id > vocab_size())
+      throw ConfigError("\"" + word + "\": task.type=" + info().name + " reads token ids from 1 to " +
+                        std::to_string(vocab_size()) + ", separated by spaces");
+    out.push_back(id);
+  }
+  if (out.empty()) throw ConfigError("no tokens: task.type=" + info().name + " reads token ids separated by spaces");
+  return out;
 }
 std::string Task::decode_text(const std::vector<int64_t>& tokens) const {
   std::string out;

@@ -128,7 +128,7 @@ TaskInfo sequence_info(const std::string& name, const std::string& description) 
   TaskInfo t;
   t.name = name;
   t.description = description;
-  t.model_kind = "decoder";
+  t.model_kinds = {"decoder", "encoder_decoder"};
   t.metric = TaskMetric::ExactMatch;
   t.options = {vocab_size_option()};
   t.length_unit = "input tokens";

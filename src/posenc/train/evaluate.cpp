@@ -80,11 +80,13 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
     Sampling greedy;
     greedy.non_finite_rows = &bad;
     auto decoded = continue_tokens(model, chunk.narrow(1, 0, a), A, greedy);  // (b, A)
-    auto right = decoded.eq(chunk.narrow(1, a, A));                           // (b, A)
+    auto targets = chunk.narrow(1, a, A);                                     // (b, A)
+    auto scored = targets.ne(0);  // padding after an answer's end is not scored
+    auto right = decoded.eq(targets).logical_and(scored);
     if (bad.defined()) exact.non_finite += bad.sum().item<int64_t>();
     exact.n += chunk.size(0);
-    exact.correct += right.all(1).sum().item<int64_t>();
-    tokens.n += right.numel();
+    exact.correct += right.logical_or(scored.logical_not()).all(1).sum().item<int64_t>();
+    tokens.n += scored.sum().item<int64_t>();
     tokens.correct += right.sum().item<int64_t>();
   });
   return {exact, tokens};
@@ -97,20 +99,21 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
     auto logits = answer_logits(model, chunk, a).to(torch::kFloat);  // (b, A, V+2)
     auto targets = chunk.narrow(1, a, A);                            // (b, A)
-    auto right = logits.argmax(-1).eq(targets);                      // (b, A)
+    auto scored = targets.ne(0);                                     // padding is not scored
+    auto right = logits.argmax(-1).eq(targets).logical_and(scored);  // (b, A)
     const int64_t bad = torch::isfinite(logits).logical_not().flatten(1).any(1).sum().item<int64_t>();
     tokens.non_finite += bad;
     if (exact) exact->non_finite += bad;
-    tokens.n += right.numel();
+    tokens.n += scored.sum().item<int64_t>();
     tokens.correct += right.sum().item<int64_t>();
     if (exact) {
       exact->n += chunk.size(0);
-      exact->correct += right.all(1).sum().item<int64_t>();
+      exact->correct += right.logical_or(scored.logical_not()).all(1).sum().item<int64_t>();
     }
     if (nll_sum) {
-      auto nll =
-          torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      auto nll = torch::nn::functional::cross_entropy(
+          logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(0));
       *nll_sum += nll.item<double>();
     }
   });
@@ -270,7 +273,7 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
           "length {}: {} of {} examples gave NaN or inf outputs; the score at this length measures nothing "
           "(\"non_finite\" in the results)",
           length, std::max<int64_t>(r.non_finite, 1), r.total.n);
-    r.beyond_training = length > spec.max_length;
+    r.beyond_training = length > task.longest_training_length(spec.max_length);
     r.untrained_positions = r.beyond_training && model->has_position_table();
     results.push_back(r);
   }
@@ -284,6 +287,7 @@ TaskBatch shard_rows(const TaskBatch& batch, int shard, int shards) {
   out.tokens = batch.tokens.slice(0, begin, end);
   if (batch.labels.defined()) out.labels = batch.labels.slice(0, begin, end);
   out.answer_start = batch.answer_start;
+  out.padded = batch.padded;
   if (!batch.kinds.empty()) out.kinds.assign(batch.kinds.begin() + begin, batch.kinds.begin() + end);
   return out;
 }

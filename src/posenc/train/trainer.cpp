@@ -326,7 +326,8 @@ class TrainingRun {
     lr_ = learning_rate(step, t.steps, t.lr, t.warmup_steps, t.min_lr_ratio);
     set_lr(*optimizer_, lr_);
     TaskBatch batch = task_->train_batch(step, t.batch_size, t.seed);
-    batch = shard_rows(batch, rank_, world_);  // this rank's slice of the global batch
+    batch = shard_rows(batch, rank_, world_);          // this rank's slice of the global batch
+    const int64_t scored = scored_predictions(batch);  // read on the CPU, before the batch moves
     batch.tokens = batch.tokens.to(device_);
     if (batch.labels.defined()) batch.labels = batch.labels.to(device_);
     StepOutput out;
@@ -337,7 +338,7 @@ class TrainingRun {
       const auto ids = randomized > 0
                            ? randomized_positions(model_->model_length(batch.tokens.size(1)), randomized, t.seed, step)
                            : torch::Tensor();
-      out = task_objective(model_, batch, ids);
+      out = task_objective(model_, batch, ids, scored);
     }
     optimizer_->zero_grad();
     out.loss.backward();

@@ -1,0 +1,303 @@
+// The encoder_decoder over every registered scheme (causality of the target,
+// source padding, the KV cache, greedy and beam decoding), its cross-attention
+// option, SCAN's grammar and splits, and short runs that must learn.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "helpers.h"
+#include "posenc/errors.h"
+#include "posenc/model/transformer.h"
+#include "posenc/tasks/scan.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/decode.h"
+#include "posenc/train/evaluate.h"
+#include "posenc/train/objective.h"
+#include "posenc/train/trainer.h"
+
+using namespace posenc;
+
+namespace {
+
+Config seq2seq_config(const std::string& scheme, std::initializer_list<std::string> extra = {}) {
+  json j = json::object();
+  for (const std::string o : {"model.kind=encoder_decoder", "task.type=copy", "task.vocab_size=16", "model.d_model=32",
+                              "model.heads=4", "model.layers=2", "model.decoder_layers=2", "model.d_ff=64"})
+    apply_override(j, o);
+  apply_override(j, "model.positional.type=" + scheme);
+  for (const auto& e : extra) apply_override(j, e);
+  return config_from_json(j);
+}
+
+/// A model with random (not zero) positional parameters, so that every scheme acts.
+Transformer random_model(const Config& cfg, uint64_t seed) {
+  torch::manual_seed(seed);
+  Transformer model(cfg.model, 16);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    if (p.key().find("positional") != std::string::npos) p.value().normal_(0.0, 0.5);
+  model->eval();
+  return model;
+}
+
+double max_difference(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+/// Summed log-probability of `answer` (A) after `prompt` (1, P), teacher-forced.
+double answer_log_prob(Transformer& model, const torch::Tensor& prompt, const std::vector<int64_t>& answer) {
+  c10::InferenceMode guard;
+  auto tokens = torch::cat({prompt, torch::tensor(answer, torch::kLong).unsqueeze(0)}, 1);                 // (1, P + A)
+  auto logp = torch::log_softmax(answer_logits(model, tokens, prompt.size(1)).to(torch::kDouble), -1)[0];  // (A, V)
+  double sum = 0;
+  for (size_t i = 0; i < answer.size(); ++i) sum += logp[static_cast<int64_t>(i)][answer[i]].item<double>();
+  return sum;
+}
+
+}  // namespace
+
+class EverySchemeInSeq2Seq : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EverySchemeInSeq2Seq, LaterTargetTokensDoNotChangeEarlierLogits) {
+  auto model = random_model(seq2seq_config(GetParam()), 1);
+  torch::NoGradGuard no_grad;
+  auto source = torch::randint(1, 17, {3, 9}, torch::kLong), target = torch::randint(1, 17, {3, 12}, torch::kLong);
+  auto changed = target.clone();
+  changed.narrow(1, 7, 5).random_(1, 17);
+  const auto a = model->seq2seq_forward(source, target), b = model->seq2seq_forward(source, changed);  // (3, 12, 18)
+  EXPECT_LT(max_difference(a.narrow(1, 0, 7), b.narrow(1, 0, 7)), 1e-5);
+  EXPECT_GT(max_difference(a.narrow(1, 7, 5), b.narrow(1, 7, 5)), 1e-5);
+  // The decoder reads the source: another source changes every position.
+  const auto c = model->seq2seq_forward(torch::randint(1, 17, {3, 9}, torch::kLong), target);
+  EXPECT_GT(max_difference(a.narrow(1, 0, 1), c.narrow(1, 0, 1)), 1e-5);
+}
+
+TEST_P(EverySchemeInSeq2Seq, SourcePaddingChangesNothing) {
+  auto model = random_model(seq2seq_config(GetParam()), 2);
+  if (!model->supports_kv_cache())
+    GTEST_SKIP() << "the scheme's encoding depends on the sequence's length, which padding changes";
+  torch::NoGradGuard no_grad;
+  auto source = torch::randint(1, 17, {2, 7}, torch::kLong), target = torch::randint(1, 17, {2, 6}, torch::kLong);
+  auto padded = torch::cat({source, torch::zeros({2, 4}, torch::kLong)}, 1);  // (2, 11)
+  EXPECT_LT(max_difference(model->seq2seq_forward(source, target), model->seq2seq_forward(padded, target)), 1e-4);
+}
+
+TEST_P(EverySchemeInSeq2Seq, KvCacheGivesTheWholeTargetsLogits) {
+  auto model = random_model(seq2seq_config(GetParam()), 3);
+  if (!model->supports_kv_cache()) GTEST_SKIP() << "decodes by rerunning the whole target";
+  torch::NoGradGuard no_grad;
+  auto source = torch::randint(1, 17, {2, 8}, torch::kLong), target = torch::randint(1, 17, {2, 10}, torch::kLong);
+  source[1][6] = 0, source[1][7] = 0;                         // a shorter second source
+  const auto whole = model->seq2seq_forward(source, target);  // (2, 10, 18)
+  KVCache cache;
+  model->start_decoding(source, cache);
+  std::vector<torch::Tensor> steps = {model->decode(target.narrow(1, 0, 3), cache)};
+  for (int64_t t = 3; t < 10; ++t) steps.push_back(model->decode(target.narrow(1, t, 1), cache));
+  const auto cached = torch::cat(steps, 1);
+  EXPECT_EQ(cache.length, 10);
+  EXPECT_LT(max_difference(cached, whole), 1e-4);
+}
+
+TEST_P(EverySchemeInSeq2Seq, GreedyIsBeamOneAndReproducesItsOwnAnswers) {
+  const Config cfg = seq2seq_config(GetParam());
+  auto model = random_model(cfg, 4);
+  const auto task = make_task(cfg.task);
+  TaskBatch set = task->fixed_set(5, 4, 5);
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  const auto answers = continue_tokens(model, set.tokens.narrow(1, 0, a), A);  // (4, A)
+  for (int64_t r = 0; r < 4; ++r) {
+    const auto beam = beam_search(model, set.tokens.narrow(0, r, 1).narrow(1, 0, a), A, BeamOptions{1, 0, 0});
+    ASSERT_EQ(beam.size(), 1u);
+    const auto greedy = answers[r].contiguous();
+    EXPECT_EQ(beam[0].tokens, std::vector<int64_t>(greedy.data_ptr<int64_t>(), greedy.data_ptr<int64_t>() + A));
+  }
+  set.tokens.narrow(1, a, A).copy_(answers);
+  const auto [exact, tokens] = score_decoding(model, set, torch::kCPU, 1 << 16);
+  EXPECT_EQ(exact.correct, 4);
+  EXPECT_EQ(tokens.correct, tokens.n);  // a random model may emit padding, which is never scored
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeInSeq2Seq, ::testing::ValuesIn(scheme_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(EncoderDecoder, CrossAttentionTakesASchemeThatActsInAttentionOnly) {
+  torch::NoGradGuard no_grad;
+  auto source = torch::randint(1, 17, {2, 6}, torch::kLong), target = torch::randint(1, 17, {2, 5}, torch::kLong);
+  const Config plain = seq2seq_config("rope");
+  EXPECT_EQ(plain.model.positional.cross, "none");
+  const Config with_t5 = seq2seq_config("rope", {"model.positional.cross=t5"});
+  EXPECT_EQ(with_t5.model.positional.cross_options.at("bidirectional"), true);  // nothing is masked there
+  auto a = random_model(plain, 5), b = random_model(with_t5, 5);
+  EXPECT_GT(max_difference(a->seq2seq_forward(source, target), b->seq2seq_forward(source, target)), 1e-6);
+  // Options of the cross scheme, as an object.
+  const Config alibi = seq2seq_config("rope", {"model.positional.cross={\"type\": \"alibi\", \"directional\": true}"});
+  EXPECT_EQ(alibi.model.positional.cross, "alibi");
+  EXPECT_EQ(alibi.model.positional.cross_options.at("directional"), true);
+  // A scheme that only adds to the residual stream has nothing to act on there.
+  try {
+    Transformer bad(seq2seq_config("rope", {"model.positional.cross=sinusoidal"}).model, 16);
+    ADD_FAILURE() << "sinusoidal accepted in cross-attention";
+  } catch (const IncompatibleConfig& e) {
+    EXPECT_NE(std::string(e.what()).find("model.positional.cross=sinusoidal"), std::string::npos) << e.what();
+  }
+  // Cross-attention exists in an encoder_decoder only; an unknown scheme is named.
+  EXPECT_THROW(config_from_json(json::parse(R"({"model": {"kind": "decoder", "positional": {"cross": "t5"}},
+                                               "task": {"type": "copy"}})")),
+               ConfigError);
+  try {
+    seq2seq_config("rope", {"model.positional.cross=\"nope\""});
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.positional.cross"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EncoderDecoder, TheDecoderTakesTheCausalValueOfDirectionalOptions) {
+  const Config cfg = seq2seq_config("t5");
+  EXPECT_EQ(cfg.model.positional.options.at("bidirectional"), true);  // the encoder's own
+  auto model = random_model(cfg, 6);
+  // A one-sided decoder: later target tokens still change nothing before them (checked per scheme above);
+  // here the decoder's instance is a different one from the encoder's.
+  int instances = 0;
+  for (const auto& p : model->named_children())
+    if (p.key().find("positional") != std::string::npos) ++instances;
+  EXPECT_EQ(instances, 2) << "one for the encoder, one for the decoder";
+}
+
+TEST(EncoderDecoder, KindsEmbeddedQkvAndRandomizedPositionsAreCheckedUpFront) {
+  const auto error = [](std::initializer_list<std::string> extra) {
+    try {
+      seq2seq_config("rope", extra);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error({"model.attention.qkv=embedded"}).find("encoder_decoder"), std::string::npos);
+  EXPECT_NE(error({"model.positional.randomize={\"max_position\": 64}"}).find("randomize"), std::string::npos);
+  EXPECT_NE(error({"task.type=ordering"}).find("model.kind=encoder_decoder"), std::string::npos);
+  // SCAN trains an encoder_decoder only, and says so to a decoder.
+  json j = json::object();
+  apply_override(j, "model.kind=decoder");
+  apply_override(j, "task.type=scan");
+  try {
+    config_from_json(j);
+    ADD_FAILURE() << "scan accepted with a decoder";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("task.type=scan trains encoder_decoder"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.kind=decoder"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Scan, TheGrammarGivesThePublishedCountsAndSplits) {
+  const auto all = scan_commands();
+  std::set<std::string> distinct;
+  for (const auto& e : all) distinct.insert(join_words(e.command));
+  EXPECT_EQ(all.size(), 20910u);
+  EXPECT_EQ(distinct.size(), 20910u);
+  size_t short_ones = 0;
+  std::set<size_t> long_lengths;
+  for (const auto& e : all) {
+    if (e.actions.size() <= 22)
+      ++short_ones;
+    else
+      long_lengths.insert(e.actions.size());
+  }
+  EXPECT_EQ(short_ones, 16990u);
+  EXPECT_EQ(all.size() - short_ones, 3920u);
+  EXPECT_EQ(long_lengths, (std::set<size_t>{24, 25, 26, 27, 28, 30, 32, 33, 36, 40, 48}));
+}
+
+TEST(Scan, CommandsMeanWhatTheInterpretationSays) {
+  std::map<std::string, std::string> meaning;
+  for (const auto& e : scan_commands()) meaning[join_words(e.command)] = join_words(e.actions);
+  // Derived by hand from the interpretation rules.
+  EXPECT_EQ(meaning.at("walk"), "WALK");
+  EXPECT_EQ(meaning.at("turn left"), "LTURN");
+  EXPECT_EQ(meaning.at("jump right"), "RTURN JUMP");
+  EXPECT_EQ(meaning.at("jump opposite left"), "LTURN LTURN JUMP");
+  EXPECT_EQ(meaning.at("turn opposite right"), "RTURN RTURN");
+  EXPECT_EQ(meaning.at("look around right"), "RTURN LOOK RTURN LOOK RTURN LOOK RTURN LOOK");
+  EXPECT_EQ(meaning.at("turn around left"), "LTURN LTURN LTURN LTURN");
+  EXPECT_EQ(meaning.at("run twice"), "RUN RUN");
+  EXPECT_EQ(meaning.at("jump twice after walk left"), "LTURN WALK JUMP JUMP");
+  EXPECT_EQ(meaning.at("walk and look thrice"), "WALK LOOK LOOK LOOK");
+  EXPECT_EQ(meaning.at("jump opposite left after walk around left"),
+            "LTURN WALK LTURN WALK LTURN WALK LTURN WALK LTURN LTURN JUMP");
+  EXPECT_EQ(meaning.count("turn"), 0u);
+  EXPECT_EQ(meaning.count("walk twice twice"), 0u);
+}
+
+TEST(Scan, SplitsSetsAndBadOptions) {
+  const auto task_for = [](std::initializer_list<std::string> extra) {
+    json j = json::object();
+    apply_override(j, "model.kind=encoder_decoder");
+    apply_override(j, "task.type=scan");
+    for (const auto& e : extra) apply_override(j, e);
+    return make_task(config_from_json(j).task);
+  };
+  const auto length = task_for({});
+  EXPECT_EQ(length->longest_training_length(22), 22);
+  // Test lengths come from the test split; every row ends its answer with EOS, then padding.
+  const auto set = length->fixed_set(24, 5000, 0);
+  EXPECT_GT(set.tokens.size(0), 0);
+  EXPECT_TRUE(set.padded);
+  const int64_t a = set.answer_start;
+  EXPECT_TRUE(set.tokens.select(1, a - 1).eq(length->vocab_size() + 1).all().item<bool>());  // SEP
+  EXPECT_TRUE(set.tokens.select(1, a + 24).eq(length->end_token()).all().item<bool>());
+  EXPECT_EQ(length->decode_text(length->encode_text("jump twice")), "jump twice");
+  EXPECT_THROW(length->fixed_set(29, 10, 0), ConfigError);  // no command has 29 actions
+  EXPECT_THROW(length->encode_text("jump quickly"), ConfigError);
+  // Training batches never hold a test command (longer than the cutoff).
+  for (int64_t step = 0; step < 20; ++step) {
+    const auto b = length->train_batch(step, 64, 1);
+    const auto answers = b.tokens.narrow(1, b.answer_start, b.tokens.size(1) - b.answer_start);
+    EXPECT_LE(answers.ne(0).sum(1).max().item<int64_t>(), 22 + 1);
+  }
+  EXPECT_EQ(task_for({"task.split=simple"})->longest_training_length(22), 48);
+  EXPECT_EQ(task_for({"task.cutoff=26"})->longest_training_length(22), 26);
+  const auto message = [&](std::initializer_list<std::string> extra) {
+    try {
+      task_for(extra);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message({"task.split=\"addprim\""}).find("task.split"), std::string::npos);
+  EXPECT_NE(message({"task.cutoff=48"}).find("leaves no command for the test set"), std::string::npos);
+}
+
+TEST(EncoderDecoder, ShortRunLearnsToReverseAndBeamFourNeverScoresBelowGreedy) {
+  const auto dir = posenc::testing::fresh_dir("seq2seq_learns");
+  Config cfg =
+      seq2seq_config("rope", {"task.type=reverse", "task.vocab_size=8", "task.min_length=4", "task.max_length=8",
+                              "model.d_model=64", "train.lr=0.003", "train.steps=800", "train.batch_size=32",
+                              "train.warmup_steps=50", "train.log_every=100", "train.eval_every=800",
+                              "train.val_samples=200", "eval.lengths=[8]", "eval.samples_per_length=100"});
+  cfg.train.out_dir = dir.string();
+  const TrainResult result = train(cfg, TrainRequest{});
+  EXPECT_GT(result.val_accuracy, 0.9) << "exact match in distribution (teacher-forced)";
+  ASSERT_EQ(result.lengths.size(), 1u);
+  EXPECT_GT(result.lengths[0].total.accuracy(), 0.8) << "exact match of greedy decoding at length 8";
+
+  // Beam 4 against greedy on test examples, by the model's own log-probability.
+  Config stored;
+  auto model = load_model((dir / "checkpoint.pt").string(), torch::kCPU, &stored);
+  const auto task = make_task(stored.task);
+  const auto set = task->fixed_set(9, 30, 11);
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  int better = 0;
+  for (int64_t r = 0; r < set.tokens.size(0); ++r) {
+    const auto prompt = set.tokens.narrow(0, r, 1).narrow(1, 0, a);
+    const auto greedy = continue_tokens(model, prompt, A)[0].contiguous();
+    const double greedy_lp =
+        answer_log_prob(model, prompt, {greedy.data_ptr<int64_t>(), greedy.data_ptr<int64_t>() + A});
+    const auto beam = beam_search(model, prompt, A, BeamOptions{4, 0, 0});
+    ASSERT_FALSE(beam.empty());
+    EXPECT_NEAR(beam[0].log_prob, answer_log_prob(model, prompt, beam[0].tokens), 1e-3);
+    EXPECT_GE(beam[0].log_prob, greedy_lp - 1e-6) << "example " << r;
+    better += beam[0].log_prob > greedy_lp + 1e-6;
+  }
+  std::printf("beam 4 scored above greedy on %d of %ld examples\n", better, static_cast<long>(set.tokens.size(0)));
+  std::filesystem::remove_all(dir);
+}
