@@ -106,7 +106,9 @@ TEST(ComparePlan, ADecoderTaskGetsOneRunWhateverThePoolingAxis) {
   // Outside a grid, a decoder config that asks for a pooling is refused.
   json copy = posenc::read_json_file(std::string(POSENC_SOURCE_DIR) + "/configs/copy.json");
   copy["model"]["pooling"] = "cls";
-  EXPECT_NE(error_of([&] { posenc::config_from_json(copy); }).find("a decoder (model.kind=decoder) predicts a token"),
+  EXPECT_NE(error_of([&] {
+              posenc::config_from_json(copy);
+            }).find("model.kind=decoder predicts a token at every target position"),
             std::string::npos);
   copy["model"]["pooling"] = "max";  // what posenc wrote into decoder configs before: still read
   EXPECT_EQ(posenc::config_from_json(copy).model.kind, "decoder");

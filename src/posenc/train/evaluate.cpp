@@ -49,6 +49,13 @@ void for_each_chunk(Transformer& model, const TaskBatch& set, torch::Device devi
 
 }  // namespace
 
+namespace {
+/// (b, A) bool: the answer positions that are scored, all but padding after a padded answer's end.
+torch::Tensor answer_scored(const TaskBatch& set, const torch::Tensor& targets) {
+  return set.padded ? targets.ne(0) : torch::ones_like(targets, targets.options().dtype(torch::kBool));
+}
+}  // namespace
+
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                                bool interruptible) {
   std::vector<torch::Tensor> correct_parts, bad_parts;
@@ -81,7 +88,7 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
     greedy.non_finite_rows = &bad;
     auto decoded = continue_tokens(model, chunk.narrow(1, 0, a), A, greedy);  // (b, A)
     auto targets = chunk.narrow(1, a, A);                                     // (b, A)
-    auto scored = targets.ne(0);  // padding after an answer's end is not scored
+    auto scored = answer_scored(set, targets);
     auto right = decoded.eq(targets).logical_and(scored);
     if (bad.defined()) exact.non_finite += bad.sum().item<int64_t>();
     exact.n += chunk.size(0);
@@ -99,7 +106,7 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
     auto logits = answer_logits(model, chunk, a).to(torch::kFloat);  // (b, A, V+2)
     auto targets = chunk.narrow(1, a, A);                            // (b, A)
-    auto scored = targets.ne(0);                                     // padding is not scored
+    auto scored = answer_scored(set, targets);
     auto right = logits.argmax(-1).eq(targets).logical_and(scored);  // (b, A)
     const int64_t bad = torch::isfinite(logits).logical_not().flatten(1).any(1).sum().item<int64_t>();
     tokens.non_finite += bad;
