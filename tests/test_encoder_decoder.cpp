@@ -3,9 +3,12 @@
 // option, SCAN's grammar and splits, and short runs that must learn.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
+#include "cli_helpers.h"
 #include "helpers.h"
+#include "reliability_helpers.h"
 #include "posenc/errors.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/scan.h"
@@ -300,4 +303,46 @@ TEST(EncoderDecoder, ShortRunLearnsToReverseAndBeamFourNeverScoresBelowGreedy) {
   }
   std::printf("beam 4 scored above greedy on %d of %ld examples\n", better, static_cast<long>(set.tokens.size(0)));
   std::filesystem::remove_all(dir);
+}
+
+TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
+  posenc::testing::Scratch s("seq2seq_cli");
+  const std::string run = s.path("run");
+  const std::string tiny =
+      " --set model.d_model=32 --set model.heads=4 --set model.layers=1 --set model.decoder_layers=1"
+      " --set model.d_ff=64 --set train.steps=4 --set train.batch_size=16 --set train.val_samples=40"
+      " --set train.log_every=2 --set eval.lengths=[24,48] --set eval.samples_per_length=20 --no-progress";
+  auto r =
+      posenc::testing::run_cli("train " + std::string(POSENC_SOURCE_DIR) + "/configs/scan.json --out " + run + tiny);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto results = read_json_file(run + "/results.json");
+  EXPECT_EQ(results.at("metric"), "exact_match");
+  EXPECT_EQ(results.at("lengths").at(1).at("length"), 48);
+  EXPECT_EQ(results.at("lengths").at(1).at("beyond_training"), true);
+  r = posenc::testing::run_cli("eval " + run + "/checkpoint.pt --lengths 8,40 --samples 10 --out " + s.path("e.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_json_file(s.path("e.json")).at("lengths").at(0).at("beyond_training"), false);
+  // An untrained model's output is still a line of actions, greedy or from a beam.
+  for (const std::string beam : {"1", "3"}) {
+    r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --input \"jump twice after walk left\" --beam " +
+                                 beam + " --max-tokens 6");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
+  }
+  // A file: one line out per line in; a bad word names its line.
+  write_file_atomic(s.path("in.txt"), "walk\nlook twice\n");
+  r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --file " + s.path("in.txt") + " --max-tokens 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 2) << r.output;
+  write_file_atomic(s.path("bad.txt"), "walk\nwalk quickly\n");
+  r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --file " + s.path("bad.txt"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "bad.txt line 2: \"quickly\" is not a SCAN command word");
+  r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "--input TEXT or --file FILE");
+  // generate refuses an encoder_decoder, and translate anything else.
+  r = posenc::testing::run_cli("generate " + run + "/checkpoint.pt --prompt walk");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "use posenc translate");
 }
