@@ -82,10 +82,8 @@ if wants test; then
   t0=$(now)
   (cd "$build" && ctest --output-on-failure -j "$((jobs < 8 ? jobs : 8))" --timeout 900) >"$out/test.log" 2>&1
   rc=$?
-  md "" "## Test suite" "" "$(($(now) - t0)) s: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1)"
-  skipped=$(grep -c 'Skipped' "$out/test.log" || true)
-  md "" "Skipped: $skipped"
-  grep -E '\*\*\*Skipped|\*\*\*Failed|Failed  ' "$out/test.log" | sed 's/^/    /' >>"$report" || true
+  md "" "## Test suite" "" "$(($(now) - t0)) s: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) (CTest counts suites)"
+  md "" "$(scripts/test-cases.sh "$build" | sed '2,$s/^/    /')"
   [ $rc -eq 0 ] || fail "tests" "$out/test.log"
 fi
 

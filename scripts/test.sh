@@ -19,5 +19,9 @@ if [ "$(id -u)" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${POSENC_TEST_SLURM:-}" ]
     echo "test: the local Slurm cluster did not start; the SlurmCluster tests will skip" >&2
   fi
 fi
-cd build
-ctest --output-on-failure -j "$(nproc)" "$@"
+# CTest runs one test per GoogleTest suite; test-cases.sh then counts the cases
+# and names each skipped one with its reason (the Slurm ones among them).
+rc=0
+(cd build && ctest --output-on-failure -j "$(nproc)" "$@") || rc=$?
+scripts/test-cases.sh build || true
+exit $rc

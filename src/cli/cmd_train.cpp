@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
-#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -101,19 +100,20 @@ int launch_local_ranks(const TrainOptions& o) {
   using Clock = std::chrono::steady_clock;
   int first_failure = 0;
   bool passed_stop = false;
-  std::optional<Clock::time_point> kill_at;  // set when a rank failed
+  // When to kill the ranks still running after one failed; max() while none has.
+  Clock::time_point kill_at = Clock::time_point::max();
   while (!rank_of.empty()) {
     // Each stop request once to every rank (a second one ends them, as it would one process).
     if (interrupt_signal() != 0 && !passed_stop) {
       for (const auto& [pid, _] : rank_of) ::kill(pid, SIGTERM);
       passed_stop = true;
     }
-    if (kill_at && Clock::now() > *kill_at) {
+    if (Clock::now() > kill_at) {
       for (const auto& [pid, r] : rank_of) {
         spdlog::error("rank {} still running {} s after the failure: killing it", r, kGrace.count());
         ::kill(pid, SIGKILL);
       }
-      kill_at.reset();
+      kill_at = Clock::time_point::max();
     }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
