@@ -248,7 +248,11 @@ TEST(Scan, SplitsSetsAndBadOptions) {
   EXPECT_TRUE(set.tokens.select(1, a - 1).eq(length->vocab_size() + 1).all().item<bool>());  // SEP
   EXPECT_TRUE(set.tokens.select(1, a + 24).eq(length->end_token()).all().item<bool>());
   EXPECT_EQ(length->decode_text(length->encode_text("jump twice")), "jump twice");
-  EXPECT_THROW(length->fixed_set(29, 10, 0), ConfigError);  // no command has 29 actions
+  // No command has 23 or 29 actions: evaluating there is an error, and a
+  // validation set there (cutoff 26 validates on 2..26) is empty.
+  EXPECT_THROW(length->check_eval_length(29), ConfigError);
+  EXPECT_EQ(length->fixed_set(23, 10, 0).tokens.size(0), 0);
+  EXPECT_EQ(length->fixed_set(23, 10, 0).tokens.size(1), length->sequence_length(23));
   EXPECT_THROW(length->encode_text("jump quickly"), ConfigError);
   // Training batches never hold a test command (longer than the cutoff).
   for (int64_t step = 0; step < 20; ++step) {

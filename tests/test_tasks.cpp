@@ -27,6 +27,13 @@ Config task_config(const std::string& type, std::initializer_list<std::string> e
   json j = json::object();
   apply_override(j, "task.type=" + type);
   apply_override(j, "model.kind=" + find_task(type).model_kinds.front());
+  // A file a task ships with (translation's example) is named relative to the
+  // repository; the tests run elsewhere.
+  for (const auto& option : find_task(type).options)
+    if (option.kind == OptionKind::Path && std::filesystem::path(option.default_value.get<std::string>()).is_relative())
+      apply_override(j,
+                     "task." + option.name + "=" +
+                         json(std::string(POSENC_SOURCE_DIR) + "/" + option.default_value.get<std::string>()).dump());
   if (type == "charlm") {
     apply_override(j, "task.path=" + json(corpus_path()).dump());
     apply_override(j, "task.min_length=16");
@@ -57,6 +64,9 @@ TEST_P(EveryTask, DescribedAndBuiltFromItsDefaults) {
   const auto task = make_task(cfg.task);
   EXPECT_EQ(task->info().name, GetParam());
   EXPECT_EQ(task->vocab_size(), task_vocab_size(cfg.task));
+  // The defaults train and evaluate: every default evaluation length has examples.
+  EXPECT_NO_THROW(task->check_training_lengths(cfg.task.min_length, cfg.task.max_length));
+  for (int64_t length : info.default_eval_lengths) EXPECT_NO_THROW(task->check_eval_length(length)) << length;
 }
 
 TEST_P(EveryTask, BatchesArePureFunctionsOfSeedAndStep) {
@@ -128,7 +138,12 @@ TEST_P(EveryTask, OptionsAreDocumentedTypeCheckedAndSettable) {
     // Its default, given explicitly with --set, is taken as it is.
     const Config explicit_default =
         task_config(GetParam(), {"task." + option.name + "=" + option.default_value.dump()});
-    EXPECT_EQ(explicit_default.task.options.json().at(option.name), option.default_value) << option.name;
+    // (A path is made absolute, relative to the working directory.)
+    const json expected =
+        option.kind == OptionKind::Path
+            ? json(std::filesystem::absolute(option.default_value.get<std::string>()).lexically_normal().string())
+            : option.default_value;
+    EXPECT_EQ(explicit_default.task.options.json().at(option.name), expected) << option.name;
   }
 }
 

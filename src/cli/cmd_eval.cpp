@@ -151,6 +151,7 @@ int run_eval(const EvalOptions& o) {
       if (results.empty()) throw;
       const std::string reason = e.what();
       j["lengths"] = length_results_to_json(results, *task);
+      if (task->info().bleu) j["bleu"] = corpus_bleu_json(results);
       j["failed"] = {{"length", length}, {"error", reason.substr(0, reason.find('\n'))}};
       write_file_atomic(out, j.dump(2) + "\n");
       std::printf("%s", format_length_table(results, *task).c_str());
@@ -161,6 +162,7 @@ int run_eval(const EvalOptions& o) {
   }
   std::printf("%s", format_length_table(results, *task).c_str());
   j["lengths"] = length_results_to_json(results, *task);
+  if (task->info().bleu) j["bleu"] = corpus_bleu_json(results);
   write_file_atomic(out, j.dump(2) + "\n");
   spdlog::info("wrote {}", out);
   return 0;

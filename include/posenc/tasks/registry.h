@@ -37,6 +37,8 @@ struct TaskInfo {
   /// (the prompt is the encoder's source, the answer the decoder's target).
   std::vector<std::string> model_kinds;
   TaskMetric metric = TaskMetric::Accuracy;
+  /// exact_match tasks: also corpus BLEU of the decoded answers (translation).
+  bool bleu = false;
   /// task.* options this task takes besides type, min_length and max_length:
   /// validated by options.h, listed by `posenc list`, settable with --set.
   std::vector<OptionSpec> options;
@@ -44,7 +46,8 @@ struct TaskInfo {
   bool padded = false;
   /// What `length` means in task.min_length, task.max_length and eval.lengths.
   std::string length_unit;
-  /// Data tokens 1..V: V = fixed_vocab_size, or the task's vocab_size option where it is 0.
+  /// Data tokens 1..V: V = fixed_vocab_size, else the task's vocab_size option,
+  /// else the vocabulary of the task's data (tasks/task.h's Task::vocab_size()).
   int64_t fixed_vocab_size = 0;
   int64_t default_min_length = 4, default_max_length = 16;
   std::vector<int64_t> default_eval_lengths;

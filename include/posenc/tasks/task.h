@@ -55,6 +55,11 @@ class Task {
   /// Throws ConfigError if an evaluation set of this length cannot be made
   /// (a held-out text shorter than one window); called before training starts.
   virtual void check_eval_length(int64_t /*length*/) const {}
+  /// Throws ConfigError before training if task.min_length..max_length leave
+  /// nothing to train or validate on; by default, check_eval_length(max_length).
+  virtual void check_training_lengths(int64_t /*min_length*/, int64_t max_length) const {
+    check_eval_length(max_length);
+  }
   /// A task read from a file: the task options that identify the file's
   /// content ({"bytes", "checksum"}), which training records in the run's
   /// config; an empty object for tasks that generate their data.

@@ -17,6 +17,7 @@
 #include "posenc/config.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/task.h"
+#include "posenc/util/bleu.h"
 #include "posenc/util/stats.h"
 
 namespace posenc {
@@ -38,6 +39,8 @@ struct LengthResult {
   double nll_sum = 0;  ///< perplexity: summed negative log-likelihood (nats) of tokens.n predictions
   double perplexity() const { return tokens.n ? std::exp(nll_sum / static_cast<double>(tokens.n)) : 0.0; }
   std::map<std::string, Tally> by_kind;  ///< "sorted" and each negative kind
+  bool has_bleu = false;                 ///< scored by BLEU too (TaskInfo::bleu)
+  BleuCounts bleu;                       ///< of the greedily decoded answers against the references
   int64_t non_finite = 0;                ///< examples with NaN or inf outputs (a warning is logged)
   bool beyond_training = false;          ///< longer than task.max_length
   bool untrained_positions = false;      ///< uses rows of a position table that training never reached
@@ -75,9 +78,11 @@ double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t
                                torch::Device device = torch::kCPU);
 
 /// Decoder: exact matches (per example) and right tokens of greedily decoded
-/// answers of `set` (the prompt is tokens[:, :answer_start]).
+/// answers of `set` (the prompt is tokens[:, :answer_start]). With `bleu`, adds
+/// each decoded answer and its reference, both cut before the token `eos`.
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
-                                       int64_t max_batch_tokens, bool interruptible = false);
+                                       int64_t max_batch_tokens, bool interruptible = false, BleuCounts* bleu = nullptr,
+                                       int64_t eos = 0);
 /// Decoder, teacher-forced: right next tokens of the answers and their summed
 /// NLL (nats); `exact` (if given) counts examples with every answer token right.
 Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
@@ -119,6 +124,9 @@ Tally validation_accuracy(Transformer& model, const Task& task, const Evaluation
 TaskBatch shard_rows(const TaskBatch& batch, int shard, int shards);
 
 nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& task);
+/// Corpus BLEU of the lengths scored by it: {"all", "within_training",
+/// "beyond_training"} (null where no length is), or null for a task without BLEU.
+nlohmann::json corpus_bleu_json(const std::vector<LengthResult>& results);
 /// Human-readable table (one row per length) for the terminal.
 std::string format_length_table(const std::vector<LengthResult>& results, const Task& task);
 

@@ -34,6 +34,10 @@ void check_output_target(const std::string& path, const std::string& flag, const
 /// if it is larger.
 std::string read_file(const std::string& path, std::uintmax_t max_bytes = UINTMAX_MAX);
 
+/// FNV-1a, 64 bits, as 16 hex digits: enough to tell a replaced or edited data
+/// file from the one a run trained on (not a cryptographic hash).
+std::string fnv1a_checksum(const std::string& bytes);
+
 /// An append-only text file (metrics.jsonl) whose lines are written whole or
 /// not at all: a failed append is cut back off and reported as IoError.
 class AppendFile {

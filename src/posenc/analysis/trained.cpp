@@ -61,6 +61,7 @@ nlohmann::json attention_layers(Transformer& model, const torch::Tensor& tokens,
 /// The decoder's maps over one evaluation example (prompt and answer, teacher-forced).
 nlohmann::json decoder_attention_example(const std::string& checkpoint, const AttentionRequest& r, const Config& cfg,
                                          const Task& task, Transformer& model) {
+  task.check_eval_length(r.length);  // a length the task has no example of (SCAN's 23 actions) is named
   const TaskBatch set = task.fixed_set(r.length, r.index + 1, cfg.eval.seed);
   if (set.tokens.size(0) <= r.index)
     throw ConfigError("--index " + std::to_string(r.index) + ": the evaluation set at length " +

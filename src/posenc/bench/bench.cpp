@@ -166,7 +166,9 @@ struct InitialCase {
 InitialCase initial_case(const BenchCase& c) {
   torch::manual_seed(static_cast<uint64_t>(c.config.train.seed));
   Transformer model(c.config.model, task_vocab_size(c.config.task));
-  return {model, make_task(c.config.task)->fixed_set(c.length, c.batch, c.config.train.seed)};
+  const auto task = make_task(c.config.task);
+  task->check_eval_length(c.length);
+  return {model, task->fixed_set(c.length, c.batch, c.config.train.seed)};
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ const std::vector<TaskInfo>& task_registry() {
   // One line per task, in the order `posenc list` prints them.
   static const std::vector<TaskInfo> table = {
       ordering_task_info(), copy_task_info(),   reverse_task_info(), sort_task_info(),
-      addition_task_info(), charlm_task_info(), scan_task_info(),
+      addition_task_info(), charlm_task_info(), scan_task_info(),    translation_task_info(),
   };
   return table;
 }
@@ -51,7 +51,9 @@ OptionSpec vocab_size_option() {
 
 int64_t task_vocab_size(const TaskConfig& cfg) {
   const TaskInfo& info = find_task(cfg.type);
-  return info.fixed_vocab_size > 0 ? info.fixed_vocab_size : cfg.options.get_int("vocab_size");
+  if (info.fixed_vocab_size > 0) return info.fixed_vocab_size;
+  if (cfg.options.json().contains("vocab_size")) return cfg.options.get_int("vocab_size");
+  return make_task(cfg)->vocab_size();  // a vocabulary of the data (translation's recorded one)
 }
 
 std::unique_ptr<Task> make_task(const TaskConfig& cfg) { return find_task(cfg.type).make(cfg); }

@@ -27,6 +27,7 @@
 #include <random>
 #include <sstream>
 
+#include "posenc/tasks/pairs.h"
 #include "posenc/tasks/scan.h"
 #include "posenc/tasks/task.h"
 #include "posenc/tasks/tasks.h"
@@ -112,20 +113,16 @@ std::string join_words(const std::vector<std::string>& w) {
 
 namespace {
 
-torch::Tensor rows_to_tensor(const std::vector<std::vector<int64_t>>& rows) {
-  const auto B = static_cast<int64_t>(rows.size());
-  const auto T = static_cast<int64_t>(rows.empty() ? 0 : rows[0].size());
-  auto t = torch::zeros({B, T}, torch::kLong);
-  auto a = t.accessor<int64_t, 2>();
-  for (int64_t r = 0; r < B; ++r)
-    for (int64_t c = 0; c < T; ++c) a[r][c] = rows[r][c];
-  return t;
-}
-
 class ScanTask : public Task {
  public:
   explicit ScanTask(const TaskConfig& cfg)
       : split_(cfg.options.get_string("split")), cutoff_(cfg.options.get_int("cutoff")), all_(scan_commands()) {
+    for (const auto& e : all_) {
+      TokenPair p;
+      for (const auto& w : e.command) p.source.push_back(token_of(w));
+      for (const auto& a : e.actions) p.target.push_back(token_of(a));
+      pairs_.push_back(std::move(p));
+    }
     if (split_ == "length") {
       for (size_t i = 0; i < all_.size(); ++i)
         (static_cast<int64_t>(all_[i].actions.size()) <= cutoff_ ? train_ : test_).push_back(i);
@@ -166,17 +163,21 @@ class ScanTask : public Task {
     return rows(chosen);
   }
 
+  /// Up to n commands of `length` actions: the test split's, else the training
+  /// split's; none (an empty set, which validation skips) where no command has that many.
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
-    check_eval_length(length);
-    auto it = test_by_length_.find(length);
-    std::vector<size_t> pool = it != test_by_length_.end() ? it->second : train_by_length_.at(length);
+    std::vector<size_t> pool;
+    if (auto it = test_by_length_.find(length); it != test_by_length_.end())
+      pool = it->second;
+    else if (auto train = train_by_length_.find(length); train != train_by_length_.end())
+      pool = train->second;
     if (static_cast<int64_t>(pool.size()) > n) {
       std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
       std::shuffle(pool.begin(), pool.end(), rng);
       pool.resize(static_cast<size_t>(n));
       std::sort(pool.begin(), pool.end());
     }
-    return rows(pool);
+    return pair_rows(pairs_, pool, kMaxCommandWords, kEos, length);
   }
 
   void check_eval_length(int64_t length) const override {
@@ -220,29 +221,12 @@ class ScanTask : public Task {
   int64_t length_of(size_t i) const { return static_cast<int64_t>(all_[i].actions.size()); }
 
   /// `command SEP actions EOS`, commands padded to 9 words, answers to the longest.
-  TaskBatch rows(const std::vector<size_t>& chosen) const {
-    int64_t longest = 0;
-    for (size_t i : chosen) longest = std::max(longest, length_of(i));
-    std::vector<std::vector<int64_t>> out;
-    for (size_t i : chosen) {
-      std::vector<int64_t> row(static_cast<size_t>(kMaxCommandWords + 1 + longest + 1), 0);
-      const auto& e = all_[i];
-      for (size_t w = 0; w < e.command.size(); ++w) row[w] = token_of(e.command[w]);
-      row[kMaxCommandWords] = kEos + 1;  // SEP
-      for (size_t a = 0; a < e.actions.size(); ++a) row[kMaxCommandWords + 1 + a] = token_of(e.actions[a]);
-      row[static_cast<size_t>(kMaxCommandWords + 1) + e.actions.size()] = kEos;
-      out.push_back(std::move(row));
-    }
-    TaskBatch b;
-    b.tokens = rows_to_tensor(out);  // (n, 9 + 1 + longest + 1)
-    b.answer_start = kMaxCommandWords + 1;
-    b.padded = true;
-    return b;
-  }
+  TaskBatch rows(const std::vector<size_t>& chosen) const { return pair_rows(pairs_, chosen, kMaxCommandWords, kEos); }
 
   std::string split_;
   int64_t cutoff_;
   std::vector<ScanExample> all_;
+  std::vector<TokenPair> pairs_;  // all_ as tokens
   std::vector<size_t> train_, test_;
   std::map<int64_t, std::vector<size_t>> train_by_length_, test_by_length_;
 };

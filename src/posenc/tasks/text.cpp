@@ -46,16 +46,6 @@ std::string read_corpus(const std::string& path) {
   return s;
 }
 
-/// FNV-1a, 64 bits, as 16 hex digits: enough to tell a replaced or edited text from the one a run trained on.
-std::string checksum_of(const std::string& bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
-}
-
 /// The value of task.checksum before training records one.
 constexpr const char* kUnrecorded = "unrecorded";
 
@@ -69,7 +59,7 @@ class CharLmTask : public Task {
   int64_t sequence_length(int64_t length) const override { return length + 1; }
 
   nlohmann::json data_identity() const override {
-    return {{"bytes", static_cast<int64_t>(text().size())}, {"checksum", checksum_of(text())}};
+    return {{"bytes", static_cast<int64_t>(text().size())}, {"checksum", fnv1a_checksum(text())}};
   }
 
   TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {

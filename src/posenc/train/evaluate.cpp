@@ -78,8 +78,18 @@ std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::
   return tally;
 }
 
+namespace {
+/// Row r of a (b, A) int64 tensor, up to (not including) the first `eos`.
+std::vector<int64_t> tokens_before(const torch::Tensor& rows, int64_t r, int64_t eos) {
+  const auto row = rows[r].contiguous();
+  const int64_t* begin = row.data_ptr<int64_t>();
+  const int64_t* end = begin + row.numel();
+  return {begin, std::find(begin, end, eos)};
+}
+}  // namespace
+
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
-                                       int64_t max_batch_tokens, bool interruptible) {
+                                       int64_t max_batch_tokens, bool interruptible, BleuCounts* bleu, int64_t eos) {
   Tally exact, tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
@@ -95,6 +105,11 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
     exact.correct += right.logical_or(scored.logical_not()).all(1).sum().item<int64_t>();
     tokens.n += scored.sum().item<int64_t>();
     tokens.correct += right.sum().item<int64_t>();
+    if (bleu) {
+      const auto hypotheses = decoded.cpu(), references = targets.cpu();
+      for (int64_t r = 0; r < hypotheses.size(0); ++r)
+        bleu->add(tokens_before(hypotheses, r, eos), tokens_before(references, r, eos));
+    }
   });
   return {exact, tokens};
 }
@@ -268,7 +283,9 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
         r.total.non_finite += t.non_finite;
       }
     } else if (metric == TaskMetric::ExactMatch) {
-      std::tie(r.total, r.tokens) = score_decoding(model, set, device, spec.sets.max_batch_tokens, true);
+      r.has_bleu = task.info().bleu;
+      std::tie(r.total, r.tokens) = score_decoding(model, set, device, spec.sets.max_batch_tokens, true,
+                                                   r.has_bleu ? &r.bleu : nullptr, task.end_token());
     } else {
       r.tokens = score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, &r.nll_sum, nullptr, true);
       r.total = r.tokens;
@@ -351,6 +368,7 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, 
       j["token_accuracy"] = r.tokens.accuracy();
     }
     if (r.metric == TaskMetric::ExactMatch) j["exact_match"] = r.total.accuracy();
+    if (r.has_bleu) j["bleu"] = r.bleu.score();
     if (r.metric == TaskMetric::Perplexity) {
       j["perplexity"] = r.perplexity();
       j["bits_per_token"] = r.tokens.n ? r.nll_sum / r.tokens.n / std::log(2.0) : 0.0;
@@ -358,6 +376,22 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, 
     out.push_back(j);
   }
   return out;
+}
+
+nlohmann::json corpus_bleu_json(const std::vector<LengthResult>& results) {
+  BleuCounts all, within, beyond;
+  bool any = false, any_within = false, any_beyond = false;
+  for (const auto& r : results) {
+    if (!r.has_bleu) continue;
+    any = true;
+    all += r.bleu;
+    (r.beyond_training ? beyond : within) += r.bleu;
+    (r.beyond_training ? any_beyond : any_within) = true;
+  }
+  if (!any) return nullptr;
+  return {{"all", all.score()},
+          {"within_training", any_within ? nlohmann::json(within.score()) : nlohmann::json()},
+          {"beyond_training", any_beyond ? nlohmann::json(beyond.score()) : nlohmann::json()}};
 }
 
 std::string format_length_table(const std::vector<LengthResult>& results, const Task& task) {
@@ -369,10 +403,22 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
                                              : "");
   };
   if (metric == TaskMetric::ExactMatch) {
-    out << fmt::format("{:>7} {:>11} {:>17} {:>14}\n", "length", "exact match", "95% CI", "token accuracy");
+    const bool bleu = task.info().bleu;
+    out << fmt::format("{:>7} {:>11} {:>17} {:>14}{}\n", "length", "exact match", "95% CI", "token accuracy",
+                       bleu ? fmt::format(" {:>6}", "BLEU") : "");
     for (const auto& r : results)
-      out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}\n", r.length, r.total.accuracy(), r.ci95.lo,
-                         r.ci95.hi, r.tokens.accuracy(), suffix(r));
+      out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}{}\n", r.length, r.total.accuracy(), r.ci95.lo,
+                         r.ci95.hi, r.tokens.accuracy(), bleu ? fmt::format(" {:>6.1f}", r.bleu.score()) : "",
+                         suffix(r));
+    const nlohmann::json corpus = corpus_bleu_json(results);
+    if (!corpus.is_null()) {
+      out << fmt::format("corpus BLEU over these lengths: {:.1f}", corpus["all"].get<double>());
+      if (!corpus["within_training"].is_null())
+        out << fmt::format("; within the training lengths {:.1f}", corpus["within_training"].get<double>());
+      if (!corpus["beyond_training"].is_null())
+        out << fmt::format("; beyond them {:.1f}", corpus["beyond_training"].get<double>());
+      out << "\n";
+    }
     return out.str();
   }
   if (metric == TaskMetric::Perplexity) {

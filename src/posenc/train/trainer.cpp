@@ -211,7 +211,7 @@ class TrainingRun {
     check_training_fits(model_, task_->sequence_length(cfg_.task.max_length), cfg_.train.batch_size / world_, device_);
     // A length that cannot be evaluated fails now, not after the training: the
     // validation sets (of up to task.max_length) and the final evaluation's.
-    task_->check_eval_length(cfg_.task.max_length);
+    task_->check_training_lengths(cfg_.task.min_length, cfg_.task.max_length);
     if (!request_.skip_final_eval)
       check_evaluation_fits(model_, *task_, evaluation_spec(cfg_), cfg_.eval.lengths, device_);
     // The ranks join before anything that can fail on one rank alone (a held
@@ -466,6 +466,7 @@ class TrainingRun {
         throw;
       }
       result.results["lengths"] = length_results_to_json(result.lengths, *task_);
+      if (task_->info().bleu) result.results["bleu"] = corpus_bleu_json(result.lengths);
       std::printf("%s", format_length_table(result.lengths, *task_).c_str());
     }
     write_file_atomic((dir_ / run_files::kResults).string(), result.results.dump(2) + "\n");

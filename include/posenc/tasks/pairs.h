@@ -1,0 +1,25 @@
+// Source-target pairs as an encoder_decoder's batch rows (tasks/task.h's
+// layout): `source SEP target EOS`, each source padded with 0 to a fixed width
+// so that the answer starts at one column for every row, each answer padded
+// with 0 after its EOS to the batch's longest. SCAN and translation build
+// their batches with it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "posenc/tasks/task.h"
+
+namespace posenc {
+
+struct TokenPair {
+  std::vector<int64_t> source, target;  ///< data tokens, no SEP or EOS
+};
+
+/// Rows `chosen` of `pairs`: (n, source_width + 1 + A + 1) tokens, A the longest
+/// target and at least `min_answer`, answer_start = source_width + 1, padded =
+/// true. SEP is `eos` + 1.
+TaskBatch pair_rows(const std::vector<TokenPair>& pairs, const std::vector<size_t>& chosen, int64_t source_width,
+                    int64_t eos, int64_t min_answer = 0);
+
+}  // namespace posenc
