@@ -285,8 +285,9 @@ class TrainingRun {
     if (rank_ == 0) write_file_atomic((dir_ / run_files::kConfig).string(), config_to_json(cfg_).dump(2) + "\n");
     for (const auto& p : model_->parameters()) parameters_ += p.numel();
     spdlog::info(
-        "train dir={} task={} model={} scheme={} qkv={} pooling={} params={} device={} threads={} steps={}{}",
-        dir_.string(), cfg_.task.type, cfg_.model.kind, cfg_.model.positional.type, cfg_.model.qkv, cfg_.model.pooling,
+        "train dir={} task={} model={} scheme={} qkv={}{} params={} device={} threads={} steps={}{}", dir_.string(),
+        cfg_.task.type, cfg_.model.kind, cfg_.model.positional.type, cfg_.model.qkv,
+        cfg_.model.kind == "encoder" ? " pooling=" + cfg_.model.pooling : std::string(),  // only an encoder pools
         parameters_, device_.str(), torch::get_num_threads(), cfg_.train.steps,
         ranks_ ? fmt::format(" ranks={} backend={} (launched by {})", world_, ranks_->backend(), request_.launch.source)
                : std::string());
