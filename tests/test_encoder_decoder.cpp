@@ -350,3 +350,35 @@ TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "use posenc translate");
 }
+
+TEST(EncoderDecoder, ACompareGridOfEncoderDecoderRunsWritesItsSummaryAndReport) {
+  posenc::testing::Scratch s("seq2seq_compare");
+  const nlohmann::json grid = {{"base", std::string(POSENC_SOURCE_DIR) + "/configs/scan.json"},
+                               {"set",
+                                {{"model.d_model", 32},
+                                 {"model.heads", 4},
+                                 {"model.layers", 1},
+                                 {"model.decoder_layers", 1},
+                                 {"model.d_ff", 64},
+                                 {"train.steps", 4},
+                                 {"train.batch_size", 16},
+                                 {"train.val_samples", 40},
+                                 {"train.log_every", 2},
+                                 {"train.eval_every", 4},
+                                 {"train.checkpoint_every", 4},
+                                 {"eval.lengths", {24, 48}},
+                                 {"eval.samples_per_length", 10}}},
+                               {"schemes", {"sinusoidal", "xl"}},
+                               {"seeds", {0}}};
+  write_file_atomic(s.path("grid.json"), grid.dump(2));
+  const std::string out = s.path("out");
+  const auto r =
+      posenc::testing::run_cli("compare " + s.path("grid.json") + " --jobs 2 --no-figures --no-progress --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto summary = read_json_file(out + "/summary.json");
+  EXPECT_EQ(summary.at("variants").size(), 2u);
+  EXPECT_TRUE(std::filesystem::exists(out + "/report.md"));
+  // Each scheme's inspection is written; attention maps are drawn for encoders and decoders only.
+  EXPECT_TRUE(std::filesystem::exists(out + "/inspect/xl-projected-max.json"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/attention/xl-projected-max.json"));
+}

@@ -42,6 +42,10 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
     inspected["variant"] = variant;
     inspected["run"] = id;
     write_file_atomic((fs::path(plan.out_dir) / "inspect" / (variant + ".json")).string(), inspected.dump() + "\n");
+    // posenc attention draws encoder and decoder maps; an encoder_decoder's
+    // (self and cross) are not drawn yet, so its report shows the scheme only.
+    const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
+    if (run != plan.runs.end() && run->config.model.kind == "encoder_decoder") continue;
     AttentionRequest request;
     request.length = attention_length;
     auto attention = attention_example(ckpt, request);
