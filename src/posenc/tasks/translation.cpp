@@ -35,7 +35,7 @@ namespace {
 constexpr const char* kExampleFile = "configs/data/numbers_en_fr.tsv";
 constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{1} << 30;
 /// task.vocabulary and task.checksum before training records them.
-constexpr const char* kUnrecorded = "unrecorded";
+constexpr const char* kNotRecorded = "unrecorded";
 
 /// Blanks at both ends removed (spaces, tabs, a Windows line end's \r).
 std::string trimmed(const std::string& s) {
@@ -86,7 +86,7 @@ class TranslationTask : public Task {
         val_fraction_(cfg.options.get_float("val_fraction")),
         split_seed_(cfg.options.get_int("split_seed")) {
     const std::string recorded = cfg.options.get_string("vocabulary");
-    if (recorded != kUnrecorded) {
+    if (recorded != kNotRecorded) {
       if (recorded.empty() || recorded.back() != '\n')
         throw ConfigError("task.vocabulary: not a vocabulary posenc recorded (tokens, each followed by a newline)");
       std::istringstream in(recorded);
@@ -338,11 +338,11 @@ TaskInfo translation_task_info() {
       {"val_fraction", OptionKind::Float, 0.2, "the fraction of pairs held out (drawn at random, task.split_seed)",
        0.001, 0.9},
       {"split_seed", OptionKind::Int, 1, "the seed of the random held-out pairs", 0, 1e15},
-      {"vocabulary", OptionKind::String, kUnrecorded,
+      {"vocabulary", OptionKind::String, kNotRecorded,
        "the file's tokens, recorded when training starts (a checkpoint translates without the file)"},
       {"bytes", OptionKind::Int, 0, "the file's size, recorded when training starts (0: not recorded)", 0,
        double(int64_t{1} << 40)},
-      {"checksum", OptionKind::String, kUnrecorded,
+      {"checksum", OptionKind::String, kNotRecorded,
        "the file's FNV-1a checksum, recorded when training starts: a resume refuses a changed file, eval warns"}};
   t.length_unit = "target tokens";
   t.default_min_length = 2;  // posenc's lengths start at 2: one-token targets are not trained on
