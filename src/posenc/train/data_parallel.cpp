@@ -121,16 +121,17 @@ c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& sto
 }
 #endif
 
-/// Parameters grouped into flat buffers of at most `bucket_bytes` each (a
-/// parameter larger than that gets a bucket of its own).
-struct Bucket {
-  std::vector<size_t> members;  ///< indices into the parameter list
-  at::Tensor flat;              ///< (numel [+ 1 for the stop flag in the last bucket])
-};
-
 }  // namespace
 
 struct DataParallel::Impl {
+  /// Parameters grouped into flat buffers of at most `bucket_bytes` each (a
+  /// parameter larger than that gets a bucket of its own). A member type, not
+  /// an anonymous one: Impl has external linkage.
+  struct Bucket {
+    std::vector<size_t> members;  ///< indices into the parameter list
+    at::Tensor flat;              ///< (numel [+ 1 for the stop flag in the last bucket])
+  };
+
   Launch launch;
   std::string backend_name;
   c10::Device device = c10::kCPU;
