@@ -63,9 +63,28 @@ def scheme_colors(variants):
 
 
 def panel_key(v):
-    """One panel per (task, qkv, pooling); the pooling means nothing to a decoder task."""
+    """One panel per (task, qkv, pooling); the pooling means nothing to a decoder task.
+    The task is the grid's task entry where it names one (SCAN at two cutoffs: two panels)."""
     metric = v.get("metric", "accuracy")
-    return (v.get("task", "ordering"), metric, v["qkv"], v["pooling"] if metric == "accuracy" else "-")
+    return (v.get("entry", v.get("task", "ordering")), metric, v["qkv"], v["pooling"] if metric == "accuracy" else "-")
+
+
+def name_entries(summary):
+    """Marks each variant with the grid's task entry its name starts with, if any."""
+    for v in summary["variants"]:
+        for entry in summary.get("tasks", []):
+            if v["variant"].startswith(entry + "-"):
+                v["entry"] = entry
+
+
+def training_lengths(root, v, default):
+    """task.min_length and max_length of a variant's first run (from OUT/configs/), else `default`."""
+    path = os.path.join(root, "configs", v["runs"][0] + ".json") if v.get("runs") else ""
+    if path and os.path.exists(path):
+        task = load_json(path).get("task", {})
+        if "min_length" in task and "max_length" in task:
+            return task["min_length"], task["max_length"]
+    return default
 
 
 def panels(variants):
@@ -84,7 +103,7 @@ METRIC_LABEL = {"accuracy": "accuracy", "exact_match": "exact match (greedy deco
 def plot_accuracy(summary, out):
     variants = summary["variants"]
     proto = summary["protocol"]
-    lo_train, hi_train = proto["train_lengths"]
+    root = os.path.dirname(os.path.abspath(out))
     colors = scheme_colors(variants)
     keys = panels(variants)
     cols = min(2, len(keys))  # two panels a row: four in a row would be too wide to read
@@ -96,6 +115,8 @@ def plot_accuracy(summary, out):
         ax.set_visible(False)
     for ax, key in zip(axes.flat, keys):
         task, metric, qkv, pooling = key
+        first = next(v for v in variants if panel_key(v) == key)
+        lo_train, hi_train = training_lengths(root, first, proto["train_lengths"])
         ax.axvspan(lo_train, hi_train, color="0.85", zorder=0, label=f"training lengths {lo_train}-{hi_train}")
         if metric == "accuracy":
             ax.axhline(0.5, color="0.4", ls="--", lw=1, label="chance")
@@ -119,10 +140,12 @@ def plot_accuracy(summary, out):
                 lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
             ax.fill_between(x, lo, hi, color=c, alpha=0.18, lw=0)
         ax.set_xscale("log", base=2)
-        ticks = proto["eval_lengths"]
+        ticks = sorted({l["length"] for v in variants if panel_key(v) == key for l in v["lengths"]})
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(t) for t in ticks])
-        ax.set_xlim(min(lo_train, min(ticks)) * 0.9, max(ticks) * 1.1)
+        # Every evaluation length beyond training (SCAN's test set): start at the training's end.
+        left = hi_train * 0.9 if min(ticks) > hi_train else min(lo_train, min(ticks)) * 0.9
+        ax.set_xlim(left, max(ticks) * 1.1)
         if metric == "accuracy":
             ax.set_ylim(0.4, 1.02)
         elif metric == "exact_match":
@@ -348,6 +371,7 @@ def main():
     if not os.path.exists(summary_path):
         sys.exit(f"plot_compare.py: {summary_path} not found; run posenc compare first")
     summary = load_json(summary_path)
+    name_entries(summary)
     out = os.path.join(root, "figures")
     os.makedirs(out, exist_ok=True)
     written = []
