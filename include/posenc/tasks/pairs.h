@@ -16,6 +16,10 @@ struct TokenPair {
   std::vector<int64_t> source, target;  ///< data tokens, no SEP or EOS
 };
 
+/// An evaluation set's examples: `pool` itself if it holds at most n, else a
+/// fixed random n of them (a pure function of seed and length), in pool order.
+std::vector<size_t> fixed_sample(std::vector<size_t> pool, int64_t n, int64_t seed, int64_t length);
+
 /// Rows `chosen` of `pairs`: (n, source_width + 1 + A + 1) tokens, A the longest
 /// target and at least `min_answer`, answer_start = source_width + 1, padded =
 /// true. SEP is `eos` + 1.

@@ -76,6 +76,10 @@ class Task {
   virtual std::string decode_text(const std::vector<int64_t>& tokens) const;
 };
 
+/// A task's data file (task.path) read whole: ConfigError starting "task.path: "
+/// if it cannot be read, is larger than `max_bytes`, or is not UTF-8 text.
+std::string read_task_file(const std::string& path, std::uintmax_t max_bytes);
+
 /// Builds the task named by cfg.type (ConfigError for a bad file, option or name).
 std::unique_ptr<Task> make_task(const TaskConfig& cfg);
 

@@ -1,8 +1,20 @@
 #include "posenc/tasks/pairs.h"
 
 #include <algorithm>
+#include <random>
+
+#include "posenc/util/seeds.h"
 
 namespace posenc {
+
+std::vector<size_t> fixed_sample(std::vector<size_t> pool, int64_t n, int64_t seed, int64_t length) {
+  if (static_cast<int64_t>(pool.size()) <= n) return pool;
+  std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
+  std::shuffle(pool.begin(), pool.end(), rng);
+  pool.resize(static_cast<size_t>(n));
+  std::sort(pool.begin(), pool.end());
+  return pool;
+}
 
 TaskBatch pair_rows(const std::vector<TokenPair>& pairs, const std::vector<size_t>& chosen, int64_t source_width,
                     int64_t eos, int64_t min_answer) {

@@ -8,6 +8,7 @@
 #include "posenc/config.h"
 #include "posenc/tasks/task.h"
 #include "posenc/tasks/tasks.h"
+#include "posenc/util/io.h"
 
 namespace posenc {
 
@@ -57,6 +58,18 @@ int64_t task_vocab_size(const TaskConfig& cfg) {
 }
 
 std::unique_ptr<Task> make_task(const TaskConfig& cfg) { return find_task(cfg.type).make(cfg); }
+
+std::string read_task_file(const std::string& path, std::uintmax_t max_bytes) {
+  std::string text;
+  try {
+    text = read_file(path, max_bytes);
+  } catch (const IoError& e) {
+    throw ConfigError(std::string("task.path: ") + e.what());
+  }
+  if (const std::string problem = utf8_problem(text); !problem.empty())
+    throw ConfigError("task.path: " + path + " is not UTF-8 text: " + problem);
+  return text;
+}
 
 std::vector<int64_t> Task::encode_text(const std::string& text) const {
   // Token ids written out, as decode_text writes them: "3 17 5".

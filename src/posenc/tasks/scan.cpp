@@ -171,13 +171,7 @@ class ScanTask : public Task {
       pool = it->second;
     else if (auto train = train_by_length_.find(length); train != train_by_length_.end())
       pool = train->second;
-    if (static_cast<int64_t>(pool.size()) > n) {
-      std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-      std::shuffle(pool.begin(), pool.end(), rng);
-      pool.resize(static_cast<size_t>(n));
-      std::sort(pool.begin(), pool.end());
-    }
-    return pair_rows(pairs_, pool, kMaxCommandWords, kEos, length);
+    return pair_rows(pairs_, fixed_sample(std::move(pool), n, seed, length), kMaxCommandWords, kEos, length);
   }
 
   void check_eval_length(int64_t length) const override {

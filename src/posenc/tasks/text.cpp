@@ -35,15 +35,7 @@ std::string read_corpus(const std::string& path) {
                       (path == kDefaultCorpus
                            ? " (it comes with Debian's `fortunes` package, which scripts/setup.sh installs)"
                            : ""));
-  std::string s;
-  try {
-    s = read_file(path, kMaxCorpusBytes);
-  } catch (const IoError& e) {
-    throw ConfigError(std::string("task.path: ") + e.what());
-  }
-  if (const std::string problem = utf8_problem(s); !problem.empty())
-    throw ConfigError("task.path: " + path + " is not UTF-8 text: " + problem);
-  return s;
+  return read_task_file(path, kMaxCorpusBytes);
 }
 
 /// The value of task.checksum before training records one.

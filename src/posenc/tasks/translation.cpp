@@ -121,13 +121,7 @@ class TranslationTask : public Task {
     const Data& d = data();
     const auto it = d.held_out_by_length.find(length);
     std::vector<size_t> pool = it == d.held_out_by_length.end() ? std::vector<size_t>{} : it->second;
-    if (static_cast<int64_t>(pool.size()) > n) {
-      std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-      std::shuffle(pool.begin(), pool.end(), rng);
-      pool.resize(static_cast<size_t>(n));
-      std::sort(pool.begin(), pool.end());
-    }
-    return pair_rows(d.pairs, pool, d.source_width, eos(), length);
+    return pair_rows(d.pairs, fixed_sample(std::move(pool), n, seed, length), d.source_width, eos(), length);
   }
 
   void check_eval_length(int64_t length) const override {
@@ -159,7 +153,8 @@ class TranslationTask : public Task {
 
   std::vector<int64_t> encode_text(const std::string& text) const override {
     std::vector<int64_t> out;
-    for (const auto& t : tokenize(trimmed(text), characters_)) out.push_back(token_id(t, "the source"));
+    const std::string why = fmt::format("the vocabulary of {} ({} {})", path_, vocabulary().size(), tokens_word());
+    for (const auto& t : tokenize(trimmed(text), characters_)) out.push_back(token_id(t, "the source", why));
     if (out.empty()) throw ConfigError("an empty source");
     return out;
   }
@@ -188,12 +183,10 @@ class TranslationTask : public Task {
   void index_vocabulary() const {
     for (size_t i = 0; i < vocabulary_.size(); ++i) id_of_[vocabulary_[i]] = static_cast<int64_t>(i) + 1;
   }
-  int64_t token_id(const std::string& token, const std::string& where) const {
-    vocabulary();
+  /// A token's id; ConfigError naming `where` and `why` if the vocabulary lacks it.
+  int64_t token_id(const std::string& token, const std::string& where, const std::string& why) const {
     const auto it = id_of_.find(token);
-    if (it == id_of_.end())
-      throw ConfigError(fmt::format("{}: \"{}\" is not in the vocabulary of {} ({} {})", where, token, path_,
-                                    vocabulary_.size(), tokens_word()));
+    if (it == id_of_.end()) throw ConfigError(fmt::format("{}: \"{}\" is not in {}", where, token, why));
     return it->second;
   }
 
@@ -213,14 +206,7 @@ class TranslationTask : public Task {
   /// The file, read, checked and split on first use.
   const Data& data() const {
     if (loaded_) return data_;
-    std::string text;
-    try {
-      text = read_file(path_, kMaxFileBytes);
-    } catch (const IoError& e) {
-      throw ConfigError(std::string("task.path: ") + e.what());
-    }
-    if (const std::string problem = utf8_problem(text); !problem.empty())
-      throw ConfigError("task.path: " + path_ + " is not UTF-8 text: " + problem);
+    const std::string text = read_task_file(path_, kMaxFileBytes);
     Data d;
     d.bytes = text.size();
     d.checksum = fnv1a_checksum(text);
@@ -263,9 +249,9 @@ class TranslationTask : public Task {
     for (size_t i = 0; i < lines.size(); ++i) {
       TokenPair p;
       const std::string where = fmt::format("task.path: {} line {}", path_, i + 1);
-      const std::string changed = " (the file has changed since the run recorded its vocabulary)";
-      for (const auto& t : lines[i].first) p.source.push_back(token_id_or(t, where, changed));
-      for (const auto& t : lines[i].second) p.target.push_back(token_id_or(t, where, changed));
+      const std::string why = "the run's vocabulary (the file has changed since the run recorded its vocabulary)";
+      for (const auto& t : lines[i].first) p.source.push_back(token_id(t, where, why));
+      for (const auto& t : lines[i].second) p.target.push_back(token_id(t, where, why));
       d.source_width = std::max(d.source_width, static_cast<int64_t>(p.source.size()));
       d.pairs.push_back(std::move(p));
     }
@@ -291,13 +277,6 @@ class TranslationTask : public Task {
     data_ = std::move(d);
     loaded_ = true;
     return data_;
-  }
-
-  int64_t token_id_or(const std::string& token, const std::string& where, const std::string& why) const {
-    const auto it = id_of_.find(token);
-    if (it == id_of_.end())
-      throw ConfigError(fmt::format("{}: \"{}\" is not in the run's vocabulary{}", where, token, why));
-    return it->second;
   }
 
   TaskConfig cfg_;
