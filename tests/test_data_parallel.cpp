@@ -69,7 +69,11 @@ double weight_difference(const fs::path& a, const fs::path& b) {
   return worst;
 }
 
-void expect_same_training(const fs::path& one, const fs::path& two) {
+/// `weight_tolerance`: the largest relative difference of any weight tensor. Adam
+/// divides by the root of each gradient's running square, so a feed-forward unit
+/// that is almost never active turns the all-reduce's rounding (1e-7) into
+/// updates of about the learning rate's size: SCAN's encoder_decoder has such units.
+void expect_same_training(const fs::path& one, const fs::path& two, double weight_tolerance = 1e-5) {
   const auto a = logged_losses(one), b = logged_losses(two);
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
@@ -77,7 +81,7 @@ void expect_same_training(const fs::path& one, const fs::path& two) {
     ASSERT_TRUE(b.count(step)) << "step " << step;
     EXPECT_NEAR(b.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
   }
-  EXPECT_LT(weight_difference(one, two), 1e-5);
+  EXPECT_LT(weight_difference(one, two), weight_tolerance);
 }
 
 /// The pid of each rank, from the launcher's "started N ranks (rank 0 pid X, ...)" line.
@@ -169,18 +173,28 @@ TEST(Launch, InconsistentVariablesAreNamed) {
 // over the ranks giving the same accuracy.
 TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
   Scratch s("dp_match");
-  for (const std::string task : {"ordering", "copy"}) {
+  // SCAN's answers are padded: the ranks' slices score different numbers of tokens.
+  for (const std::string task : {"ordering", "copy", "scan"}) {
     std::vector<std::string> extra = {"train.steps=60", "train.log_every=10", "train.eval_every=30",
                                       "train.checkpoint_every=1000", "train.val_samples=100"};
     if (task == "copy") extra.insert(extra.end(), {"task.type=\"copy\"", "model.kind=\"decoder\""});
-    const std::string cfg = posenc::testing::write_config(s, task + ".json", extra);
+    std::string cfg = posenc::testing::write_config(s, task + ".json", extra);
+    if (task == "scan") {  // the small config's task options are ordering's
+      auto j = read_json_file(cfg);
+      j["task"] = {{"type", "scan"}, {"min_length", 2}, {"max_length", 22}};
+      j["model"]["kind"] = "encoder_decoder";
+      j["eval"]["lengths"] = {8, 24};
+      j["eval"]["samples_per_length"] = 50;
+      write_file_atomic(cfg, j.dump(2));
+    }
     const auto one = s.dir / (task + "-one"), two = s.dir / (task + "-two");
     const auto a = run_cli("train " + cfg + " --no-progress --out " + one.string());
     ASSERT_EQ(a.code, 0) << a.output;
     const auto b = run_cli("train " + cfg + " --no-progress --nproc 2 --out " + two.string());
     ASSERT_EQ(b.code, 0) << b.output;
     SCOPED_TRACE(task);
-    expect_same_training(one, two);
+    // The logged losses (the global batch's token mean) agree to 1e-5 for every task.
+    expect_same_training(one, two, task == "scan" ? 1e-3 : 1e-5);
     const auto ra = read_json_file((one / "results.json").string()),
                rb = read_json_file((two / "results.json").string());
     EXPECT_EQ(ra.at("val_accuracy"), rb.at("val_accuracy"));

@@ -326,7 +326,12 @@ class TrainingRun {
     const TrainConfig& t = cfg_.train;
     lr_ = learning_rate(step, t.steps, t.lr, t.warmup_steps, t.min_lr_ratio);
     set_lr(*optimizer_, lr_);
-    TaskBatch batch = task_->train_batch(step, t.batch_size, t.seed);
+    TaskBatch batch = task_->train_batch(step, t.batch_size, t.seed);  // the global batch, the same on every rank
+    // Padded answers (SCAN, translation) give the ranks' slices different numbers of
+    // scored tokens: weight each slice's mean loss by its share of the global batch's
+    // tokens, so that the ranks' averaged gradients are those of the global mean loss.
+    const double slice_weight =
+        world_ > 1 && batch.padded ? static_cast<double>(world_) / static_cast<double>(scored_predictions(batch)) : 1.0;
     batch = shard_rows(batch, rank_, world_);          // this rank's slice of the global batch
     const int64_t scored = scored_predictions(batch);  // read on the CPU, before the batch moves
     batch.tokens = batch.tokens.to(device_);
@@ -341,10 +346,11 @@ class TrainingRun {
                            : torch::Tensor();
       out = task_objective(model_, batch, ids, scored);
     }
+    // The slices' mean of (weighted) mean losses is the global batch's mean loss,
+    // so the ranks' averaged gradients are its gradients.
+    if (slice_weight != 1.0) out.loss = out.loss * (slice_weight * static_cast<double>(scored));
     optimizer_->zero_grad();
     out.loss.backward();
-    // The mean of the slices' mean losses is the global batch's mean loss (every
-    // slice scores equally many predictions), so averaged gradients are its gradients.
     if (ranks_) agreed_signal_ = ranks_->average_gradients(model_->parameters(), interrupt_signal());
     const auto norm =
         t.grad_clip > 0 ? clip_grad_norm(model_->parameters(), t.grad_clip) : grad_norm(model_->parameters());
