@@ -87,17 +87,24 @@ def training_lengths(root, v, default):
     return default
 
 
-def panels(variants):
+def panel_keys_of(v, with_bleu=True):
+    """The panels a variant is drawn in: its metric's, and a BLEU panel beside it for a BLEU task."""
+    k = panel_key(v)
+    return [k, (k[0], "bleu", k[2], k[3])] if with_bleu and "bleu" in v else [k]
+
+
+def panels(variants, with_bleu=True):
     """Panel keys in first-seen order."""
     keys = []
     for v in variants:
-        k = panel_key(v)
-        if k not in keys:
-            keys.append(k)
+        for k in panel_keys_of(v, with_bleu):
+            if k not in keys:
+                keys.append(k)
     return keys
 
 
-METRIC_LABEL = {"accuracy": "accuracy", "exact_match": "exact match (greedy decoding)", "perplexity": "perplexity"}
+METRIC_LABEL = {"accuracy": "accuracy", "exact_match": "exact match (greedy decoding)", "perplexity": "perplexity",
+                "bleu": "corpus BLEU (greedy decoding)"}
 
 
 def plot_accuracy(summary, out):
@@ -115,15 +122,15 @@ def plot_accuracy(summary, out):
         ax.set_visible(False)
     for ax, key in zip(axes.flat, keys):
         task, metric, qkv, pooling = key
-        first = next(v for v in variants if panel_key(v) == key)
+        first = next(v for v in variants if key in panel_keys_of(v))
         lo_train, hi_train = training_lengths(root, first, proto["train_lengths"])
         ax.axvspan(lo_train, hi_train, color="0.85", zorder=0, label=f"training lengths {lo_train}-{hi_train}")
         if metric == "accuracy":
             ax.axhline(0.5, color="0.4", ls="--", lw=1, label="chance")
         for v in variants:
-            if panel_key(v) != key:
+            if key not in panel_keys_of(v):
                 continue
-            field = "perplexity" if metric == "perplexity" else "accuracy"
+            field = metric if metric in ("perplexity", "bleu") else "accuracy"
             x = np.array([l["length"] for l in v["lengths"]])
             y = np.array([l[field]["mean"] for l in v["lengths"]])
             if len(v["seeds"]) > 1:
@@ -140,7 +147,7 @@ def plot_accuracy(summary, out):
                 lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
             ax.fill_between(x, lo, hi, color=c, alpha=0.18, lw=0)
         ax.set_xscale("log", base=2)
-        ticks = sorted({l["length"] for v in variants if panel_key(v) == key for l in v["lengths"]})
+        ticks = sorted({l["length"] for v in variants if key in panel_keys_of(v) for l in v["lengths"]})
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(t) for t in ticks])
         # Every evaluation length beyond training (SCAN's test set): start at the training's end.
@@ -150,6 +157,8 @@ def plot_accuracy(summary, out):
             ax.set_ylim(0.4, 1.02)
         elif metric == "exact_match":
             ax.set_ylim(-0.02, 1.02)
+        elif metric == "bleu":
+            ax.set_ylim(-2, 102)
         else:
             ax.set_yscale("log")
         ax.set_xlabel("context length (characters)" if metric == "perplexity" else "evaluation length (tokens)")
@@ -192,7 +201,7 @@ def mean_curve(curves):
 def plot_training(summary, root, out):
     variants = summary["variants"]
     colors = scheme_colors(variants)
-    keys = panels(variants)
+    keys = panels(variants, with_bleu=False)
     fig, axes = plt.subplots(2, len(keys), figsize=(6.2 * len(keys), 7.5), squeeze=False, sharex=True,
                              layout="constrained")
     for col, key in enumerate(keys):
@@ -330,7 +339,41 @@ def plot_scheme(d, out):
     return True
 
 
+def plot_seq2seq_attention(d, out):
+    """An encoder_decoder's maps: a row per encoder block (source x source), then per decoder
+    block a row of causal self-attention (target x target) and one of cross-attention (target x source)."""
+    rows = [(f"encoder {b + 1}", m, d["source"], d["source"]) for b, m in enumerate(d["encoder"])]
+    for b, (self_maps, cross_maps) in enumerate(zip(d["decoder_self"], d["cross"])):
+        rows.append((f"decoder {b + 1} self", self_maps, d["target"], d["target"]))
+        rows.append((f"decoder {b + 1} cross", cross_maps, d["target"], d["source"]))
+    n_heads = len(rows[0][1])
+    fig, axes = plt.subplots(len(rows), n_heads, figsize=(2.4 * n_heads, 2.6 * len(rows)), squeeze=False,
+                             layout="constrained")
+    for r, (name, maps, queries, keys) in enumerate(rows):
+        for h in range(n_heads):
+            ax = axes[r][h]
+            m = np.array(maps[h])
+            ax.imshow(m, cmap="Blues", vmin=0, vmax=max(1e-9, m.max()), interpolation="nearest", aspect="auto")
+            ax.set_xticks(range(len(keys)))
+            ax.set_yticks(range(len(queries)))
+            ax.set_xticklabels(keys, fontsize=5, rotation=90)
+            ax.set_yticklabels(queries, fontsize=5)
+            if h == 0:
+                ax.set_ylabel(f"{name}\nquery", fontsize=8)
+            if r == 0:
+                ax.set_title(f"head {h + 1}", fontsize=8)
+    cross = d.get("cross_scheme", "none")
+    verdict = "every answer token right" if d.get("teacher_forced_right") else "some answer token wrong"
+    fig.suptitle(f'{d["variant"]}: attention on one {d.get("task", "")} example of {d["length"]} target tokens '
+                 f'(teacher-forced: {verdict})\nrows: encoder self-attention over the source, then per decoder block '
+                 f'its causal self-attention and its cross-attention to the source (cross positions: {cross})\n'
+                 f'darker = more attention, each map scaled to its own maximum', fontsize=9)
+    save(fig, os.path.join(out, f"attention_{d['variant']}.png"))
+
+
 def plot_attention(d, out):
+    if d.get("encoder_decoder"):
+        return plot_seq2seq_attention(d, out)
     layers = np.array(d["layers"])  # (blocks, heads, L, L)
     n_blocks, n_heads = layers.shape[:2]
     labels = (["CLS"] if d.get("cls") else []) + [str(t) for t in d["tokens"]]

@@ -345,6 +345,46 @@ TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
   r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt");
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "--input TEXT or --file FILE");
+  // posenc attention: the encoder's maps over the source, and per decoder block its causal
+  // self-attention over the target and its cross-attention to the source; every row a distribution.
+  r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 24 --index 2 --json " + s.path("a.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto att = read_json_file(s.path("a.json"));
+  EXPECT_TRUE(att.at("encoder_decoder").get<bool>());
+  const auto source = att.at("source").get<std::vector<std::string>>();
+  const auto target = att.at("target").get<std::vector<std::string>>();
+  ASSERT_GE(source.size(), 1u);
+  EXPECT_LE(source.size(), 9u);   // a SCAN command has at most 9 words, without its padding
+  ASSERT_EQ(target.size(), 25u);  // <sep> and the first 24 actions: the decoder's input for 24 actions and <eos>
+  EXPECT_EQ(target.front(), "<sep>");
+  for (const auto& w : target) EXPECT_NE(w, "<eos>");
+  ASSERT_EQ(att.at("encoder").size(), 1u);
+  ASSERT_EQ(att.at("decoder_self").size(), 1u);
+  ASSERT_EQ(att.at("cross").size(), 1u);
+  const auto check = [](const nlohmann::json& heads, size_t rows, size_t cols, bool causal) {
+    ASSERT_EQ(heads.size(), 4u);
+    for (const auto& head : heads) {
+      ASSERT_EQ(head.size(), rows);
+      for (size_t q = 0; q < rows; ++q) {
+        const auto p = head[q].get<std::vector<double>>();
+        ASSERT_EQ(p.size(), cols);
+        double sum = 0;
+        for (size_t k = 0; k < cols; ++k) {
+          sum += p[k];
+          if (causal && k > q) {
+            EXPECT_EQ(p[k], 0.0) << "query " << q << " sees key " << k;
+          }
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-6);
+      }
+    }
+  };
+  check(att["encoder"][0], source.size(), source.size(), false);
+  check(att["decoder_self"][0], 25, 25, true);
+  check(att["cross"][0], 25, source.size(), false);
+  r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 23");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "SCAN has no command of 23 actions");
   // generate refuses an encoder_decoder, and translate anything else.
   r = posenc::testing::run_cli("generate " + run + "/checkpoint.pt --prompt walk");
   EXPECT_EQ(r.code, 2) << r.output;
@@ -378,7 +418,9 @@ TEST(EncoderDecoder, ACompareGridOfEncoderDecoderRunsWritesItsSummaryAndReport) 
   const auto summary = read_json_file(out + "/summary.json");
   EXPECT_EQ(summary.at("variants").size(), 2u);
   EXPECT_TRUE(std::filesystem::exists(out + "/report.md"));
-  // Each scheme's inspection is written; attention maps are drawn for encoders and decoders only.
+  // Each scheme's inspection and attention maps (on an example of the shortest evaluation length) are written.
   EXPECT_TRUE(std::filesystem::exists(out + "/inspect/xl-projected-max.json"));
-  EXPECT_FALSE(std::filesystem::exists(out + "/attention/xl-projected-max.json"));
+  const auto attention = read_json_file(out + "/attention/xl-projected-max.json");
+  EXPECT_EQ(attention.at("length"), 24);
+  EXPECT_EQ(attention.at("target").size(), 25u);
 }

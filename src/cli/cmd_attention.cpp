@@ -9,7 +9,10 @@ namespace posenc::cli {
 
 void setup_attention(CLI::App& app, AttentionOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained run")->required()->check(CLI::ExistingFile);
-  app.add_option("--length", o.length, "tokens in the example")->check(integer_in(2, 4096));
+  app.add_option(
+         "--length", o.length,
+         "the example's length in the task's unit (ordering: tokens; SCAN: actions; translation: target tokens)")
+      ->check(integer_in(2, 4096));
   app.add_option("--kind", o.kind, "sorted, shuffle, adjacent_swap, random_swap or reverse");
   app.add_option("--index", o.index, "which example of that kind in the fixed evaluation set")
       ->check(integer_in(0, int64_t{1} << 40));

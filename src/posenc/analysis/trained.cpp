@@ -32,29 +32,37 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length)
 
 namespace {
 
-/// Runs tokens (1, L) through the model keeping its attention maps: per layer,
-/// head and query, the row of probabilities. `p_sorted` (encoder): P(class 1).
-nlohmann::json attention_layers(Transformer& model, const torch::Tensor& tokens, double* p_sorted) {
+/// One attention module's probabilities (1, H, Lq, Lk) as [head][query][key].
+nlohmann::json maps_json(const torch::Tensor& w) {
+  auto maps = w[0].to(torch::kFloat64).contiguous();  // (H, Lq, Lk)
+  nlohmann::json heads = nlohmann::json::array();
+  for (int64_t h = 0; h < maps.size(0); ++h) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t i = 0; i < maps.size(1); ++i) {
+      auto row = maps[h][i];
+      rows.push_back(std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()));
+    }
+    heads.push_back(rows);
+  }
+  return heads;
+}
+
+/// Prepares the model to keep its attention maps on the next forward.
+void keep_maps(Transformer& model) {
   model->eval();
   model->keep_attention(true);
   model->force_explicit_attention(true);  // the fused path does not expose its weights
+}
+
+/// Runs tokens (1, L) through the model keeping its attention maps: per layer,
+/// head and query, the row of probabilities. `p_sorted` (encoder): P(class 1).
+nlohmann::json attention_layers(Transformer& model, const torch::Tensor& tokens, double* p_sorted) {
+  keep_maps(model);
   c10::InferenceMode guard;
   auto logits = model->forward(tokens);
   if (!model->is_decoder()) *p_sorted = torch::softmax(logits, -1)[0][1].item<double>();
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& w : model->attention_maps()) {  // (1, H, L', L')
-    auto maps = w[0].to(torch::kFloat64).contiguous();
-    nlohmann::json heads = nlohmann::json::array();
-    for (int64_t h = 0; h < maps.size(0); ++h) {
-      nlohmann::json rows = nlohmann::json::array();
-      for (int64_t i = 0; i < maps.size(1); ++i) {
-        auto row = maps[h][i];
-        rows.push_back(std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()));
-      }
-      heads.push_back(rows);
-    }
-    layers.push_back(heads);
-  }
+  for (const auto& w : model->attention_maps()) layers.push_back(maps_json(w));  // (1, H, L', L') each
   return layers;
 }
 
@@ -83,6 +91,78 @@ nlohmann::json decoder_attention_example(const std::string& checkpoint, const At
           {"layers", layers}};
 }
 
+/// A token as the figures label it: the task's word or character, <sep>, <eos>, or its id.
+std::string token_label(const Task& task, const Transformer& model, int64_t t) {
+  if (t == task.end_token()) return "<eos>";
+  if (t == model->cls_token()) return "<sep>";
+  const std::string text = task.decode_text({t});
+  if (text.empty() || text.front() == '<') return std::to_string(t);
+  return text == " " ? "_" : text;
+}
+
+/// An encoder_decoder's maps over one evaluation example: the encoder's
+/// self-attention over the source, and per decoder block its causal
+/// self-attention over the target (teacher-forced: <sep> y1 .. yn) and its
+/// cross-attention from the target to the source.
+nlohmann::json seq2seq_attention_example(const std::string& checkpoint, const AttentionRequest& r, const Config& cfg,
+                                         const Task& task, Transformer& model) {
+  task.check_eval_length(r.length);
+  const TaskBatch set = task.fixed_set(r.length, r.index + 1, cfg.eval.seed);
+  if (set.tokens.size(0) <= r.index)
+    throw ConfigError("--index " + std::to_string(r.index) + ": the evaluation set at length " +
+                      std::to_string(r.length) + " has only " + std::to_string(set.tokens.size(0)) + " examples");
+  const auto row = set.tokens[r.index].contiguous();  // (T): source, padding, SEP, answer, EOS, padding
+  const int64_t a = set.answer_start;
+  const auto source = row.narrow(0, 0, a - 1);
+  const int64_t S = source.ne(0).sum().item<int64_t>();  // the source's padding is at its end
+  const int64_t A = row.narrow(0, a, row.size(0) - a).ne(0).sum().item<int64_t>();  // answer and EOS
+  auto src = source.narrow(0, 0, S).unsqueeze(0);                                   // (1, S)
+  auto tgt = row.narrow(0, a - 1, A).unsqueeze(0);                                  // (1, A): SEP y1 .. y(A-1)
+  const double numbers =
+      static_cast<double>(cfg.model.heads) * (cfg.model.layers * S * S + cfg.model.decoder_layers * (A * A + A * S));
+  if (numbers > double(1 << 24))
+    throw ConfigError(
+        fmt::format("--length {}: the attention maps would hold {:.0f} numbers, more than one JSON file "
+                    "may hold; choose a shorter --length",
+                    r.length, numbers));
+  keep_maps(model);
+  c10::InferenceMode guard;
+  auto logits = model->seq2seq_forward(src, tgt);  // (1, A, V + 2)
+  const auto maps = model->attention_maps();       // encoder blocks, then (self, cross) per decoder block
+  const size_t encoder_blocks = static_cast<size_t>(cfg.model.layers);
+  TORCH_CHECK(maps.size() == encoder_blocks + 2 * static_cast<size_t>(cfg.model.decoder_layers),
+              "unexpected number of attention maps");
+  nlohmann::json encoder = nlohmann::json::array(), self = nlohmann::json::array(), cross = nlohmann::json::array();
+  for (size_t i = 0; i < maps.size(); ++i) {
+    if (i < encoder_blocks)
+      encoder.push_back(maps_json(maps[i]));
+    else
+      ((i - encoder_blocks) % 2 == 0 ? self : cross).push_back(maps_json(maps[i]));
+  }
+  const auto labels = [&](const torch::Tensor& t) {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < t.size(1); ++i) out.push_back(token_label(task, model, t[0][i].item<int64_t>()));
+    return out;
+  };
+  // Whether teacher forcing already gets every answer token right (the figure says so).
+  const auto answer = row.narrow(0, a, A).unsqueeze(0);  // (1, A): y1 .. EOS
+  const bool right = logits.argmax(-1).eq(answer).all().item<bool>();
+  return {{"checkpoint", checkpoint},
+          {"scheme", cfg.model.positional.type},
+          {"cross_scheme", cfg.model.positional.cross},
+          {"task", cfg.task.type},
+          {"length", r.length},
+          {"index", r.index},
+          {"encoder_decoder", true},
+          {"source", labels(src)},
+          {"target", labels(tgt)},
+          {"teacher_forced_right", right},
+          {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
+          {"encoder", encoder},
+          {"decoder_self", self},
+          {"cross", cross}};
+}
+
 }  // namespace
 
 namespace {
@@ -107,11 +187,9 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
-  if (model->is_encoder_decoder())
-    throw ConfigError(checkpoint + " is an encoder_decoder (task.type=" + cfg.task.type +
-                      "); posenc attention draws the maps of encoder and decoder models only");
   const std::unique_ptr<Task> task = make_task(cfg.task);
   model->check_length(task->sequence_length(r.length));
+  if (model->is_encoder_decoder()) return seq2seq_attention_example(checkpoint, r, cfg, *task, model);
   check_maps_fit(model, cfg, task->sequence_length(r.length), r.length);
   if (model->is_decoder()) return decoder_attention_example(checkpoint, r, cfg, *task, model);
   const auto kinds = task->kind_names();
