@@ -33,6 +33,13 @@ TEST(Cli, ListShowsEverySchemeAndTaskFromTheRegistries) {
   EXPECT_EQ(listed.at("schemes").size(), posenc::scheme_names().size());
   EXPECT_EQ(listed.at("tasks").size(), posenc::task_names().size());
   for (const auto& name : posenc::task_names()) EXPECT_NE(r.output.find("\n" + name + "\n"), std::string::npos) << name;
+  // The model's choices (pooling, token embedding) are listed from the list the config reader checks against.
+  EXPECT_EQ(listed.at("model").size(), posenc::model_choices().size());
+  for (const auto& c : posenc::model_choices()) {
+    const std::string line = "model." + c.key;
+    EXPECT_NE(r.output.find(line), std::string::npos) << line;
+    EXPECT_NO_THROW(posenc::testing::config_with({"model." + c.key + "=" + c.value})) << c.key << "=" << c.value;
+  }
 }
 
 TEST(Cli, HelpShowsDefaults) {

@@ -259,6 +259,69 @@ TEST(CompareSummary, ExtrapolationRule) {
   EXPECT_EQ(extrapolation_length(1.0, {{8, 0.94}}), 0);
 }
 
+TEST(CompareSummary, BleuIsAveragedOverSeedsAndShownOnlyForTasksThatHaveIt) {
+  const auto result = [](int64_t seed, double within, double beyond, double at8, double at32) {
+    json l8 = {{"length", 8},
+               {"n", 10},
+               {"correct", 9},
+               {"accuracy", 0.9},
+               {"beyond_training", false},
+               {"by_kind", json::object()},
+               {"bleu", at8}};
+    json l32 = {{"length", 32},
+                {"n", 10},
+                {"correct", 2},
+                {"accuracy", 0.2},
+                {"beyond_training", true},
+                {"by_kind", json::object()},
+                {"bleu", at32}};
+    return json{
+        {"task", "translation"}, {"metric", "exact_match"},
+        {"scheme", "rope"},      {"qkv", "projected"},
+        {"pooling", "max"},      {"seed", seed},
+        {"parameters", 100},     {"train_seconds", 1.0},
+        {"val_accuracy", 0.9},   {"final_train_loss", 0.1},
+        {"lengths", {l8, l32}},  {"bleu", {{"all", 0.0}, {"within_training", within}, {"beyond_training", beyond}}}};
+  };
+  auto v = posenc::summarize_variant({result(0, 90, 40, 91, 41), result(1, 80, 60, 81, 61)}, {"a", "b"});
+  ASSERT_TRUE(v.has_bleu());
+  EXPECT_DOUBLE_EQ(v.bleu_within.mean, 85);
+  EXPECT_DOUBLE_EQ(v.bleu_beyond.mean, 50);
+  EXPECT_NEAR(v.bleu_beyond.std, 14.1421356, 1e-6);  // sample std of {40, 60}
+  EXPECT_DOUBLE_EQ(v.lengths[1].bleu.mean, 51);
+
+  // A run without BLEU (SCAN, copy) has none, and a grid of such runs shows no BLEU column.
+  json plain = result(0, 0, 0, 0, 0);
+  plain.erase("bleu");
+  for (auto& l : plain["lengths"]) l.erase("bleu");
+  auto copy = posenc::summarize_variant({plain}, {"c"});
+  EXPECT_FALSE(copy.has_bleu());
+  EXPECT_EQ(copy.lengths[0].bleu.n, 0);
+
+  posenc::ComparisonSummary s;
+  s.train_min_length = 2;
+  s.train_max_length = 20;
+  s.eval_lengths = {8, 32};
+  s.tasks = {"translation", "copy"};
+  v.variant = "translation-rope";
+  copy.variant = "copy-rope";
+  copy.task = "copy";
+  s.variants = {copy};
+  EXPECT_EQ(posenc::summary_to_markdown(s).find("BLEU"), std::string::npos);
+  s.variants = {v, copy};
+  const std::string md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("| BLEU within | BLEU beyond |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 85.0 ± 7.1 | 50.0 ± 14.1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.200 | 8 | - | - |"), std::string::npos) << md;  // the copy row: no BLEU
+  const json j = posenc::summary_to_json(s);
+  EXPECT_DOUBLE_EQ(j["variants"][0]["bleu"]["beyond_training"]["mean"].get<double>(), 50);
+  EXPECT_DOUBLE_EQ(j["variants"][0]["lengths"][1]["bleu"]["mean"].get<double>(), 51);
+  EXPECT_FALSE(j["variants"][1].contains("bleu"));
+  const std::string csv = posenc::summary_to_csv(s);
+  EXPECT_NE(csv.find(",translation,exact_match,85.00,50.00\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",copy,exact_match,,\n"), std::string::npos) << csv;
+}
+
 TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
   const auto result = [](int64_t seed, double val, int64_t c8, int64_t c32) {
     return json{{"scheme", "rope"},
@@ -483,7 +546,14 @@ TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
 }
 
 TEST(ComparePlan, EveryShippedGridPlans) {
-  // Each configs/*_compare.json expands into buildable runs, default and --full.
+  // Each configs/*_compare.json expands into buildable runs, default and --full, from the
+  // repository root as the docs run them (a task.path such as configs/data/... is relative to it).
+  const fs::path before = fs::current_path();
+  fs::current_path(POSENC_SOURCE_DIR);
+  struct Restore {
+    fs::path dir;
+    ~Restore() { fs::current_path(dir); }
+  } restore{before};
   int grids = 0;
   for (const auto& e : fs::directory_iterator(std::string(POSENC_SOURCE_DIR) + "/configs")) {
     const std::string name = e.path().filename().string();

@@ -15,7 +15,7 @@ TEST(Model, WithoutPositionsTheEncoderIsPermutationInvariant) {
   torch::manual_seed(3);
   auto tokens = torch::randint(1, 65, {4, 12}, torch::kLong);
   auto perm = torch::randperm(12, torch::kLong);
-  for (const char* pooling : {"max", "mean", "cls"})
+  for (const char* pooling : {"max", "mean", "cls", "lse"})
     for (const char* qkv : {"projected", "embedded"}) {
       auto cfg = config_with({"model.positional.type=none", std::string("model.pooling=") + pooling,
                               std::string("model.attention.qkv=") + qkv});

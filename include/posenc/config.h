@@ -41,6 +41,13 @@ struct PositionalConfig {
   json cross_options = json::object();
 };
 
+/// The values of model.pooling and model.token_embedding, with what each does
+/// (for the config reader and `posenc list`).
+struct ModelChoice {
+  std::string key, value, doc;
+};
+const std::vector<ModelChoice>& model_choices();
+
 struct ModelConfig {
   /// "encoder" (bidirectional, pooled, classifies) | "decoder" (causal mask,
   /// next-token head) | "encoder_decoder" (a bidirectional encoder over the
@@ -55,8 +62,13 @@ struct ModelConfig {
   int64_t decoder_layers = 0;
   int64_t d_ff = 256;
   double dropout = 0.0;
-  /// "cls" | "mean" | "max" (the encoder's; the decoder predicts at every position)
+  /// "cls" | "mean" | "max" | "lse" (the encoder's; the decoder predicts at
+  /// every position). lse: per feature, tau * log(mean_i exp(x_i / tau)) with a
+  /// learned temperature tau per feature, between mean (large tau) and max (small).
   std::string pooling = "max";
+  /// "table" (one learned row per token) | "numeric" (an encoder's token values
+  /// through fixed sinusoidal features and a learned projection: model/numeric_embedding.h)
+  std::string token_embedding = "table";
   /// "projected" (W_qkv) | "embedded" (the APE notebook: the token table yields q, k, v for block 1)
   std::string qkv = "projected";
   PositionalConfig positional;

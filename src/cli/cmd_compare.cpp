@@ -25,7 +25,9 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
       "--no-progress", [&o] { o.progress = false; }, "log lines instead of the updating progress line");
   app.add_option("--inspect-length", o.inspect_length, "positions shown in the scheme figures")
       ->check(integer_in(2, 4096));
-  app.add_option("--attention-length", o.attention_length, "tokens in the attention-map example")
+  app.add_option(
+         "--attention-length", o.attention_length,
+         "tokens in the attention-map example (an encoder_decoder's example has its shortest evaluation length)")
       ->check(integer_in(2, 256));
 
   // A Slurm cluster: job arrays instead of local processes.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "posenc/config.h"
 #include "posenc/positional/registry.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/tasks/registry.h"
@@ -75,11 +76,13 @@ nlohmann::json describe_task(const TaskInfo& t) {
 }  // namespace
 
 int run_list(const ListOptions& o) {
-  nlohmann::json all = nlohmann::json::array(), tasks = nlohmann::json::array();
+  nlohmann::json all = nlohmann::json::array(), tasks = nlohmann::json::array(), model = nlohmann::json::array();
   for (const auto& info : scheme_registry()) all.push_back(describe(info));
   for (const auto& info : task_registry()) tasks.push_back(describe_task(info));
+  for (const auto& c : model_choices())
+    model.push_back({{"key", "model." + c.key}, {"value", c.value}, {"doc", c.doc}});
   if (o.json) {
-    std::printf("%s\n", nlohmann::json{{"schemes", all}, {"tasks", tasks}}.dump(2).c_str());
+    std::printf("%s\n", nlohmann::json{{"schemes", all}, {"tasks", tasks}, {"model", model}}.dump(2).c_str());
     return 0;
   }
   std::printf("Positional schemes (model.positional.type); options go beside type in model.positional:\n\n");
@@ -107,6 +110,11 @@ int run_list(const ListOptions& o) {
     print_options(t["options"]);
     std::printf("\n");
   }
+  std::printf("Model choices (the encoder's pooling and token embedding):\n\n");
+  for (const auto& c : model)
+    std::printf("%s\n", fmt::format("  {:<22} {:<8} {}", c["key"].get<std::string>(), c["value"].get<std::string>(),
+                                    c["doc"].get<std::string>())
+                            .c_str());
   return 0;
 }
 

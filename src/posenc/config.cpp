@@ -12,6 +12,23 @@
 #include "posenc/util/io.h"
 
 namespace posenc {
+
+const std::vector<ModelChoice>& model_choices() {
+  static const std::vector<ModelChoice> choices = {
+      {"pooling", "max", "the encoder's classifier reads the maximum of each feature over the positions"},
+      {"pooling", "mean", "... the mean of each feature over the positions"},
+      {"pooling", "cls", "... a CLS token's output (the token sits in front, at position 0)"},
+      {"pooling", "lse",
+       "... tau * log(mean exp(x / tau)) of each feature, a learned temperature tau per feature "
+       "(mean as tau grows, max as it shrinks)"},
+      {"token_embedding", "table", "one learned row per token value"},
+      {"token_embedding", "numeric",
+       "an encoder's token values v through fixed sinusoids of v at geometric scales and a learned projection: "
+       "no row per value, so a vocabulary of 10^5 costs what 64 does"},
+  };
+  return choices;
+}
+
 namespace {
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
@@ -172,6 +189,13 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
   return p;
 }
 
+std::vector<std::string> choices_of(const std::string& key) {
+  std::vector<std::string> out;
+  for (const auto& c : model_choices())
+    if (c.key == key) out.push_back(c.value);
+  return out;
+}
+
 ModelConfig parse_model(const json& j, const std::string& path) {
   ModelConfig m;
   ObjectReader r(j, path);
@@ -185,7 +209,15 @@ ModelConfig parse_model(const json& j, const std::string& path) {
                       m.kind + " has model.layers blocks)");
   r.read("d_ff", m.d_ff, 1, 1 << 20);
   r.read("dropout", m.dropout, 0.0, 0.99);
-  r.read("pooling", m.pooling, {"cls", "mean", "max"});
+  r.read("pooling", m.pooling, choices_of("pooling"));
+  r.read("token_embedding", m.token_embedding, choices_of("token_embedding"));
+  if (m.token_embedding == "numeric" && m.kind != "encoder")
+    throw ConfigError(r.child("token_embedding") + ": \"numeric\" embeds an encoder's token values; model.kind=" +
+                      m.kind + " predicts tokens through a head of one row per token: use \"table\"");
+  if (m.token_embedding == "numeric" && m.d_model % 2 != 0)
+    throw ConfigError(r.child("token_embedding") +
+                      ": \"numeric\" embeds each value as sin/cos pairs, so model.d_model " + "must be even (it is " +
+                      std::to_string(m.d_model) + ")");
   // A decoder predicts a token at every position and pools nothing. Configs
   // that posenc wrote for decoders record the default ("max"), so that one passes.
   if (m.kind != "encoder" && m.pooling != ModelConfig{}.pooling)
@@ -196,6 +228,11 @@ ModelConfig parse_model(const json& j, const std::string& path) {
     a.read("qkv", m.qkv, {"projected", "embedded"});
     a.finish();
   }
+  if (m.qkv == "embedded" && m.token_embedding == "numeric")
+    throw ConfigError(
+        r.child("attention") +
+        ".qkv: \"embedded\" reads block 1's q, k, v from rows of the token table, and "
+        "model.token_embedding=numeric has no such table; use \"projected\" or token_embedding \"table\"");
   const bool causal = m.kind == "decoder";
   if (r.has("positional"))
     m.positional = parse_positional(r.raw("positional"), r.child("positional"), causal);
@@ -366,6 +403,7 @@ json config_to_json(const Config& c) {
         {"d_ff", c.model.d_ff},
         {"dropout", c.model.dropout},
         {"pooling", c.model.pooling},
+        {"token_embedding", c.model.token_embedding},
         {"attention", {{"qkv", c.model.qkv}}},
         {"positional", positional}}},
       {"task", task_to_json(c.task)},

@@ -13,7 +13,7 @@
 //     "schemes": ["rope", {"name": "alibi-dir",   a scheme name, or a named overlay
 //                 "set": {"model.positional.type": "alibi", "model.positional.directional": true}}],
 //     "qkv": ["projected", "embedded"],           model.attention.qkv values (default: the base's)
-//     "pooling": ["max"],                         model.pooling values (default: the base's)
+//     "pooling": ["max"],                         model.pooling values (default: what base, task and scheme set)
 //     "seeds": [0],                               train.seed values (default: the base's)
 //     "full": {"seeds": [0, 1, 2], ...}           replaces tasks/qkv/pooling/seeds/set under --full
 //     "slurm": {"partition": ..., "time": ...}    optional: cluster settings of compare --slurm

@@ -29,6 +29,10 @@ struct LengthSummary {
   double ci_lo = 0, ci_hi = 0;          ///< 95% Wilson interval of the pooled predictions
   std::map<std::string, Stat> by_kind;  ///< "sorted" and each negative kind, over seeds
   Stat perplexity;                      ///< over seeds (metric "perplexity" only)
+  Stat bleu;                            ///< corpus BLEU of this length, over seeds (BLEU tasks only)
+  /// On sorted sequences, over seeds (encoders pooling every position): the share of
+  /// positions whose own output is called unsorted, and of sequences with one such position.
+  Stat alarms_per_position, alarmed_sequences;
 };
 
 /// Marks of VariantSummary::extrapolation.
@@ -58,6 +62,10 @@ struct VariantSummary {
   /// accuracy >= 0.5 + kRetainedMargin * (val - 0.5); 0 if even the shortest
   /// does not; kNotLearned if val < kLearnedAccuracy.
   int64_t extrapolation = 0;
+  /// Corpus BLEU over the evaluation lengths within and beyond training
+  /// (results.json "bleu"), over seeds; n == 0 for tasks without BLEU.
+  Stat bleu_within, bleu_beyond;
+  bool has_bleu() const { return bleu_within.n > 0 || bleu_beyond.n > 0; }
 };
 
 struct ComparisonSummary {

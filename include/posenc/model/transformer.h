@@ -23,6 +23,7 @@
 
 #include "posenc/config.h"
 #include "posenc/model/attention.h"
+#include "posenc/model/numeric_embedding.h"
 #include "posenc/positional/scheme.h"
 
 namespace posenc {
@@ -147,6 +148,12 @@ class TransformerImpl : public torch::nn::Module {
   /// scores and p·v, and what the schemes add (their *_flops hooks).
   double forward_flops(int64_t batch, int64_t length) const;
 
+  /// Encoder, one forward: the pooled logits (B, 2), as forward() gives them,
+  /// and the classifier applied to each position's output instead of the
+  /// pooled one, (B, L, 2) (max, mean and lse pooling). Where a position of a
+  /// sorted sequence alone says "not sorted", it would raise a false alarm.
+  std::pair<torch::Tensor, torch::Tensor> classify_positions(const torch::Tensor& tokens);
+
   /// Keep the attention probabilities of every block on the next forward.
   void keep_attention(bool keep);
   /// Per attention module: (B, H, Lq, Lk). The encoder's (or decoder's) blocks
@@ -181,7 +188,13 @@ class TransformerImpl : public torch::nn::Module {
                                const std::string& prefix, const std::string& apply_to = "");
   ModelConfig cfg_;
   int64_t vocab_size_;
+  /// tokens (B, L) -> (B, L, D) (or 3D for embedded QKV): the table, or the numeric embedding.
+  torch::Tensor embed_tokens(const torch::Tensor& tokens);
+  /// x (B, L, D) -> (B, D) by model.pooling (the encoder).
+  torch::Tensor pool(const torch::Tensor& x) const;
   torch::nn::Embedding tokens_{nullptr};
+  NumericEmbedding numeric_tokens_{nullptr};         // model.token_embedding=numeric (then tokens_ is null)
+  torch::Tensor log_temperature_;                    // lse pooling: (D), tau = exp(.)
   std::vector<PositionalScheme> schemes_;            // distinct instances
   std::vector<PositionalSchemeImpl*> embed_at_;      // per block: scheme whose embed() runs before it
   std::vector<PositionalSchemeImpl*> attend_with_;   // per block: scheme handed to its attention

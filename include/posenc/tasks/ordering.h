@@ -5,7 +5,9 @@
 // model without positions is at chance by construction. Negative kinds mix by
 // weight: shuffle, adjacent_swap (one neighbouring unequal pair swapped),
 // random_swap, reverse. Labels are balanced at every length; every batch and
-// evaluation set is a pure function of its seed.
+// evaluation set is a pure function of its seed. task.value_window and
+// eval_value_window draw each sequence from a random window of values, which
+// controls how many equal tokens (ties) a sequence of a given length holds.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +46,9 @@ class OrderingTask : public Task {
   /// across kinds in proportion to the weights (largest remainder).
   Batch fixed_set(int64_t length, int64_t n, int64_t seed) const override;
 
-  /// Draws one sorted sequence with at least two distinct tokens.
-  std::vector<int64_t> positive(int64_t length, std::mt19937_64& rng) const;
+  /// Draws one sorted sequence with at least two distinct tokens, from a random
+  /// window of `window` consecutive values (0: from all of 1..V).
+  std::vector<int64_t> positive(int64_t length, std::mt19937_64& rng, int64_t window = 0) const;
   /// A permutation of `sorted` of the given kind that is never sorted.
   std::vector<int64_t> negative(const std::vector<int64_t>& sorted, int kind, std::mt19937_64& rng) const;
 
@@ -55,7 +58,8 @@ class OrderingTask : public Task {
   Batch assemble(std::vector<std::vector<int64_t>> seqs, std::vector<int> kinds, std::mt19937_64& rng) const;
   TaskConfig cfg_;
   int64_t vocab_size_;
-  std::vector<double> weights_;  // per kind index
+  int64_t train_window_, eval_window_;  // task.value_window, task.eval_value_window (0: all values)
+  std::vector<double> weights_;         // per kind index
 };
 
 }  // namespace posenc

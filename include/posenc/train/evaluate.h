@@ -28,6 +28,17 @@ struct Tally {
   double accuracy() const { return n ? static_cast<double>(correct) / n : 0.0; }
 };
 
+/// A classifier's false alarms on the positive class (ordering: sorted
+/// sequences), position by position: the head applied to each position's
+/// output alone (TransformerImpl::classify_positions). Pooling over L positions
+/// turns a per-position false-alarm rate p into up to 1 - (1 - p)^L per sequence.
+struct FalseAlarms {
+  int64_t positions = 0, alarms = 0;   ///< positions of positive examples; those whose own verdict is negative
+  int64_t sequences = 0, alarmed = 0;  ///< positive examples; those with at least one alarm
+  double position_rate() const { return positions ? static_cast<double>(alarms) / positions : 0.0; }
+  double sequence_rate() const { return sequences ? static_cast<double>(alarmed) / sequences : 0.0; }
+};
+
 struct LengthResult {
   int64_t length = 0;
   TaskMetric metric = TaskMetric::Accuracy;
@@ -39,11 +50,13 @@ struct LengthResult {
   double nll_sum = 0;  ///< perplexity: summed negative log-likelihood (nats) of tokens.n predictions
   double perplexity() const { return tokens.n ? std::exp(nll_sum / static_cast<double>(tokens.n)) : 0.0; }
   std::map<std::string, Tally> by_kind;  ///< "sorted" and each negative kind
-  bool has_bleu = false;                 ///< scored by BLEU too (TaskInfo::bleu)
-  BleuCounts bleu;                       ///< of the greedily decoded answers against the references
-  int64_t non_finite = 0;                ///< examples with NaN or inf outputs (a warning is logged)
-  bool beyond_training = false;          ///< longer than task.max_length
-  bool untrained_positions = false;      ///< uses rows of a position table that training never reached
+  bool has_false_alarms = false;         ///< an encoder pooling every position (not cls)
+  FalseAlarms false_alarms;
+  bool has_bleu = false;             ///< scored by BLEU too (TaskInfo::bleu)
+  BleuCounts bleu;                   ///< of the greedily decoded answers against the references
+  int64_t non_finite = 0;            ///< examples with NaN or inf outputs (a warning is logged)
+  bool beyond_training = false;      ///< longer than task.max_length
+  bool untrained_positions = false;  ///< uses rows of a position table that training never reached
 };
 
 /// What evaluation and validation read of a run's config, and nothing more:
@@ -67,8 +80,10 @@ int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t 
 /// Runs under InferenceMode with the model in eval mode (restored afterwards).
 /// With `interruptible`, a SIGINT/SIGTERM request (util/interrupt.h) stops it
 /// between chunks by throwing Interrupted.
+/// With `alarms` (an encoder that pools every position), also counts the
+/// per-position false alarms on the examples of label 1.
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
-                               bool interruptible = false);
+                               bool interruptible = false, FalseAlarms* alarms = nullptr);
 
 /// Bytes that evaluating `samples` examples of `tokens` tokens on `device` needs
 /// at its peak, by an upper estimate: the token set, and per batch four

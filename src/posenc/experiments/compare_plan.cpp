@@ -143,11 +143,16 @@ PlannedRun plan_run(const ComparePlan& plan, const GridFile& g, const GridEntry&
   const bool decoder =
       j.contains("model") && j["model"].is_object() && j["model"].contains("kind") && j["model"]["kind"] == "decoder";
   if (decoder) j["model"].erase("pooling");
-  run.pooling = decoder ? ModelConfig{}.pooling : pooling;
+  const bool set_pooling = !decoder && !pooling.empty();  // "": no pooling axis, the pooling the configs set
+  const std::string configured = j.contains("model") && j["model"].is_object() && j["model"].contains("pooling") &&
+                                         j["model"]["pooling"].is_string()
+                                     ? j["model"]["pooling"].get<std::string>()
+                                     : ModelConfig{}.pooling;
+  run.pooling = decoder ? ModelConfig{}.pooling : set_pooling ? pooling : configured;
   run.variant = (task.name.empty() ? "" : task.name + "-") + scheme.name + "-" + qkv + "-" + run.pooling;
   run.id = run.variant + "-s" + std::to_string(seed);
   set_json_path(j, "model.attention.qkv", qkv, g.path + ".qkv");
-  if (!decoder) set_json_path(j, "model.pooling", pooling, g.path + ".pooling");
+  if (set_pooling) set_json_path(j, "model.pooling", pooling, g.path + ".pooling");
   set_json_path(j, "train.seed", seed, g.path + ".seeds");
   set_json_path(j, "train.threads", threads, "--threads");
   set_json_path(j, "train.out_dir", plan.run_dir(run), "--out");
@@ -187,8 +192,9 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
   const json& axes = g.axes;
   const auto qkvs =
       axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{g.base_config.model.qkv};
-  const auto poolings = axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling")
-                                                 : std::vector{g.base_config.model.pooling};
+  // Without a pooling axis each run keeps the pooling its base, task entry and scheme set ("").
+  const auto poolings =
+      axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling") : std::vector<std::string>{""};
   const auto seeds =
       axes.contains("seeds") ? seed_list(axes["seeds"], path + ".seeds") : std::vector{g.base_config.train.seed};
   const std::vector<GridEntry> tasks = task_entries(g);

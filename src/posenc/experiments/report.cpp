@@ -42,12 +42,12 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
     inspected["variant"] = variant;
     inspected["run"] = id;
     write_file_atomic((fs::path(plan.out_dir) / "inspect" / (variant + ".json")).string(), inspected.dump() + "\n");
-    // posenc attention draws encoder and decoder maps; an encoder_decoder's
-    // (self and cross) are not drawn yet, so its report shows the scheme only.
-    const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
-    if (run != plan.runs.end() && run->config.model.kind == "encoder_decoder") continue;
     AttentionRequest request;
     request.length = attention_length;
+    // An encoder_decoder's example: the shortest evaluation length (SCAN has no command of every length).
+    const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
+    if (run != plan.runs.end() && run->config.model.kind == "encoder_decoder" && !run->config.eval.lengths.empty())
+      request.length = *std::min_element(run->config.eval.lengths.begin(), run->config.eval.lengths.end());
     auto attention = attention_example(ckpt, request);
     attention["variant"] = variant;
     attention["run"] = id;
@@ -83,8 +83,13 @@ std::string by_kind_table(const ComparisonSummary& s, int64_t length, const std:
       if (l.length == length)
         for (const auto& [k, _] : l.by_kind)
           if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+  if (kinds.empty()) return "";  // a task without example kinds (everything but ordering)
+  bool alarms = false;
+  for (const auto& v : s.variants)
+    for (const auto& l : v.lengths) alarms = alarms || (l.length == length && l.alarms_per_position.n > 0);
   Table table = {{"variant"}};
   table[0].insert(table[0].end(), kinds.begin(), kinds.end());
+  if (alarms) table[0].insert(table[0].end(), {"false alarms / position", "sorted with an alarm"});
   for (const auto& v : s.variants)
     for (const auto& l : v.lengths)
       if (l.length == length) {
@@ -93,9 +98,18 @@ std::string by_kind_table(const ComparisonSummary& s, int64_t length, const std:
           auto it = l.by_kind.find(k);
           table.back().push_back(it == l.by_kind.end() ? std::string("-") : fmt::format("{:.3f}", it->second.mean));
         }
+        if (alarms) {
+          const bool has = l.alarms_per_position.n > 0;
+          table.back().push_back(has ? fmt::format("{:.4f}", l.alarms_per_position.mean) : "-");
+          table.back().push_back(has ? fmt::format("{:.3f}", l.alarmed_sequences.mean) : "-");
+        }
       }
   return "### Accuracy per example kind at length " + std::to_string(length) + " (" + what + ")\n\n" +
-         render_markdown(table, 1) + "\n";
+         render_markdown(table, 1) + "\n" +
+         (alarms ? "False alarms: on the sorted sequences, the share of positions whose own output the classifier "
+                   "calls unsorted, and the share of sorted sequences with at least one such position (means over "
+                   "seeds).\n\n"
+                 : "");
 }
 
 }  // namespace
@@ -129,7 +143,7 @@ void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std
   if (figure("training_curves.png"))
     md << "Training loss and validation accuracy.\n\n![training curves](figures/training_curves.png)\n\n";
   const auto runs = figure_runs(plan, s);
-  if (!runs.empty()) md << "### Each scheme after training, and its attention on one sorted example\n\n";
+  if (!runs.empty()) md << "### Each scheme after training, and its attention on one evaluation example\n\n";
   for (const auto& [variant, id] : runs) {
     const std::string scheme_png = "scheme_" + variant + ".png", attention_png = "attention_" + variant + ".png";
     if (!figure(scheme_png) && !figure(attention_png)) continue;

@@ -53,16 +53,26 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
   v.qkv = results[0].at("qkv");
   v.pooling = results[0].at("pooling");
   v.parameters = results[0].at("parameters");
-  std::vector<double> seconds, val, loss;
+  std::vector<double> seconds, val, loss, bleu_within, bleu_beyond;
   for (const auto& r : results) {
     v.seeds.push_back(r.at("seed"));
     seconds.push_back(r.at("train_seconds"));
     val.push_back(r.at("val_accuracy"));
     loss.push_back(r.at("final_train_loss"));
+    // A BLEU task's corpus BLEU (null where no length lies on that side of training).
+    if (r.contains("bleu") && r["bleu"].is_object()) {
+      const json& b = r["bleu"];
+      if (b.contains("within_training") && b["within_training"].is_number())
+        bleu_within.push_back(b["within_training"]);
+      if (b.contains("beyond_training") && b["beyond_training"].is_number())
+        bleu_beyond.push_back(b["beyond_training"]);
+    }
   }
   v.train_seconds = stat_of(seconds);
   v.val_accuracy = stat_of(val);
   v.final_loss = stat_of(loss);
+  v.bleu_within = stat_of(bleu_within);
+  v.bleu_beyond = stat_of(bleu_beyond);
 
   // Lengths in the first run's order; every run of a variant has the same list.
   const json& first = results[0].at("lengths");
@@ -73,7 +83,7 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
     LengthSummary ls;
     ls.length = first[li].at("length");
     ls.beyond_training = first[li].at("beyond_training");
-    std::vector<double> acc, perplexity;
+    std::vector<double> acc, perplexity, bleu, alarms, alarmed;
     std::map<std::string, std::vector<double>> kinds;
     for (const auto& r : results) {
       const json& at = r.at("lengths").at(li);
@@ -81,12 +91,20 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
         throw std::runtime_error("runs of one variant were evaluated at different lengths");
       acc.push_back(at.at("accuracy"));
       if (at.contains("perplexity")) perplexity.push_back(at.at("perplexity"));
+      if (at.contains("bleu")) bleu.push_back(at.at("bleu"));
+      if (at.contains("false_alarms")) {
+        alarms.push_back(at["false_alarms"].at("position_rate"));
+        alarmed.push_back(at["false_alarms"].at("sequence_rate"));
+      }
       ls.correct += at.at("correct").get<int64_t>();
       ls.total += at.at("n").get<int64_t>();
       for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(t.at("accuracy"));
     }
     ls.accuracy = stat_of(acc);
     if (!perplexity.empty()) ls.perplexity = stat_of(perplexity);
+    ls.bleu = stat_of(bleu);
+    ls.alarms_per_position = stat_of(alarms);
+    ls.alarmed_sequences = stat_of(alarmed);
     const Interval ci = wilson_interval(ls.correct, ls.total);
     ls.ci_lo = ci.lo;
     ls.ci_hi = ci.hi;
@@ -210,6 +228,16 @@ std::string extrapolation_cell(const VariantSummary& v) {
   return std::to_string(v.extrapolation);
 }
 
+/// A corpus BLEU cell: "73.1", "73.1 ± 2.4" over seeds, "-" where there is none.
+std::string bleu_cell(const Stat& s) {
+  if (s.n == 0) return "-";
+  return s.n > 1 ? fmt::format("{:.1f} ± {:.1f}", s.mean, s.std) : fmt::format("{:.1f}", s.mean);
+}
+
+bool any_bleu(const ComparisonSummary& s) {
+  return std::any_of(s.variants.begin(), s.variants.end(), [](const VariantSummary& v) { return v.has_bleu(); });
+}
+
 std::string length_header(const ComparisonSummary& s, int64_t length) {
   return fmt::format("len {}{}", length, length > s.train_max_length ? "*" : "");
 }
@@ -221,6 +249,11 @@ Table table_rows(const ComparisonSummary& s) {
   for (int64_t L : s.eval_lengths) header.push_back(length_header(s, L));
   header.push_back("beyond mean");
   header.push_back("extrapolates to");
+  const bool bleu = any_bleu(s);
+  if (bleu) {
+    header.push_back("BLEU within");
+    header.push_back("BLEU beyond");
+  }
   Table rows = {header};
   for (const auto& v : s.variants) {
     std::vector<std::string> row = {v.variant, std::to_string(v.seeds.size()), std::to_string(v.parameters),
@@ -232,6 +265,10 @@ Table table_rows(const ComparisonSummary& s) {
     }
     row.push_back(v.beyond_mean < 0 ? "-" : fmt::format("{:.3f}", v.beyond_mean));
     row.push_back(extrapolation_cell(v));
+    if (bleu) {
+      row.push_back(bleu_cell(v.bleu_within));
+      row.push_back(bleu_cell(v.bleu_beyond));
+    }
     rows.push_back(row);
   }
   return rows;
@@ -257,14 +294,22 @@ std::string protocol_lines(const ComparisonSummary& s) {
         (kPerplexityTolerance - 1) * 100);
   if (!s.tasks.empty() || (!s.variants.empty() && s.variants.front().metric != "accuracy"))
     return fmt::format(
-        "Trained {} steps of batch {} on lengths {}-{} (the task's unit: input tokens for copy, reverse and sort). "
-        "In-dist: {} validation examples over lengths {}-{}, exact match with teacher forcing (equal to greedy "
-        "decoding's). Each length: the same {} examples (eval seed {}) for every variant, scored by greedy decoding "
-        "(exact_match: the whole answer right; perplexity: per held-out character); * marks lengths beyond training. "
-        "{}. \"extrapolates to\": the longest length up to which every evaluated length keeps >= {:.0f}% of the "
-        "in-distribution score above chance (0 for exact match); \"not learned\": in-dist < {}.",
-        s.steps, s.batch_size, s.train_min_length, s.train_max_length, s.val_samples, s.train_min_length,
-        s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100, kLearnedAccuracy);
+               "Trained {} steps of batch {} on lengths {}-{} (the task's unit: input tokens for copy, reverse and "
+               "sort; answer tokens for SCAN and translation). "
+               "In-dist: {} validation examples over lengths {}-{}, exact match with teacher forcing (equal to greedy "
+               "decoding's). Each length: the same examples (up to {}; eval seed {}) for every variant, scored by "
+               "greedy "
+               "decoding "
+               "(exact_match: the whole answer right; perplexity: per held-out character); * marks lengths beyond "
+               "training. "
+               "{}. \"extrapolates to\": the longest length up to which every evaluated length keeps >= {:.0f}% of the "
+               "in-distribution score above chance (0 for exact match); \"not learned\": in-dist < {}.",
+               s.steps, s.batch_size, s.train_min_length, s.train_max_length, s.val_samples, s.train_min_length,
+               s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100,
+               kLearnedAccuracy) +
+           (any_bleu(s) ? " BLEU within / beyond: corpus BLEU (4-gram, brevity penalty, 0-100) of the greedy answers "
+                          "over the evaluated lengths within / beyond training, mean (± std) over seeds."
+                        : "");
   std::string negatives;
   for (const auto& [k, w] : s.negatives) negatives += (negatives.empty() ? "" : ", ") + fmt::format("{} {:g}", k, w);
   return fmt::format(
@@ -295,24 +340,31 @@ json summary_to_json(const ComparisonSummary& s) {
                  {"ci95", {l.ci_lo, l.ci_hi}},
                  {"by_kind", kinds}};
       if (l.perplexity.n > 0) at["perplexity"] = stat_json(l.perplexity);
+      if (l.bleu.n > 0) at["bleu"] = stat_json(l.bleu);
+      if (l.alarms_per_position.n > 0)
+        at["false_alarms"] = {{"position_rate", stat_json(l.alarms_per_position)},
+                              {"sequence_rate", stat_json(l.alarmed_sequences)}};
       lengths.push_back(at);
     }
-    variants.push_back(
-        {{"variant", v.variant},
-         {"task", v.task},
-         {"metric", v.metric},
-         {"scheme", v.scheme},
-         {"qkv", v.qkv},
-         {"pooling", v.pooling},
-         {"runs", v.runs},
-         {"seeds", v.seeds},
-         {"parameters", v.parameters},
-         {"train_seconds", stat_json(v.train_seconds)},
-         {"val_accuracy", stat_json(v.val_accuracy)},
-         {"final_train_loss", stat_json(v.final_loss)},
-         {"lengths", lengths},
-         {"beyond_mean", v.beyond_mean < 0 ? json(nullptr) : json(v.beyond_mean)},
-         {"extrapolation", v.extrapolation == kNotLearned ? json("not learned") : json(v.extrapolation)}});
+    json variant = {{"variant", v.variant},
+                    {"task", v.task},
+                    {"metric", v.metric},
+                    {"scheme", v.scheme},
+                    {"qkv", v.qkv},
+                    {"pooling", v.pooling},
+                    {"runs", v.runs},
+                    {"seeds", v.seeds},
+                    {"parameters", v.parameters},
+                    {"train_seconds", stat_json(v.train_seconds)},
+                    {"val_accuracy", stat_json(v.val_accuracy)},
+                    {"final_train_loss", stat_json(v.final_loss)},
+                    {"lengths", lengths},
+                    {"beyond_mean", v.beyond_mean < 0 ? json(nullptr) : json(v.beyond_mean)},
+                    {"extrapolation", v.extrapolation == kNotLearned ? json("not learned") : json(v.extrapolation)}};
+    if (v.has_bleu())
+      variant["bleu"] = {{"within_training", v.bleu_within.n ? stat_json(v.bleu_within) : json(nullptr)},
+                         {"beyond_training", v.bleu_beyond.n ? stat_json(v.bleu_beyond) : json(nullptr)}};
+    variants.push_back(variant);
   }
   json skipped = json::array();
   for (const auto& [variant, reason] : s.skipped) skipped.push_back({{"variant", variant}, {"reason", reason}});
@@ -341,7 +393,7 @@ std::string summary_to_csv(const ComparisonSummary& s) {
   std::ostringstream out;
   out << "variant,scheme,qkv,pooling,seeds,parameters,train_seconds,val_mean,val_std";
   for (int64_t L : s.eval_lengths) out << fmt::format(",len{0}_mean,len{0}_std,len{0}_ci_lo,len{0}_ci_hi", L);
-  out << ",beyond_mean,extrapolation,task,metric\n";
+  out << ",beyond_mean,extrapolation,task,metric,bleu_within,bleu_beyond\n";
   for (const auto& v : s.variants) {
     out << fmt::format("{},{},{},{},{},{},{:.2f},{:.4f},{:.4f}", v.variant, v.scheme, v.qkv, v.pooling, v.seeds.size(),
                        v.parameters, v.train_seconds.mean, v.val_accuracy.mean, v.val_accuracy.std);
@@ -354,7 +406,8 @@ std::string summary_to_csv(const ComparisonSummary& s) {
     }
     out << "," << (v.beyond_mean < 0 ? "" : fmt::format("{:.4f}", v.beyond_mean)) << ","
         << (v.extrapolation == kNotLearned ? "not learned" : std::to_string(v.extrapolation)) << "," << v.task << ","
-        << v.metric << "\n";
+        << v.metric << "," << (v.bleu_within.n ? fmt::format("{:.2f}", v.bleu_within.mean) : "") << ","
+        << (v.bleu_beyond.n ? fmt::format("{:.2f}", v.bleu_beyond.mean) : "") << "\n";
   }
   return out.str();
 }

@@ -92,7 +92,12 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
   const bool embedded = cfg.qkv == "embedded";
   const int64_t D = cfg.d_model;
   // Ids 0 (padding) .. vocab_size + 1 (CLS).
-  tokens_ = register_module("tokens", torch::nn::Embedding(vocab_size + 2, embedded ? 3 * D : D));
+  if (cfg.token_embedding == "numeric")
+    numeric_tokens_ = register_module("numeric_tokens", NumericEmbedding(vocab_size, D));
+  else
+    tokens_ = register_module("tokens", torch::nn::Embedding(vocab_size + 2, embedded ? 3 * D : D));
+  if (cfg.kind == "encoder" && cfg.pooling == "lse")
+    log_temperature_ = register_parameter("pool_log_temperature", torch::zeros({D}));  // tau = 1 at the start
   embed_drop_ = register_module("embed_drop", torch::nn::Dropout(cfg.dropout));
 
   // Positional scheme instances and where each acts; decided once, here.
@@ -159,7 +164,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
           ? torch::arange(end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()))
           : ids;
   const Positions pos{ids, keys, end, &memo, padding};
-  auto x = embed_drop_->forward(tokens_->forward(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
+  auto x = embed_drop_->forward(embed_tokens(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     LayerCache* layer_cache = cache ? &cache->layers[static_cast<size_t>(i)] : nullptr;
     if (i == 0 && cfg_.qkv == "embedded") {
@@ -196,7 +201,7 @@ torch::Tensor TransformerImpl::decoder_hidden(const torch::Tensor& tokens, const
   const Positions pos{ids, cached ? arange_on(0, end, tokens) : ids, end, &memo};
   const int64_t S = cache.memory.length;
   const Positions cross_pos{ids, arange_on(0, S, tokens), std::max(end, S), &cross_memo, cache.memory.padding};
-  auto x = embed_drop_->forward(tokens_->forward(tokens));  // (B, n, D)
+  auto x = embed_drop_->forward(embed_tokens(tokens));  // (B, n, D)
   for (size_t i = 0; i < decoder_refs_.size(); ++i) {
     if (decoder_schemes_.embed_at[i]) x = decoder_schemes_.embed_at[i]->embed(x, pos);
     x = decoder_refs_[i]->forward(x, decoder_schemes_.attend_with[i], pos, cached ? &cache.layers[i] : nullptr,
@@ -254,14 +259,30 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const tor
   }
   auto x = hidden(tokens, ids, end, nullptr);  // (B, L, D)
   if (is_decoder()) return linear(head_, x);   // (B, L, V + 2)
-  torch::Tensor pooled;                        // (B, D)
-  if (cfg_.pooling == "cls")
-    pooled = x.select(1, 0);
-  else if (cfg_.pooling == "mean")
-    pooled = x.mean(1);
-  else
-    pooled = std::get<0>(x.max(1));
-  return linear(head_, pooled);  // (B, 2)
+  return linear(head_, pool(x));               // (B, 2)
+}
+
+torch::Tensor TransformerImpl::embed_tokens(const torch::Tensor& tokens) {
+  return numeric_tokens_ ? numeric_tokens_->forward(tokens) : tokens_->forward(tokens);
+}
+
+torch::Tensor TransformerImpl::pool(const torch::Tensor& x) const {
+  if (cfg_.pooling == "cls") return x.select(1, 0);  // (B, D)
+  if (cfg_.pooling == "mean") return x.mean(1);
+  if (cfg_.pooling == "lse") {
+    // tau * log(mean_i exp(x_i / tau)) per feature: mean as tau -> inf, max as tau -> 0.
+    const auto tau = log_temperature_.exp();  // (D)
+    return tau * (torch::logsumexp(x / tau, /*dim=*/1) - std::log(static_cast<double>(x.size(1))));
+  }
+  return std::get<0>(x.max(1));
+}
+
+std::pair<torch::Tensor, torch::Tensor> TransformerImpl::classify_positions(const torch::Tensor& tokens) {
+  TORCH_CHECK(!is_decoder() && cfg_.pooling != "cls",
+              "classify_positions() needs an encoder that pools every position (max, mean or lse)");
+  const int64_t L = tokens.size(1);
+  auto x = hidden(tokens, arange_on(0, L, tokens), L, nullptr);  // (B, L, D)
+  return {linear(head_, pool(x)), linear(head_, x)};             // (B, 2), (B, L, 2)
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, KVCache& cache) {

@@ -20,7 +20,15 @@ TaskInfo OrderingTask::registry_info() {
       vocab_size_option(),
       {"negatives", OptionKind::Weights,
        nlohmann::json{{"shuffle", 1.0}, {"adjacent_swap", 1.0}, {"random_swap", 1.0}, {"reverse", 1.0}},
-       "mixing weights of the negative kinds (each in [0, 1e9]; at least one positive)", 0.0, 1e9, negative_kinds()}};
+       "mixing weights of the negative kinds (each in [0, 1e9]; at least one positive)", 0.0, 1e9, negative_kinds()},
+      {"value_window", OptionKind::Int, 0,
+       "training sequences draw their tokens from a random window of this many consecutive values (0: all of "
+       "1..vocab_size); a narrow window puts runs of equal tokens into short sequences",
+       0, 1 << 24},
+      {"eval_value_window", OptionKind::Int, 0,
+       "the same for validation and evaluation sets (0: all of 1..vocab_size): a long sequence over a wide window has "
+       "few ties, over a narrow one many",
+       0, 1 << 24}};
   t.length_unit = "tokens";
   t.default_min_length = 4;
   t.default_max_length = 16;
@@ -38,7 +46,18 @@ const std::vector<std::string>& OrderingTask::negative_kinds() {
   return kinds;
 }
 
-OrderingTask::OrderingTask(const TaskConfig& cfg) : cfg_(cfg), vocab_size_(cfg.options.get_int("vocab_size")) {
+OrderingTask::OrderingTask(const TaskConfig& cfg)
+    : cfg_(cfg),
+      vocab_size_(cfg.options.get_int("vocab_size")),
+      train_window_(cfg.options.get_int("value_window")),
+      eval_window_(cfg.options.get_int("eval_value_window")) {
+  for (const auto& [name, window] : {std::pair<const char*, int64_t>{"value_window", train_window_},
+                                     std::pair<const char*, int64_t>{"eval_value_window", eval_window_}})
+    if (window == 1 || window > vocab_size_)
+      throw ConfigError("task." + std::string(name) + ": " + std::to_string(window) +
+                        (window == 1 ? " value cannot make a sorted sequence of two distinct tokens"
+                                     : " is wider than task.vocab_size " + std::to_string(vocab_size_)) +
+                        " (0 means all of 1.." + std::to_string(vocab_size_) + ")");
   const auto negatives = cfg.options.get_weights("negatives");
   for (const auto& name : negative_kinds()) {
     auto it = negatives.find(name);
@@ -48,8 +67,13 @@ OrderingTask::OrderingTask(const TaskConfig& cfg) : cfg_(cfg), vocab_size_(cfg.o
 
 bool OrderingTask::is_sorted(const std::vector<int64_t>& seq) { return std::is_sorted(seq.begin(), seq.end()); }
 
-std::vector<int64_t> OrderingTask::positive(int64_t length, std::mt19937_64& rng) const {
-  std::uniform_int_distribution<int64_t> token(1, vocab_size_);
+std::vector<int64_t> OrderingTask::positive(int64_t length, std::mt19937_64& rng, int64_t window) const {
+  int64_t lo = 1, hi = vocab_size_;
+  if (window > 0) {  // a random window [lo, lo + window - 1]; no extra draw without one (earlier runs reproduce)
+    lo = std::uniform_int_distribution<int64_t>(1, vocab_size_ - window + 1)(rng);
+    hi = lo + window - 1;
+  }
+  std::uniform_int_distribution<int64_t> token(lo, hi);
   std::vector<int64_t> seq(length);
   do {
     for (auto& t : seq) t = token(rng);
@@ -112,7 +136,7 @@ Batch OrderingTask::train_batch(int64_t step, int64_t batch_size, int64_t seed) 
   std::vector<std::vector<int64_t>> seqs;
   std::vector<int> kinds;
   for (int64_t i = 0; i < batch_size; ++i) {
-    auto p = positive(length, rng);
+    auto p = positive(length, rng, train_window_);
     if (i % 2 == 0) {
       seqs.push_back(std::move(p));
       kinds.push_back(kSortedKind);
@@ -146,12 +170,12 @@ Batch OrderingTask::fixed_set(int64_t length, int64_t n, int64_t seed) const {
   std::vector<std::vector<int64_t>> seqs;
   std::vector<int> kinds;
   for (int64_t i = 0; i < n_pos; ++i) {
-    seqs.push_back(positive(length, rng));
+    seqs.push_back(positive(length, rng, eval_window_));
     kinds.push_back(kSortedKind);
   }
   for (size_t k = 0; k < count.size(); ++k)
     for (int64_t i = 0; i < count[k]; ++i) {
-      seqs.push_back(negative(positive(length, rng), static_cast<int>(k), rng));
+      seqs.push_back(negative(positive(length, rng, eval_window_), static_cast<int>(k), rng));
       kinds.push_back(static_cast<int>(k));
     }
   return assemble(std::move(seqs), std::move(kinds), rng);

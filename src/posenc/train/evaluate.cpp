@@ -57,11 +57,24 @@ torch::Tensor answer_scored(const TaskBatch& set, const torch::Tensor& targets) 
 }  // namespace
 
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
-                               bool interruptible) {
+                               bool interruptible, FalseAlarms* alarms) {
   std::vector<torch::Tensor> correct_parts, bad_parts;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& tokens) {
     auto labels = set.labels.narrow(0, start, tokens.size(0)).to(device);
-    auto logits = model->forward(tokens);  // (b, classes)
+    torch::Tensor logits;  // (b, classes)
+    if (alarms) {
+      torch::Tensor per_position;  // (b, L, classes)
+      std::tie(logits, per_position) = model->classify_positions(tokens);
+      const auto positive = labels.eq(1);                                                   // (b)
+      const auto alarm = per_position.argmax(-1).ne(1).logical_and(positive.unsqueeze(1));  // (b, L)
+      const int64_t n_positive = positive.sum().item<int64_t>();
+      alarms->sequences += n_positive;
+      alarms->positions += n_positive * tokens.size(1);
+      alarms->alarms += alarm.sum().item<int64_t>();
+      alarms->alarmed += alarm.any(1).sum().item<int64_t>();
+    } else {
+      logits = model->forward(tokens);
+    }
     correct_parts.push_back(logits.argmax(-1).eq(labels).cpu());
     bad_parts.push_back(torch::isfinite(logits).logical_not().any(-1).cpu());
   });
@@ -276,7 +289,9 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
     r.length = length;
     r.metric = metric;
     if (metric == TaskMetric::Accuracy) {
-      for (const auto& [kind, t] : score_set(model, set, device, spec.sets.max_batch_tokens, /*interruptible=*/true)) {
+      r.has_false_alarms = !model->is_decoder() && model->config().pooling != "cls";
+      for (const auto& [kind, t] : score_set(model, set, device, spec.sets.max_batch_tokens, /*interruptible=*/true,
+                                             r.has_false_alarms ? &r.false_alarms : nullptr)) {
         r.by_kind[kind_name(task, kind)] = t;
         r.total.n += t.n;
         r.total.correct += t.correct;
@@ -369,6 +384,11 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, 
     }
     if (r.metric == TaskMetric::ExactMatch) j["exact_match"] = r.total.accuracy();
     if (r.has_bleu) j["bleu"] = r.bleu.score();
+    if (r.has_false_alarms)
+      j["false_alarms"] = {{"position_rate", r.false_alarms.position_rate()},
+                           {"sequence_rate", r.false_alarms.sequence_rate()},
+                           {"positions", r.false_alarms.positions},
+                           {"sequences", r.false_alarms.sequences}};
     if (r.metric == TaskMetric::Perplexity) {
       j["perplexity"] = r.perplexity();
       j["bits_per_token"] = r.tokens.n ? r.nll_sum / r.tokens.n / std::log(2.0) : 0.0;
@@ -434,6 +454,8 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
   std::vector<std::string> kinds = {"sorted"};
   for (const auto& k : task.kind_names()) kinds.push_back(k);
   for (const auto& k : kinds) out << fmt::format(" {:>13}", k);
+  const bool alarms = !results.empty() && results.front().has_false_alarms;
+  if (alarms) out << fmt::format(" {:>15} {:>15}", "alarms/position", "alarms/sorted");
   out << "\n";
   for (const auto& r : results) {
     out << fmt::format("{:>7} {:>9.3f}   [{:.3f}, {:.3f}] ", r.length, r.total.accuracy(), r.ci95.lo, r.ci95.hi);
@@ -441,8 +463,13 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
       auto it = r.by_kind.find(k);
       out << (it == r.by_kind.end() ? fmt::format(" {:>13}", "-") : fmt::format(" {:>13.3f}", it->second.accuracy()));
     }
+    if (alarms)
+      out << fmt::format(" {:>15.4f} {:>15.3f}", r.false_alarms.position_rate(), r.false_alarms.sequence_rate());
     out << suffix(r) << "\n";
   }
+  if (alarms)
+    out << "alarms: on sorted sequences, the share of positions whose own output the classifier calls unsorted, "
+           "and the share of sorted sequences with at least one such position\n";
   return out.str();
 }
 
