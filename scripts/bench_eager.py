@@ -751,6 +751,8 @@ def run_case(case, bf16):
             forward.append((t1 - t0) * 1000)
             backward.append((t2 - t1) * 1000)
             opt.append((t3 - t2) * 1000)
+    if device.type == "cuda" and os.environ.get("POSENC_BENCH_COMPILE") == "1" and hasattr(torch, "compile"):
+        result["compile_ms"] = compiled_step_ms(model, tokens, labels, optimizer, clip, bf16, case, sync)
     model.eval()
     evals = []
     with torch.inference_mode():
@@ -769,6 +771,28 @@ def run_case(case, bf16):
     if device.type == "cuda":
         result["peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return result
+
+
+def compiled_step_ms(model, tokens, labels, optimizer, clip, bf16, case, sync):
+    """The step as a PyTorch user would speed it up on a GPU: the model through
+    torch.compile(mode="reduce-overhead") (Inductor kernels replayed from CUDA
+    graphs), the optimizer as is. Median step time, one sync per step."""
+    compiled = torch.compile(model, mode="reduce-overhead")
+    steps = []
+    for i in range(case["warmup"] + case["timed"] + 5):  # the first calls compile and record
+        sync()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(compiled(tokens), labels)
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sync()
+        if i >= case["warmup"] + 5:
+            steps.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(steps)
 
 
 def main():

@@ -2,8 +2,8 @@
 # Checks posenc on a machine with an NVIDIA GPU and a CUDA LibTorch 2.x, with
 # no package mirror needed: configure and build, the whole test suite with the
 # CUDA tests on, the default config trained on cuda in float32 and bf16, a
-# small comparison grid on the GPU, and `posenc bench --device cuda` against the
-# PyTorch-eager twin on the same GPU. Writes one Markdown report.
+# small comparison grid on the GPU, and `posenc bench --device cuda` (eager and
+# CUDA-graph steps) against the PyTorch twin on the same GPU. Writes one Markdown report.
 #
 # Usage: scripts/gpu-check.sh [REPORT_DIR] [STAGE ...]
 #   REPORT_DIR  where gpu-report.md and the stage logs go (default runs/gpu-check)
@@ -63,7 +63,7 @@ if wants build; then
   # --no-as-needed: otherwise the linker drops libtorch_cuda.so, which nothing
   # calls by name, and LibTorch sees no GPU.
   if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-       ${gtest_src:+-DPOSENC_GTEST_SOURCE="$gtest_src"} -DPOSENC_CUDA_MEMORY_STATS=ON \
+       ${gtest_src:+-DPOSENC_GTEST_SOURCE="$gtest_src"} -DPOSENC_CUDA=ON \
        -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" >"$out/build.log" 2>&1 &&
      cmake --build "$build" -j "$jobs" -- -k >>"$out/build.log" 2>&1; then
     warnings=$(grep -c 'warning:' "$out/build.log" || true)
@@ -125,12 +125,21 @@ if wants compare; then
 fi
 
 if wants bench; then
-  for variant in fp32 bf16; do
+  # configs/bench_gpu.json: the default size for every scheme in float32 (eager,
+  # CUDA graph and PyTorch eager step times), the large model in bf16 for a few,
+  # and PyTorch's torch.compile(mode="reduce-overhead") for three (it compiles
+  # each case for tens of seconds).
+  for variant in fp32 bf16 compile; do
     flags=(--device cuda)
-    [ $variant = bf16 ] && flags+=(--bf16 --sizes large)  # bf16 pays off only where the products are large
-    say "bench --device cuda ($variant)"
-    if "$bin" bench configs/bench.json "${flags[@]}" --out "$out/bench-$variant" >"$out/bench-$variant.log" 2>&1; then
-      md "" "## posenc bench ${flags[*]} (C++ vs PyTorch eager on the same GPU)" ""
+    case $variant in
+      fp32) flags+=(--sizes small) ;;
+      bf16) flags+=(--bf16 --sizes large --schemes none,rope,alibi,t5) ;;
+      compile) flags+=(--sizes small --schemes none,rope,alibi) ;;
+    esac
+    say "bench configs/bench_gpu.json ${flags[*]} ($variant)"
+    if POSENC_BENCH_COMPILE=$([ $variant = compile ] && echo 1 || echo 0) \
+         "$bin" bench configs/bench_gpu.json "${flags[@]}" --out "$out/bench-$variant" >"$out/bench-$variant.log" 2>&1; then
+      md "" "## posenc bench ${flags[*]} ($variant; C++ eager and graphed vs PyTorch on the same GPU)" ""
       cat "$out/bench-$variant/bench.md" >>"$report"
     else
       fail "bench $variant" "$out/bench-$variant.log"

@@ -102,8 +102,28 @@ Key optimizer_state_key(const at::Tensor& p) {
   }
 }
 
+/// AdamW over a list of CUDA tensors in one multi-tensor kernel, with the
+/// learning rate and the step counts read from device tensors, so that a CUDA
+/// graph can capture it (ATen's _fused_adamw_, tensor-lr overload, 2.4 on).
+/// Returns false, having done nothing, where this build has no such kernel
+/// (then the caller updates tensor by tensor).
+inline bool fused_adamw_on_device(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                                  at::TensorList exp_avg_sqs, at::TensorList steps, const at::Tensor& lr, double beta1,
+                                  double beta2, double weight_decay, double eps) {
+#if defined(POSENC_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+  if (params.empty() || !params[0].is_cuda()) return false;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  return true;
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1, (void)beta2,
+      (void)weight_decay, (void)eps;
+  return false;
+#endif
+}
+
 /// The CUDA caching allocator's peak of allocated bytes on one device, and its
-/// reset. Only with -DPOSENC_CUDA_MEMORY_STATS=ON (it needs c10_cuda); else 0.
+/// reset. Only with -DPOSENC_CUDA=ON (it needs c10_cuda); else 0.
 inline void reset_cuda_peak_memory(int device) {
 #if defined(POSENC_WITH_CUDA)
   c10::cuda::CUDACachingAllocator::resetPeakStats(device);
@@ -126,7 +146,7 @@ inline double cuda_peak_allocated_bytes(int device) {
 
 /// Bytes a new allocation on CUDA device `device` can still get: the driver's
 /// free memory plus what the caching allocator holds without using it. 0 (not
-/// known) without -DPOSENC_CUDA_MEMORY_STATS=ON or when the query fails.
+/// known) without -DPOSENC_CUDA=ON or when the query fails.
 inline double cuda_free_memory_bytes(int device) {
 #if defined(POSENC_WITH_CUDA)
   const c10::cuda::CUDAGuard on_device(static_cast<c10::DeviceIndex>(device));

@@ -106,6 +106,10 @@ struct TrainConfig {
   int64_t threads = 1;
   /// "float32" | "bf16" (autocast of the forward pass to bfloat16; weights and optimizer stay float32)
   std::string precision = "float32";
+  /// "auto" | "on" | "off": capture the training step as a CUDA graph per batch
+  /// shape and replay it (train/cuda_graphs.h); auto = on for CUDA where the
+  /// shapes repeat and nothing in the step is decided on the host.
+  std::string cuda_graphs = "auto";
   std::string out_dir = "runs/ordering";
   /// Several processes on one run (train/data_parallel.h; how many comes from
   /// the launcher, not the config): "auto" (gloo on the CPU, nccl on CUDA) | "gloo" | "nccl"

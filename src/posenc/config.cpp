@@ -307,6 +307,7 @@ TrainConfig parse_train(const json& j, const std::string& path) {
   r.read("device", t.device, {"auto", "cpu", "cuda"});
   r.read("threads", t.threads, 1, 1024);
   r.read("precision", t.precision, {"float32", "bf16"});
+  r.read("cuda_graphs", t.cuda_graphs, {"auto", "on", "off"});
   r.read("out_dir", t.out_dir);
   r.read("backend", t.backend, {"auto", "gloo", "nccl"});
   r.read("bucket_mb", t.bucket_mb, 0.001, 4096.0);
@@ -423,6 +424,7 @@ json config_to_json(const Config& c) {
         {"device", c.train.device},
         {"threads", c.train.threads},
         {"precision", c.train.precision},
+        {"cuda_graphs", c.train.cuda_graphs},
         {"out_dir", c.train.out_dir},
         {"backend", c.train.backend},
         {"bucket_mb", c.train.bucket_mb},

@@ -45,6 +45,9 @@ struct BenchResult {
   double flops_per_step = 0;                                 ///< 3 x forward FLOPs (backward counted as 2 x forward)
   double gflops_per_s = 0;                                   ///< flops_per_step / train_ms
   double initial_loss = 0;  ///< loss of the initial weights on the batch (parity check)
+  /// Median step replayed from a CUDA graph (train.cuda_graphs); 0 where not
+  /// run (the CPU, a build without graphs, a scheme that cannot be captured).
+  double graph_ms = 0;
 };
 
 /// Builds the case's model (seeded by train.seed), runs warmup + timed steps on
@@ -52,9 +55,10 @@ struct BenchResult {
 /// forces the explicit attention path where the fused one would be taken.
 BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attention = false);
 
-/// Median GFLOP/s of square float32 matrix products on the device with `threads`
-/// intra-op threads, as the cases run (sizes 256..1024, best size).
-double matmul_peak_gflops(const std::string& device, int64_t threads);
+/// Median GFLOP/s of square matrix products on the device with `threads`
+/// intra-op threads, as the cases run, in float32 (without TF32) or, with
+/// `bf16`, in bfloat16 (sizes 256..1024 on the CPU, 1024..8192 on CUDA; best size).
+double matmul_peak_gflops(const std::string& device, int64_t threads, bool bf16 = false);
 
 /// Writes the case's initial weights (weights.bin: float32, weights.json: name, shape, offset),
 /// its batch and its initial loss into dir, for scripts/bench_eager.py's parity check.

@@ -126,6 +126,8 @@ class TransformerImpl : public torch::nn::Module {
   /// sequence (PositionalSchemeImpl::supports_kv_cache); if not, greedy decoding
   /// runs forward() on the whole sequence for each new token.
   bool supports_kv_cache() const;
+  /// Whether every scheme can be captured in a CUDA graph (PositionalSchemeImpl::capturable).
+  bool capturable() const;
 
   /// A next-token model: decoder or encoder_decoder (not the classifier).
   bool is_decoder() const { return cfg_.kind != "encoder"; }

@@ -89,6 +89,11 @@ class PositionalSchemeImpl : public torch::nn::Module {
   /// on the square score matrix (CoPE's counts): the decoder then reruns the
   /// whole sequence per new token. tests/test_decoder.cpp holds every scheme that says yes to it.
   virtual bool supports_kv_cache() const { return true; }
+  /// Can a CUDA graph capture a forward and backward through this scheme
+  /// (train.cuda_graphs)? Not where its work is decided on the host from each
+  /// batch's data rather than from the batch's shape; tests/test_cuda_graphs.cpp
+  /// holds every scheme that says yes to graphed and eager training agreeing.
+  virtual bool capturable() const { return true; }
   /// Largest number of positions the scheme can encode (0 = unbounded).
   virtual int64_t max_positions() const { return 0; }
   /// True where positions the model never saw in training have untrained parameters.

@@ -106,7 +106,7 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
 /// Throws ConfigError before anything runs if a length cannot fit: longer than
 /// the model's position table, more than the task can make (charlm's held-out
 /// text), or more memory than there is (MemAvailable on the CPU, the device's
-/// free memory on CUDA with -DPOSENC_CUDA_MEMORY_STATS=ON).
+/// free memory on CUDA with -DPOSENC_CUDA=ON).
 void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device);
 
@@ -115,6 +115,12 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
 /// upper estimate: weights, gradients, AdamW's moments and what the backward
 /// pass keeps per layer.
 void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device);
+/// That upper estimate, in bytes.
+double training_memory_bytes(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device);
+/// The peak of one run of `cfg` on `device` by the same estimates: its training
+/// step at task.max_length or the evaluation of its longest length, whichever
+/// is larger (compare sizes its default --jobs on a GPU by it).
+double run_memory_bytes(const Config& cfg, torch::Device device);
 /// The same for generating a sequence of `tokens` tokens from a prompt of `prompt`.
 void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tokens, torch::Device device);
 

@@ -25,6 +25,9 @@ class FiniteWatch {
 
   /// Records step (0-based) if its loss or gradient norm is not finite; no sync.
   void observe(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm);
+  /// The same with the step as a 0-dim int64 tensor on the device (a step that
+  /// a CUDA graph captures reads its number from there).
+  void observe(const torch::Tensor& step, const torch::Tensor& loss, const torch::Tensor& grad_norm);
 
   /// Reads the flags (a host sync); throws Diverged if anything went non-finite.
   void check(const std::filesystem::path& dir, const Config& cfg, int64_t last_checkpoint) const;

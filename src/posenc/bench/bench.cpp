@@ -13,6 +13,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/ordering.h"
 #include "posenc/train/autocast.h"
+#include "posenc/train/cuda_graphs.h"
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/trainer.h"
 #include "posenc/tasks/registry.h"
@@ -226,6 +227,39 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
   r.forward_ms = median(forward_ms);
   r.backward_ms = median(backward_ms);
   r.optimizer_ms = median(optimizer_ms);
+  if (device.is_cuda() && cuda_graphs_compiled() && model->capturable()) {
+    // The same step as the trainer's graphed_step captures it: gradients
+    // zeroed in place, forward, backward, clipping, AdamW from device tensors.
+    GraphCache graphs(/*eager_calls=*/2);
+    Transformer& net = model;  // a lambda cannot capture structured bindings in C++17
+    const TaskBatch& fixed = batch;
+    const auto f32 = torch::TensorOptions().device(device).dtype(torch::kFloat);
+    const auto lr = torch::full({}, c.config.train.lr, f32), t = torch::zeros({}, f32);
+    const auto step = [&] {
+      for (auto& p : net->parameters())
+        if (p.grad().defined()) p.grad().zero_();
+      torch::Tensor loss;
+      {
+        AutocastGuard autocast(bf16, device);
+        loss = task_objective(net, fixed).loss;
+      }
+      loss.backward();
+      if (c.config.train.grad_clip > 0) clip_grad_norm(net->parameters(), c.config.train.grad_clip);
+      optimizer.prepare_device_steps();
+      optimizer.step_on_device(lr, t);
+    };
+    std::vector<double> graph_ms;
+    for (int i = 0; i < c.warmup + c.timed + 3; ++i) {
+      synchronize(device);
+      const auto t0 = Clock::now();
+      t.fill_(static_cast<double>(optimizer.steps_taken() + 1));
+      graphs.run("step", step);
+      optimizer.count_device_step();
+      synchronize(device);
+      if (i >= c.warmup + 3) graph_ms.push_back(since(t0));  // after 2 eager calls and the capture
+    }
+    r.graph_ms = median(graph_ms);
+  }
   model->eval();
   std::vector<double> eval_ms;
   {
@@ -252,13 +286,15 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
   return r;
 }
 
-double matmul_peak_gflops(const std::string& device_name, int64_t threads) {
+double matmul_peak_gflops(const std::string& device_name, int64_t threads, bool bf16) {
   const torch::Device device = resolve_device(device_name);
   set_threads(threads);  // the cases' thread count, not LibTorch's default (all cores)
   double best = 0;
-  for (int64_t n : {256, 512, 1024}) {
-    auto a = torch::randn({n, n}, torch::TensorOptions().device(device));
-    auto b = torch::randn({n, n}, torch::TensorOptions().device(device));
+  const auto sizes = device.is_cuda() ? std::vector<int64_t>{1024, 4096, 8192} : std::vector<int64_t>{256, 512, 1024};
+  const auto opts = torch::TensorOptions().device(device).dtype(bf16 ? torch::kBFloat16 : torch::kFloat);
+  for (int64_t n : sizes) {
+    auto a = torch::randn({n, n}, opts);
+    auto b = torch::randn({n, n}, opts);
     std::vector<double> gflops;
     for (int i = 0; i < 8; ++i) {
       synchronize(device);

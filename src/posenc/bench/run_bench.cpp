@@ -27,7 +27,7 @@ bool parity_case(const BenchResult& r) { return r.parameters <= 2'000'000; }
 /// The result table as cells, header first (shared by the text and Markdown renderings).
 Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double peak) {
   Table out = {{"size", "scheme", "qkv", "params", "train ms", "x none", "fwd/bwd/opt ms", "tokens/s", "eval ms",
-                "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms", "C++/py", "|Δloss|"}};
+                "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms", "C++/py", "|Δloss|", "graph ms", "py/graph", "compiled py ms"}};
   // Step time of `none` at the same size and qkv: the positional overhead.
   const auto none_ms = [&](const BenchCase& c) -> double {
     for (size_t j = 0; j < cases.size(); ++j)
@@ -41,12 +41,16 @@ Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double 
     const json& r = rows[i];
     if (!c.skipped.empty()) continue;
     const double ms = r["train_ms"].get<double>(), base = none_ms(c);
-    std::string py_ms = "-", ratio = "-", dloss = "-";
+    std::string py_ms = "-", ratio = "-", dloss = "-", graph_ms = "-", graph_ratio = "-", compiled = "-";
+    const double graphed = r.value("graph_ms", 0.0);
+    if (graphed > 0) graph_ms = fmt::format("{:.3f}", graphed);
     if (r.contains("python")) {
       const json& p = r["python"];
       py_ms = fmt::format("{:.2f}", p["train_ms"].get<double>());
       ratio = fmt::format("{:.2f}x", p["train_ms"].get<double>() / ms);
       if (p.contains("parity_abs_diff")) dloss = fmt::format("{:.1e}", p["parity_abs_diff"].get<double>());
+      if (graphed > 0) graph_ratio = fmt::format("{:.2f}x", p["train_ms"].get<double>() / graphed);
+      if (p.contains("compile_ms")) compiled = fmt::format("{:.3f}", p["compile_ms"].get<double>());
     }
     out.push_back({c.size, c.scheme, c.qkv, std::to_string(r["parameters"].get<int64_t>()), fmt::format("{:.2f}", ms),
                    base > 0 ? fmt::format("{:.2f}", ms / base) : "-",
@@ -56,7 +60,8 @@ Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double 
                    fmt::format("{:.2f}", r["eval_ms"].get<double>()), fmt::format("{:.0f}", r["peak_mb"].get<double>()),
                    fmt::format("{:.2f}", r["flops_per_step"].get<double>() / 1e9),
                    fmt::format("{:.1f}", r["gflops_per_s"].get<double>()),
-                   fmt::format("{:.0f}%", 100.0 * r["gflops_per_s"].get<double>() / peak), py_ms, ratio, dloss});
+                   fmt::format("{:.0f}%", 100.0 * r["gflops_per_s"].get<double>() / peak), py_ms, ratio, dloss,
+                   graph_ms, graph_ratio, compiled});
   }
   return out;
 }
@@ -139,7 +144,9 @@ json case_row(const BenchCase& c, const TimedCase& t, double peak) {
               {"flops_per_step", r.flops_per_step},
               {"gflops_per_s", r.gflops_per_s},
               {"fraction_of_peak", r.gflops_per_s / peak},
-              {"initial_loss", r.initial_loss}});
+              {"initial_loss", r.initial_loss},
+              {"graph_ms", r.graph_ms},
+              {"graph_fraction_of_peak", r.graph_ms > 0 ? r.flops_per_step / (r.graph_ms / 1000.0) / 1e9 / peak : 0.0}});
   if (!t.python.is_null()) row["python"] = t.python;
   return row;
 }
@@ -166,8 +173,11 @@ void write_outputs(const BenchOptions& o, const std::vector<BenchCase>& cases, c
       "AdamW); "
       "x none: step time relative to `none` at the same size and qkv; GFLOP: per training step (3 x forward); "
       "C++/py: PyTorch-eager step time / C++ step time (each side's faster median of two rounds); |Δloss|: loss "
-      "difference on the same initial weights and batch.\n",
-      o.device, o.threads, peak);
+      "difference on the same initial weights and batch; graph ms: median step replayed from a CUDA graph "
+      "(train.cuda_graphs; CUDA builds with -DPOSENC_CUDA=ON only); py/graph: PyTorch-eager step time / graph "
+      "step time; compiled py ms: PyTorch with torch.compile(mode=\"reduce-overhead\") (only with "
+      "POSENC_BENCH_COMPILE=1 on CUDA). The peak is {}.\n",
+      o.device, o.threads, peak, o.bf16 ? "bfloat16's" : "float32's (no TF32)");
   const std::string text = render_text(cells, 3);
   std::printf("\n%s%s", text.c_str(), legend.c_str());
   std::fflush(stdout);
@@ -199,7 +209,7 @@ int run_benchmark(const BenchOptions& o) {
   fs::create_directories(o.out);
   std::string python_note;
   auto worker = start_python_worker(o, python_note);
-  const double peak = matmul_peak_gflops(o.device, o.threads);
+  const double peak = matmul_peak_gflops(o.device, o.threads, o.bf16);
   spdlog::info("bench {}: {} cases on {}, {} thread(s){}; matrix-product peak {:.1f} GFLOP/s", o.config, cases.size(),
                o.device, o.threads, o.bf16 ? ", bf16 autocast" : "", peak);
   json rows = json::array();

@@ -16,12 +16,15 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <torch/cuda.h>
 #include <spdlog/spdlog.h>
 
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/experiments/report.h"
 #include "posenc/experiments/summary.h"
+#include "posenc/compat.h"
+#include "posenc/train/evaluate.h"
 #include "posenc/train/run_dir.h"
 #include "posenc/util/dir_lock.h"
 #include "posenc/util/interrupt.h"
@@ -425,10 +428,33 @@ int show_status(const ComparePlan& plan, const std::string& out) {
 
 }  // namespace
 
+/// Runs side by side when --jobs is not given: one per core; where the runs
+/// train on a GPU, also no more than its free memory holds, at a CUDA context
+/// (about 0.6 GiB per process) plus the largest run's estimated peak each.
+int default_jobs(const ComparePlan& plan) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool cuda = torch::cuda::is_available();
+  double per_run = 0;
+  for (const auto& run : plan.runs) {
+    const std::string& device = run.config.train.device;
+    if (!run.skipped.empty() || device == "cpu" || !cuda) continue;
+    per_run = std::max(per_run, run_memory_bytes(run.config, torch::kCUDA));
+  }
+  if (per_run <= 0) return cores;
+  const double free = compat::cuda_free_memory_bytes(0);
+  if (free <= 0) return cores;  // unknown in a build without -DPOSENC_CUDA=ON
+  const double context = 0.6 * 1024 * 1024 * 1024;
+  const int fit = static_cast<int>(0.9 * free / (per_run + context));
+  const int jobs = std::clamp(fit, 1, cores);
+  spdlog::info("--jobs {} by default: {} cores, {} of GPU memory free, about {} per run", jobs, cores,
+               format_bytes(free), format_bytes(per_run + context));
+  return jobs;
+}
+
 int run_comparison(const CompareOptions& o) {
   const std::string out = o.out.empty() ? default_out(o) : o.out;
-  const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const ComparePlan plan = plan_comparison(o.config, out, o.full, o.threads);
+  const int jobs = o.jobs > 0 ? o.jobs : (o.run_id.empty() && !o.status && !o.collect ? default_jobs(plan) : 1);
   if (!o.run_id.empty()) return run_one(plan, o.run_id);
   if (o.status) return show_status(plan, out);
   // A train run's directory is not a comparison's: taking it over would break its --resume.

@@ -307,6 +307,12 @@ bool TransformerImpl::supports_kv_cache() const {
   return true;
 }
 
+bool TransformerImpl::capturable() const {
+  for (const auto& s : schemes_)
+    if (!s->capturable()) return false;
+  return true;
+}
+
 double TransformerImpl::forward_flops(int64_t batch, int64_t length) const {
   const double B = batch, D = cfg_.d_model, F = cfg_.d_ff;
   const int64_t H = cfg_.heads, Dh = cfg_.d_model / cfg_.heads;

@@ -103,7 +103,7 @@ class RopeImpl : public PositionalSchemeImpl {
     const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(device);
     const double R = static_cast<double>(rot_dim_), s = factor_;
     auto i = torch::arange(rot_dim_ / 2, opts);  // (R/2)
-    const auto at_base = [&](double base) { return torch::pow(torch::tensor(base, opts), -2.0 * i / R); };
+    const auto at_base = [&](double base) { return torch::pow(torch::full({}, base, opts), -2.0 * i / R); };
     torch::Tensor theta;
     if (scaling_ == "linear") {
       theta = at_base(base_) / s;

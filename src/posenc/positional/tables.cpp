@@ -7,7 +7,7 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, doub
   const auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(positions.device());
   // Angles in float64 so that large positions keep their precision.
   auto i = torch::arange(dim / 2, opts);                                        // (D/2)
-  auto freq = torch::pow(torch::tensor(base, opts), -2.0 * i / double(dim));    // (D/2)
+  auto freq = torch::pow(torch::full({}, base, opts), -2.0 * i / double(dim));  // (D/2)
   auto angle = positions.to(torch::kFloat64).unsqueeze(1) * freq.unsqueeze(0);  // (L, D/2)
   auto s = torch::sin(angle), c = torch::cos(angle);
   torch::Tensor table;

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "posenc/compat.h"
+#include "posenc/tasks/registry.h"
 #include "posenc/train/decode.h"
 #include "posenc/train/objective.h"
 #include "posenc/util/interrupt.h"
@@ -197,7 +198,7 @@ double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t
 namespace {
 
 /// The memory to check a computation against: on the CPU MemAvailable of
-/// /proc/meminfo, on CUDA the device's free memory (with -DPOSENC_CUDA_MEMORY_STATS=ON),
+/// /proc/meminfo, on CUDA the device's free memory (with -DPOSENC_CUDA=ON),
 /// in bytes; 0 (nothing to check) where unknown.
 double available_memory_bytes(torch::Device device) {
   if (device.is_cuda()) return compat::cuda_free_memory_bytes(device.has_index() ? device.index() : 0);
@@ -238,9 +239,7 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
   }
 }
 
-void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device) {
-  const double available = available_memory_bytes(device);
-  if (available <= 0) return;
+double training_memory_bytes(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device) {
   const auto& m = model->config();
   const double L = static_cast<double>(model->model_length(tokens)), B = static_cast<double>(batch_size);
   double parameters = 0;
@@ -251,13 +250,32 @@ void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch
   // dozen intermediate tensors.
   const double per_layer =
       attention_bytes(model, device, B, L, /*per_example=*/3.0) + 4.0 * 12.0 * B * L * std::max(m.d_model, m.d_ff);
-  const double need = 16.0 * parameters + m.layers * per_layer;
+  return 16.0 * parameters + m.layers * per_layer;
+}
+
+void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device) {
+  const double available = available_memory_bytes(device);
+  if (available <= 0) return;
+  const auto& m = model->config();
+  const double L = static_cast<double>(model->model_length(tokens));
+  const double need = training_memory_bytes(model, tokens, batch_size, device);
   if (need > available)
     throw ConfigError(
         fmt::format("a training step at task.max_length needs about {} of {} ({} examples of {} tokens, {} layers x {} "
                     "heads), but {} is available; lower train.batch_size or task.max_length",
                     format_bytes(need), memory_of(device), batch_size, static_cast<int64_t>(L), m.layers, m.heads,
                     format_bytes(available)));
+}
+
+double run_memory_bytes(const Config& cfg, torch::Device device) {
+  const Transformer model(cfg.model, task_vocab_size(cfg.task));
+  const auto task = make_task(cfg.task);
+  double need = training_memory_bytes(model, task->sequence_length(cfg.task.max_length), cfg.train.batch_size, device);
+  const EvaluationSpec spec = evaluation_spec(cfg);
+  for (int64_t length : cfg.eval.lengths)
+    need = std::max(need, evaluation_memory_bytes(model, task->sequence_length(length), spec.sets.samples_per_length,
+                                                  spec.sets.max_batch_tokens, device));
+  return need;
 }
 
 void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tokens, torch::Device device) {

@@ -44,6 +44,11 @@ void FiniteWatch::observe(int64_t step, const torch::Tensor& loss, const torch::
   first_bad_ = torch::where(values.isfinite(), first_bad_, first_bad_.clamp_max(step));
 }
 
+void FiniteWatch::observe(const torch::Tensor& step, const torch::Tensor& loss, const torch::Tensor& grad_norm) {
+  auto values = torch::stack({loss.detach().to(torch::kFloat), grad_norm.to(loss.device(), torch::kFloat)});  // (2)
+  first_bad_.copy_(torch::where(values.isfinite(), first_bad_, torch::minimum(first_bad_, step)));  // in place
+}
+
 void FiniteWatch::check(const fs::path& dir, const Config& cfg, int64_t last_checkpoint) const {
   const auto bad = first_bad_.cpu();
   const int64_t loss_step = bad[0].item<int64_t>(), grad_step = bad[1].item<int64_t>();

@@ -95,4 +95,75 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   return loss;
 }
 
+namespace {
+
+torch::optim::AdamWParamState& adamw_state(torch::optim::OptimizerParamState& slot) {
+  return static_cast<torch::optim::AdamWParamState&>(slot);
+}
+
+}  // namespace
+
+void FusedAdamW::prepare_device_steps() {
+  using Key = typename std::decay_t<decltype(state_)>::key_type;
+  for (auto& group : param_groups_)
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& slot = state_[compat::optimizer_state_key<Key>(p)];
+      if (slot) continue;
+      auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+      fresh->step(0);
+      fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+      fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+      slot = std::move(fresh);
+    }
+}
+
+int64_t FusedAdamW::steps_taken() const {
+  for (const auto& [key, slot] : state_)
+    if (slot) return adamw_state(*slot).step();
+  return 0;
+}
+
+void FusedAdamW::count_device_step() {
+  for (auto& [key, slot] : state_)
+    if (slot) adamw_state(*slot).step(adamw_state(*slot).step() + 1);
+}
+
+void FusedAdamW::step_on_device(const torch::Tensor& lr, const torch::Tensor& t) {
+  torch::NoGradGuard no_grad;
+  using Key = typename std::decay_t<decltype(state_)>::key_type;
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    TORCH_CHECK(!o.amsgrad(), "step_on_device: amsgrad is not supported");
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto it = state_.find(compat::optimizer_state_key<Key>(p));
+      TORCH_CHECK(it != state_.end() && it->second, "step_on_device: call prepare_device_steps() first");
+      auto& state = adamw_state(*it->second);
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(state.exp_avg());
+      exp_avg_sqs.push_back(state.exp_avg_sq());
+      steps.push_back(t);  // the kernel reads each parameter's step; all are the same
+    }
+    if (params.empty()) continue;
+    if (compat::fused_adamw_on_device(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2,
+                                      o.weight_decay(), o.eps()))
+      continue;
+    // The update of step() above, with lr and t as tensors (0-dim).
+    const auto decay = 1.0 - lr * o.weight_decay();
+    const auto step_size = lr / (1.0 - torch::pow(beta1, t));
+    const auto sqrt_bias_correction2 = torch::sqrt(1.0 - torch::pow(beta2, t));
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].mul_(decay);
+      exp_avgs[i].mul_(beta1).add_(grads[i], 1.0 - beta1);
+      exp_avg_sqs[i].mul_(beta2).addcmul_(grads[i], grads[i], 1.0 - beta2);
+      const auto denom = (exp_avg_sqs[i].sqrt() / sqrt_bias_correction2).add_(o.eps());
+      params[i].sub_(exp_avgs[i] / denom * step_size);
+    }
+  }
+}
+
 }  // namespace posenc

@@ -12,7 +12,7 @@ const std::vector<std::string>& resumable_changes() {
   static const std::vector<std::string> paths = {
       "/train/steps",   "/train/threads", "/train/device",    "/train/log_every",
       "/train/out_dir", "/train/backend", "/train/bucket_mb", "/train/collective_timeout_s",
-      "/eval"};
+      "/train/cuda_graphs", "/eval"};
   return paths;
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@
 #include "posenc/train/autocast.h"
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/cuda_graphs.h"
 #include "posenc/train/data_parallel.h"
 #include "posenc/train/finite_watch.h"
 #include "posenc/train/schedule.h"
@@ -169,6 +171,12 @@ namespace {
 /// One call of train(): what the named steps below share.
 class TrainingRun {
  public:
+  /// A batch shape's static inputs for its CUDA graph (graphed_step).
+  struct StaticBatch {
+    TaskBatch batch;
+    int64_t scored = 0;
+  };
+
   TrainingRun(const Config& cfg, const TrainRequest& request, const TrainHooks& hooks)
       : cfg_(cfg),
         request_(request),
@@ -236,6 +244,32 @@ class TrainingRun {
         spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir_.string());
     }
     optimizer_ = std::make_unique<FusedAdamW>(make_optimizer(model_, cfg_.train));
+    graphed_ = use_cuda_graphs();
+  }
+
+  /// train.cuda_graphs: auto captures where it can, on insists (a ConfigError
+  /// saying why not), off never does.
+  bool use_cuda_graphs() const {
+    const std::string& mode = cfg_.train.cuda_graphs;
+    if (mode == "off") return false;
+    std::string why_not;
+    if (!device_.is_cuda())
+      why_not = "CUDA graphs need train.device cuda (this run is on " + device_.str() + ")";
+    else if (!cuda_graphs_compiled())
+      why_not = "this posenc was built without CUDA graph support (configure it with -DPOSENC_CUDA=ON against a "
+                "CUDA LibTorch)";
+    else if (world_ > 1)
+      why_not = "a data parallel run all-reduces its gradients on the host's schedule between backward and update";
+    else if (task_->info().padded)
+      why_not = "task " + cfg_.task.type + " pads its batches to lengths and answer counts that change every batch";
+    else if (cfg_.model.positional.randomize_max_position > 0)
+      why_not = "randomized positions are drawn on the host each step and the model reads the largest of them";
+    else if (!model_->capturable())
+      why_not = "scheme " + cfg_.model.positional.type + " decides on the host from each batch's data";
+    if (why_not.empty()) return true;
+    if (mode == "on") throw ConfigError("train.cuda_graphs=on: " + why_not + " (use auto or off)");
+    if (device_.is_cuda()) spdlog::info("CUDA graphs off: {}", why_not);
+    return false;
   }
 
   /// A task read from a file (charlm) records the file's size and checksum in
@@ -319,6 +353,7 @@ class TrainingRun {
   /// schedule -> batch -> forward -> backward -> clip -> AdamW. The running
   /// sums and the finiteness watch stay on the device: no host sync here.
   void step(int64_t step) {
+    if (graphed_) return graphed_step(step);
     if (step + 1 == hooks_.poison_at_step) {
       torch::NoGradGuard no_grad;
       model_->parameters().front().fill_(std::numeric_limits<float>::quiet_NaN());
@@ -360,6 +395,74 @@ class TrainingRun {
     correct_sum_ += out.correct;
     state_.seen += out.scored;
     ++state_.interval_steps;
+  }
+
+  /// The same step, captured as a CUDA graph per batch shape (tokens and labels)
+  /// and replayed: the batch is copied into that shape's static tensors, the
+  /// learning rate and the step numbers into 0-dim device tensors, and the
+  /// graph does the rest: gradients zeroed in place, forward, backward,
+  /// clipping, AdamW (FusedAdamW::step_on_device), the finiteness watch and
+  /// the log window's sums. The first call of a shape runs eagerly, the second
+  /// captures it. No data parallelism, no padding, no randomized positions
+  /// (use_cuda_graphs), so `scored` is fixed by the shape.
+  void graphed_step(int64_t step) {
+    if (step + 1 == hooks_.poison_at_step) {
+      torch::NoGradGuard no_grad;
+      model_->parameters().front().fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    const TrainConfig& t = cfg_.train;
+    lr_ = learning_rate(step, t.steps, t.lr, t.warmup_steps, t.min_lr_ratio);
+    set_lr(*optimizer_, lr_);  // what a checkpoint records
+    const TaskBatch batch = task_->train_batch(step, t.batch_size, t.seed);
+    std::string key;  // the batch's shapes, e.g. "64x12/64"
+    for (const auto& part : {batch.tokens, batch.labels}) {
+      if (!part.defined()) continue;
+      if (!key.empty()) key += "/";
+      for (int64_t d = 0; d < part.dim(); ++d) key += (d ? "x" : "") + std::to_string(part.size(d));
+    }
+    auto [it, fresh] = static_batches_.try_emplace(key);
+    StaticBatch& in = it->second;
+    if (fresh) {  // this shape's static tensors, allocated outside any capture
+      in.batch = batch;
+      in.batch.tokens = batch.tokens.to(device_);
+      if (batch.labels.defined()) in.batch.labels = batch.labels.to(device_);
+      in.scored = scored_predictions(batch);
+    } else {  // from pinned memory, without waiting for the GPU
+      in.batch.tokens.copy_(batch.tokens.pin_memory(), /*non_blocking=*/true);
+      if (batch.labels.defined()) in.batch.labels.copy_(batch.labels.pin_memory(), /*non_blocking=*/true);
+    }
+    if (!lr_now_.defined()) {
+      const auto f32 = torch::TensorOptions().device(device_).dtype(torch::kFloat);
+      lr_now_ = torch::zeros({}, f32);
+      update_now_ = torch::zeros({}, f32);
+      step_now_ = torch::zeros({}, f32.dtype(torch::kLong));
+    }
+    lr_now_.fill_(lr_);
+    update_now_.fill_(static_cast<double>(optimizer_->steps_taken() + 1));
+    step_now_.fill_(step);
+    graphs_.run(key, [&] { step_body(in); });
+    optimizer_->count_device_step();
+    state_.seen += in.scored;
+    ++state_.interval_steps;
+  }
+
+  /// What graphed_step captures: device work only, on static tensors.
+  void step_body(const StaticBatch& in) {
+    for (auto& p : model_->parameters())
+      if (p.grad().defined()) p.grad().zero_();  // in place: a graph holds the gradients' addresses
+    StepOutput out;
+    {
+      AutocastGuard autocast(cfg_.train.precision == "bf16", device_);
+      out = task_objective(model_, in.batch, torch::Tensor(), in.scored);
+    }
+    out.loss.backward();
+    const double clip = cfg_.train.grad_clip;
+    const auto norm = clip > 0 ? clip_grad_norm(model_->parameters(), clip) : grad_norm(model_->parameters());
+    optimizer_->prepare_device_steps();  // creates the moments on the first (eager) call only
+    optimizer_->step_on_device(lr_now_, update_now_);
+    finite_.observe(step_now_, out.loss, norm);
+    loss_sum_ += out.loss.detach();
+    correct_sum_ += out.correct;
   }
 
   /// A metrics line and the progress line every log_every steps (and at the end).
@@ -556,6 +659,11 @@ class TrainingRun {
   bool started_files_ = false;  ///< this process wrote the run's first config.json and metrics.jsonl
   double lr_ = 0;
   Clock::time_point started_, interval_start_;
+  // CUDA graphs (graphed_step): one per batch shape, with its static inputs.
+  bool graphed_ = false;
+  GraphCache graphs_;
+  std::map<std::string, StaticBatch> static_batches_;
+  torch::Tensor lr_now_, update_now_, step_now_;  // 0-dim, on the device
 };
 
 }  // namespace
