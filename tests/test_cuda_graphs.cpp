@@ -22,9 +22,9 @@ using posenc::testing::parameters_of;
 using posenc::testing::small_config;
 namespace fs = std::filesystem;
 
-#define POSENC_REQUIRE_CUDA_GRAPHS()                                                                      \
-  if (!torch::cuda::is_available() || !cuda_graphs_compiled())                                            \
-  GTEST_SKIP() << "needs a CUDA device and a build with -DPOSENC_CUDA=ON (CUDA device visible: "           \
+#define POSENC_REQUIRE_CUDA_GRAPHS()                                                             \
+  if (!torch::cuda::is_available() || !cuda_graphs_compiled())                                   \
+  GTEST_SKIP() << "needs a CUDA device and a build with -DPOSENC_CUDA=ON (CUDA device visible: " \
                << torch::cuda::is_available() << ", graphs compiled: " << cuda_graphs_compiled() << ")"
 
 namespace {
@@ -32,10 +32,10 @@ namespace {
 /// Two parameter groups (decay and none), as make_optimizer builds them.
 FusedAdamW optimizer_for(const std::vector<torch::Tensor>& decayed, const std::vector<torch::Tensor>& plain) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(1e-3).weight_decay(0.1)));
-  groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(1e-3).weight_decay(0.0)));
+  groups.emplace_back(decayed,
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).weight_decay(0.1)));
+  groups.emplace_back(plain,
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).weight_decay(0.0)));
   return FusedAdamW(groups, torch::optim::AdamWOptions(1e-3));
 }
 
@@ -67,9 +67,9 @@ double relative_weight_difference(const std::vector<torch::Tensor>& a, const std
 
 Config graph_config(const fs::path& dir, const std::string& scheme, const std::string& graphs) {
   // Lengths 6-9: four shapes, so 50 steps capture each and replay it many times.
-  return small_config(dir, {"model.positional.type=\"" + scheme + "\"", "train.device=\"cuda\"",
-                            "train.cuda_graphs=\"" + graphs + "\"", "train.steps=50", "task.min_length=6",
-                            "task.max_length=9", "model.dropout=0"});
+  return small_config(
+      dir, {"model.positional.type=\"" + scheme + "\"", "train.device=\"cuda\"", "train.cuda_graphs=\"" + graphs + "\"",
+            "train.steps=50", "task.min_length=6", "task.max_length=9", "model.dropout=0"});
 }
 
 TrainRequest quiet(int64_t stop_at = 0, bool resume = false) {
@@ -111,8 +111,16 @@ TEST(CudaGraphs, DeviceSideAdamWEqualsTheHostStep) {
   EXPECT_EQ(device.steps_taken(), 6);
   EXPECT_EQ(host.steps_taken(), 6);
   for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6)) << "parameter " << i << " differs by "
-                                                         << (a[i] - b[i]).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6))
+        << "parameter " << i << " differs by " << (a[i] - b[i]).abs().max().item<double>();
+}
+
+TEST(CudaGraphs, TheKeyTakesAutoOnOrOff) {
+  EXPECT_EQ(posenc::testing::config_with({}).train.cuda_graphs, "auto");
+  EXPECT_EQ(posenc::testing::config_with({"train.cuda_graphs=\"off\""}).train.cuda_graphs, "off");
+  const std::string e = error_of([] { posenc::testing::config_with({"train.cuda_graphs=\"always\""}); });
+  EXPECT_NE(e.find("train.cuda_graphs"), std::string::npos) << e;
+  for (const char* choice : {"auto", "on", "off"}) EXPECT_NE(e.find(choice), std::string::npos) << e;
 }
 
 TEST(CudaGraphs, OnRefusesWhatItCannotCapture) {
@@ -137,8 +145,10 @@ class CudaGraphsEveryScheme : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaGraphsEveryScheme, GraphedAndEagerTrainingAgree) {
   POSENC_REQUIRE_CUDA_GRAPHS();
-  const fs::path eager_dir = fresh_dir("graphs_eager_" + GetParam()), graphed_dir = fresh_dir("graphs_on_" + GetParam());
-  const Config eager = graph_config(eager_dir, GetParam(), "off"), graphed = graph_config(graphed_dir, GetParam(), "on");
+  const fs::path eager_dir = fresh_dir("graphs_eager_" + GetParam()),
+                 graphed_dir = fresh_dir("graphs_on_" + GetParam());
+  const Config eager = graph_config(eager_dir, GetParam(), "off"),
+               graphed = graph_config(graphed_dir, GetParam(), "on");
   {
     Transformer probe(graphed.model, task_vocab_size(graphed.task));
     if (!probe->capturable()) {

@@ -175,8 +175,10 @@ TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
   Scratch s("dp_match");
   // SCAN's answers are padded: the ranks' slices score different numbers of tokens.
   for (const std::string task : {"ordering", "copy", "scan"}) {
-    std::vector<std::string> extra = {"train.steps=60", "train.log_every=10", "train.eval_every=30",
-                                      "train.checkpoint_every=1000", "train.val_samples=100"};
+    // On the CPU (Gloo) also where a GPU is visible: one GPU serves one rank only.
+    std::vector<std::string> extra = {"train.steps=60",        "train.log_every=10",
+                                      "train.eval_every=30",   "train.checkpoint_every=1000",
+                                      "train.val_samples=100", "train.device=\"cpu\""};
     if (task == "copy") extra.insert(extra.end(), {"task.type=\"copy\"", "model.kind=\"decoder\""});
     std::string cfg = posenc::testing::write_config(s, task + ".json", extra);
     if (task == "scan") {  // the small config's task options are ordering's
@@ -212,10 +214,10 @@ TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
   // the end, however busy the machine), with a flat schedule after warm-up
   // (min_lr_ratio=1), so that the stopped run resumed to a total a little past
   // the stop follows the same learning rates as a straight run to that total.
-  const std::string cfg =
-      posenc::testing::write_config(s, "c.json",
-                                    {"train.steps=100000", "train.log_every=10", "train.eval_every=100000",
-                                     "train.checkpoint_every=100000", "train.min_lr_ratio=1", "eval.lengths=[8]"});
+  const std::string cfg = posenc::testing::write_config(
+      s, "c.json",
+      {"train.steps=100000", "train.log_every=10", "train.eval_every=100000", "train.checkpoint_every=100000",
+       "train.min_lr_ratio=1", "eval.lengths=[8]", "train.device=\"cpu\""});
   const auto run = s.dir / "run", straight = s.dir / "straight";
   const std::string log = s.path("launcher.log");
   const pid_t launcher =
@@ -247,7 +249,8 @@ TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
 // launcher) well within a minute, with an error that names the lost rank.
 TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
   Scratch s("dp_kill");
-  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=100000", "train.log_every=10"});
+  const std::string cfg =
+      posenc::testing::write_config(s, "c.json", {"train.steps=100000", "train.log_every=10", "train.device=\"cpu\""});
   const int port = free_local_port();
   std::vector<pid_t> ranks;
   for (int r = 0; r < 2; ++r) {

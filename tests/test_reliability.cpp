@@ -102,9 +102,11 @@ TEST(Signals, SighupFromAClosedSessionCheckpointsLikeSigterm) {
 
 TEST(Signals, SigtermDuringALongValidationCheckpointsAtOnceAndTheResumeValidatesFirst) {
   Scratch s("sigterm_val");
-  // A validation of 400,000 examples takes minutes; the stop must not wait for it.
-  const std::string config = write_config(
-      s, "c.json", {"train.steps=20", "train.eval_every=10", "train.val_samples=400000", "eval.lengths=[8]"});
+  // A validation of 400,000 examples takes minutes on the CPU (a GPU would finish
+  // it before the signal); the stop must not wait for it.
+  const std::string config = write_config(s, "c.json",
+                                          {"train.steps=20", "train.eval_every=10", "train.val_samples=400000",
+                                           "eval.lengths=[8]", "train.device=\"cpu\""});
   const fs::path run = s.dir / "run";
   const pid_t pid =
       posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));

@@ -112,8 +112,8 @@ inline bool fused_adamw_on_device(at::TensorList params, at::TensorList grads, a
                                   double beta2, double weight_decay, double eps) {
 #if defined(POSENC_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
   if (params.empty() || !params[0].is_cuda()) return false;
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
-                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2, weight_decay,
+                    eps, /*amsgrad=*/false, /*maximize=*/false);
   return true;
 #else
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1, (void)beta2,
@@ -126,7 +126,10 @@ inline bool fused_adamw_on_device(at::TensorList params, at::TensorList grads, a
 /// reset. Only with -DPOSENC_CUDA=ON (it needs c10_cuda); else 0.
 inline void reset_cuda_peak_memory(int device) {
 #if defined(POSENC_WITH_CUDA)
-  c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+  try {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+  } catch (const c10::Error&) {  // nothing allocated yet: no peak to reset
+  }
 #else
   (void)device;
 #endif
@@ -136,8 +139,12 @@ inline double cuda_peak_allocated_bytes(int device) {
 #if defined(POSENC_WITH_CUDA)
   // Index 0 is StatType::AGGREGATE in every release; the enum itself moved
   // namespaces in 2.x (c10::cuda::CUDACachingAllocator -> c10::CachingDeviceAllocator).
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-  return static_cast<double>(stats.allocated_bytes[0].peak);
+  try {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+    return static_cast<double>(stats.allocated_bytes[0].peak);
+  } catch (const c10::Error&) {  // the allocator is set up at the first CUDA allocation
+    return 0;
+  }
 #else
   (void)device;
   return 0;
@@ -155,9 +162,16 @@ inline double cuda_free_memory_bytes(int device) {
     (void)cudaGetLastError();  // clear it: a later CUDA call must not report this one
     return 0;
   }
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-  const double cached_unused =
-      static_cast<double>(stats.reserved_bytes[0].current) - static_cast<double>(stats.allocated_bytes[0].current);
+  double cached_unused = 0;
+  try {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+    cached_unused =
+        static_cast<double>(stats.reserved_bytes[0].current) - static_cast<double>(stats.allocated_bytes[0].current);
+  } catch (const c10::Error&) {
+    // "Invalid device argument": the caching allocator is set up at a process's
+    // first CUDA allocation, and a process that has made none (compare sizing
+    // its --jobs) holds nothing cached.
+  }
   return static_cast<double>(free) + std::max(0.0, cached_unused);
 #else
   (void)device;

@@ -24,6 +24,7 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/finite_watch.h"
 #include "posenc/train/fused_adamw.h"
+#include "posenc/train/objective.h"
 #include "posenc/train/run_dir.h"
 #include "posenc/util/launch.h"
 
@@ -70,6 +71,19 @@ torch::Device resolve_device(const std::string& name);
 
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
 FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train);
+
+/// One training step with nothing read back to the host, as a CUDA graph
+/// captures it (train/cuda_graphs.h; the trainer's graphed steps and `posenc
+/// bench`'s "graph ms"): gradients zeroed in place (a graph holds their
+/// addresses), the forward under bf16 autocast if asked, the backward, the
+/// gradient-norm clip (grad_clip > 0), and AdamW with the learning rate and
+/// the update's number read from `lr` and `t` (0-dim float32 on the device;
+/// FusedAdamW::step_on_device). `batch` is on the model's device and `scored`
+/// its scored_predictions(). Returns the objective's output; `norm` receives
+/// the gradient norm before clipping.
+StepOutput device_step(Transformer& model, const TaskBatch& batch, int64_t scored, FusedAdamW& optimizer,
+                       const torch::Tensor& lr, const torch::Tensor& t, double grad_clip, bool bf16,
+                       torch::Tensor& norm);
 
 /// Each of `ranks` data parallel ranks trains on an equal slice of every
 /// batch: a ConfigError naming both numbers if train.batch_size does not divide.

@@ -235,18 +235,10 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
     const TaskBatch& fixed = batch;
     const auto f32 = torch::TensorOptions().device(device).dtype(torch::kFloat);
     const auto lr = torch::full({}, c.config.train.lr, f32), t = torch::zeros({}, f32);
+    const int64_t scored = scored_predictions(fixed);
     const auto step = [&] {
-      for (auto& p : net->parameters())
-        if (p.grad().defined()) p.grad().zero_();
-      torch::Tensor loss;
-      {
-        AutocastGuard autocast(bf16, device);
-        loss = task_objective(net, fixed).loss;
-      }
-      loss.backward();
-      if (c.config.train.grad_clip > 0) clip_grad_norm(net->parameters(), c.config.train.grad_clip);
-      optimizer.prepare_device_steps();
-      optimizer.step_on_device(lr, t);
+      torch::Tensor norm;
+      device_step(net, fixed, scored, optimizer, lr, t, c.config.train.grad_clip, bf16, norm);
     };
     std::vector<double> graph_ms;
     for (int i = 0; i < c.warmup + c.timed + 3; ++i) {

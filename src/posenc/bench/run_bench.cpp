@@ -27,7 +27,8 @@ bool parity_case(const BenchResult& r) { return r.parameters <= 2'000'000; }
 /// The result table as cells, header first (shared by the text and Markdown renderings).
 Table table_cells(const std::vector<BenchCase>& cases, const json& rows, double peak) {
   Table out = {{"size", "scheme", "qkv", "params", "train ms", "x none", "fwd/bwd/opt ms", "tokens/s", "eval ms",
-                "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms", "C++/py", "|Δloss|", "graph ms", "py/graph", "compiled py ms"}};
+                "peak MB", "GFLOP", "GFLOP/s", "% peak", "py ms", "C++/py", "|Δloss|", "graph ms", "py/graph",
+                "compiled py ms"}};
   // Step time of `none` at the same size and qkv: the positional overhead.
   const auto none_ms = [&](const BenchCase& c) -> double {
     for (size_t j = 0; j < cases.size(); ++j)
@@ -132,21 +133,22 @@ json case_row(const BenchCase& c, const TimedCase& t, double peak) {
     return row;
   }
   const BenchResult& r = t.cpp;
-  row.update({{"parameters", r.parameters},
-              {"train_ms", r.train_ms},
-              {"train_ms_min", r.train_ms_min},
-              {"forward_ms", r.forward_ms},
-              {"backward_ms", r.backward_ms},
-              {"optimizer_ms", r.optimizer_ms},
-              {"eval_ms", r.eval_ms},
-              {"tokens_per_s", r.tokens_per_s},
-              {"peak_mb", r.peak_mb},
-              {"flops_per_step", r.flops_per_step},
-              {"gflops_per_s", r.gflops_per_s},
-              {"fraction_of_peak", r.gflops_per_s / peak},
-              {"initial_loss", r.initial_loss},
-              {"graph_ms", r.graph_ms},
-              {"graph_fraction_of_peak", r.graph_ms > 0 ? r.flops_per_step / (r.graph_ms / 1000.0) / 1e9 / peak : 0.0}});
+  row.update(
+      {{"parameters", r.parameters},
+       {"train_ms", r.train_ms},
+       {"train_ms_min", r.train_ms_min},
+       {"forward_ms", r.forward_ms},
+       {"backward_ms", r.backward_ms},
+       {"optimizer_ms", r.optimizer_ms},
+       {"eval_ms", r.eval_ms},
+       {"tokens_per_s", r.tokens_per_s},
+       {"peak_mb", r.peak_mb},
+       {"flops_per_step", r.flops_per_step},
+       {"gflops_per_s", r.gflops_per_s},
+       {"fraction_of_peak", r.gflops_per_s / peak},
+       {"initial_loss", r.initial_loss},
+       {"graph_ms", r.graph_ms},
+       {"graph_fraction_of_peak", r.graph_ms > 0 ? r.flops_per_step / (r.graph_ms / 1000.0) / 1e9 / peak : 0.0}});
   if (!t.python.is_null()) row["python"] = t.python;
   return row;
 }

@@ -149,8 +149,8 @@ void FusedAdamW::step_on_device(const torch::Tensor& lr, const torch::Tensor& t)
       steps.push_back(t);  // the kernel reads each parameter's step; all are the same
     }
     if (params.empty()) continue;
-    if (compat::fused_adamw_on_device(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2,
-                                      o.weight_decay(), o.eps()))
+    if (compat::fused_adamw_on_device(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, o.weight_decay(),
+                                      o.eps()))
       continue;
     // The update of step() above, with lr and t as tensors (0-dim).
     const auto decay = 1.0 - lr * o.weight_decay();

@@ -10,8 +10,8 @@ const std::vector<std::string>& resumable_changes() {
   // out_dir is where the run is, not what it is: a moved or copied run resumes.
   // How many processes train it, and how they talk, are not what it is either.
   static const std::vector<std::string> paths = {
-      "/train/steps",   "/train/threads", "/train/device",    "/train/log_every",
-      "/train/out_dir", "/train/backend", "/train/bucket_mb", "/train/collective_timeout_s",
+      "/train/steps",       "/train/threads", "/train/device",    "/train/log_every",
+      "/train/out_dir",     "/train/backend", "/train/bucket_mb", "/train/collective_timeout_s",
       "/train/cuda_graphs", "/eval"};
   return paths;
 }

@@ -130,6 +130,23 @@ void check_batch_divides(const TrainConfig& train, int ranks) {
                     train.batch_size, ranks, ranks));
 }
 
+StepOutput device_step(Transformer& model, const TaskBatch& batch, int64_t scored, FusedAdamW& optimizer,
+                       const torch::Tensor& lr, const torch::Tensor& t, double grad_clip, bool bf16,
+                       torch::Tensor& norm) {
+  for (auto& p : model->parameters())
+    if (p.grad().defined()) p.grad().zero_();
+  StepOutput out;
+  {
+    AutocastGuard autocast(bf16, lr.device());
+    out = task_objective(model, batch, torch::Tensor(), scored);
+  }
+  out.loss.backward();
+  norm = grad_clip > 0 ? clip_grad_norm(model->parameters(), grad_clip) : grad_norm(model->parameters());
+  optimizer.prepare_device_steps();  // creates the moments on a first (eager) call only
+  optimizer.step_on_device(lr, t);
+  return out;
+}
+
 FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train) {
   return FusedAdamW(param_groups(model, train.weight_decay),
                     torch::optim::AdamWOptions(train.lr).weight_decay(train.weight_decay));
@@ -256,8 +273,9 @@ class TrainingRun {
     if (!device_.is_cuda())
       why_not = "CUDA graphs need train.device cuda (this run is on " + device_.str() + ")";
     else if (!cuda_graphs_compiled())
-      why_not = "this posenc was built without CUDA graph support (configure it with -DPOSENC_CUDA=ON against a "
-                "CUDA LibTorch)";
+      why_not =
+          "this posenc was built without CUDA graph support (configure it with -DPOSENC_CUDA=ON against a "
+          "CUDA LibTorch)";
     else if (world_ > 1)
       why_not = "a data parallel run all-reduces its gradients on the host's schedule between backward and update";
     else if (task_->info().padded)
@@ -448,18 +466,9 @@ class TrainingRun {
 
   /// What graphed_step captures: device work only, on static tensors.
   void step_body(const StaticBatch& in) {
-    for (auto& p : model_->parameters())
-      if (p.grad().defined()) p.grad().zero_();  // in place: a graph holds the gradients' addresses
-    StepOutput out;
-    {
-      AutocastGuard autocast(cfg_.train.precision == "bf16", device_);
-      out = task_objective(model_, in.batch, torch::Tensor(), in.scored);
-    }
-    out.loss.backward();
-    const double clip = cfg_.train.grad_clip;
-    const auto norm = clip > 0 ? clip_grad_norm(model_->parameters(), clip) : grad_norm(model_->parameters());
-    optimizer_->prepare_device_steps();  // creates the moments on the first (eager) call only
-    optimizer_->step_on_device(lr_now_, update_now_);
+    torch::Tensor norm;
+    const StepOutput out = device_step(model_, in.batch, in.scored, *optimizer_, lr_now_, update_now_,
+                                       cfg_.train.grad_clip, cfg_.train.precision == "bf16", norm);
     finite_.observe(step_now_, out.loss, norm);
     loss_sum_ += out.loss.detach();
     correct_sum_ += out.correct;
