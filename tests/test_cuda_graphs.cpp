@@ -10,9 +10,12 @@
 #include <fstream>
 
 #include "helpers.h"
+#include "posenc/tasks/task.h"
 #include "posenc/errors.h"
 #include "posenc/train/cuda_graphs.h"
 #include "posenc/train/fused_adamw.h"
+#include "posenc/train/grad_clip.h"
+#include "posenc/train/objective.h"
 #include "posenc/train/trainer.h"
 
 using namespace posenc;
@@ -113,6 +116,37 @@ TEST(CudaGraphs, DeviceSideAdamWEqualsTheHostStep) {
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6))
         << "parameter " << i << " differs by " << (a[i] - b[i]).abs().max().item<double>();
+}
+
+TEST(CudaGraphs, TheCapturedStepEqualsTheEagerStepOnTheCpu) {
+  // device_step (what a graph captures) against the trainer's eager sequence:
+  // zero_grad, objective, backward, clip, FusedAdamW::step.
+  const Config c = posenc::testing::config_with({"model.dropout=0", "model.layers=2", "model.d_model=32"});
+  torch::manual_seed(1);
+  Transformer a(c.model, task_vocab_size(c.task));
+  torch::manual_seed(1);
+  Transformer b(c.model, task_vocab_size(c.task));
+  FusedAdamW eager = make_optimizer(a, c.train), captured = make_optimizer(b, c.train);
+  const auto task = make_task(c.task);
+  auto lr = torch::zeros({}), t = torch::zeros({});
+  for (int64_t step = 0; step < 4; ++step) {
+    const TaskBatch batch = task->train_batch(step, 16, 0);
+    const double rate = 1e-3 * (step + 1);
+    for (auto& g : eager.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(rate);
+    eager.zero_grad();
+    const auto out = task_objective(a, batch);
+    out.loss.backward();
+    clip_grad_norm(a->parameters(), c.train.grad_clip);
+    eager.step();
+    lr.fill_(rate);
+    t.fill_(static_cast<double>(captured.steps_taken() + 1));
+    torch::Tensor norm;
+    const auto got = device_step(b, batch, scored_predictions(batch), captured, lr, t, c.train.grad_clip, false, norm);
+    captured.count_device_step();
+    EXPECT_NEAR(got.loss.item<double>(), out.loss.item<double>(), 1e-5) << "step " << step;
+  }
+  const auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::allclose(pa[i], pb[i], 1e-4, 1e-6)) << "parameter " << i;
 }
 
 TEST(CudaGraphs, TheKeyTakesAutoOnOrOff) {
