@@ -16,7 +16,9 @@
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/experiments/summary.h"
+#include "posenc/train/run_dir.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/dir_lock.h"
 
 namespace fs = std::filesystem;
 using posenc::ComparePlan;
@@ -568,4 +570,20 @@ TEST(ComparePlan, EveryShippedGridPlans) {
     }
   }
   EXPECT_GE(grids, 3);
+}
+
+TEST(CompareCli, StatusShowsARunThatAPosencTrainHolds) {
+  // compare --run (an array task, or a second terminal) holds the run's train lock:
+  // --status reports the run as running instead of failing on the lock.
+  Scratch s("posenc_status_running");
+  const std::string grid = s.write("grid.json", tiny_grid()), out = (s.dir / "out").string();
+  const ComparePlan plan = posenc::plan_comparison(grid, out, false, 1);
+  const fs::path dir = plan.run_dir(plan.runs.front());
+  fs::create_directories(dir);
+  const posenc::DirectoryLock held(dir.string(), posenc::run_files::kTrainLock, "posenc train");
+  const auto r = posenc::testing::run_cli("compare " + grid + " --out " + out + " --status");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(r.output.find(plan.runs.front().id + "  running") != std::string::npos ||
+              r.output.find("1 running") != std::string::npos)
+      << r.output;
 }

@@ -389,7 +389,7 @@ int show_status(const ComparePlan& plan, const std::string& out) {
       if (fs::exists(dir / run_files::kTrainLock)) {
         try {
           const DirectoryLock probe(dir.string(), run_files::kTrainLock, "posenc train");
-        } catch (const ConfigError&) {
+        } catch (const LockError&) {  // held: a posenc train is on it
           locked = true;
         }
       }
