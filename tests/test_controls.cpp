@@ -63,6 +63,24 @@ TEST(ValueWindow, TrainingAndEvaluationDrawFromTheirOwnWindows) {
     EXPECT_EQ(OrderingTask::is_sorted(row(ties, r)), ties.labels[r].item<int64_t>() == 1);
 }
 
+TEST(ValueWindow, AShareOfTheTrainingSequencesTakesTheWindow) {
+  // value_window_share 0.5: about half of the sequences span at most 8 values,
+  // the others spread over 1..1000; the default (1) gives the same batches as before.
+  OrderingTask half(config_with({"task.vocab_size=1000", "task.value_window=8", "task.value_window_share=0.5"}).task);
+  int64_t narrow = 0, total = 0;
+  for (int64_t step = 0; step < 20; ++step) {
+    const Batch b = half.train_batch(step, 32, 0);
+    for (int64_t r = 0; r < b.tokens.size(0); ++r, ++total) narrow += span(row(b, r)) <= 8;
+  }
+  EXPECT_GT(narrow, total * 35 / 100);
+  EXPECT_LT(narrow, total * 65 / 100);
+  OrderingTask all(config_with({"task.vocab_size=1000", "task.value_window=8"}).task),
+      all_by_name(config_with({"task.vocab_size=1000", "task.value_window=8", "task.value_window_share=1"}).task);
+  EXPECT_TRUE(torch::equal(all.train_batch(5, 32, 0).tokens, all_by_name.train_batch(5, 32, 0).tokens));
+  EXPECT_NE(error_of([] { config_with({"task.value_window_share=1.5"}); }).find("task.value_window_share"),
+            std::string::npos);
+}
+
 TEST(ValueWindow, TheDefaultDrawsAsBeforeAndBadWindowsAreNamed) {
   // Window 0 (the default) makes no extra random draw: the batches equal those of a
   // config that leaves the keys out, and the stored config says 0.
@@ -208,7 +226,7 @@ TEST(ControlsGrid, EachRowSetsItsOwnControlAndTheRunsSayWhich) {
   // Without a pooling axis, a row's model.pooling stands (and names the run).
   const auto plan = posenc::plan_comparison(
       std::string(POSENC_SOURCE_DIR) + "/configs/extrapolation_controls_compare.json", "out", false, 1);
-  EXPECT_EQ(plan.runs.size(), 7u * 4u * 3u);
+  EXPECT_EQ(plan.runs.size(), 8u * 4u * 3u);
   int checked = 0;
   for (const auto& run : plan.runs) {
     const auto& m = run.config.model;
@@ -218,9 +236,10 @@ TEST(ControlsGrid, EachRowSetsItsOwnControlAndTheRunsSayWhich) {
     EXPECT_NE(run.id.find("-" + m.pooling + "-s"), std::string::npos) << run.id;
     EXPECT_EQ(m.token_embedding, run.task.rfind("numeric", 0) == 0 ? "numeric" : "table") << run.id;
     EXPECT_EQ(t.get_int("vocab_size"), run.task.rfind("numeric-wide", 0) == 0 ? 100000 : 64) << run.id;
-    EXPECT_EQ(t.get_int("value_window"), run.task == "ties" ? 8 : 0) << run.id;
+    EXPECT_EQ(t.get_int("value_window"), run.task == "ties" || run.task == "half-ties" ? 8 : 0) << run.id;
+    EXPECT_EQ(t.get_float("value_window_share"), run.task == "half-ties" ? 0.5 : 1.0) << run.id;
     EXPECT_EQ(t.get_int("eval_value_window"), run.task == "numeric-wide-ties" ? 64 : 0) << run.id;
     ++checked;
   }
-  EXPECT_EQ(checked, 84);
+  EXPECT_EQ(checked, 96);
 }

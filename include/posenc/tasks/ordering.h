@@ -59,6 +59,7 @@ class OrderingTask : public Task {
   TaskConfig cfg_;
   int64_t vocab_size_;
   int64_t train_window_, eval_window_;  // task.value_window, task.eval_value_window (0: all values)
+  double train_window_share_;           // task.value_window_share
   std::vector<double> weights_;         // per kind index
 };
 

@@ -25,6 +25,10 @@ TaskInfo OrderingTask::registry_info() {
        "training sequences draw their tokens from a random window of this many consecutive values (0: all of "
        "1..vocab_size); a narrow window puts runs of equal tokens into short sequences",
        0, 1 << 24},
+      {"value_window_share", OptionKind::Float, 1.0,
+       "the share of training sequences that task.value_window applies to; the others draw from all of "
+       "1..vocab_size (a mix of tie-heavy and tie-free sequences at every training length)",
+       0.0, 1.0},
       {"eval_value_window", OptionKind::Int, 0,
        "the same for validation and evaluation sets (0: all of 1..vocab_size): a long sequence over a wide window has "
        "few ties, over a narrow one many",
@@ -50,6 +54,7 @@ OrderingTask::OrderingTask(const TaskConfig& cfg)
     : cfg_(cfg),
       vocab_size_(cfg.options.get_int("vocab_size")),
       train_window_(cfg.options.get_int("value_window")),
+      train_window_share_(cfg.options.get_float("value_window_share")),
       eval_window_(cfg.options.get_int("eval_value_window")) {
   for (const auto& [name, window] : {std::pair<const char*, int64_t>{"value_window", train_window_},
                                      std::pair<const char*, int64_t>{"eval_value_window", eval_window_}})
@@ -136,7 +141,11 @@ Batch OrderingTask::train_batch(int64_t step, int64_t batch_size, int64_t seed) 
   std::vector<std::vector<int64_t>> seqs;
   std::vector<int> kinds;
   for (int64_t i = 0; i < batch_size; ++i) {
-    auto p = positive(length, rng, train_window_);
+    // With a share below 1, one extra draw per sequence decides whether it takes
+    // the window; at the default 1 there is none, so earlier runs reproduce.
+    const bool windowed = train_window_ > 0 && (train_window_share_ >= 1.0 ||
+                                                std::uniform_real_distribution<double>(0.0, 1.0)(rng) < train_window_share_);
+    auto p = positive(length, rng, windowed ? train_window_ : 0);
     if (i % 2 == 0) {
       seqs.push_back(std::move(p));
       kinds.push_back(kSortedKind);
