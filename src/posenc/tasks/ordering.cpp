@@ -143,8 +143,8 @@ Batch OrderingTask::train_batch(int64_t step, int64_t batch_size, int64_t seed) 
   for (int64_t i = 0; i < batch_size; ++i) {
     // With a share below 1, one extra draw per sequence decides whether it takes
     // the window; at the default 1 there is none, so earlier runs reproduce.
-    const bool windowed = train_window_ > 0 && (train_window_share_ >= 1.0 ||
-                                                std::uniform_real_distribution<double>(0.0, 1.0)(rng) < train_window_share_);
+    const bool windowed = train_window_ > 0 && (train_window_share_ >= 1.0 || std::uniform_real_distribution<double>(
+                                                                                  0.0, 1.0)(rng) < train_window_share_);
     auto p = positive(length, rng, windowed ? train_window_ : 0);
     if (i % 2 == 0) {
       seqs.push_back(std::move(p));
