@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
-"""SCAN results as a Markdown table, from run directories posenc wrote.
+"""SCAN results as Markdown tables, from run directories posenc wrote.
 
-    scripts/scan_table.py DIR [DIR ...]
+    scripts/scan_table.py [--per-length] DIR [DIR ...]
 
 Each DIR is a run directory (with results.json) or a directory holding run
 directories (a comparison's runs/). Per run: the test exact match, pooled
 over every evaluation length beyond the longest training length (the SCAN
 test set, bucketed by action count), the in-distribution validation exact
-match, steps, and seconds. Runs of one scheme, split and cutoff are averaged
-over seeds (mean, and min-max where there are several).
+match, steps, and minutes. Runs that differ only in their seed are averaged
+(mean, and min-max where there are several). The "recipe" column names the
+training settings that differ from configs/scan.json (dropout, gradient
+clipping, weight decay, the learning-rate schedule, scaled token embeddings),
+so that runs made to find out what matters stay apart.
+
+--per-length adds a second table: exact match at each evaluation length.
 """
 import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+# configs/scan.json's training settings; a run that differs says so in its recipe.
+BASE = {"dropout": 0.0, "grad_clip": 1.0, "weight_decay": 0.01, "warmup_steps": 200, "min_lr_ratio": 0.1}
 
 
 def results_files(paths):
@@ -24,37 +32,70 @@ def results_files(paths):
             yield from sorted(p.glob("**/results.json"))
 
 
+def recipe(config):
+    model, train = config["model"], config["train"]
+    parts = []
+    if model["dropout"] != BASE["dropout"]:
+        parts.append(f"dropout {model['dropout']:g}")
+    if train["grad_clip"] != BASE["grad_clip"]:
+        parts.append(f"clip {train['grad_clip']:g}")
+    if train["weight_decay"] != BASE["weight_decay"]:
+        parts.append(f"weight decay {train['weight_decay']:g}")
+    if train["warmup_steps"] == 0 and train["min_lr_ratio"] == 1.0:
+        parts.append("constant lr")
+    elif (train["warmup_steps"], train["min_lr_ratio"]) != (BASE["warmup_steps"], BASE["min_lr_ratio"]):
+        parts.append(f"warm-up {train['warmup_steps']}, decay to {train['min_lr_ratio']:g}")
+    if model["positional"].get("scale_tokens"):
+        parts.append("tokens x sqrt(d_model)")
+    return ", ".join(parts) or "scan.json"
+
+
 def main(argv):
-    if len(argv) < 2:
+    args = [a for a in argv[1:] if a != "--per-length"]
+    per_length = len(args) != len(argv) - 1
+    if not args:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     groups = defaultdict(list)
-    for path in results_files(argv[1:]):
+    for path in results_files(args):
         r = json.loads(path.read_text())
         task = r["config"]["task"]
         if task["type"] != "scan":
             continue
         beyond = [x for x in r["lengths"] if x["beyond_training"]]
-        n = sum(x["n"] for x in beyond)
-        test = sum(x["correct"] for x in beyond) / n if n else float("nan")
         split = task["split"] + (f" {task['cutoff']}" if task["split"] == "length" else "")
         if task["split"] == "simple":  # every length is in distribution: the test split is the evaluation set
-            n = sum(x["n"] for x in r["lengths"])
-            test = sum(x["correct"] for x in r["lengths"]) / n
-        groups[(r["scheme"], split)].append((test, n, r["val_accuracy"], r["steps"], r["train_seconds"]))
+            beyond = r["lengths"]
+        n = sum(x["n"] for x in beyond)
+        test = sum(x["correct"] for x in beyond) / n if n else float("nan")
+        by_length = {x["length"]: x["accuracy"] for x in beyond}
+        key = (r["scheme"], split, recipe(r["config"]), r["steps"])
+        groups[key].append((test, n, r["val_accuracy"], r["train_seconds"], by_length))
     if not groups:
-        print("no SCAN results.json under " + " ".join(argv[1:]), file=sys.stderr)
+        print("no SCAN results.json under " + " ".join(args), file=sys.stderr)
         return 1
-    print("| scheme | split | test exact match | test examples | validation exact match | seeds | steps | minutes per run |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (scheme, split), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    order = sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2], kv[0][3]))
+    print("| scheme | split | recipe | steps | test exact match | test examples | validation exact match | seeds | minutes per run |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (scheme, split, how, steps), runs in order:
         tests = [t for t, *_ in runs]
         mean = sum(tests) / len(tests)
         spread = f" ({min(tests):.3f}-{max(tests):.3f})" if len(tests) > 1 else ""
         val = sum(v for _, _, v, _, _ in runs) / len(runs)
-        minutes = sum(s for *_, s in runs) / len(runs) / 60
-        print(f"| {scheme} | {split} | {mean:.3f}{spread} | {runs[0][1]} | {val:.3f} | {len(runs)} | "
-              f"{runs[0][3]} | {minutes:.1f} |")
+        minutes = sum(s for _, _, _, s, _ in runs) / len(runs) / 60
+        print(f"| {scheme} | {split} | {how} | {steps} | {mean:.3f}{spread} | {runs[0][1]} | {val:.3f} | "
+              f"{len(runs)} | {minutes:.1f} |")
+    if per_length:
+        lengths = sorted({l for _, runs in order for run in runs for l in run[4]})
+        print()
+        print("| scheme | split | recipe | steps | " + " | ".join(map(str, lengths)) + " |")
+        print("|---|---|---|---|" + "---|" * len(lengths))
+        for (scheme, split, how, steps), runs in order:
+            cells = []
+            for l in lengths:
+                values = [run[4][l] for run in runs if l in run[4]]
+                cells.append(f"{sum(values) / len(values):.3f}" if values else "")
+            print(f"| {scheme} | {split} | {how} | {steps} | " + " | ".join(cells) + " |")
     return 0
 
 
