@@ -13,7 +13,14 @@ training settings that differ from configs/scan.json (dropout, gradient
 clipping, weight decay, the learning-rate schedule, scaled token embeddings),
 so that runs made to find out what matters stay apart.
 
---per-length adds a second table: exact match at each evaluation length.
+Runs evaluated with eval.oracle_length (at training's end, or later by
+`posenc eval CKPT --set eval.oracle_length=true`, whose results_eval.json is
+read where it exists) add "length given": exact match when the end token is
+held back until the reference's length, which separates answers that end too
+early from answers whose actions are wrong.
+
+--per-length adds a second table: exact match at each evaluation length (and
+with the length given, where measured).
 """
 import json
 import sys
@@ -30,6 +37,19 @@ def results_files(paths):
             yield p / "results.json"
         else:
             yield from sorted(p.glob("**/results.json"))
+
+
+def given_length(run_dir, beyond_lengths):
+    """{length: (correct, n)} with the length given, from results.json or results_eval.json."""
+    out = {}
+    for name in ("results.json", "results_eval.json"):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        for x in json.loads(path.read_text()).get("lengths", []):
+            if "oracle_length" in x and x["length"] in beyond_lengths:
+                out[x["length"]] = (x["oracle_length"]["correct"], x["n"])
+    return out
 
 
 def recipe(config):
@@ -69,22 +89,32 @@ def main(argv):
         n = sum(x["n"] for x in beyond)
         test = sum(x["correct"] for x in beyond) / n if n else float("nan")
         by_length = {x["length"]: x["accuracy"] for x in beyond}
+        oracle = given_length(path.parent, set(by_length))
+        oracle_test = (sum(c for c, _ in oracle.values()) / sum(m for _, m in oracle.values())
+                       if oracle and set(oracle) == set(by_length) else None)
+        oracle_by_length = {l: c / m for l, (c, m) in oracle.items()}
         key = (r["scheme"], split, recipe(r["config"]), r["steps"])
-        groups[key].append((test, n, r["val_accuracy"], r["train_seconds"], by_length))
+        groups[key].append((test, n, r["val_accuracy"], r["train_seconds"], by_length, oracle_test, oracle_by_length))
     if not groups:
         print("no SCAN results.json under " + " ".join(args), file=sys.stderr)
         return 1
     order = sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2], kv[0][3]))
-    print("| scheme | split | recipe | steps | test exact match | test examples | validation exact match | seeds | minutes per run |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    def summary(values):
+        mean = sum(values) / len(values)
+        return f"{mean:.3f}" + (f" ({min(values):.3f}-{max(values):.3f})" if len(values) > 1 else "")
+
+    print("| scheme | split | recipe | steps | test exact match | length given | test examples | "
+          "validation exact match | seeds | minutes per run |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (scheme, split, how, steps), runs in order:
-        tests = [t for t, *_ in runs]
-        mean = sum(tests) / len(tests)
-        spread = f" ({min(tests):.3f}-{max(tests):.3f})" if len(tests) > 1 else ""
-        val = sum(v for _, _, v, _, _ in runs) / len(runs)
-        minutes = sum(s for _, _, _, s, _ in runs) / len(runs) / 60
-        print(f"| {scheme} | {split} | {how} | {steps} | {mean:.3f}{spread} | {runs[0][1]} | {val:.3f} | "
-              f"{len(runs)} | {minutes:.1f} |")
+        oracles = [run[5] for run in runs if run[5] is not None]
+        given = "-"
+        if oracles:
+            given = summary(oracles) + (f" ({len(oracles)} of {len(runs)} seeds)" if len(oracles) < len(runs) else "")
+        val = sum(run[2] for run in runs) / len(runs)
+        minutes = sum(run[3] for run in runs) / len(runs) / 60
+        print(f"| {scheme} | {split} | {how} | {steps} | {summary([run[0] for run in runs])} | "
+              f"{given} | {runs[0][1]} | {val:.3f} | {len(runs)} | {minutes:.1f} |")
     if per_length:
         lengths = sorted({l for _, runs in order for run in runs for l in run[4]})
         print()
@@ -94,8 +124,15 @@ def main(argv):
             cells = []
             for l in lengths:
                 values = [run[4][l] for run in runs if l in run[4]]
-                cells.append(f"{sum(values) / len(values):.3f}" if values else "")
+                given = [run[6][l] for run in runs if l in run[6]]
+                cell = f"{sum(values) / len(values):.3f}" if values else ""
+                if given:
+                    cell += f" ({sum(given) / len(given):.3f})"
+                cells.append(cell)
             print(f"| {scheme} | {split} | {how} | {steps} | " + " | ".join(cells) + " |")
+        if any(run[6] for _, runs in order for run in runs):
+            print()
+            print("(In brackets: exact match with the length given.)")
     return 0
 
 

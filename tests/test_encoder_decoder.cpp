@@ -274,6 +274,63 @@ TEST(Scan, SplitsSetsAndBadOptions) {
   EXPECT_NE(message({"task.cutoff=48"}).find("leaves no command for the test set"), std::string::npos);
 }
 
+// eval.oracle_length: a model that gets every action right but ends too early
+// scores 0 by exact match and 1 when it is given the length.
+TEST(EncoderDecoder, GivenTheLengthAModelThatEndsEarlyIsScoredOnItsContent) {
+  const Config cfg = posenc::testing::config_with(
+      {"model.kind=encoder_decoder", "task.type=scan", "model.d_model=32", "model.heads=4", "model.layers=1",
+       "model.decoder_layers=1", "model.d_ff=64", "model.positional.type=rope", "eval.oracle_length=true"});
+  const auto task = make_task(cfg.task);
+  const int64_t eos = task->end_token();
+  torch::manual_seed(3);
+  Transformer model(cfg.model, task->vocab_size());
+  {  // The end token wins every step unless held back; padding and SEP never do.
+    torch::NoGradGuard no_grad;
+    auto bias = model->named_parameters()["head.bias"];
+    bias.zero_();
+    bias[eos] = 50.0;
+    bias[0] = -50.0;
+    bias[task->vocab_size() + 1] = -50.0;
+  }
+  TaskBatch set = task->fixed_set(6, 4, 5);  // 4 commands of 6 actions
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;  // A = 6 actions + end
+  const auto prompt = set.tokens.narrow(1, 0, a);
+
+  // Plainly decoded, every answer ends at once; held back, row r ends exactly at hold_until[r].
+  EXPECT_TRUE(continue_tokens(model, prompt, A).select(1, 0).eq(eos).all().item<bool>());
+  Sampling held;
+  held.hold_token = eos;
+  held.hold_until = torch::tensor(std::vector<int64_t>{2, 4, 6, 5});
+  const auto decoded = continue_tokens(model, prompt, A, held);  // (4, A)
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t until = held.hold_until[r].item<int64_t>();
+    EXPECT_FALSE(decoded[r].narrow(0, 0, until).eq(eos).any().item<bool>()) << "row " << r;
+    EXPECT_EQ(decoded[r][until].item<int64_t>(), eos) << "row " << r;
+  }
+
+  // References that are the model's own answers at the right length.
+  Sampling right_length;
+  right_length.hold_token = eos;
+  right_length.hold_until = torch::full({4}, A - 1, torch::kLong);
+  set.tokens.narrow(1, a, A).copy_(continue_tokens(model, prompt, A, right_length));
+  Tally oracle;
+  const auto [exact, tokens] = score_decoding(model, set, torch::kCPU, 1 << 16, false, nullptr, eos, &oracle);
+  EXPECT_EQ(exact.n, 4);
+  EXPECT_EQ(exact.correct, 0);
+  EXPECT_EQ(oracle.n, 4);
+  EXPECT_EQ(oracle.correct, 4);
+  // Without an end token there is nothing to hold back: the option is refused up front.
+  const Config ordering = posenc::testing::config_with({"eval.oracle_length=true"});
+  Transformer encoder(ordering.model, 64);
+  const auto ordering_task = make_task(ordering.task);
+  try {
+    check_evaluation_fits(encoder, *ordering_task, evaluation_spec(ordering), {8}, torch::kCPU);
+    ADD_FAILURE() << "eval.oracle_length accepted for the ordering task";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("eval.oracle_length"), std::string::npos) << e.what();
+  }
+}
+
 TEST(EncoderDecoder, ShortRunLearnsToReverseAndBeamFourNeverScoresBelowGreedy) {
   const auto dir = posenc::testing::fresh_dir("seq2seq_learns");
   Config cfg =

@@ -128,6 +128,10 @@ struct EvalConfig {
   int64_t seed = 12345;
   /// Maximum tokens per evaluation batch (batch size = max(1, tokens / length)).
   int64_t max_batch_tokens = 65536;
+  /// Also decode each answer with its end token held back until the reference's
+  /// length (Newman et al. 2020's oracle length): exact match given the length
+  /// tells a model that ends too early from one that gets the content wrong.
+  bool oracle_length = false;
 };
 
 struct Config {

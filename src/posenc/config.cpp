@@ -342,6 +342,7 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
   r.read("samples_per_length", e.samples_per_length, 2, 1 << 24);
   r.read("seed", e.seed, 0, kBig);
   r.read("max_batch_tokens", e.max_batch_tokens, 1, kBig);
+  r.read("oracle_length", e.oracle_length);
   r.finish();
   return e;
 }
@@ -433,7 +434,8 @@ json config_to_json(const Config& c) {
        {{"lengths", c.eval.lengths},
         {"samples_per_length", c.eval.samples_per_length},
         {"seed", c.eval.seed},
-        {"max_batch_tokens", c.eval.max_batch_tokens}}},
+        {"max_batch_tokens", c.eval.max_batch_tokens},
+        {"oracle_length", c.eval.oracle_length}}},
   };
   if (c.model.kind == "encoder_decoder") out["model"]["decoder_layers"] = c.model.decoder_layers;
   return out;

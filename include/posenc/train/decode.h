@@ -28,6 +28,11 @@ struct Sampling {
   /// Stop early, between tokens, when a stop was requested (util/interrupt.h):
   /// the tokens so far are returned.
   bool interruptible = false;
+  /// If hold_token > 0: row r may not pick hold_token before step hold_until[r]
+  /// ((B) int64). With the end token and the reference's length, that is
+  /// decoding with the length given (eval.oracle_length).
+  int64_t hold_token = 0;
+  torch::Tensor hold_until;
 };
 
 /// prompt (B, P) int64 on the model's device -> the next `steps` tokens (B, steps)

@@ -54,6 +54,8 @@ struct LengthResult {
   FalseAlarms false_alarms;
   bool has_bleu = false;             ///< scored by BLEU too (TaskInfo::bleu)
   BleuCounts bleu;                   ///< of the greedily decoded answers against the references
+  bool has_oracle = false;           ///< eval.oracle_length: also decoded with the reference's length given
+  Tally oracle;                      ///< ... answers right before the reference's end token, with the end held back
   int64_t non_finite = 0;            ///< examples with NaN or inf outputs (a warning is logged)
   bool beyond_training = false;      ///< longer than task.max_length
   bool untrained_positions = false;  ///< uses rows of a position table that training never reached
@@ -95,9 +97,12 @@ double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t
 /// Decoder: exact matches (per example) and right tokens of greedily decoded
 /// answers of `set` (the prompt is tokens[:, :answer_start]). With `bleu`, adds
 /// each decoded answer and its reference, both cut before the token `eos`.
+/// With `oracle` (and an `eos`), decodes again with `eos` held back until each
+/// reference's own end and counts the answers whose tokens before that end are
+/// all right: exact match when the model is given the length.
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
                                        int64_t max_batch_tokens, bool interruptible = false, BleuCounts* bleu = nullptr,
-                                       int64_t eos = 0);
+                                       int64_t eos = 0, Tally* oracle = nullptr);
 /// Decoder, teacher-forced: right next tokens of the answers and their summed
 /// NLL (nats); `exact` (if given) counts examples with every answer token right.
 Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,

@@ -54,8 +54,8 @@ OrderingTask::OrderingTask(const TaskConfig& cfg)
     : cfg_(cfg),
       vocab_size_(cfg.options.get_int("vocab_size")),
       train_window_(cfg.options.get_int("value_window")),
-      train_window_share_(cfg.options.get_float("value_window_share")),
-      eval_window_(cfg.options.get_int("eval_value_window")) {
+      eval_window_(cfg.options.get_int("eval_value_window")),
+      train_window_share_(cfg.options.get_float("value_window_share")) {
   for (const auto& [name, window] : {std::pair<const char*, int64_t>{"value_window", train_window_},
                                      std::pair<const char*, int64_t>{"eval_value_window", eval_window_}})
     if (window == 1 || window > vocab_size_)

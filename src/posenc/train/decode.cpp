@@ -91,11 +91,17 @@ torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, i
   const auto stop = [&] { return sampling.interruptible && interrupt_signal() != 0; };
   Stepper stepper(model, prompt);
   for (int64_t t = 0; t < steps && !stop(); ++t) {
-    const auto& logits = stepper.logits();  // (B, V+2)
+    torch::Tensor logits = stepper.logits();  // (B, V+2)
     if (sampling.non_finite_rows) {
       auto bad = torch::isfinite(logits).logical_not().any(-1);  // (B)
       auto& rows = *sampling.non_finite_rows;
       rows = rows.defined() ? rows.logical_or(bad) : bad;
+    }
+    if (sampling.hold_token > 0) {  // after the finiteness check: the held token's -inf is ours
+      auto held = sampling.hold_until.to(logits.device()).gt(t);  // (B)
+      auto column = torch::arange(logits.size(-1), held.options().dtype(torch::kLong)).eq(sampling.hold_token);  // (V+2)
+      logits = logits.masked_fill(held.unsqueeze(1).logical_and(column.unsqueeze(0)),
+                                  -std::numeric_limits<float>::infinity());
     }
     out.push_back(pick(logits, sampling, gen));
     if (t + 1 < steps) stepper.feed(out.back());

@@ -103,7 +103,8 @@ std::vector<int64_t> tokens_before(const torch::Tensor& rows, int64_t r, int64_t
 }  // namespace
 
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
-                                       int64_t max_batch_tokens, bool interruptible, BleuCounts* bleu, int64_t eos) {
+                                       int64_t max_batch_tokens, bool interruptible, BleuCounts* bleu, int64_t eos,
+                                       Tally* oracle) {
   Tally exact, tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
@@ -123,6 +124,19 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
       const auto hypotheses = decoded.cpu(), references = targets.cpu();
       for (int64_t r = 0; r < hypotheses.size(0); ++r)
         bleu->add(tokens_before(hypotheses, r, eos), tokens_before(references, r, eos));
+    }
+    if (oracle && eos > 0) {
+      // The reference's end: its first eos, else past its last token. (b)
+      auto is_end = targets.eq(eos).logical_and(scored);  // (b, A)
+      auto ends = torch::where(is_end.any(1), is_end.to(torch::kLong).argmax(1), torch::full_like(is_end.select(1, 0), A, torch::kLong));
+      Sampling given_length;
+      given_length.hold_token = eos;
+      given_length.hold_until = ends;
+      auto held = continue_tokens(model, chunk.narrow(1, 0, a), A, given_length);  // (b, A)
+      auto before_end = torch::arange(A, ends.options()).unsqueeze(0).lt(ends.unsqueeze(1));  // (b, A)
+      auto wrong = held.ne(targets).logical_and(before_end).logical_and(scored);
+      oracle->n += chunk.size(0);
+      oracle->correct += wrong.any(1).logical_not().sum().item<int64_t>();
     }
   });
   return {exact, tokens};
@@ -219,6 +233,10 @@ std::string memory_of(torch::Device device) { return device.is_cpu() ? "memory" 
 
 void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device) {
+  if (spec.sets.oracle_length && (task.info().metric != TaskMetric::ExactMatch || task.end_token() == 0))
+    throw ConfigError("eval.oracle_length: task " + task.info().name +
+                      "'s answers do not end with an end token, so there is no end to hold back (it applies to "
+                      "decoded answers of varying length, such as scan's and translation's)");
   for (int64_t length : lengths) {
     task.check_eval_length(length);
     model->check_length(task.sequence_length(length));
@@ -317,8 +335,10 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
       }
     } else if (metric == TaskMetric::ExactMatch) {
       r.has_bleu = task.info().bleu;
-      std::tie(r.total, r.tokens) = score_decoding(model, set, device, spec.sets.max_batch_tokens, true,
-                                                   r.has_bleu ? &r.bleu : nullptr, task.end_token());
+      r.has_oracle = spec.sets.oracle_length;
+      std::tie(r.total, r.tokens) =
+          score_decoding(model, set, device, spec.sets.max_batch_tokens, true, r.has_bleu ? &r.bleu : nullptr,
+                         task.end_token(), r.has_oracle ? &r.oracle : nullptr);
     } else {
       r.tokens = score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, &r.nll_sum, nullptr, true);
       r.total = r.tokens;
@@ -402,6 +422,7 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, 
     }
     if (r.metric == TaskMetric::ExactMatch) j["exact_match"] = r.total.accuracy();
     if (r.has_bleu) j["bleu"] = r.bleu.score();
+    if (r.has_oracle) j["oracle_length"] = {{"correct", r.oracle.correct}, {"exact_match", r.oracle.accuracy()}};
     if (r.has_false_alarms)
       j["false_alarms"] = {{"position_rate", r.false_alarms.position_rate()},
                            {"sequence_rate", r.false_alarms.sequence_rate()},
@@ -442,12 +463,16 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
   };
   if (metric == TaskMetric::ExactMatch) {
     const bool bleu = task.info().bleu;
-    out << fmt::format("{:>7} {:>11} {:>17} {:>14}{}\n", "length", "exact match", "95% CI", "token accuracy",
-                       bleu ? fmt::format(" {:>6}", "BLEU") : "");
+    const bool oracle = !results.empty() && results.front().has_oracle;
+    out << fmt::format("{:>7} {:>11} {:>17} {:>14}{}{}\n", "length", "exact match", "95% CI", "token accuracy",
+                       bleu ? fmt::format(" {:>6}", "BLEU") : "", oracle ? fmt::format(" {:>13}", "length given") : "");
     for (const auto& r : results)
-      out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}{}\n", r.length, r.total.accuracy(), r.ci95.lo,
-                         r.ci95.hi, r.tokens.accuracy(), bleu ? fmt::format(" {:>6.1f}", r.bleu.score()) : "",
-                         suffix(r));
+      out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}{}{}\n", r.length, r.total.accuracy(),
+                         r.ci95.lo, r.ci95.hi, r.tokens.accuracy(), bleu ? fmt::format(" {:>6.1f}", r.bleu.score()) : "",
+                         oracle ? fmt::format(" {:>13.3f}", r.oracle.accuracy()) : "", suffix(r));
+    if (oracle)
+      out << "length given: exact match with the end token held back until the reference's length "
+             "(eval.oracle_length)\n";
     const nlohmann::json corpus = corpus_bleu_json(results);
     if (!corpus.is_null()) {
       out << fmt::format("corpus BLEU over these lengths: {:.1f}", corpus["all"].get<double>());
