@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
-"""SCAN results as Markdown tables, from run directories posenc wrote.
+#!/usr/bin/python3
+"""SCAN results as Markdown tables (and a figure), from run directories posenc wrote.
 
-    scripts/scan_table.py [--per-length] DIR [DIR ...]
+    scripts/scan_table.py [--per-length] [--figure PNG] [--only SCHEME,...] DIR [DIR ...]
 
 Each DIR is a run directory (with results.json) or a directory holding run
 directories (a comparison's runs/). Per run: the test exact match, pooled
@@ -20,15 +20,23 @@ held back until the reference's length, which separates answers that end too
 early from answers whose actions are wrong.
 
 --per-length adds a second table: exact match at each evaluation length (and
-with the length given, where measured).
+with the length given, where measured). --figure draws exact match against
+length per group, solid, and with the length given, dashed; --only keeps the
+named schemes in the figure.
 """
+import argparse
 import json
 import sys
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from pathlib import Path
 
 # configs/scan.json's training settings; a run that differs says so in its recipe.
 BASE = {"dropout": 0.0, "grad_clip": 1.0, "weight_decay": 0.01, "warmup_steps": 200, "min_lr_ratio": 0.1}
+
+# One run: pooled test exact match and its example count, validation exact match,
+# training seconds, exact match per test length, and the same with the length given
+# (pooled: None where not measured at every test length).
+Run = namedtuple("Run", "test n val seconds by_length given given_by_length")
 
 
 def results_files(paths):
@@ -39,7 +47,7 @@ def results_files(paths):
             yield from sorted(p.glob("**/results.json"))
 
 
-def given_length(run_dir, beyond_lengths):
+def given_length(run_dir, lengths):
     """{length: (correct, n)} with the length given, from results.json or results_eval.json."""
     out = {}
     for name in ("results.json", "results_eval.json"):
@@ -47,7 +55,7 @@ def given_length(run_dir, beyond_lengths):
         if not path.is_file():
             continue
         for x in json.loads(path.read_text()).get("lengths", []):
-            if "oracle_length" in x and x["length"] in beyond_lengths:
+            if "oracle_length" in x and x["length"] in lengths:
                 out[x["length"]] = (x["oracle_length"]["correct"], x["n"])
     return out
 
@@ -70,69 +78,111 @@ def recipe(config):
     return ", ".join(parts) or "scan.json"
 
 
-def main(argv):
-    args = [a for a in argv[1:] if a != "--per-length"]
-    per_length = len(args) != len(argv) - 1
-    if not args:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
+def load_groups(paths):
+    """{(scheme, split, recipe, steps): [Run, ...]} over the SCAN runs under paths."""
     groups = defaultdict(list)
-    for path in results_files(args):
+    for path in results_files(paths):
         r = json.loads(path.read_text())
         task = r["config"]["task"]
         if task["type"] != "scan":
             continue
-        beyond = [x for x in r["lengths"] if x["beyond_training"]]
         split = task["split"] + (f" {task['cutoff']}" if task["split"] == "length" else "")
-        if task["split"] == "simple":  # every length is in distribution: the test split is the evaluation set
-            beyond = r["lengths"]
-        n = sum(x["n"] for x in beyond)
-        test = sum(x["correct"] for x in beyond) / n if n else float("nan")
-        by_length = {x["length"]: x["accuracy"] for x in beyond}
-        oracle = given_length(path.parent, set(by_length))
-        oracle_test = (sum(c for c, _ in oracle.values()) / sum(m for _, m in oracle.values())
-                       if oracle and set(oracle) == set(by_length) else None)
-        oracle_by_length = {l: c / m for l, (c, m) in oracle.items()}
-        key = (r["scheme"], split, recipe(r["config"]), r["steps"])
-        groups[key].append((test, n, r["val_accuracy"], r["train_seconds"], by_length, oracle_test, oracle_by_length))
-    if not groups:
-        print("no SCAN results.json under " + " ".join(args), file=sys.stderr)
-        return 1
-    order = sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2], kv[0][3]))
-    def summary(values):
-        mean = sum(values) / len(values)
-        return f"{mean:.3f}" + (f" ({min(values):.3f}-{max(values):.3f})" if len(values) > 1 else "")
+        # On the simple split every length is in distribution: the test split is the evaluation set.
+        tested = r["lengths"] if task["split"] == "simple" else [x for x in r["lengths"] if x["beyond_training"]]
+        n = sum(x["n"] for x in tested)
+        by_length = {x["length"]: x["accuracy"] for x in tested}
+        given = given_length(path.parent, set(by_length))
+        pooled_given = (sum(c for c, _ in given.values()) / sum(m for _, m in given.values())
+                        if given and set(given) == set(by_length) else None)
+        groups[(r["scheme"], split, recipe(r["config"]), r["steps"])].append(
+            Run(sum(x["correct"] for x in tested) / n if n else float("nan"), n, r["val_accuracy"],
+                r["train_seconds"], by_length, pooled_given, {l: c / m for l, (c, m) in given.items()}))
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2], kv[0][3])))
 
+
+def mean(values):
+    return sum(values) / len(values)
+
+
+def summary(values):
+    return f"{mean(values):.3f}" + (f" ({min(values):.3f}-{max(values):.3f})" if len(values) > 1 else "")
+
+
+def print_tables(groups, per_length):
     print("| scheme | split | recipe | steps | test exact match | length given | test examples | "
           "validation exact match | seeds | minutes per run |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for (scheme, split, how, steps), runs in order:
-        oracles = [run[5] for run in runs if run[5] is not None]
+    for (scheme, split, how, steps), runs in groups.items():
+        givens = [run.given for run in runs if run.given is not None]
         given = "-"
-        if oracles:
-            given = summary(oracles) + (f" ({len(oracles)} of {len(runs)} seeds)" if len(oracles) < len(runs) else "")
-        val = sum(run[2] for run in runs) / len(runs)
-        minutes = sum(run[3] for run in runs) / len(runs) / 60
-        print(f"| {scheme} | {split} | {how} | {steps} | {summary([run[0] for run in runs])} | "
-              f"{given} | {runs[0][1]} | {val:.3f} | {len(runs)} | {minutes:.1f} |")
-    if per_length:
-        lengths = sorted({l for _, runs in order for run in runs for l in run[4]})
+        if givens:
+            given = summary(givens) + (f" ({len(givens)} of {len(runs)} seeds)" if len(givens) < len(runs) else "")
+        print(f"| {scheme} | {split} | {how} | {steps} | {summary([run.test for run in runs])} | {given} | "
+              f"{runs[0].n} | {mean([run.val for run in runs]):.3f} | {len(runs)} | "
+              f"{mean([run.seconds for run in runs]) / 60:.1f} |")
+    if not per_length:
+        return
+    lengths = sorted({l for runs in groups.values() for run in runs for l in run.by_length})
+    print()
+    print("| scheme | split | recipe | steps | " + " | ".join(map(str, lengths)) + " |")
+    print("|---|---|---|---|" + "---|" * len(lengths))
+    for (scheme, split, how, steps), runs in groups.items():
+        cells = []
+        for l in lengths:
+            plain = [run.by_length[l] for run in runs if l in run.by_length]
+            given = [run.given_by_length[l] for run in runs if l in run.given_by_length]
+            cells.append((f"{mean(plain):.3f}" if plain else "") + (f" ({mean(given):.3f})" if given else ""))
+        print(f"| {scheme} | {split} | {how} | {steps} | " + " | ".join(cells) + " |")
+    if any(run.given_by_length for runs in groups.values() for run in runs):
         print()
-        print("| scheme | split | recipe | steps | " + " | ".join(map(str, lengths)) + " |")
-        print("|---|---|---|---|" + "---|" * len(lengths))
-        for (scheme, split, how, steps), runs in order:
-            cells = []
-            for l in lengths:
-                values = [run[4][l] for run in runs if l in run[4]]
-                given = [run[6][l] for run in runs if l in run[6]]
-                cell = f"{sum(values) / len(values):.3f}" if values else ""
-                if given:
-                    cell += f" ({sum(given) / len(given):.3f})"
-                cells.append(cell)
-            print(f"| {scheme} | {split} | {how} | {steps} | " + " | ".join(cells) + " |")
-        if any(run[6] for _, runs in order for run in runs):
-            print()
-            print("(In brackets: exact match with the length given.)")
+        print("(In brackets: exact match with the length given.)")
+
+
+def draw(groups, path, only):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = sorted({key[1] for key in groups})
+    fig, axes = plt.subplots(1, len(splits), figsize=(6 * len(splits), 4.2), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        for (scheme, s, how, steps), runs in groups.items():
+            if s != split or (only and scheme not in only):
+                continue
+            label = f"{scheme}" + ("" if how == "scan.json" else f", {how}") + f", {steps} steps"
+            lengths = sorted({l for run in runs for l in run.by_length})
+            plain = [mean([run.by_length[l] for run in runs if l in run.by_length]) for l in lengths]
+            (line,) = ax.plot(lengths, plain, marker="o", label=label)
+            given_lengths = [l for l in lengths if any(l in run.given_by_length for run in runs)]
+            if given_lengths:
+                given = [mean([run.given_by_length[l] for run in runs if l in run.given_by_length])
+                         for l in given_lengths]
+                ax.plot(given_lengths, given, marker="x", linestyle="--", color=line.get_color())
+        ax.set_title("SCAN, " + split.replace("length ", "length split, cutoff ") + " (dashed: length given)")
+        ax.set_xlabel("actions in the command's answer")
+        ax.set_ylabel("exact match (mean over seeds)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"figure: {path}", file=sys.stderr)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("dirs", nargs="+")
+    parser.add_argument("--per-length", action="store_true")
+    parser.add_argument("--figure")
+    parser.add_argument("--only", default="", help="comma-separated schemes kept in the figure")
+    args = parser.parse_args(argv[1:])
+    groups = load_groups(args.dirs)
+    if not groups:
+        print("no SCAN results.json under " + " ".join(args.dirs), file=sys.stderr)
+        return 1
+    print_tables(groups, args.per_length)
+    if args.figure:
+        draw(groups, args.figure, set(filter(None, args.only.split(","))))
     return 0
 
 
