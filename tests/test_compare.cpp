@@ -572,6 +572,28 @@ TEST(ComparePlan, EveryShippedGridPlans) {
   EXPECT_GE(grids, 3);
 }
 
+TEST(ComparePlan, EveryShippedTrainingConfigLoadsAndBuildsItsTask) {
+  // Each configs/*.json that posenc train takes (a "model" section, no grid axes) is valid as
+  // shipped, from the repository root as the docs run them.
+  const fs::path before = fs::current_path();
+  fs::current_path(POSENC_SOURCE_DIR);
+  struct Restore {
+    fs::path dir;
+    ~Restore() { fs::current_path(dir); }
+  } restore{before};
+  int configs = 0;
+  for (const auto& e : fs::directory_iterator(std::string(POSENC_SOURCE_DIR) + "/configs")) {
+    if (e.path().extension() != ".json") continue;
+    const auto j = posenc::read_json_file(e.path().string());
+    if (!j.contains("model") || j.contains("schemes") || j.contains("base")) continue;
+    ++configs;
+    posenc::Config cfg;
+    ASSERT_NO_THROW(cfg = posenc::load_config(e.path().string())) << e.path();
+    EXPECT_NO_THROW(posenc::make_task(cfg.task)) << e.path();
+  }
+  EXPECT_GE(configs, 5);
+}
+
 TEST(CompareCli, StatusShowsARunThatAPosencTrainHolds) {
   // compare --run (an array task, or a second terminal) holds the run's train lock:
   // --status reports the run as running instead of failing on the lock.
