@@ -292,7 +292,7 @@ TEST(EncoderDecoder, GivenTheLengthAModelThatEndsEarlyIsScoredOnItsContent) {
     bias[0] = -50.0;
     bias[task->vocab_size() + 1] = -50.0;
   }
-  TaskBatch set = task->fixed_set(6, 4, 5);  // 4 commands of 6 actions
+  TaskBatch set = task->fixed_set(6, 4, 5);                        // 4 commands of 6 actions
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;  // A = 6 actions + end
   const auto prompt = set.tokens.narrow(1, 0, a);
 

@@ -128,11 +128,12 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
     if (oracle && eos > 0) {
       // The reference's end: its first eos, else past its last token. (b)
       auto is_end = targets.eq(eos).logical_and(scored);  // (b, A)
-      auto ends = torch::where(is_end.any(1), is_end.to(torch::kLong).argmax(1), torch::full_like(is_end.select(1, 0), A, torch::kLong));
+      auto ends = torch::where(is_end.any(1), is_end.to(torch::kLong).argmax(1),
+                               torch::full_like(is_end.select(1, 0), A, torch::kLong));
       Sampling given_length;
       given_length.hold_token = eos;
       given_length.hold_until = ends;
-      auto held = continue_tokens(model, chunk.narrow(1, 0, a), A, given_length);  // (b, A)
+      auto held = continue_tokens(model, chunk.narrow(1, 0, a), A, given_length);             // (b, A)
       auto before_end = torch::arange(A, ends.options()).unsqueeze(0).lt(ends.unsqueeze(1));  // (b, A)
       auto wrong = held.ne(targets).logical_and(before_end).logical_and(scored);
       oracle->n += chunk.size(0);
@@ -468,7 +469,8 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
                        bleu ? fmt::format(" {:>6}", "BLEU") : "", oracle ? fmt::format(" {:>13}", "length given") : "");
     for (const auto& r : results)
       out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}{}{}\n", r.length, r.total.accuracy(),
-                         r.ci95.lo, r.ci95.hi, r.tokens.accuracy(), bleu ? fmt::format(" {:>6.1f}", r.bleu.score()) : "",
+                         r.ci95.lo, r.ci95.hi, r.tokens.accuracy(),
+                         bleu ? fmt::format(" {:>6.1f}", r.bleu.score()) : "",
                          oracle ? fmt::format(" {:>13.3f}", r.oracle.accuracy()) : "", suffix(r));
     if (oracle)
       out << "length given: exact match with the end token held back until the reference's length "
