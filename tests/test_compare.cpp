@@ -547,25 +547,38 @@ TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
   EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "none-projected-max-s0" / "checkpoint.pt"));
 }
 
+namespace {
+/// The working directory is the repository root while it lives, as the docs run posenc
+/// (a task.path such as configs/data/... is relative to it).
+struct AtRepositoryRoot {
+  fs::path before = fs::current_path();
+  AtRepositoryRoot() { fs::current_path(POSENC_SOURCE_DIR); }
+  ~AtRepositoryRoot() { fs::current_path(before); }
+};
+
+/// configs/*.json with the parsed JSON of each.
+std::vector<std::pair<fs::path, json>> shipped_configs() {
+  std::vector<std::pair<fs::path, json>> out;
+  for (const auto& e : fs::directory_iterator(std::string(POSENC_SOURCE_DIR) + "/configs"))
+    if (e.path().extension() == ".json") out.emplace_back(e.path(), posenc::read_json_file(e.path().string()));
+  return out;
+}
+}  // namespace
+
 TEST(ComparePlan, EveryShippedGridPlans) {
-  // Each configs/*_compare.json expands into buildable runs, default and --full, from the
-  // repository root as the docs run them (a task.path such as configs/data/... is relative to it).
-  const fs::path before = fs::current_path();
-  fs::current_path(POSENC_SOURCE_DIR);
-  struct Restore {
-    fs::path dir;
-    ~Restore() { fs::current_path(dir); }
-  } restore{before};
+  // Each shipped grid (a "schemes" axis; a bench config has "sizes" too) expands into buildable
+  // runs, default and --full.
+  const AtRepositoryRoot at_root;
   int grids = 0;
-  for (const auto& e : fs::directory_iterator(std::string(POSENC_SOURCE_DIR) + "/configs")) {
-    const std::string name = e.path().filename().string();
-    if (name.size() < 13 || name.compare(name.size() - 13, 13, "_compare.json") != 0) continue;
+  for (const auto& [path, j] : shipped_configs()) {
+    if (!j.contains("schemes") || j.contains("sizes")) continue;
+    const std::string name = path.filename().string();
     ++grids;
-    const bool has_full = posenc::read_json_file(e.path().string()).contains("full");
+    const bool has_full = j.contains("full");
     for (const bool full : {false, true}) {
       if (full && !has_full) continue;
       ComparePlan plan;
-      ASSERT_NO_THROW(plan = posenc::plan_comparison(e.path().string(), "out", full, 1)) << name;
+      ASSERT_NO_THROW(plan = posenc::plan_comparison(path.string(), "out", full, 1)) << name;
       EXPECT_FALSE(plan.runs.empty()) << name;
     }
   }
@@ -573,23 +586,15 @@ TEST(ComparePlan, EveryShippedGridPlans) {
 }
 
 TEST(ComparePlan, EveryShippedTrainingConfigLoadsAndBuildsItsTask) {
-  // Each configs/*.json that posenc train takes (a "model" section, no grid axes) is valid as
-  // shipped, from the repository root as the docs run them.
-  const fs::path before = fs::current_path();
-  fs::current_path(POSENC_SOURCE_DIR);
-  struct Restore {
-    fs::path dir;
-    ~Restore() { fs::current_path(dir); }
-  } restore{before};
+  // Each configs/*.json that posenc train takes (a "model" section, no grid axes) is valid as shipped.
+  const AtRepositoryRoot at_root;
   int configs = 0;
-  for (const auto& e : fs::directory_iterator(std::string(POSENC_SOURCE_DIR) + "/configs")) {
-    if (e.path().extension() != ".json") continue;
-    const auto j = posenc::read_json_file(e.path().string());
+  for (const auto& [path, j] : shipped_configs()) {
     if (!j.contains("model") || j.contains("schemes") || j.contains("base")) continue;
     ++configs;
     posenc::Config cfg;
-    ASSERT_NO_THROW(cfg = posenc::load_config(e.path().string())) << e.path();
-    EXPECT_NO_THROW(posenc::make_task(cfg.task)) << e.path();
+    ASSERT_NO_THROW(cfg = posenc::load_config(path.string())) << path;
+    EXPECT_NO_THROW(posenc::make_task(cfg.task)) << path;
   }
   EXPECT_GE(configs, 5);
 }
