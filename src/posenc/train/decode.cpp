@@ -98,11 +98,9 @@ torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, i
       rows = rows.defined() ? rows.logical_or(bad) : bad;
     }
     if (sampling.hold_token > 0) {  // after the finiteness check: the held token's -inf is ours
-      auto held = sampling.hold_until.to(logits.device()).gt(t);  // (B)
-      auto column =
-          torch::arange(logits.size(-1), held.options().dtype(torch::kLong)).eq(sampling.hold_token);  // (V+2)
-      logits = logits.masked_fill(held.unsqueeze(1).logical_and(column.unsqueeze(0)),
-                                  -std::numeric_limits<float>::infinity());
+      logits = logits.clone();
+      logits.select(1, sampling.hold_token)
+          .masked_fill_(sampling.hold_until.to(logits.device()).gt(t), -std::numeric_limits<float>::infinity());
     }
     out.push_back(pick(logits, sampling, gen));
     if (t + 1 < steps) stepper.feed(out.back());
