@@ -47,14 +47,12 @@ def results_files(paths):
             yield from sorted(p.glob("**/results.json"))
 
 
-def given_length(run_dir, lengths):
-    """{length: (correct, n)} with the length given, from results.json or results_eval.json."""
+def given_length(results, run_dir, lengths):
+    """{length: (correct, n)} with the length given, from the run's results (parsed) or its results_eval.json."""
+    later = run_dir / "results_eval.json"
     out = {}
-    for name in ("results.json", "results_eval.json"):
-        path = run_dir / name
-        if not path.is_file():
-            continue
-        for x in json.loads(path.read_text()).get("lengths", []):
+    for lengths_of in (results["lengths"], json.loads(later.read_text())["lengths"] if later.is_file() else []):
+        for x in lengths_of:
             if "oracle_length" in x and x["length"] in lengths:
                 out[x["length"]] = (x["oracle_length"]["correct"], x["n"])
     return out
@@ -91,7 +89,7 @@ def load_groups(paths):
         tested = r["lengths"] if task["split"] == "simple" else [x for x in r["lengths"] if x["beyond_training"]]
         n = sum(x["n"] for x in tested)
         by_length = {x["length"]: x["accuracy"] for x in tested}
-        given = given_length(path.parent, set(by_length))
+        given = given_length(r, path.parent, set(by_length))
         pooled_given = (sum(c for c, _ in given.values()) / sum(m for _, m in given.values())
                         if given and set(given) == set(by_length) else None)
         groups[(r["scheme"], split, recipe(r["config"]), r["steps"])].append(
