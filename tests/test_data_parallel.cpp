@@ -22,6 +22,7 @@
 #include "posenc/errors.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/schedule.h"
 #include "posenc/util/io.h"
 #include "posenc/util/launch.h"
 
@@ -58,22 +59,52 @@ std::map<int64_t, double> logged_losses(const fs::path& run) {
   return out;
 }
 
-/// The largest relative difference between two runs' final weights (per tensor, in norm).
-double weight_difference(const fs::path& a, const fs::path& b) {
-  const auto pa = parameters_of((a / "checkpoint.pt").string());
-  const auto pb = parameters_of((b / "checkpoint.pt").string());
-  EXPECT_EQ(pa.size(), pb.size());
-  double worst = 0;
-  for (size_t i = 0; i < pa.size() && i < pb.size(); ++i)
-    worst = std::max(worst, ((pa[i] - pb[i]).norm() / (pa[i].norm() + 1e-12)).item<double>());
-  return worst;
+/// How far apart two runs' final weights are, in units of the farthest AdamW
+/// can move one weight in those runs: the largest elementwise difference over
+/// every tensor, divided by the sum of the learning rates of the steps taken
+/// (AdamW's step on one weight is lr * m/(sqrt(v) + eps), and |m/sqrt(v)| is about
+/// 1 or less). Differences are measured in the units of the updates rather than
+/// of the weights because rounding perturbs updates: a LayerNorm bias of norm
+/// 0.004 moves as far as a weight matrix of norm 5 does.
+std::map<std::string, double> weight_differences(const fs::path& a, const fs::path& b, double lr_sum) {
+  auto ma = load_model((a / "checkpoint.pt").string(), torch::kCPU);
+  auto mb = load_model((b / "checkpoint.pt").string(), torch::kCPU);
+  const auto pb = mb->named_parameters();
+  std::map<std::string, double> out;
+  for (const auto& p : ma->named_parameters()) {
+    EXPECT_TRUE(pb.contains(p.key())) << p.key();
+    if (pb.contains(p.key())) out[p.key()] = (p.value() - pb[p.key()]).abs().max().item<double>() / lr_sum;
+  }
+  return out;
 }
 
-/// `weight_tolerance`: the largest relative difference of any weight tensor. Adam
-/// divides by the root of each gradient's running square, so a feed-forward unit
-/// that is almost never active turns the all-reduce's rounding (1e-7) into
-/// updates of about the learning rate's size: SCAN's encoder_decoder has such units.
-void expect_same_training(const fs::path& one, const fs::path& two, double weight_tolerance = 1e-5) {
+/// The sum of the learning rates of a run's steps (train/schedule.h).
+double learning_rate_sum(const Config& c) {
+  double sum = 0;
+  for (int64_t step = 0; step < c.train.steps; ++step)
+    sum += learning_rate(step, c.train.steps, c.train.lr, c.train.warmup_steps, c.train.min_lr_ratio);
+  return sum;
+}
+
+/// One process against two ranks. The error model: the ranks' averaged
+/// gradient is the one process's gradient summed in another order, a relative
+/// difference of about 1e-7 per step (float32's unit roundoff 6e-8 times a few,
+/// measured 2e-7 to 1e-6 on the LayerNorm biases, OpenBLAS Haswell and SkylakeX
+/// kernels alike). Where the loss is smooth in the weights, that perturbation
+/// stays small:
+///  - a logged loss (a mean over at least 256 predictions) agrees to 1e-5,
+///    relative, 10x the largest difference measured over 60 steps;
+///  - the final weights agree to 1e-3 of the farthest AdamW can move a weight
+///    (`weight_differences`), 10x the largest measured (9e-5 under the Haswell
+///    and SkylakeX kernels and ATen's default path: the key bias of
+///    self-attention, whose gradient RoPE makes small but not zero, so Adam's
+///    division by sqrt(v) scales its rounding up). A rank that trained on the
+///    wrong slice, or skipped the all-reduce, moves weights by a sizeable
+///    fraction of that distance.
+/// `loose` names the tensors whose true gradient is exactly zero (see the test)
+/// and their tolerance.
+void expect_same_training(const fs::path& one, const fs::path& two,
+                          const std::map<std::string, double>& loose = {}) {
   const auto a = logged_losses(one), b = logged_losses(two);
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
@@ -81,7 +112,13 @@ void expect_same_training(const fs::path& one, const fs::path& two, double weigh
     ASSERT_TRUE(b.count(step)) << "step " << step;
     EXPECT_NEAR(b.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
   }
-  EXPECT_LT(weight_difference(one, two), weight_tolerance);
+  const Config c = config_from_json(read_json_file((one / "config.json").string()));
+  for (const auto& [name, difference] : weight_differences(one, two, learning_rate_sum(c))) {
+    double tolerance = 1e-3;
+    for (const auto& [fragment, t] : loose)
+      if (name.find(fragment) != std::string::npos) tolerance = t;
+    EXPECT_LT(difference, tolerance) << name << ", in units of the farthest AdamW moves a weight";
+  }
 }
 
 /// The pid of each rank, from the launcher's "started N ranks (rank 0 pid X, ...)" line.
@@ -171,6 +208,14 @@ TEST(Launch, InconsistentVariablesAreNamed) {
 // process (losses at every log line and the final weights within 1e-5
 // relative), for the classifier and for a decoder task, with validation split
 // over the ranks giving the same accuracy.
+// The ordering case pools by the mean, not the default max: max pooling sends
+// a feature's gradient to its largest position, so two positions within a
+// rounding error of each other (1e-8) swap under the 1e-7 perturbation above,
+// and the gradient jumps. Measured with OpenBLAS's SkylakeX kernels (what an
+// AVX-512 machine picks), seed 0: the weights of 1 and 2 ranks agreed to 1e-8
+// until step 26, where the gradient of blocks.0.ln1.bias differed by 1% (a
+// swap); from there the runs drifted apart to 1e-3 of that tensor. Max-pooled
+// runs of 1 and 2 ranks are equally good models, not the same one.
 TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
   Scratch s("dp_match");
   // SCAN's answers are padded: the ranks' slices score different numbers of tokens.
@@ -179,6 +224,7 @@ TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
     std::vector<std::string> extra = {"train.steps=60",        "train.log_every=10",
                                       "train.eval_every=30",   "train.checkpoint_every=1000",
                                       "train.val_samples=100", "train.device=\"cpu\""};
+    if (task == "ordering") extra.push_back("model.pooling=\"mean\"");
     if (task == "copy") extra.insert(extra.end(), {"task.type=\"copy\"", "model.kind=\"decoder\""});
     std::string cfg = posenc::testing::write_config(s, task + ".json", extra);
     if (task == "scan") {  // the small config's task options are ordering's
@@ -195,8 +241,16 @@ TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
     const auto b = run_cli("train " + cfg + " --no-progress --nproc 2 --out " + two.string());
     ASSERT_EQ(b.code, 0) << b.output;
     SCOPED_TRACE(task);
-    // The logged losses (the global batch's token mean) agree to 1e-5 for every task.
-    expect_same_training(one, two, task == "scan" ? 1e-3 : 1e-5);
+    // The encoder_decoder's cross-attention has no positional scheme, so adding
+    // the key bias adds the same q.b to every score of a query, which the
+    // softmax cancels: that bias's true gradient is exactly zero, its computed
+    // one is rounding, and Adam turns rounding into steps of up to lr with a
+    // random sign. Measured: 1.7e-3 of the AdamW distance (decoder_blocks.*.cross_kv.bias);
+    // a random walk of 60 such steps could reach sqrt(60)/60 = 0.13 of it.
+    if (task == "scan")
+      expect_same_training(one, two, {{"cross_kv.bias", 0.13}});
+    else
+      expect_same_training(one, two);
     const auto ra = read_json_file((one / "results.json").string()),
                rb = read_json_file((two / "results.json").string());
     EXPECT_EQ(ra.at("val_accuracy"), rb.at("val_accuracy"));
