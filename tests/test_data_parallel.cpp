@@ -103,8 +103,7 @@ double learning_rate_sum(const Config& c) {
 ///    fraction of that distance.
 /// `loose` names the tensors whose true gradient is exactly zero (see the test)
 /// and their tolerance.
-void expect_same_training(const fs::path& one, const fs::path& two,
-                          const std::map<std::string, double>& loose = {}) {
+void expect_same_training(const fs::path& one, const fs::path& two, const std::map<std::string, double>& loose = {}) {
   const auto a = logged_losses(one), b = logged_losses(two);
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
