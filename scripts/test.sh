@@ -23,5 +23,8 @@ fi
 # and names each skipped one with its reason (the Slurm ones among them).
 rc=0
 (cd build && ctest --output-on-failure -j "$(nproc)" "$@") || rc=$?
+# The numerically sensitive suites again, on a second OpenBLAS kernel path and
+# on ATen's portable kernels (docs/platforms.md, "Kernel paths").
+scripts/test-kernel-paths.sh build || rc=1
 scripts/test-cases.sh build || true
 exit $rc

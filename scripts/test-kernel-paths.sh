@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs the numerically sensitive test suites again on other CPU kernel paths.
+#
+# OpenBLAS and ATen pick their kernels for the CPU they run on (AVX2, AVX-512),
+# so a tolerance that holds on one machine's kernels can fail on a user's. This
+# reruns the suites whose checks compare floating-point results (data parallel
+# against one process, fused against explicit attention, golden values, the
+# schemes' formulas, the CPU side of the CUDA checks, the PyTorch twin's loss)
+# under:
+#   1. another OpenBLAS core type: Haswell (AVX2) where OpenBLAS picks an
+#      AVX-512 one, SkylakeX (AVX-512) where the CPU has AVX-512 and OpenBLAS
+#      picks another; skipped, with the reason, on a CPU without AVX2;
+#   2. ATen's portable kernels (ATEN_CPU_CAPABILITY=default).
+# Each path prints one line; a failing path prints its failures and the run
+# exits 1.
+#
+# Usage: scripts/test-kernel-paths.sh [BUILD_DIR]   (default: build)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+tests=$build/posenc_tests
+[ -x "$tests" ] || { echo "kernel paths: no $tests (build first)" >&2; exit 1; }
+
+# The suites that compare floating-point results (GoogleTest filter).
+suites="DataParallel.*:Golden.*:FastPath.*:Cuda.*:Registry/CudaEveryScheme.*:Bench.PythonTwinComputesTheSameLoss"
+suites+=":BatchedMatmul.*:FusedAdamW.*:GradClip.*:Registry/EveryScheme.*:Registry/EverySchemeCausally.*"
+suites+=":Sinusoidal.*:Rope.*:Layouts/RopeLayouts.*:RopeScaling.*:Xpos.*:Alibi.*:Kerple.*:Sandwich.*:T5.*"
+suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Learned.*"
+
+# The core type OpenBLAS picks here (it prints "Core: NAME" when asked to be verbose).
+picked=$(OPENBLAS_VERBOSE=2 "$tests" --gtest_filter=NoSuchTest 2>&1 | sed -n 's/^Core: //p' | head -1)
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+has() { [[ " $flags " == *" $1 "* ]]; }
+
+paths=()   # "NAME|VAR=VALUE"
+case "$picked" in
+  SkylakeX | Cooperlake | SapphireRapids)
+    has avx2 && paths+=("OpenBLAS Haswell kernels (this machine picks $picked)|OPENBLAS_CORETYPE=Haswell") ;;
+  *)
+    if has avx512f; then
+      paths+=("OpenBLAS SkylakeX kernels (this machine picks ${picked:-an unknown core})|OPENBLAS_CORETYPE=SkylakeX")
+    elif has avx2 && [ "$picked" != Haswell ] && [ "$picked" != Zen ]; then
+      paths+=("OpenBLAS Haswell kernels (this machine picks ${picked:-an unknown core})|OPENBLAS_CORETYPE=Haswell")
+    else
+      echo "kernel paths: skipped another OpenBLAS core type: this CPU has no AVX-512, so no" \
+        "SkylakeX kernels, and OpenBLAS already picks ${picked:-its own} (AVX2 or below)"
+    fi ;;
+esac
+paths+=("ATen's portable kernels|ATEN_CPU_CAPABILITY=default")
+
+failed=0
+for entry in "${paths[@]}"; do
+  name=${entry%%|*} setting=${entry#*|}
+  log=$(mktemp)
+  start=$(date +%s)
+  env "$setting" "$tests" --gtest_filter="$suites" --gtest_brief=1 >"$log" 2>&1
+  rc=$?
+  took=$(($(date +%s) - start))
+  summary=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ tests?' "$log" | tr '\n' ' ')
+  if [ $rc -eq 0 ]; then
+    echo "kernel paths: $name ($setting): passed in ${took} s: $summary"
+  else
+    echo "kernel paths: $name ($setting): FAILED (exit $rc) in ${took} s: $summary"
+    grep -E '^\[  FAILED  \]|Failure|Expected|actual|Which is' "$log" | head -40
+    failed=1
+  fi
+  rm -f "$log"
+done
+exit $failed
