@@ -204,7 +204,7 @@ def layer_norm(x, eps=1e-5):
 
 def learned_embed(x, table, scale=None):
     """x (L, D) at positions 0..L-1: x + E[p]; with a per-position scale s_p, LayerNorm(x + s_p E[p])
-    (the positional-encoding guide's scaled variant)."""
+    (the scaled variant: a learned scale per position, then LayerNorm)."""
     rows = table[: len(x)]
     if scale is None:
         return x + rows
@@ -220,7 +220,7 @@ def sigmoid(x):
 
 
 def dynamic_embed(x, p):
-    """The positional-encoding guide's dynamic encoder on x (L, D):
+    """The content-gated (dynamic) encoder on x (L, D):
     x * c + PE * s * sigmoid(MLP(x) * a) * sigmoid(L / max_length * b), MLP(x) = W2 gelu(W1 x + b1) + b2."""
     length, dim = x.shape
     pe = sinusoidal(length, dim)
@@ -281,12 +281,12 @@ def with_direction(bias, left, right):
 
 
 def ape_bias(scale, length):
-    """The APE notebook: scale * (1 - |i-j| / L), L the sequence length."""
+    """Attention Positional Encoding: scale * (1 - |i-j| / L), L the sequence length."""
     return [[scale * (1.0 - abs(i - j) / length) for j in range(length)] for i in range(length)]
 
 
 def decay_bias(tau, length):
-    """The positional-encoding guide's position-based attention bias: exp(-|i-j| / tau)."""
+    """The position-based attention bias: exp(-|i-j| / tau)."""
     return [[math.exp(-abs(i - j) / tau) for j in range(length)] for i in range(length)]
 
 

@@ -11,7 +11,7 @@ OUT/figures/:
                            (qkv, pooling); band = +-std over seeds, or the 95%
                            Wilson interval with one seed; training range shaded
   training_curves.png      training loss and validation accuracy per step
-  scheme_<variant>.png     the trained scheme: for an added encoding, the ordering lesson's
+  scheme_<variant>.png     the trained scheme: for an added encoding, the three panels
                            three panels (heatmap, position cosine similarity,
                            selected dimensions as waves); for a rotation, the
                            same for a rotated all-ones vector; for a bias, each
@@ -241,7 +241,7 @@ def cosine_similarity(m):
 
 
 def matrix_panels(axes, m, title, trained_max, row_label):
-    """The ordering lesson's three panels for an (L, D) matrix of position vectors."""
+    """Three panels (heatmap, cosine similarity, selected dimensions) for an (L, D) matrix of position vectors."""
     L, D = m.shape
     im = axes[0].imshow(m, aspect="auto", cmap="RdBu_r", interpolation="nearest")
     axes[0].set_xlabel("dimension")

@@ -1,5 +1,5 @@
 // Properties of the attention-time schemes, each against its definition:
-// ALiBi slopes, the APE notebook's example, T5 buckets, Shaw clipping, the XL
+// ALiBi slopes, the APE reference's 5x5 example, T5 buckets, Shaw clipping, the XL
 // decomposition against its naive formula, DA's f(0) = 1, decay values.
 #include <gtest/gtest.h>
 
@@ -50,7 +50,7 @@ TEST(Alibi, DirectionalOptionSeparatesLeftFromRight) {
   EXPECT_TRUE(torch::allclose(b.narrow(1, 0, 4).narrow(2, 0, 4), b.narrow(1, 1, 4).narrow(2, 1, 4)));
 }
 
-TEST(Ape, ReproducesTheApeNotebooksFiveByFiveExample) {
+TEST(Ape, ReproducesThePublishedFiveByFiveExample) {
   auto ape = scheme_with("ape", {32, 4, 8, 0});
   auto b = ape->bias(arange_positions(5))[0][0];  // (5, 5)
   const double expected[5][5] = {{0.10, 0.08, 0.06, 0.04, 0.02},

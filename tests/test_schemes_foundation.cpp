@@ -1,5 +1,6 @@
 // Properties of the foundation schemes, checked against their definitions
-// (seeds 002 and 004): sinusoidal, RoPE, learned.
+// ("The Position Problem" tutorial and the course lesson of docs/sources.md):
+// sinusoidal, RoPE, learned.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +12,7 @@ using namespace posenc;
 using posenc::testing::arange_positions;
 using posenc::testing::scheme_with;
 
-TEST(Sinusoidal, OrderingLessonExerciseWithFourDims) {
+TEST(Sinusoidal, HandExerciseWithFourDims) {
   // PE(p) = [sin(p), cos(p), sin(p/100), cos(p/100)] for d_model = 4.
   auto pe = sinusoidal_table(torch::tensor({0, 1, 2, 5, 6}, torch::kLong), 4).to(torch::kFloat64);
   auto expect = [&](int row, std::vector<double> v) {
@@ -19,7 +20,7 @@ TEST(Sinusoidal, OrderingLessonExerciseWithFourDims) {
   };
   expect(0, {0.0, 1.0, 0.0, 1.0});
   expect(1, {std::sin(1.0), std::cos(1.0), std::sin(0.01), std::cos(0.01)});
-  // The position-problem tutorial prints PE[1] = [0.841, 0.540, 0.010, 0.999] and PE[2] = [0.909, -0.416, 0.020, 0.998].
+  // "The Position Problem" tutorial (docs/sources.md) prints PE[1] = [0.841, 0.540, 0.010, 0.999] and PE[2] = [0.909, -0.416, 0.020, 0.998].
   EXPECT_NEAR(pe[1][0].item<double>(), 0.841, 5e-4);
   EXPECT_NEAR(pe[1][1].item<double>(), 0.540, 5e-4);
   EXPECT_NEAR(pe[2][0].item<double>(), 0.909, 5e-4);
@@ -106,8 +107,8 @@ TEST_P(RopeLayouts, RotationPreservesNormsAndFixesPositionZero) {
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, RopeLayouts, ::testing::Values("half", "interleaved"));
 
-TEST(Rope, InterleavedMatchesTheComplexFormulaOfTheOrderingLesson) {
-  // The ordering lesson: pairs (2i, 2i+1) as complex numbers times exp(i m theta_i), theta_i = 10000^(-2i/d).
+TEST(Rope, InterleavedMatchesTheComplexNumberFormula) {
+  // The complex-number form: pairs (2i, 2i+1) as complex numbers times exp(i m theta_i), theta_i = 10000^(-2i/d).
   auto rope = scheme_with("rope", {8, 1, 8, 0}, {{"layout", "interleaved"}});
   auto q = torch::randn({1, 1, 4, 8}, torch::kFloat64), k = q.clone();
   auto qq = q.clone();

@@ -69,7 +69,7 @@ struct ModelConfig {
   /// "table" (one learned row per token) | "numeric" (an encoder's token values
   /// through fixed sinusoidal features and a learned projection: model/numeric_embedding.h)
   std::string token_embedding = "table";
-  /// "projected" (W_qkv) | "embedded" (the APE notebook: the token table yields q, k, v for block 1)
+  /// "projected" (W_qkv) | "embedded" (after Attention Positional Encoding, Bhorania: the token table yields q, k, v for block 1)
   std::string qkv = "projected";
   PositionalConfig positional;
 };

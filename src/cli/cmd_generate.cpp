@@ -1,5 +1,5 @@
 // posenc generate CHECKPOINT --prompt TEXT: a language model's continuation of
-// a prompt (as the positional-encoding guide's text generator does), sampled with a temperature and top-k,
+// a prompt (as the text generator of SuperML's positional-encoding guide does), sampled with a temperature and top-k,
 // from a KV cache where the scheme allows one.
 #include <cstdio>
 #include <cstdlib>

@@ -2,7 +2,7 @@
 //
 // q, k, v come either from a projection of the block input (forward) or are
 // handed in directly (attend), which is how the "embedded QKV" first block
-// works (the APE notebook, docs/sources.md). The positional scheme's hooks are called here and nowhere
+// works (Attention Positional Encoding, Bhorania: docs/sources.md). The positional scheme's hooks are called here and nowhere
 // else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
 // causal mask -> softmax -> probs·v (+ value_terms).
 #pragma once

@@ -1,4 +1,4 @@
-// The ordering task (the ordering lesson, docs/sources.md): is this sequence non-decreasing?
+// The ordering task (the exercise of the "LLM to VLA" course's positional-encoding lesson, docs/sources.md): is this sequence non-decreasing?
 //
 // Positives are sorted draws of tokens 1..V. Every negative is a permutation
 // of a positive's own tokens, so the token multiset carries no signal and a

@@ -2,7 +2,7 @@
 //   none        no position at all (the encoder is permutation-equivariant)
 //   sinusoidal  x + PE(p), fixed (Vaswani et al. 2017)
 //   learned     x + E[p], a trainable table of max_positions rows
-//   dynamic     sinusoids gated by the content (the positional-encoding guide)
+//   dynamic     sinusoids gated by the content (SuperML's positional-encoding guide)
 #include <cmath>
 #include <string>
 
@@ -46,9 +46,9 @@ class SinusoidalImpl : public PositionalSchemeImpl {
           return sinusoidal_table(pos.q, pe_dim_, base_, layout_).to(x.device(), x.scalar_type());  // (L, P)
         },
         x);
-    auto tokens = token_scale_ == 1.0 ? x : x * token_scale_;  // the positional-encoding guide: x * sqrt(D) + PE
+    auto tokens = token_scale_ == 1.0 ? x : x * token_scale_;  // x * sqrt(D) + PE, the scaling of Vaswani et al.
     if (!concat_) return tokens + pe.unsqueeze(0);             // (B, L, D)
-    // Concatenation at the same width (the position-problem tutorial): [first D-P token dims ‖ PE].
+    // Concatenation at the same width ("The Position Problem" tutorial, docs/sources.md): [first D-P token dims ‖ PE].
     auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                                    // (B, L, D-P)
     return torch::cat({kept, pe.unsqueeze(0).expand({x.size(0), -1, -1})}, /*dim=*/-1);  // (B, L, D)
   }
@@ -67,7 +67,7 @@ class LearnedImpl : public PositionalSchemeImpl {
       : PositionalSchemeImpl("learned"), max_positions_(o.get_int("max_positions")) {
     table_ = register_parameter("table", torch::randn({max_positions_, ctx.d_model}) * o.get_float("init_std"));
     if (o.get_bool("scaled")) {
-      // The positional-encoding guide: a learned scale per position, then LayerNorm of the sum.
+      // A learned scale per position, then LayerNorm of the sum (SuperML's positional-encoding guide).
       scale_ = register_parameter("scale", torch::ones({max_positions_, 1}));
       norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({ctx.d_model})));
     }
@@ -94,7 +94,7 @@ class LearnedImpl : public PositionalSchemeImpl {
   torch::nn::LayerNorm norm_{nullptr};
 };
 
-/// The positional-encoding guide's DynamicPositionalEncoder: sinusoids gated by the content.
+/// Sinusoids gated by the content (the DynamicPositionalEncoder of SuperML's positional-encoding guide).
 /// out = x * c + PE * p * sigmoid(MLP(x) * a) * sigmoid(L / max_length * b)
 class DynamicImpl : public PositionalSchemeImpl {
  public:
@@ -162,7 +162,7 @@ SchemeInfo sinusoidal_scheme_info() {
                {"add", "concat"}},
               {"concat_dim", OptionKind::Int, 0, "width of PE when combine=concat (0: d_model/2)", 0, 1 << 20},
               {"scale_tokens", OptionKind::Bool, false,
-               "multiply token embeddings by sqrt(d_model) first (as the positional-encoding guide does)"},
+               "multiply token embeddings by sqrt(d_model) first (as Vaswani et al. do)"},
           },
           Placement::Input,
           [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
@@ -178,7 +178,7 @@ SchemeInfo learned_scheme_info() {
               {"max_positions", OptionKind::Int, 1024, "rows in the table (largest position + 1)", 1, 1 << 24},
               {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial rows", 0.0, 10.0},
               {"scaled", OptionKind::Bool, false,
-               "per-position learned scale, then LayerNorm of the sum (as the positional-encoding guide does)"},
+               "per-position learned scale, then LayerNorm of the sum"},
           },
           Placement::Input,
           [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
@@ -192,7 +192,7 @@ namespace posenc {
 
 SchemeInfo dynamic_scheme_info() {
   return {"dynamic",
-          "content-gated sinusoids (the positional-encoding guide's dynamic encoder): x*c + "
+          "content-gated sinusoids: x*c + "
           "PE*p*sigmoid(MLP(x)*a)*sigmoid(L/max_length*b), all learned",
           {{"max_length", OptionKind::Int, 5000, "length scale of the length gate", 1, 1 << 24}},
           Placement::Input,

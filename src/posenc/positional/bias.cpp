@@ -2,8 +2,8 @@
 // computed once per forward and shared by the layers that hold the instance.
 //   alibi  -m_h |i-j|, geometric slopes (Press et al.)
 //   t5     learned scalar per (relative-position bucket, head) (Raffel et al.)
-//   ape    scale * (1 - |i-j| / L) (the APE notebook)
-//   decay  exp(-|i-j| / tau), tau fixed or learned (the positional-encoding guide)
+//   ape    scale * (1 - |i-j| / L) (Attention Positional Encoding, Bhorania)
+//   decay  exp(-|i-j| / tau), tau fixed or learned (SuperML's positional-encoding guide)
 // The symmetric ones (all but t5) take the shared `directional` option
 // (DirectionalOffsets, relative.h).
 #include "posenc/errors.h"
@@ -157,7 +157,7 @@ SchemeInfo t5_scheme_info() {
 
 SchemeInfo ape_scheme_info() {
   return {"ape",
-          "Attention Positional Encoding (the APE notebook): bias scale*(1 - |i-j|/L), L the sequence length",
+          "Attention Positional Encoding: bias scale*(1 - |i-j|/L), L the sequence length",
           {{"scale", OptionKind::Float, 0.1, "height of the bias on the diagonal", -1e6, 1e6},
            {"learnable", OptionKind::Bool, false, "train the scale"},
            directional_option()},
@@ -168,7 +168,7 @@ SchemeInfo ape_scheme_info() {
 SchemeInfo decay_scheme_info() {
   return {
       "decay",
-      "bias exp(-|i-j|/tau), a smooth locality prior (the positional-encoding guide's position-based attention bias)",
+      "bias exp(-|i-j|/tau), a smooth locality prior: a position-based attention bias",
       {{"tau", OptionKind::Float, 5.0, "decay length in positions", 1e-6, 1e9},
        {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"},
        directional_option()},

@@ -1,6 +1,6 @@
 // Relative schemes that add content-dependent score terms (and value terms):
 //   shaw  learned a^K, a^V per clipped offset clip(j-i, -k, k) (Shaw, Uszkoreit, Vaswani 2018),
-//         optionally with per-head content/position scales (the positional-encoding guide's windowed attention)
+//         optionally with per-head content/position scales (the windowed attention of SuperML's positional-encoding guide)
 //   xl    Transformer-XL (Dai et al. 2019): (q+u)·k + (q+v)·W_R R(i-j), R sinusoidal
 // Neither builds an (Lq, Lk, Dh) tensor: q is multiplied with the table of
 // distinct offsets, then the (Lq, Lk) index picks each pair's column.
@@ -131,7 +131,7 @@ SchemeInfo shaw_scheme_info() {
           {{"max_distance", OptionKind::Int, 16, "offsets are clipped to [-k, k]", 1, 1 << 20},
            {"values", OptionKind::Bool, true, "also add a^V to the values"},
            {"head_scales", OptionKind::Bool, false,
-            "the positional-encoding guide's windowed variant: per-head learned scales of content and position scores"},
+            "windowed variant: per-head learned scales of content and position scores"},
            {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial embeddings", 0.0, 10.0}},
           Placement::EveryLayer,
           [](const SchemeContext& c, const SchemeOptions& o) -> PositionalScheme {

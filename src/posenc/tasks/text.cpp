@@ -1,5 +1,5 @@
 // Character-level language modelling on a UTF-8 text file (the text generator of
-// the positional-encoding guide, docs/sources.md; the ALiBi paper's perplexity-versus-context experiment in miniature).
+// as in SuperML's positional-encoding guide, docs/sources.md; the ALiBi paper's perplexity-versus-context experiment in miniature).
 //
 // Tokens are the file's bytes + 1 (1..256), so any UTF-8 file works without a
 // stored vocabulary; for ASCII text a byte is a character. The first
