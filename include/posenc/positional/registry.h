@@ -1,8 +1,10 @@
 // The one table of positional schemes: name -> options, description, factory.
 //
 // It drives config parsing (options are validated against the entry), the
-// `posenc list` output, the model builder and the generic tests. Adding a
-// scheme = one source file defining a SchemeInfo + one line in registry.cpp.
+// `posenc list` output, the model builder and the generic tests. A new scheme
+// is one source file defining a SchemeInfo and one line in registry.cpp, plus
+// its declaration, tests, golden values and docs: docs/adding-a-scheme.md lists
+// every file. Attention and the model are not among them.
 // This header stays free of torch so that the config and CLI code need not parse it.
 #pragma once
 

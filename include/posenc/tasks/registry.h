@@ -3,9 +3,10 @@
 //
 // It drives config parsing (task.type and the keys each task accepts),
 // `posenc list`, the trainer and evaluator (which model head, which metric),
-// comparison grids and the generic tests. Adding a task = one source file
-// defining its class and a TaskInfo + one line in tasks/registry.cpp
-// (docs/adding-a-task.md). This header stays free of torch.
+// comparison grids and the generic tests. A new task is one source file
+// defining its class and a TaskInfo, one line in tasks/registry.cpp, its
+// declaration, a test and a README row: docs/adding-a-task.md lists the five
+// files. This header stays free of torch.
 #pragma once
 
 #include <cstdint>
