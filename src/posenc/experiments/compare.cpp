@@ -71,7 +71,7 @@ class GridProgress {
   }
 
   void tick(const PoolStatus& s) {
-    // Work done in this session, in runs: finished ones plus the running ones' progress.
+    // Work done by this invocation, in runs: finished ones plus the running ones' progress.
     double work = 0, left = 0;
     for (const auto& [id, r] : runs_) {
       const double f = finished_.count(id) ? 1.0 : fraction(*r);

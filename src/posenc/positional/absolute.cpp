@@ -177,8 +177,7 @@ SchemeInfo learned_scheme_info() {
           {
               {"max_positions", OptionKind::Int, 1024, "rows in the table (largest position + 1)", 1, 1 << 24},
               {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial rows", 0.0, 10.0},
-              {"scaled", OptionKind::Bool, false,
-               "per-position learned scale, then LayerNorm of the sum"},
+              {"scaled", OptionKind::Bool, false, "per-position learned scale, then LayerNorm of the sum"},
           },
           Placement::Input,
           [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {

@@ -166,14 +166,13 @@ SchemeInfo ape_scheme_info() {
 }
 
 SchemeInfo decay_scheme_info() {
-  return {
-      "decay",
-      "bias exp(-|i-j|/tau), a smooth locality prior: a position-based attention bias",
-      {{"tau", OptionKind::Float, 5.0, "decay length in positions", 1e-6, 1e9},
-       {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"},
-       directional_option()},
-      Placement::EveryLayer,
-      construct<DecayImpl>};
+  return {"decay",
+          "bias exp(-|i-j|/tau), a smooth locality prior: a position-based attention bias",
+          {{"tau", OptionKind::Float, 5.0, "decay length in positions", 1e-6, 1e9},
+           {"learnable", OptionKind::Bool, false, "train tau (kept positive as log tau)"},
+           directional_option()},
+          Placement::EveryLayer,
+          construct<DecayImpl>};
 }
 
 }  // namespace posenc

@@ -1,0 +1,257 @@
+// The docs against the code, so that they cannot drift apart:
+//  - the resume keys the README and ARCHITECTURE name are run_dir's list;
+//  - every config key is in docs/configs.md, and every key there exists;
+//  - every script in scripts/ and every golden fixture is named in the README;
+//  - the docs and sources say what posenc is, not how a figure came about:
+//    no nickname for a source, no "this machine", no word about who measured
+//    what, and nothing refers to files outside the repository.
+// A failure names the file, the line or the key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+#include "posenc/config.h"
+#include "posenc/positional/registry.h"
+#include "posenc/tasks/registry.h"
+#include "posenc/train/run_dir.h"
+
+using namespace posenc;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = POSENC_SOURCE_DIR;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  EXPECT_TRUE(in.good()) << "cannot read " << p;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// The text with every run of whitespace (line breaks included) made one space.
+std::string flattened(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// Every dotted key path under `j` ("model.positional.type"); objects are walked into.
+void collect_keys(const json& j, const std::string& prefix, std::set<std::string>& out) {
+  for (const auto& [key, value] : j.items()) {
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (value.is_object() && !value.empty())
+      collect_keys(value, path, out);
+    else
+      out.insert(path);
+  }
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+/// The options some scheme or some task declares.
+std::set<std::string> declared_scheme_options() {
+  std::set<std::string> out;
+  for (const auto& name : scheme_names())
+    for (const auto& o : find_scheme(name).options) out.insert(o.name);
+  return out;
+}
+std::set<std::string> declared_task_options() {
+  std::set<std::string> out = {"type", "min_length", "max_length"};
+  for (const auto& t : task_registry())
+    for (const auto& o : t.options) out.insert(o.name);
+  return out;
+}
+
+/// The config.h keys: a resolved config's keys, for an encoder with randomized
+/// positions and an encoder_decoder (the keys written only for them),
+/// without the options that schemes and tasks declare (`posenc list` shows those).
+std::set<std::string> core_config_keys() {
+  std::set<std::string> all;
+  const auto scratch = fs::temp_directory_path() / "posenc_docs_keys";
+  collect_keys(config_to_json(posenc::testing::small_config(scratch, {"model.positional.randomize.max_position=64"})),
+               "", all);
+  collect_keys(config_to_json(posenc::testing::small_config(
+                   scratch, {"task.type=\"copy\"", "model.kind=\"encoder_decoder\"", "model.decoder_layers=2"})),
+               "", all);
+  const auto scheme_options = declared_scheme_options();
+  std::set<std::string> core;
+  for (const auto& key : all) {
+    if (starts_with(key, "task.")) continue;  // every task.* key is the task's (tasks/registry.h)
+    if (starts_with(key, "model.positional.cross.")) {
+      core.insert("model.positional.cross");  // a name, or {type, the scheme's options}
+      continue;
+    }
+    if (starts_with(key, "model.positional.")) {
+      const std::string rest = key.substr(std::string("model.positional.").size());
+      if (rest.find('.') == std::string::npos && scheme_options.count(rest) &&
+          rest != "type" && rest != "apply_to" && rest != "share_across_layers")
+        continue;  // a scheme's own option
+    }
+    core.insert(key);
+  }
+  return core;
+}
+
+/// The keys docs/configs.md's table names: the first cell's backticked names,
+/// later ones completed with the first's block ("`model.d_model`, `heads`").
+std::set<std::string> documented_config_keys() {
+  std::set<std::string> out;
+  std::istringstream in(read_text(kRoot / "docs" / "configs.md"));
+  const std::regex name("`([^`]+)`");
+  for (std::string line; std::getline(in, line);) {
+    if (!starts_with(line, "| `")) continue;
+    const std::string cell = line.substr(2, line.find(" |", 2) - 2);
+    std::string block;
+    for (auto it = std::sregex_iterator(cell.begin(), cell.end(), name); it != std::sregex_iterator(); ++it) {
+      std::string key = (*it)[1];
+      if (key.find('<') != std::string::npos) continue;  // model.positional.<option>
+      if (key.find('.') == std::string::npos)
+        key = block + key;
+      else
+        block = key.substr(0, key.rfind('.') + 1);
+      // task.negatives.{a,b}: one key per name in the braces
+      const auto brace = key.find('{');
+      if (brace == std::string::npos) {
+        out.insert(key);
+        continue;
+      }
+      std::stringstream names(key.substr(brace + 1, key.find('}') - brace - 1));
+      for (std::string n; std::getline(names, n, ',');) out.insert(key.substr(0, brace) + n);
+    }
+  }
+  return out;
+}
+
+/// README.md and every Markdown page under docs/.
+std::vector<fs::path> doc_pages() {
+  std::vector<fs::path> out = {kRoot / "README.md"};
+  for (const auto& e : fs::recursive_directory_iterator(kRoot / "docs"))
+    if (e.is_regular_file() && e.path().extension() == ".md") out.push_back(e.path());
+  return out;
+}
+
+/// Every text file of the tree that users read: docs, sources, tests, scripts, configs.
+std::vector<fs::path> tree_files() {
+  std::vector<fs::path> out = {kRoot / "README.md", kRoot / "CMakeLists.txt"};
+  for (const char* top : {"include", "src", "tests", "scripts", "configs", "docs", ".ci", "cmake"}) {
+    if (!fs::exists(kRoot / top)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(kRoot / top)) {
+      const auto ext = e.path().extension();
+      // This file holds the phrases it looks for.
+      if (e.is_regular_file() && ext != ".png" && ext != ".tsv" && e.path().parent_path().filename() != "golden" &&
+          e.path().filename() != "test_docs.cpp")
+        out.push_back(e.path());
+    }
+  }
+  return out;
+}
+
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+/// Each line of `files` that holds one of `phrases` (case-insensitive), as "file:line: phrase".
+std::vector<std::string> lines_holding(const std::vector<fs::path>& files, const std::vector<std::string>& phrases) {
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    std::istringstream in(read_text(f));
+    int number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++number;
+      const std::string low = lowercase(line);
+      for (const auto& p : phrases)
+        if (low.find(p) != std::string::npos)
+          out.push_back(fs::relative(f, kRoot).string() + ":" + std::to_string(number) + ": \"" + p + "\"");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Docs, TheResumeKeysNamedAreTheOnesARunDirectoryAllows) {
+  const std::string keys = resumable_changes_text();  // "train.steps, ... and eval.*"
+  for (const char* page : {"README.md", "docs/ARCHITECTURE.md"})
+    EXPECT_NE(flattened(read_text(kRoot / page)).find(keys), std::string::npos)
+        << page << " does not name the keys a resume may change as train/run_dir.cpp does: " << keys;
+}
+
+TEST(Docs, EveryConfigKeyIsInTheConfigsPageAndNoOtherKeyIs) {
+  const auto core = core_config_keys();
+  const auto documented = documented_config_keys();
+  ASSERT_GT(core.size(), 30u);
+  for (const auto& key : core)
+    EXPECT_TRUE(documented.count(key)) << key << " (config.h) has no row in docs/configs.md";
+  const auto scheme_options = declared_scheme_options(), task_options = declared_task_options();
+  for (const auto& key : documented) {
+    if (core.count(key)) continue;
+    if (starts_with(key, "task.")) {
+      const std::string option = key.substr(5, key.find('.', 5) - 5);
+      EXPECT_TRUE(task_options.count(option)) << "docs/configs.md names " << key << ", which no task takes";
+    } else if (starts_with(key, "model.positional.")) {
+      EXPECT_TRUE(scheme_options.count(key.substr(17))) << "docs/configs.md names " << key << ", which no scheme takes";
+    } else {
+      ADD_FAILURE() << "docs/configs.md names " << key << ", which is no config key";
+    }
+  }
+}
+
+TEST(Docs, TheReadmeNamesEveryScript) {
+  const std::string readme = read_text(kRoot / "README.md");
+  int scripts = 0;
+  for (const auto& e : fs::directory_iterator(kRoot / "scripts")) {
+    if (!e.is_regular_file()) continue;
+    ++scripts;
+    const std::string name = e.path().filename().string();
+    EXPECT_NE(readme.find("`" + name + "`"), std::string::npos) << "README.md does not list scripts/" << name;
+  }
+  EXPECT_GT(scripts, 10);
+}
+
+TEST(Docs, TheReadmeNamesEveryGoldenFixtureAndATestReadsIt) {
+  const std::string readme = read_text(kRoot / "README.md");
+  const std::string tests = read_text(kRoot / "tests" / "test_golden.cpp");
+  int fixtures = 0;
+  for (const auto& e : fs::directory_iterator(kRoot / "tests" / "golden")) {
+    if (e.path().extension() != ".json") continue;
+    ++fixtures;
+    const std::string name = e.path().stem().string();
+    EXPECT_NE(readme.find("`" + name + "`"), std::string::npos) << "README.md does not name tests/golden/" << name
+                                                                << ".json among the golden fixtures";
+    EXPECT_NE(tests.find("\"" + name + "\""), std::string::npos)
+        << "tests/test_golden.cpp never reads tests/golden/" << name << ".json";
+  }
+  EXPECT_GT(fixtures, 10);
+}
+
+// What a figure needs is the machine (CPU, cores, OS), the date and the
+// command; who made it, and a source by a nickname, mean nothing to a user.
+TEST(Docs, TheTreeSaysWhatPosencIsNotHowItWasMade) {
+  const std::string outside = std::string("..") + "/shared";
+  const std::vector<std::string> anywhere = {
+      outside,  // the tree stands alone
+      "the positional-encoding guide", "the ordering lesson", "the position-problem tutorial", "the ape notebook",
+      "earlier session", "this session", "the session", "was lent", "were lent", "lent to", "seed 00", "seeds 00"};
+  for (const auto& hit : lines_holding(tree_files(), anywhere)) ADD_FAILURE() << hit;
+  // In the docs a measurement names its machine, not "this" one.
+  for (const auto& hit : lines_holding(doc_pages(), {"this machine", "these 2 cores", "this 2-core"}))
+    ADD_FAILURE() << hit << " (name the machine: CPU, cores, OS)";
+}
