@@ -63,9 +63,9 @@ inline void expect_fused_matches_explicit(const std::string& scheme, torch::Devi
   ASSERT_EQ(fused.size(), explicit_path.size()) << scheme;
   const std::string where = scheme + " on " + device.str() + (bf16 ? " (bf16 autocast)" : " (float32)");
   if (!bf16) {
-    EXPECT_LE(relative_error(fused[0], explicit_path[0]), 1e-4) << where << ": logits";
+    EXPECT_LE(relative_error(fused[0], explicit_path[0]), tolerance::kFloat32Model) << where << ": logits";
     for (size_t i = 1; i < fused.size(); ++i)
-      EXPECT_LE(relative_error(fused[i], explicit_path[i]), 1e-3) << where << ": gradient " << i;
+      EXPECT_LE(relative_error(fused[i], explicit_path[i]), tolerance::kFloat32Gradient) << where << ": gradient " << i;
     return;
   }
   const auto reference = run(true, false);

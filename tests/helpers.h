@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include "tolerances.h"
 #include "posenc/config.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/positional/scheme.h"

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "tolerances.h"
 #include "posenc/compat.h"
 #include "posenc/model/batched_matmul.h"
 
@@ -26,12 +27,14 @@ void expect_same_value_and_gradients(const torch::Tensor& a_in, const torch::Ten
   auto out = batched_matmul(a, b);
   auto expected = torch::matmul(a2, b2);
   ASSERT_EQ(out.sizes(), expected.sizes()) << what;
-  EXPECT_TRUE(torch::allclose(out, reference(a_in, b_in), 1e-5, 1e-5)) << what;
+  EXPECT_TRUE(torch::allclose(out, reference(a_in, b_in), tolerance::kFloat32Sum, tolerance::kFloat32Sum)) << what;
   auto weights = torch::randn_like(expected);
   (out * weights).sum().backward();
   (expected * weights).sum().backward();
-  EXPECT_TRUE(torch::allclose(a.grad(), a2.grad(), 1e-5, 1e-5)) << what << ": grad a";
-  EXPECT_TRUE(torch::allclose(b.grad(), b2.grad(), 1e-5, 1e-5)) << what << ": grad b";
+  EXPECT_TRUE(torch::allclose(a.grad(), a2.grad(), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+      << what << ": grad a";
+  EXPECT_TRUE(torch::allclose(b.grad(), b2.grad(), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+      << what << ": grad b";
 }
 
 }  // namespace
@@ -92,11 +95,11 @@ TEST(BatchedMatmul, WorksInInferenceModeAndWithSeveralThreads) {
   const auto expected = reference(a, b);
   {
     c10::InferenceMode guard;
-    EXPECT_TRUE(torch::allclose(batched_matmul(a, b), expected, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(batched_matmul(a, b), expected, tolerance::kFloat32Sum, tolerance::kFloat32Sum));
   }
   const int threads = at::get_num_threads();
   at::set_num_threads(2);
   const auto parallel = batched_matmul(a, b);
   at::set_num_threads(threads);
-  EXPECT_TRUE(torch::allclose(parallel, expected, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(parallel, expected, tolerance::kFloat32Sum, tolerance::kFloat32Sum));
 }

@@ -289,7 +289,7 @@ TEST(CompareSummary, BleuIsAveragedOverSeedsAndShownOnlyForTasksThatHaveIt) {
   ASSERT_TRUE(v.has_bleu());
   EXPECT_DOUBLE_EQ(v.bleu_within.mean, 85);
   EXPECT_DOUBLE_EQ(v.bleu_beyond.mean, 50);
-  EXPECT_NEAR(v.bleu_beyond.std, 14.1421356, 1e-6);  // sample std of {40, 60}
+  EXPECT_NEAR(v.bleu_beyond.std, 14.1421356, tolerance::kFloat32Value);  // sample std of {40, 60}
   EXPECT_DOUBLE_EQ(v.lengths[1].bleu.mean, 51);
 
   // A run without BLEU (SCAN, copy) has none, and a grid of such runs shows no BLEU column.
@@ -350,7 +350,7 @@ TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
   };
   auto v = posenc::summarize_variant({result(0, 1.0, 100, 60), result(1, 0.98, 98, 80)}, {"a", "b"});
   EXPECT_DOUBLE_EQ(v.val_accuracy.mean, 0.99);
-  EXPECT_NEAR(v.val_accuracy.std, 0.0141421356, 1e-9);  // sample std of {1.0, 0.98}
+  EXPECT_NEAR(v.val_accuracy.std, 0.0141421356, tolerance::kFloat64);  // sample std of {1.0, 0.98}
   EXPECT_DOUBLE_EQ(v.train_seconds.mean, 10.5);
   ASSERT_EQ(v.lengths.size(), 2u);
   EXPECT_EQ(v.lengths[1].correct, 140);
@@ -481,7 +481,7 @@ TEST(CompareCli, AttentionAndInspectReadACheckpoint) {
   for (const auto& row : a["layers"][2][3]) {
     double sum = 0;
     for (double p : row) sum += p;
-    EXPECT_NEAR(sum, 1.0, 1e-6);
+    EXPECT_NEAR(sum, 1.0, tolerance::kFloat32Value);
   }
   const auto bad_kind = posenc::testing::run_cli("attention " + ckpt + " --kind upside_down");
   EXPECT_EQ(bad_kind.code, 2);

@@ -42,7 +42,7 @@ TEST(Cope, WithEveryGateOpenItCountsTokensBackToTheLeftAndForwardToTheRight) {
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < L; ++j) {
       const double expected = j <= i ? double(i - j + 1) : -double(j - i);
-      EXPECT_NEAR(p[i][j].item<double>(), expected, 1e-4) << i << "," << j;
+      EXPECT_NEAR(p[i][j].item<double>(), expected, tolerance::kFloat32Model) << i << "," << j;
     }
 }
 
@@ -64,24 +64,24 @@ TEST(Cope, CountsOnlyTheKeysWhoseGatesOpen) {
       } else {
         for (int64_t t = i + 1; t <= j; ++t) count -= marked[t];
       }
-      EXPECT_NEAR(p[i][j].item<double>(), count, 1e-4) << i << "," << j;
+      EXPECT_NEAR(p[i][j].item<double>(), count, tolerance::kFloat32Model) << i << "," << j;
     }
   // Keys 6 and 7 sit at different distances from query 9 but at the same contextual position.
-  EXPECT_NEAR(p[9][6].item<double>(), p[9][7].item<double>(), 1e-6);
+  EXPECT_NEAR(p[9][6].item<double>(), p[9][7].item<double>(), tolerance::kFloat32Value);
 }
 
 TEST(Cope, FractionalPositionsInterpolateAndLargeOnesClamp) {
   PositionProbe probe(3);
   const int64_t L = 8;
   auto open = probe.positions(torch::full({L, L}, 1e4));
-  EXPECT_NEAR(open.max().item<double>(), 2.0, 1e-5);   // clamped at N - 1
-  EXPECT_NEAR(open.min().item<double>(), -2.0, 1e-5);  // and at -(N - 1)
+  EXPECT_NEAR(open.max().item<double>(), 2.0, tolerance::kFloat32Sum);   // clamped at N - 1
+  EXPECT_NEAR(open.min().item<double>(), -2.0, tolerance::kFloat32Sum);  // and at -(N - 1)
   // Every gate at one half: p = (i - j + 1) / 2 to the left, -(j - i) / 2 to the right, read back exactly.
   auto half = probe.positions(torch::zeros({L, L}));
-  EXPECT_NEAR(half[3][3].item<double>(), 0.5, 1e-5);
-  EXPECT_NEAR(half[3][1].item<double>(), 1.5, 1e-5);
-  EXPECT_NEAR(half[3][4].item<double>(), -0.5, 1e-5);
-  EXPECT_NEAR(half[3][6].item<double>(), -1.5, 1e-5);
+  EXPECT_NEAR(half[3][3].item<double>(), 0.5, tolerance::kFloat32Sum);
+  EXPECT_NEAR(half[3][1].item<double>(), 1.5, tolerance::kFloat32Sum);
+  EXPECT_NEAR(half[3][4].item<double>(), -0.5, tolerance::kFloat32Sum);
+  EXPECT_NEAR(half[3][6].item<double>(), -1.5, tolerance::kFloat32Sum);
 }
 
 TEST(Cope, KeysLeftOfTheQueryNeverReadGatesRightOfIt) {
@@ -93,8 +93,9 @@ TEST(Cope, KeysLeftOfTheQueryNeverReadGatesRightOfIt) {
   auto qk = torch::randn({L, L}) * 3;
   auto changed = qk.tril() + torch::randn({L, L}).triu(1) * 3;  // new scores right of the diagonal
   auto a = probe.positions(qk), b = probe.positions(changed);
-  EXPECT_TRUE(torch::allclose(a.tril(), b.tril(), 1e-6, 1e-6));
-  EXPECT_FALSE(torch::allclose(a.triu(1), b.triu(1), 1e-3, 1e-3));
+  EXPECT_TRUE(torch::allclose(a.tril(), b.tril(), tolerance::kFloat32Value, tolerance::kFloat32Value));
+  EXPECT_FALSE(
+      torch::allclose(a.triu(1), b.triu(1), tolerance::kFloat32Gradient, tolerance::kFloat32Gradient));  // O(1) apart
   auto ids = torch::arange(100, 100 + L, torch::kLong);
   EXPECT_TRUE(torch::allclose(probe.positions(qk, Positions{ids, ids, 100 + L, nullptr}), a));
 }

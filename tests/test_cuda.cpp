@@ -60,7 +60,7 @@ TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
     auto a = cpu->forward(tokens);
     auto b = gpu->forward(tokens.to(torch::kCUDA));
     ASSERT_TRUE(b.is_cuda());
-    EXPECT_LE(relative_error(b.cpu(), a), 1e-4) << GetParam() << " " << pooling << ": logits";
+    EXPECT_LE(relative_error(b.cpu(), a), tolerance::kFloat32Model) << GetParam() << " " << pooling << ": logits";
     a.pow(2).sum().backward();
     b.pow(2).sum().backward();
     const auto ga = cpu->named_parameters(), gb = gpu->named_parameters();
@@ -70,7 +70,7 @@ TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
       ASSERT_EQ(pa.grad().defined(), pb.grad().defined()) << ga[i].key();
       if (!pa.grad().defined()) continue;
       ASSERT_TRUE(pb.grad().is_cuda()) << ga[i].key();
-      EXPECT_LE(relative_error(pb.grad().cpu(), pa.grad()), 1e-3)
+      EXPECT_LE(relative_error(pb.grad().cpu(), pa.grad()), tolerance::kFloat32Gradient)
           << GetParam() << " " << pooling << ": " << ga[i].key();
     }
   }
@@ -91,7 +91,8 @@ TEST(Cuda, CpuOnlyKernelsNeverSeeCudaTensors) {
   const auto opts = torch::TensorOptions().device(torch::kCUDA);
   auto a = torch::randn({8, 16, 16}, opts), b = torch::randn({8, 16, 16}, opts);
   EXPECT_FALSE(uses_small_matmul_kernel(a, b));
-  EXPECT_TRUE(torch::allclose(batched_matmul(a, b).cpu(), torch::matmul(a.cpu(), b.cpu()), 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(batched_matmul(a, b).cpu(), torch::matmul(a.cpu(), b.cpu()), tolerance::kFloat32Model,
+                              tolerance::kFloat32Sum));
 
   // FusedAdamW falls back to torch's AdamW on CUDA: the same step as on the CPU.
   torch::manual_seed(2);
@@ -105,7 +106,7 @@ TEST(Cuda, CpuOnlyKernelsNeverSeeCudaTensors) {
     gpu_opt.step();
   }
   EXPECT_TRUE(p_gpu.is_cuda());
-  EXPECT_LE(relative_error(p_gpu.detach().cpu(), p_cpu.detach()), 1e-5);
+  EXPECT_LE(relative_error(p_gpu.detach().cpu(), p_cpu.detach()), tolerance::kFloat32Sum);
 }
 
 TEST(Cuda, Bf16AutocastTrainingLearns) {

@@ -114,7 +114,7 @@ TEST(CudaGraphs, DeviceSideAdamWEqualsTheHostStep) {
   EXPECT_EQ(device.steps_taken(), 6);
   EXPECT_EQ(host.steps_taken(), 6);
   for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6))
+    EXPECT_TRUE(torch::allclose(a[i], b[i], tolerance::kFloat32Sum, tolerance::kFloat32Value))
         << "parameter " << i << " differs by " << (a[i] - b[i]).abs().max().item<double>();
 }
 
@@ -143,10 +143,11 @@ TEST(CudaGraphs, TheCapturedStepEqualsTheEagerStepOnTheCpu) {
     torch::Tensor norm;
     const auto got = device_step(b, batch, scored_predictions(batch), captured, lr, t, c.train.grad_clip, false, norm);
     captured.count_device_step();
-    EXPECT_NEAR(got.loss.item<double>(), out.loss.item<double>(), 1e-5) << "step " << step;
+    EXPECT_NEAR(got.loss.item<double>(), out.loss.item<double>(), tolerance::kFloat32Sum) << "step " << step;
   }
   const auto pa = a->parameters(), pb = b->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::allclose(pa[i], pb[i], 1e-4, 1e-6)) << "parameter " << i;
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(torch::allclose(pa[i], pb[i], tolerance::kFloat32Model, tolerance::kFloat32Value)) << "parameter " << i;
 }
 
 TEST(CudaGraphs, TheKeyTakesAutoOnOrOff) {
@@ -195,10 +196,14 @@ TEST_P(CudaGraphsEveryScheme, GraphedAndEagerTrainingAgree) {
   const auto a = logged_losses(eager_dir), b = logged_losses(graphed_dir);
   ASSERT_EQ(a.size(), 5u);
   ASSERT_EQ(b.size(), a.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 2e-3 * std::abs(a[i]) + 1e-5) << "log line " << i;
+  // Graphed and eager steps run different kernels (SDPA's, a fused AdamW), so
+  // the runs part by rounding that training amplifies: 2e-3 of a logged loss
+  // over 5 log lines, as measured on an H100 (docs/gpu/).
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(b[i], a[i], 2e-3 * std::abs(a[i]) + tolerance::kFloat32Sum) << "log line " << i;
   EXPECT_LT(relative_weight_difference(parameters_of((eager_dir / "checkpoint.pt").string()),
                                        parameters_of((graphed_dir / "checkpoint.pt").string())),
-            2e-3);
+            2e-3);  // as the losses above
   fs::remove_all(eager_dir);
   fs::remove_all(graphed_dir);
 }
@@ -216,10 +221,11 @@ TEST(CudaGraphs, ResumeWorksAcrossGraphedAndEagerSteps) {
   train(graph_config(pieces, "alibi", "on"), quiet(0, /*resume=*/true));
   const auto a = logged_losses(whole), b = logged_losses(pieces);
   ASSERT_EQ(b.size(), a.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 2e-3 * std::abs(a[i]) + 1e-5) << "log line " << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(b[i], a[i], 2e-3 * std::abs(a[i]) + tolerance::kFloat32Sum) << "log line " << i;
   EXPECT_LT(relative_weight_difference(parameters_of((whole / "checkpoint.pt").string()),
                                        parameters_of((pieces / "checkpoint.pt").string())),
-            2e-3);
+            2e-3);  // as the losses above
   fs::remove_all(whole);
   fs::remove_all(pieces);
 }

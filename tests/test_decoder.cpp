@@ -46,8 +46,8 @@ TEST_P(EverySchemeCausally, LaterTokensDoNotChangeEarlierLogits) {
   auto changed = tokens.clone();
   changed.narrow(1, 7, 5).random_(1, 17);
   const auto a = model->forward(tokens), b = model->forward(changed);  // (3, 12, 18)
-  EXPECT_TRUE(torch::allclose(a.narrow(1, 0, 7), b.narrow(1, 0, 7), 1e-5, 1e-5));
-  EXPECT_FALSE(torch::allclose(a.narrow(1, 7, 5), b.narrow(1, 7, 5), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(a.narrow(1, 0, 7), b.narrow(1, 0, 7), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
+  EXPECT_FALSE(torch::allclose(a.narrow(1, 7, 5), b.narrow(1, 7, 5), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
 }
 
 TEST_P(EverySchemeCausally, KvCacheGivesTheWholeSequencesLogits) {
@@ -61,7 +61,8 @@ TEST_P(EverySchemeCausally, KvCacheGivesTheWholeSequencesLogits) {
   for (int64_t t = 5; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
   const auto cached = torch::cat(steps, 1);
   EXPECT_EQ(cache.length, 14);
-  EXPECT_TRUE(torch::allclose(cached, whole, 1e-4, 1e-4)) << (cached - whole).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
+      << (cached - whole).abs().max().item<double>();
 }
 
 TEST_P(EverySchemeCausally, GreedyDecodingReproducesItsOwnAnswers) {
@@ -94,7 +95,8 @@ TEST(Decoder, NopeIsNotPermutationEquivariant) {
   auto perm = torch::randperm(10, torch::kLong);
   auto decoder = random_decoder(decoder_config("none"), 4);
   const auto out = decoder->forward(tokens), out_perm = decoder->forward(tokens.index_select(1, perm));
-  EXPECT_FALSE(torch::allclose(out.index_select(1, perm), out_perm, 1e-4, 1e-4));
+  EXPECT_FALSE(
+      torch::allclose(out.index_select(1, perm), out_perm, tolerance::kFloat32Model, tolerance::kFloat32Model));
 
   Config enc = config_from_json(json::object());
   enc.model.positional.type = "none";
@@ -102,7 +104,8 @@ TEST(Decoder, NopeIsNotPermutationEquivariant) {
   torch::manual_seed(4);
   Transformer encoder(enc.model, 16);
   encoder->eval();
-  EXPECT_TRUE(torch::allclose(encoder->forward(tokens), encoder->forward(tokens.index_select(1, perm)), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(encoder->forward(tokens), encoder->forward(tokens.index_select(1, perm)),
+                              tolerance::kFloat32Sum, tolerance::kFloat32Sum));
 }
 
 TEST(Decoder, DirectionalOptionsAreRejectedAndT5UsesCausalBuckets) {

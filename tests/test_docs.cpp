@@ -100,8 +100,8 @@ std::set<std::string> core_config_keys() {
     }
     if (starts_with(key, "model.positional.")) {
       const std::string rest = key.substr(std::string("model.positional.").size());
-      if (rest.find('.') == std::string::npos && scheme_options.count(rest) &&
-          rest != "type" && rest != "apply_to" && rest != "share_across_layers")
+      if (rest.find('.') == std::string::npos && scheme_options.count(rest) && rest != "type" && rest != "apply_to" &&
+          rest != "share_across_layers")
         continue;  // a scheme's own option
     }
     core.insert(key);
@@ -198,8 +198,7 @@ TEST(Docs, EveryConfigKeyIsInTheConfigsPageAndNoOtherKeyIs) {
   const auto core = core_config_keys();
   const auto documented = documented_config_keys();
   ASSERT_GT(core.size(), 30u);
-  for (const auto& key : core)
-    EXPECT_TRUE(documented.count(key)) << key << " (config.h) has no row in docs/configs.md";
+  for (const auto& key : core) EXPECT_TRUE(documented.count(key)) << key << " (config.h) has no row in docs/configs.md";
   const auto scheme_options = declared_scheme_options(), task_options = declared_task_options();
   for (const auto& key : documented) {
     if (core.count(key)) continue;
@@ -234,8 +233,8 @@ TEST(Docs, TheReadmeNamesEveryGoldenFixtureAndATestReadsIt) {
     if (e.path().extension() != ".json") continue;
     ++fixtures;
     const std::string name = e.path().stem().string();
-    EXPECT_NE(readme.find("`" + name + "`"), std::string::npos) << "README.md does not name tests/golden/" << name
-                                                                << ".json among the golden fixtures";
+    EXPECT_NE(readme.find("`" + name + "`"), std::string::npos)
+        << "README.md does not name tests/golden/" << name << ".json among the golden fixtures";
     EXPECT_NE(tests.find("\"" + name + "\""), std::string::npos)
         << "tests/test_golden.cpp never reads tests/golden/" << name << ".json";
   }
@@ -246,10 +245,19 @@ TEST(Docs, TheReadmeNamesEveryGoldenFixtureAndATestReadsIt) {
 // command; who made it, and a source by a nickname, mean nothing to a user.
 TEST(Docs, TheTreeSaysWhatPosencIsNotHowItWasMade) {
   const std::string outside = std::string("..") + "/shared";
-  const std::vector<std::string> anywhere = {
-      outside,  // the tree stands alone
-      "the positional-encoding guide", "the ordering lesson", "the position-problem tutorial", "the ape notebook",
-      "earlier session", "this session", "the session", "was lent", "were lent", "lent to", "seed 00", "seeds 00"};
+  const std::vector<std::string> anywhere = {outside,  // the tree stands alone
+                                             "the positional-encoding guide",
+                                             "the ordering lesson",
+                                             "the position-problem tutorial",
+                                             "the ape notebook",
+                                             "earlier session",
+                                             "this session",
+                                             "the session",
+                                             "was lent",
+                                             "were lent",
+                                             "lent to",
+                                             "seed 00",
+                                             "seeds 00"};
   for (const auto& hit : lines_holding(tree_files(), anywhere)) ADD_FAILURE() << hit;
   // In the docs a measurement names its machine, not "this" one.
   for (const auto& hit : lines_holding(doc_pages(), {"this machine", "these 2 cores", "this 2-core"}))

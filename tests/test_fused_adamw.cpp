@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "tolerances.h"
 #include "posenc/train/fused_adamw.h"
 
 namespace {
@@ -43,7 +44,7 @@ void set_grads(const std::vector<torch::Tensor>& params, int t, bool strided = f
 
 void expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, const std::string& what) {
   for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6))
+    EXPECT_TRUE(torch::allclose(a[i], b[i], tolerance::kFloat32Sum, tolerance::kFloat32Value))
         << what << ": parameter " << i << " max diff " << (a[i] - b[i]).abs().max().item<double>();
 }
 

@@ -39,7 +39,8 @@ TEST(Golden, SinusoidalTables) {
   for (const auto& c : golden("sinusoidal")["cases"]) {
     InspectRequest r{"sinusoidal", c["length"], 1, c["dim"], {{"base", c["base"]}, {"layout", c["layout"]}}};
     const auto got = tensor_of(inspect_scheme(r)["embedding"]);
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["table"]), 1e-6, 1e-6)) << c["layout"] << " dim " << c["dim"];
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["table"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+        << c["layout"] << " dim " << c["dim"];
   }
 }
 
@@ -50,7 +51,7 @@ TEST(Golden, RopeRotations) {
         "rope", {Dh, 1, Dh, 0}, {{"base", c["base"]}, {"layout", c["layout"]}, {"fraction", c["fraction"]}});
     auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
     rope->rotate(q, k, posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), 1e-6, 1e-6))
+    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
         << c["layout"] << " fraction " << c["fraction"] << " base " << c["base"];
   }
 }
@@ -61,9 +62,12 @@ TEST(Golden, AlibiSlopesAndBias) {
     const auto slopes = alibi_slopes(H);
     const auto expected = c["slopes"].get<std::vector<double>>();
     ASSERT_EQ(slopes.size(), expected.size());
-    for (size_t h = 0; h < slopes.size(); ++h) EXPECT_NEAR(slopes[h], expected[h], 1e-12) << H << " heads";
+    for (size_t h = 0; h < slopes.size(); ++h)
+      EXPECT_NEAR(slopes[h], expected[h], tolerance::kFloat64Closed) << H << " heads";
     InspectRequest r{"alibi", c["length"], H, 8 * H};
-    EXPECT_TRUE(torch::allclose(tensor_of(inspect_scheme(r)["bias"]), tensor_of(c["bias"]), 1e-6, 1e-6)) << H;
+    EXPECT_TRUE(torch::allclose(tensor_of(inspect_scheme(r)["bias"]), tensor_of(c["bias"]), tolerance::kFloat32Value,
+                                tolerance::kFloat32Value))
+        << H;
   }
 }
 
@@ -117,14 +121,16 @@ TEST(Golden, KerpleLogAndPower) {
     const int64_t H = c["r1"].size();
     const auto got =
         bias_with("kerple", H, 4, c["length"], {{"variant", c["variant"]}}, {{"r1", c["r1"]}, {"r2", c["r2"]}});
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5)) << c["variant"];
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+        << c["variant"];
   }
 }
 
 TEST(Golden, SandwichBias) {
   for (const auto& c : golden("sandwich")["cases"]) {
     const auto got = bias_with("sandwich", c["heads"], c["head_dim"], c["length"], {{"base", c["base"]}});
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5)) << c["heads"] << " heads, base " << c["base"];
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+        << c["heads"] << " heads, base " << c["base"];
   }
 }
 
@@ -140,7 +146,8 @@ TEST(Golden, RopeScalingModesAndPRope) {
     auto rope = posenc::testing::scheme_with("rope", {Dh, 1, Dh, 0}, options);
     auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
     rope->rotate(q, k, posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), 1e-6, 1e-6)) << c["scaling"];
+    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+        << c["scaling"];
   }
 }
 
@@ -152,8 +159,10 @@ TEST(Golden, XposScalesQueriesAndKeys) {
         {{"base", c["base"]}, {"layout", c["layout"]}, {"gamma", c["gamma"]}, {"scale_base", c["scale_base"]}});
     auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
     xpos->rotate(q, k, posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["q"]), 1e-6, 1e-6)) << c["layout"];
-    EXPECT_TRUE(torch::allclose(k[0][0], tensor_of(c["k"]), 1e-6, 1e-6)) << c["layout"];
+    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["q"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+        << c["layout"];
+    EXPECT_TRUE(torch::allclose(k[0][0], tensor_of(c["k"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+        << c["layout"];
   }
 }
 
@@ -167,7 +176,7 @@ TEST(Golden, FireWithFixedWeights) {
                                 {"out.bias", c["b2"]},
                                 {"c", c["c"]},
                                 {"threshold", c["threshold"]}});
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
   }
 }
 
@@ -179,7 +188,7 @@ TEST(Golden, CopeWithFixedQueriesKeysAndTable) {
     cope->named_parameters()["table"].data().copy_(tensor_of(c["table"]));
     auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
     auto terms = cope->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), 1e-5, 1e-6));
+    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), tolerance::kFloat32Sum, tolerance::kFloat32Value));
   }
 }
 
@@ -215,7 +224,8 @@ TEST(Golden, LearnedTableAndItsScaledVariant) {
     auto s = scheme_with_values("learned", {D, 1, D, 0}, {{"max_positions", c["max_positions"]}, {"scaled", scaled}},
                                 {{"table", c["table"]}, {"scale", golden_case_value(c, "scale")}});
     auto out = s->embed(tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
-    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), 1e-9, 1e-9)) << "scaled " << scaled;
+    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64))
+        << "scaled " << scaled;
   }
 }
 
@@ -232,7 +242,7 @@ TEST(Golden, DynamicGatedSinusoids) {
                                  {"content_factor", json::array({c["content_factor"]})},
                                  {"length_factor", json::array({c["length_factor"]})}});
     auto out = s->embed(tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
-    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), 1e-9, 1e-9));
+    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 
@@ -249,9 +259,10 @@ TEST(Golden, ShawKeyAndValueTerms) {
     const auto pos = posenc::testing::arange_positions(L);
     auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
     auto terms = s->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), pos);
-    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), 1e-9, 1e-9)) << "head_scales " << head_scales;
+    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), tolerance::kFloat64, tolerance::kFloat64))
+        << "head_scales " << head_scales;
     auto values = s->value_terms(tensor_of(c["probs"]).unsqueeze(0), pos);
-    EXPECT_TRUE(torch::allclose(values[0], tensor_of(c["value_terms"]), 1e-9, 1e-9));
+    EXPECT_TRUE(torch::allclose(values[0], tensor_of(c["value_terms"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 
@@ -262,7 +273,7 @@ TEST(Golden, TransformerXlScoreTerms) {
                                 {{"u", c["u"]}, {"v", c["v"]}, {"w_r.weight", c["w_r"]}});
     auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
     auto terms = s->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), 1e-9, 1e-9));
+    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 
@@ -276,7 +287,8 @@ TEST(Golden, ApeAndDecayBiasesWithAndWithoutDirection) {
                                   {{"left_offset", golden_case_value(c, "left_offset")},
                                    {"right_offset", golden_case_value(c, "right_offset")}});
       auto bias = s->bias(posenc::testing::arange_positions(L));  // (1, H or 1, L, L)
-      EXPECT_TRUE(torch::allclose(bias[0].expand({H, L, L}), tensor_of(c["bias"]), 1e-9, 1e-9))
+      EXPECT_TRUE(
+          torch::allclose(bias[0].expand({H, L, L}), tensor_of(c["bias"]), tolerance::kFloat64, tolerance::kFloat64))
           << type << " directional " << directional;
     }
   }
@@ -287,7 +299,7 @@ TEST(Golden, DaReweightsTheScores) {
     const int64_t H = c["heads"], L = c["length"];
     auto s = scheme_with_values("da", {H * 4, H, 4, 0}, json::object(), {{"w", c["w"]}, {"v", c["v"]}});
     auto out = s->reweight(tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), 1e-9, 1e-9));
+    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 

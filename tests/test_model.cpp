@@ -21,13 +21,15 @@ TEST(Model, WithoutPositionsTheEncoderIsPermutationInvariant) {
                               std::string("model.attention.qkv=") + qkv});
       Transformer model(cfg.model, 64);
       model->eval();
-      EXPECT_TRUE(torch::allclose(model->forward(tokens), model->forward(tokens.index_select(1, perm)), 1e-5, 1e-5))
+      EXPECT_TRUE(torch::allclose(model->forward(tokens), model->forward(tokens.index_select(1, perm)),
+                                  tolerance::kFloat32Sum, tolerance::kFloat32Sum))
           << pooling << " " << qkv;
     }
   // The same model with positions is not: the test can fail.
   Transformer rope(config_with({"model.positional.type=rope"}).model, 64);
   rope->eval();
-  EXPECT_FALSE(torch::allclose(rope->forward(tokens), rope->forward(tokens.index_select(1, perm)), 1e-5, 1e-5));
+  EXPECT_FALSE(torch::allclose(rope->forward(tokens), rope->forward(tokens.index_select(1, perm)),
+                               tolerance::kFloat32Sum, tolerance::kFloat32Sum));
 }
 
 TEST(Model, EmbeddedQkvTakesQkvFromTheTokenTable) {

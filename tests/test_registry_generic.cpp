@@ -75,7 +75,8 @@ TEST_P(EveryScheme, SymmetricSchemesCannotTellReversal) {
   Transformer model(config().model, 16);
   model->eval();
   auto tokens = torch::randint(1, 17, {3, 11}, torch::kLong);
-  const bool same = torch::allclose(model->forward(tokens), model->forward(tokens.flip({1})), 1e-5, 1e-5);
+  const bool same = torch::allclose(model->forward(tokens), model->forward(tokens.flip({1})), tolerance::kFloat32Sum,
+                                    tolerance::kFloat32Sum);
   if (model->directional()) {
     EXPECT_FALSE(same) << GetParam() << " claims to be directional";
   } else {
@@ -107,7 +108,8 @@ TEST_P(EveryScheme, BiasDependsOnlyOnOffset) {
   EXPECT_TRUE(torch::allclose(b.narrow(1, 0, 11).narrow(2, 0, 11), b.narrow(1, 1, 11).narrow(2, 1, 11)));
   // Shifting every position by the same amount changes nothing (APE's L stays 12).
   auto ids = torch::arange(30, 42, torch::kLong);
-  EXPECT_TRUE(torch::allclose(s->bias(Positions{ids, ids, 42, nullptr})[0], b, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(s->bias(Positions{ids, ids, 42, nullptr})[0], b, tolerance::kFloat32Sum,
+                              tolerance::kFloat32Value));
   if (!s->directional()) {
     EXPECT_TRUE(torch::allclose(b, b.transpose(-1, -2)));
   } else {

@@ -59,13 +59,14 @@ TEST(Ape, ReproducesThePublishedFiveByFiveExample) {
                                  {0.04, 0.06, 0.08, 0.10, 0.08},
                                  {0.02, 0.04, 0.06, 0.08, 0.10}};
   for (int i = 0; i < 5; ++i)
-    for (int j = 0; j < 5; ++j) EXPECT_NEAR(b[i][j].item<double>(), expected[i][j], 1e-7) << i << "," << j;
+    for (int j = 0; j < 5; ++j)
+      EXPECT_NEAR(b[i][j].item<double>(), expected[i][j], tolerance::kFloat32Value) << i << "," << j;
 }
 
 TEST(Decay, BiasIsExpOfMinusDistanceOverTau) {
   auto decay = scheme_with("decay", {32, 4, 8, 0}, {{"tau", 5.0}});
   auto b = decay->bias(arange_positions(20))[0][0];
-  for (int d : {0, 1, 7, 19}) EXPECT_NEAR(b[0][d].item<double>(), std::exp(-d / 5.0), 1e-6);
+  for (int d : {0, 1, 7, 19}) EXPECT_NEAR(b[0][d].item<double>(), std::exp(-d / 5.0), tolerance::kFloat32Value);
   auto learnable = scheme_with("decay", {32, 4, 8, 0}, {{"learnable", true}});
   EXPECT_EQ(learnable->parameters().size(), 1u);
 }
@@ -113,7 +114,7 @@ TEST(Shaw, ClipsOffsetsBeyondK) {
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j) {
       const int64_t r = std::clamp(j - i, -2, 2) + 2;
-      EXPECT_NEAR(s[0][1][i][j].item<double>(), q[0][1][i].dot(keys[r]).item<double>(), 1e-5);
+      EXPECT_NEAR(s[0][1][i][j].item<double>(), q[0][1][i].dot(keys[r]).item<double>(), tolerance::kFloat32Sum);
     }
   // Offsets 3 and 6 to the right share the clipped embedding.
   EXPECT_FLOAT_EQ(s[0][0][0][3].item<float>() - s[0][0][0][6].item<float>(), 0.0f);
@@ -128,7 +129,7 @@ TEST(Shaw, ValueTermsEqualTheNaiveSum) {
   for (int i = 0; i < 7; ++i)
     for (int j = 0; j < 7; ++j)
       naive.select(2, i) += probs.select(2, i).select(2, j).unsqueeze(-1) * values[std::clamp(j - i, -3, 3) + 3];
-  EXPECT_TRUE(torch::allclose(out, naive, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(out, naive, tolerance::kFloat32Sum, tolerance::kFloat32Value));
 }
 
 TEST(Shaw, HeadScalesWeighContentAndPosition) {
@@ -143,7 +144,7 @@ TEST(Shaw, HeadScalesWeighContentAndPosition) {
   auto rel = plain->score_terms(q, k, qk, arange_positions(5));
   auto total = qk + shaw->score_terms(q, k, qk, arange_positions(5));
   auto c = torch::tensor({2.0f, 0.5f}).view({1, 2, 1, 1}), p = torch::tensor({3.0f, 0.0f}).view({1, 2, 1, 1});
-  EXPECT_TRUE(torch::allclose(total, c * qk + p * rel, 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(total, c * qk + p * rel, tolerance::kFloat32Model, tolerance::kFloat32Sum));
 }
 
 TEST(Xl, EqualsTheNaiveFourTermFormula) {
@@ -169,7 +170,7 @@ TEST(Xl, EqualsTheNaiveFourTermFormula) {
           const double bb = q[b][h][i].dot(WR).item<double>();                    // content-dependent position
           const double c = u[h].dot(k[b][h][j]).item<double>();                   // global content
           const double d = v[h].dot(WR).item<double>();                           // global position
-          EXPECT_NEAR(fast[b][h][i][j].item<double>(), a + bb + c + d, 1e-9) << b << h << i << j;
+          EXPECT_NEAR(fast[b][h][i][j].item<double>(), a + bb + c + d, tolerance::kFloat64) << b << h << i << j;
         }
 }
 
@@ -194,12 +195,14 @@ TEST(Sinusoidal, ConcatAndScaledTokensOptions) {
   auto scaled = scheme_with("sinusoidal", {16, 2, 8, 0}, {{"scale_tokens", true}});
   auto y = torch::randn({1, 3, 16});
   EXPECT_TRUE(torch::allclose(scaled->embed(y, arange_positions(3)) - 4.0 * y,
-                              sinusoidal_table(torch::arange(3), 16).to(torch::kFloat32).unsqueeze(0), 1e-5, 1e-5));
+                              sinusoidal_table(torch::arange(3), 16).to(torch::kFloat32).unsqueeze(0),
+                              tolerance::kFloat32Sum, tolerance::kFloat32Sum));
   EXPECT_THROW(scheme_with("sinusoidal", {8, 2, 4, 0}, {{"combine", "concat"}, {"concat_dim", 3}}), ConfigError);
 }
 
 TEST(Learned, ScaledVariantNormalises) {
   auto learned = scheme_with("learned", {8, 2, 4, 0}, {{"scaled", true}, {"max_positions", 16}});
   auto out = learned->embed(torch::randn({2, 5, 8}) * 10, arange_positions(5));
-  EXPECT_TRUE(torch::allclose(out.mean(-1), torch::zeros({2, 5}), 1e-5, 1e-5));  // LayerNorm at init
+  EXPECT_TRUE(torch::allclose(out.mean(-1), torch::zeros({2, 5}), tolerance::kFloat32Sum,
+                              tolerance::kFloat32Sum));  // LayerNorm at init
 }

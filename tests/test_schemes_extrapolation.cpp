@@ -27,7 +27,8 @@ void expect_toeplitz(const torch::Tensor& b, const std::string& what) {
   const int64_t L = b.size(-1);
   for (int64_t i = 1; i < L; ++i)
     for (int64_t j = 1; j < L; ++j)
-      ASSERT_TRUE(torch::allclose(b.select(-2, i).select(-1, j), b.select(-2, i - 1).select(-1, j - 1), 1e-5, 1e-6))
+      ASSERT_TRUE(torch::allclose(b.select(-2, i).select(-1, j), b.select(-2, i - 1).select(-1, j - 1),
+                                  tolerance::kFloat32Sum, tolerance::kFloat32Value))
           << what << " at (" << i << ", " << j << ")";
 }
 
@@ -68,7 +69,7 @@ TEST(Kerple, ParametersStayPositiveAndThePowerAtMostTwo) {
     const double d = 9;  // distance of (0, 9)
     const double r1 = 1e-2 /* the default floor, min_r1 */, r2 = std::string(variant) == "power" ? 2.0 : 9.0;
     const double want = std::string(variant) == "power" ? -r1 * std::pow(d, r2) : -r1 * std::log1p(r2 * d);
-    EXPECT_NEAR(b[0][0][9].item<double>(), want, 1e-6) << variant;
+    EXPECT_NEAR(b[0][0][9].item<double>(), want, tolerance::kFloat32Value) << variant;
     EXPECT_LE(b.max().item<double>(), 0.0);
   }
 }
@@ -95,13 +96,13 @@ TEST(Sandwich, ZeroOnTheDiagonalNegativeToeplitzAndWiderInLaterHeads) {
   const auto b = bias_of(s, 40);
   expect_toeplitz(b, "sandwich");
   EXPECT_TRUE(torch::allclose(b, b.transpose(-1, -2)));
-  EXPECT_TRUE(torch::all(b.diagonal(0, -2, -1).abs() < 1e-6).item<bool>());
-  EXPECT_LE(b.max().item<double>(), 1e-6);
+  EXPECT_TRUE(torch::all(b.diagonal(0, -2, -1).abs() < tolerance::kFloat32Value).item<bool>());
+  EXPECT_LE(b.max().item<double>(), tolerance::kFloat32Value);
   // Head h divides by 8h/H: head 1's bias is H times head H's.
-  EXPECT_TRUE(torch::allclose(b[0], b[kHeads - 1] * kHeads, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(b[0], b[kHeads - 1] * kHeads, tolerance::kFloat32Sum, tolerance::kFloat32Sum));
   // The same offsets give the same bias wherever they sit (no absolute position).
   auto shifted = s->bias({torch::arange(100, 140, torch::kLong), torch::arange(100, 140, torch::kLong), 140, nullptr});
-  EXPECT_TRUE(torch::allclose(shifted[0], b, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(shifted[0], b, tolerance::kFloat32Sum, tolerance::kFloat32Sum));
 }
 
 TEST(Directional, EverySymmetricBiasSharesTheOption) {
@@ -119,7 +120,8 @@ TEST(Directional, EverySymmetricBiasSharesTheOption) {
     const auto symmetric = build(name);
     EXPECT_FALSE(symmetric->directional());
     const auto b0 = bias_of(symmetric, 9);
-    EXPECT_TRUE(torch::allclose(b0.expand({kHeads, 9, 9}), b0.expand({kHeads, 9, 9}).transpose(-1, -2), 1e-6, 1e-6));
+    EXPECT_TRUE(torch::allclose(b0.expand({kHeads, 9, 9}), b0.expand({kHeads, 9, 9}).transpose(-1, -2),
+                                tolerance::kFloat32Value, tolerance::kFloat32Value));
 
     torch::manual_seed(5);
     auto s = build(name, {{"directional", true}});
@@ -135,9 +137,9 @@ TEST(Directional, EverySymmetricBiasSharesTheOption) {
     // The offsets land by side: keys left of the query get left_offset, right ones right_offset.
     const auto base = b0.expand({kHeads, 9, 9});
     for (int64_t h = 0; h < kHeads; ++h) {
-      EXPECT_NEAR((b[h][5][2] - base[h][5][2]).item<double>(), h + 1.0, 1e-5);
-      EXPECT_NEAR((b[h][2][5] - base[h][2][5]).item<double>(), -static_cast<double>(h), 1e-5);
-      EXPECT_NEAR((b[h][4][4] - base[h][4][4]).item<double>(), 0.0, 1e-6);
+      EXPECT_NEAR((b[h][5][2] - base[h][5][2]).item<double>(), h + 1.0, tolerance::kFloat32Sum);
+      EXPECT_NEAR((b[h][2][5] - base[h][2][5]).item<double>(), -static_cast<double>(h), tolerance::kFloat32Sum);
+      EXPECT_NEAR((b[h][4][4] - base[h][4][4]).item<double>(), 0.0, tolerance::kFloat32Value);
     }
     EXPECT_FALSE(torch::allclose(b, b.transpose(-1, -2)));
   }
@@ -163,18 +165,18 @@ TEST(RopeScaling, LinearAtSPEqualsUnscaledAtPAndDynamicIsUnscaledWithinTheOrigin
   // linear, factor 3: position 3p rotates as p did.
   EXPECT_TRUE(
       torch::allclose(rotated({{"scaling", "linear"}, {"factor", 3.0}, {"original_max_position", 16}}, x, p * 3, 28),
-                      plain, 1e-9, 1e-9));
+                      plain, tolerance::kFloat64, tolerance::kFloat64));
   // dynamic_ntk: nothing changes while the sequence fits in original_max_position ...
   const json dynamic = {{"scaling", "dynamic_ntk"}, {"factor", 4.0}, {"original_max_position", 16}};
-  EXPECT_TRUE(torch::allclose(rotated(dynamic, x, p, 16), plain, 1e-12, 1e-12));
+  EXPECT_TRUE(torch::allclose(rotated(dynamic, x, p, 16), plain, tolerance::kFloat64Closed, tolerance::kFloat64Closed));
   // ... and past it the low frequencies stretch (the first pair, theta_0 = 1, never changes).
   const auto longer = rotated(dynamic, x, p, 64);
-  EXPECT_FALSE(torch::allclose(longer, plain, 1e-6, 1e-6));
+  EXPECT_FALSE(torch::allclose(longer, plain, tolerance::kFloat32Value, tolerance::kFloat32Value));
   // Factor 1 is no scaling in the static modes (dynamic NTK, as in HF, still
   // stretches with L/L0 past the original length).
   for (const char* mode : {"linear", "ntk", "yarn"})
     EXPECT_TRUE(torch::allclose(rotated({{"scaling", mode}, {"factor", 1.0}, {"original_max_position", 8}}, x, p, 40),
-                                plain, 1e-9, 1e-9))
+                                plain, tolerance::kFloat64, tolerance::kFloat64))
         << mode;
   // Scaling without original_max_position is a clear error.
   EXPECT_THROW(scheme_with("rope", {kHeadDim, 1, kHeadDim, 0}, {{"scaling", "yarn"}, {"factor", 2.0}}), ConfigError);
@@ -195,8 +197,8 @@ TEST(RopeScaling, ScoresStillDependOnlyOnTheOffset) {
       auto kn = rotated(options, k, torch::full({1}, n, torch::kLong), 64);
       return (qm * kn).sum().item<double>();
     };
-    EXPECT_NEAR(score(7, 3), score(30, 26), 1e-9) << options.dump();
-    EXPECT_NEAR(score(2, 9), score(40, 47), 1e-9) << options.dump();
+    EXPECT_NEAR(score(7, 3), score(30, 26), tolerance::kFloat64) << options.dump();
+    EXPECT_NEAR(score(2, 9), score(40, 47), tolerance::kFloat64) << options.dump();
   }
   // p-RoPE: the dropped (lowest-frequency) pairs are not rotated at all.
   const auto x = torch::randn({1, 1, 5, kHeadDim}, torch::kFloat64);
@@ -218,10 +220,10 @@ TEST(Xpos, ScoresDependOnlyOnTheOffsetAndDecayWithItAsZetaToTheDistance) {
     s->rotate(unused_q, kn, {torch::full({1}, n, torch::kLong), torch::full({1}, n, torch::kLong), 64, nullptr});
     return (qm * kn).sum().item<double>();
   };
-  EXPECT_NEAR(score(xpos, 10, 4), score(xpos, 40, 34), 1e-9);
-  EXPECT_NEAR(score(xpos, 3, 20), score(xpos, 33, 50), 1e-9);
+  EXPECT_NEAR(score(xpos, 10, 4), score(xpos, 40, 34), tolerance::kFloat64);
+  EXPECT_NEAR(score(xpos, 3, 20), score(xpos, 33, 50), tolerance::kFloat64);
   // At offset 0 the scales cancel: the score is RoPE's.
-  EXPECT_NEAR(score(xpos, 9, 9), score(rope, 9, 9), 1e-9);
+  EXPECT_NEAR(score(xpos, 9, 9), score(rope, 9, 9), tolerance::kFloat64);
   EXPECT_TRUE(xpos->directional());
   EXPECT_TRUE(xpos->capabilities().fits_fused_attention());
 }
@@ -280,12 +282,14 @@ TEST(Fire, RelativeUpToTheThresholdAndProgressivelyInterpolatedPastIt) {
   // Queries below T share one normalizer psi(T): a function of |i - j| only.
   const auto near = bias_of(s, 8);
   expect_toeplitz(near, "fire below T");
-  EXPECT_TRUE(torch::allclose(near, near.transpose(-1, -2), 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(near, near.transpose(-1, -2), tolerance::kFloat32Value, tolerance::kFloat32Value));
   // Past T, a query's farthest key on the left (j = 0) always maps to psi(i)/psi(i) = 1,
   // the input the query at T gives its key at distance T: distances are squeezed into the trained range.
   const auto far = bias_of(s, 64);
   for (int64_t i : {8, 20, 63})
-    EXPECT_TRUE(torch::allclose(far.select(-2, i).select(-1, 0), far.select(-2, 8).select(-1, 0), 1e-5, 1e-6)) << i;
+    EXPECT_TRUE(torch::allclose(far.select(-2, i).select(-1, 0), far.select(-2, 8).select(-1, 0),
+                                tolerance::kFloat32Sum, tolerance::kFloat32Value))
+        << i;
   // Gradients reach the MLP, c and the threshold. The output layer's bias, one
   // constant per head that the softmax cancels, is frozen.
   auto loss = s->bias(arange_positions(40)).sum();

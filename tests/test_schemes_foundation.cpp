@@ -16,23 +16,24 @@ TEST(Sinusoidal, HandExerciseWithFourDims) {
   // PE(p) = [sin(p), cos(p), sin(p/100), cos(p/100)] for d_model = 4.
   auto pe = sinusoidal_table(torch::tensor({0, 1, 2, 5, 6}, torch::kLong), 4).to(torch::kFloat64);
   auto expect = [&](int row, std::vector<double> v) {
-    for (int i = 0; i < 4; ++i) EXPECT_NEAR(pe[row][i].item<double>(), v[i], 1e-6) << "row " << row << " dim " << i;
+    for (int i = 0; i < 4; ++i)
+      EXPECT_NEAR(pe[row][i].item<double>(), v[i], tolerance::kFloat32Value) << "row " << row << " dim " << i;
   };
   expect(0, {0.0, 1.0, 0.0, 1.0});
   expect(1, {std::sin(1.0), std::cos(1.0), std::sin(0.01), std::cos(0.01)});
   // "The Position Problem" tutorial (docs/sources.md) prints PE[1] = [0.841, 0.540, 0.010, 0.999] and PE[2] = [0.909, -0.416, 0.020, 0.998].
-  EXPECT_NEAR(pe[1][0].item<double>(), 0.841, 5e-4);
-  EXPECT_NEAR(pe[1][1].item<double>(), 0.540, 5e-4);
-  EXPECT_NEAR(pe[2][0].item<double>(), 0.909, 5e-4);
-  EXPECT_NEAR(pe[2][1].item<double>(), -0.416, 5e-4);
-  EXPECT_NEAR(pe[2][2].item<double>(), 0.020, 5e-4);
+  EXPECT_NEAR(pe[1][0].item<double>(), 0.841, tolerance::kPrinted3);
+  EXPECT_NEAR(pe[1][1].item<double>(), 0.540, tolerance::kPrinted3);
+  EXPECT_NEAR(pe[2][0].item<double>(), 0.909, tolerance::kPrinted3);
+  EXPECT_NEAR(pe[2][1].item<double>(), -0.416, tolerance::kPrinted3);
+  EXPECT_NEAR(pe[2][2].item<double>(), 0.020, tolerance::kPrinted3);
   // PE(0)·PE(1) = PE(5)·PE(6) = cos(1) + cos(0.01): only the offset matters.
   const double d01 = pe[0].dot(pe[1]).item<double>(), d56 = pe[3].dot(pe[4]).item<double>();
-  EXPECT_NEAR(d01, std::cos(1.0) + std::cos(0.01), 1e-6);
-  EXPECT_NEAR(d56, d01, 1e-6);
+  EXPECT_NEAR(d01, std::cos(1.0) + std::cos(0.01), tolerance::kFloat32Value);
+  EXPECT_NEAR(d56, d01, tolerance::kFloat32Value);
   // PE(0)·PE(5) = cos(5) + cos(0.05): farther apart, smaller.
   const double d05 = pe[0].dot(pe[3]).item<double>();
-  EXPECT_NEAR(d05, std::cos(5.0) + std::cos(0.05), 1e-6);
+  EXPECT_NEAR(d05, std::cos(5.0) + std::cos(0.05), tolerance::kFloat32Value);
   EXPECT_LT(d05, d01);
 }
 
@@ -51,7 +52,7 @@ TEST(Sinusoidal, ShiftIsAFixedLinearMap) {
     T[2 * i + 1][2 * i] = -s;
     T[2 * i + 1][2 * i + 1] = c;
   }
-  EXPECT_TRUE(torch::allclose(pe.matmul(T.t()), shifted, 1e-9, 1e-9));
+  EXPECT_TRUE(torch::allclose(pe.matmul(T.t()), shifted, tolerance::kFloat64, tolerance::kFloat64));
 }
 
 TEST(Sinusoidal, ConcatLayoutIsAPermutationOfInterleaved) {
@@ -90,11 +91,12 @@ TEST_P(RopeLayouts, ScoreDependsOnlyOnOffset) {
     auto ref = score(100 + offset, 100);
     for (int64_t n : {0, 5, 17, 250})
       if (n + offset >= 0) {
-        EXPECT_TRUE(torch::allclose(score(n + offset, n), ref, 1e-9, 1e-9)) << "offset " << offset;
+        EXPECT_TRUE(torch::allclose(score(n + offset, n), ref, tolerance::kFloat64, tolerance::kFloat64))
+            << "offset " << offset;
       }
   }
   // And it does depend on the offset.
-  EXPECT_FALSE(torch::allclose(score(3, 0), score(0, 3), 1e-6, 1e-6));
+  EXPECT_FALSE(torch::allclose(score(3, 0), score(0, 3), tolerance::kFloat32Value, tolerance::kFloat32Value));
 }
 
 TEST_P(RopeLayouts, RotationPreservesNormsAndFixesPositionZero) {
@@ -102,7 +104,7 @@ TEST_P(RopeLayouts, RotationPreservesNormsAndFixesPositionZero) {
   auto q = torch::randn({2, 2, 6, 16}), k = torch::randn({2, 2, 6, 16});
   auto qq = q.clone(), kk = k.clone();
   rope->rotate(qq, kk, arange_positions(6));
-  EXPECT_TRUE(torch::allclose(qq.norm(2, -1), q.norm(2, -1), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(qq.norm(2, -1), q.norm(2, -1), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
   EXPECT_TRUE(torch::allclose(qq.select(2, 0), q.select(2, 0)));
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, RopeLayouts, ::testing::Values("half", "interleaved"));
@@ -117,8 +119,8 @@ TEST(Rope, InterleavedMatchesTheComplexNumberFormula) {
     for (int64_t i = 0; i < 4; ++i) {
       const double th = m * std::pow(10000.0, -2.0 * i / 8), a = q[0][0][m][2 * i].item<double>(),
                    b = q[0][0][m][2 * i + 1].item<double>();
-      EXPECT_NEAR(qq[0][0][m][2 * i].item<double>(), a * std::cos(th) - b * std::sin(th), 1e-6);
-      EXPECT_NEAR(qq[0][0][m][2 * i + 1].item<double>(), a * std::sin(th) + b * std::cos(th), 1e-6);
+      EXPECT_NEAR(qq[0][0][m][2 * i].item<double>(), a * std::cos(th) - b * std::sin(th), tolerance::kFloat32Value);
+      EXPECT_NEAR(qq[0][0][m][2 * i + 1].item<double>(), a * std::sin(th) + b * std::cos(th), tolerance::kFloat32Value);
     }
 }
 
@@ -162,5 +164,5 @@ TEST(ForwardCache, TablesAreKeptApartPerDtype) {
   rope->rotate(q16, k16, pos);
   EXPECT_EQ(q16.scalar_type(), torch::kBFloat16) << "a float32 table was reused for bf16 inputs";
   EXPECT_EQ(cache.size(), 4u);  // cos/sin for q and for k, each in float32 and in bf16
-  EXPECT_TRUE(torch::allclose(q16.to(torch::kFloat), q32, 2e-2, 2e-2));
+  EXPECT_TRUE(torch::allclose(q16.to(torch::kFloat), q32, tolerance::kBf16, tolerance::kBf16));
 }

@@ -64,14 +64,14 @@ std::string answer_text(const Task& task, const TaskBatch& b, int64_t r) {
 TEST(Bleu, MatchesHandComputedValues) {
   EXPECT_DOUBLE_EQ(sentence_bleu("a b c d e", "a b c d e"), 100.0);
   // p1..p4 = 4/5, 3/4, 2/3, 1/2; equal lengths: BLEU = (4/5 * 3/4 * 2/3 * 1/2)^(1/4) = 0.2^(1/4).
-  EXPECT_NEAR(sentence_bleu("a b c d e", "a b c d f"), 100.0 * std::pow(0.2, 0.25), 1e-9);
-  EXPECT_NEAR(sentence_bleu("a b c d e", "a b c d f"), 66.8740, 1e-4);
+  EXPECT_NEAR(sentence_bleu("a b c d e", "a b c d f"), 100.0 * std::pow(0.2, 0.25), tolerance::kFloat64);
+  EXPECT_NEAR(sentence_bleu("a b c d e", "a b c d f"), 66.8740, tolerance::kPrinted4);
   // Every n-gram matches, but 4 tokens against 6: brevity penalty exp(1 - 6/4).
-  EXPECT_NEAR(sentence_bleu("a b c d", "a b c d e f"), 100.0 * std::exp(-0.5), 1e-9);
+  EXPECT_NEAR(sentence_bleu("a b c d", "a b c d e f"), 100.0 * std::exp(-0.5), tolerance::kFloat64);
   // A longer hypothesis is not penalized for its length, only by its precision:
   // p1..p4 = 4/6, 3/5, 2/4, 1/3.
   EXPECT_NEAR(sentence_bleu("a b c d x y", "a b c d"), 100.0 * std::pow(4.0 / 6 * 3.0 / 5 * 2.0 / 4 * 1.0 / 3, 0.25),
-              1e-9);
+              tolerance::kFloat64);
   // Papineni et al.'s clipping example: "the" seven times against a reference with it twice.
   BleuCounts clipped;
   clipped.add({1, 1, 1, 1, 1, 1, 1}, {1, 2, 3, 4, 1, 5});
@@ -89,8 +89,8 @@ TEST(Bleu, ACorpusSumsItsCountsBeforeDividing) {
   BleuCounts corpus;
   corpus.add(words("a b c d"), words("a b c d"));
   corpus.add(words("e f g h"), words("e f x h"));
-  EXPECT_NEAR(corpus.score(), 100.0 * std::pow(7.0 / 8 * 4.0 / 6 * 2.0 / 4 * 1.0 / 2, 0.25), 1e-9);
-  EXPECT_NEAR(corpus.score(), 61.7966, 1e-4);  // not the mean of the sentences' 100 and 0
+  EXPECT_NEAR(corpus.score(), 100.0 * std::pow(7.0 / 8 * 4.0 / 6 * 2.0 / 4 * 1.0 / 2, 0.25), tolerance::kFloat64);
+  EXPECT_NEAR(corpus.score(), 61.7966, tolerance::kPrinted4);  // not the mean of the sentences' 100 and 0
   BleuCounts a, b;
   a.add(words("a b c d"), words("a b c d"));
   b.add(words("e f g h"), words("e f x h"));
