@@ -349,6 +349,44 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+/// A task that defines its own position ids (TaskInfo::positions_end): what
+/// the model must be to read them.
+void check_task_positions(const Config& c, const TaskInfo& task) {
+  if (!task.positions_end || task.positions_end(c.task, c.task.max_length) == 0) return;
+  const std::string what = "task.positions=" + c.task.options.get_string("positions");
+  if (c.model.kind != "decoder")
+    throw ConfigError(what + ": task-defined positions are read by a decoder (model.kind=decoder), not model.kind=" +
+                      c.model.kind);
+  if (c.model.positional.randomize_max_position > 0)
+    throw ConfigError("model.positional.randomize: " + what +
+                      " gives every token its position already; leave randomize out");
+  const SchemeInfo& scheme = find_scheme(c.model.positional.type);
+  if (!scheme.reads_task_positions) {
+    std::vector<std::string> can;
+    for (const auto& s : scheme_registry())
+      if (s.reads_task_positions) can.push_back(s.name);
+    throw ConfigError("model.positional.type=" + scheme.name + " cannot read the position ids " + what +
+                      " defines; schemes that can: " + join(can, ", "));
+  }
+  // A table of positions must hold the largest id of training (with its
+  // offsets) and of every evaluation length.
+  const auto rows = c.model.positional.options.find("max_positions");
+  if (rows == c.model.positional.options.end()) return;
+  std::vector<int64_t> lengths = c.eval.lengths;
+  lengths.push_back(c.task.max_length);
+  for (const int64_t length : lengths) {
+    const int64_t end = task.positions_end(c.task, length);
+    if (end > rows->get<int64_t>())
+      throw ConfigError("model.positional.max_positions=" + std::to_string(rows->get<int64_t>()) + ": " + what +
+                        " gives length " + std::to_string(length) + " ids up to " + std::to_string(end - 1) +
+                        "; the table needs at least " + std::to_string(end) + " rows");
+  }
+}
+
+}  // namespace
+
 Config config_from_json(const json& j) {
   Config c;
   ObjectReader r(j, "");
@@ -368,6 +406,7 @@ Config config_from_json(const json& j) {
     throw ConfigError("task.type=" + c.task.type + " trains " + join(kinds, " or ") +
                       " models, but model.kind=" + c.model.kind + "; set model.kind=" + kinds.front() +
                       " or choose a task for a " + c.model.kind + " (posenc list)");
+  check_task_positions(c, task);
   return c;
 }
 

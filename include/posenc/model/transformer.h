@@ -100,14 +100,18 @@ class TransformerImpl : public torch::nn::Module {
   /// Decoder: tokens (B, L) -> next-token logits (B, L, vocab_size + 2), causal.
   /// Position ids default to 0..L-1 (0..L with the CLS token in front); `ids`,
   /// when given, replaces them: L (plus CLS) sorted int64 ids on the CPU
-  /// (randomized positions in training).
-  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& ids = {});
+  /// (randomized positions in training). `task_positions` (B, L) int64, on the
+  /// CPU: the ids a task defines per token (TaskBatch::positions), read by the
+  /// embedding scheme (attention keeps counting 0..L-1); a decoder only.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& ids = {},
+                        const torch::Tensor& task_positions = {});
 
   /// Decoder: tokens (B, n) at positions cache.length.. -> logits (B, n, V + 2),
   /// appending their keys and values to `cache` (empty at the start of a sequence).
   /// Equal to the last n rows of forward() on the whole sequence.
   /// encoder_decoder: the same for target tokens, after start_decoding().
-  torch::Tensor decode(const torch::Tensor& tokens, KVCache& cache);
+  /// `task_positions` (B, n): the new tokens' task-defined ids, as in forward().
+  torch::Tensor decode(const torch::Tensor& tokens, KVCache& cache, const torch::Tensor& task_positions = {});
 
   /// encoder_decoder: source (B, S) (0 = padding, at the end of a row) and the
   /// decoder's input target (B, A) -> next-token logits (B, A, V + 2).
@@ -177,8 +181,9 @@ class TransformerImpl : public torch::nn::Module {
  private:
   /// The blocks over tokens (B, L) at position ids (L) -> (B, L, D), after the final LayerNorm.
   /// `padding` (B, L) bool marks padding tokens (encoder_decoder's source), or is undefined.
+  /// `task_positions` (B, L) on the CPU, or undefined: the embedding scheme's ids.
   torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end, KVCache* cache,
-                       const torch::Tensor& padding = {});
+                       const torch::Tensor& padding = {}, const torch::Tensor& task_positions = {});
   /// The decoder blocks of an encoder_decoder over target tokens (B, n) at ids
   /// (n) -> (B, n, D), after its final LayerNorm; `cache` holds the cross keys and values.
   torch::Tensor decoder_hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end, KVCache& cache);

@@ -43,6 +43,9 @@ struct SchemeInfo {
   std::vector<OptionSpec> options;
   Placement default_placement = Placement::EveryLayer;
   std::function<std::shared_ptr<PositionalSchemeImpl>(const SchemeContext&, const SchemeOptions&)> make;
+  /// Reads the position ids a task defines per example ((B, L), TaskBatch::positions)
+  /// where the task has them: an embedding looked up or computed per id.
+  bool reads_task_positions = false;
 };
 
 /// All registered schemes, in listing order.

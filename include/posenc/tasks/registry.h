@@ -53,6 +53,10 @@ struct TaskInfo {
   int64_t default_min_length = 4, default_max_length = 16;
   std::vector<int64_t> default_eval_lengths;
   std::function<std::unique_ptr<Task>(const TaskConfig&)> make;
+  /// Where the task defines a position id per token (TaskBatch::positions) for
+  /// this config: one past the largest id of an example of `length`, training
+  /// offsets included; 0 (or no function) where the model counts 0..L-1.
+  std::function<int64_t(const TaskConfig&, int64_t length)> positions_end;
 };
 
 /// The `vocab_size` option (default 64) of the tasks whose tokens are 1..V

@@ -37,6 +37,9 @@ struct TaskBatch {
   /// SEP) at its end, each answer after its end-of-sequence token. Only for
   /// tasks an encoder_decoder reads (TaskInfo::padded).
   bool padded = false;
+  /// (B, T) int64: the position id of every token, where the task defines them
+  /// (TaskInfo::positions_end); undefined: the model counts 0..T-1.
+  torch::Tensor positions;
 };
 
 class Task {

@@ -33,6 +33,9 @@ struct Sampling {
   /// decoding with the length given (eval.oracle_length).
   int64_t hold_token = 0;
   torch::Tensor hold_until;
+  /// (B, P + steps) int64 on the CPU: the task-defined position ids of the
+  /// prompt and the answer (TaskBatch::positions), for a decoder whose task has them.
+  torch::Tensor positions;
 };
 
 /// prompt (B, P) int64 on the model's device -> the next `steps` tokens (B, steps)

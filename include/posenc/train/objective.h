@@ -34,7 +34,8 @@ int64_t scored_predictions(const TaskBatch& batch);
 
 /// The logits at the positions that predict the answer: (B, A, V + 2) for
 /// tokens (B, T) with A = T - answer_start answer tokens (decoder or encoder_decoder).
+/// `task_positions` (B, T) on the CPU: the task's ids of the tokens, if it defines them.
 torch::Tensor answer_logits(Transformer& model, const torch::Tensor& tokens, int64_t answer_start,
-                            const torch::Tensor& ids = {});
+                            const torch::Tensor& ids = {}, const torch::Tensor& task_positions = {});
 
 }  // namespace posenc

@@ -156,7 +156,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
 }
 
 torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end,
-                                      KVCache* cache, const torch::Tensor& padding) {
+                                      KVCache* cache, const torch::Tensor& padding, const torch::Tensor& task_positions) {
   ForwardCache memo;
   // Queries at `ids`; keys at every position so far (the cached ones and these).
   const torch::Tensor keys =
@@ -164,6 +164,17 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
           ? torch::arange(end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()))
           : ids;
   const Positions pos{ids, keys, end, &memo, padding};
+  // A task's own ids (B, L) go to the embedding scheme; attention counts as above.
+  Positions embed_pos = pos;
+  if (task_positions.defined()) {
+    TORCH_CHECK(task_positions.device().is_cpu() && task_positions.dim() == 2 &&
+                    task_positions.size(0) == tokens.size(0) && task_positions.size(1) == tokens.size(1),
+                "task positions: expected (", tokens.size(0), ", ", tokens.size(1), ") ids on the CPU, got ",
+                task_positions.sizes());
+    const int64_t task_end = task_positions.numel() ? task_positions.max().item<int64_t>() + 1 : 0;  // a CPU read
+    embed_pos.q = embed_pos.k = task_positions.to(tokens.device());
+    embed_pos.end = task_end;
+  }
   auto x = embed_drop_->forward(embed_tokens(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     LayerCache* layer_cache = cache ? &cache->layers[static_cast<size_t>(i)] : nullptr;
@@ -172,7 +183,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
       x = block_refs_[0]->forward_qkv(qkv[0], qkv[1], qkv[2], attend_with_[0], pos, layer_cache);
       continue;
     }
-    if (embed_at_[i]) x = embed_at_[i]->embed(x, pos);
+    if (embed_at_[i]) x = embed_at_[i]->embed(x, embed_pos);
     x = block_refs_[i]->forward(x, attend_with_[i], pos, layer_cache);
   }
   return final_ln_->forward(x);  // (B, L, D)
@@ -239,7 +250,8 @@ void TransformerImpl::select_cache_rows(KVCache& cache, const torch::Tensor& row
   pick(cache.memory.padding);
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const torch::Tensor& given_ids) {
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const torch::Tensor& given_ids,
+                                       const torch::Tensor& task_positions) {
   TORCH_CHECK(!is_encoder_decoder(), "an encoder_decoder reads a source and a target: call seq2seq_forward()");
   auto tokens = tokens_in;  // (B, L)
   if (!is_decoder() && cfg_.pooling == "cls") {
@@ -257,8 +269,9 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const tor
   } else {
     ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   }
-  auto x = hidden(tokens, ids, end, nullptr);  // (B, L, D)
-  if (is_decoder()) return linear(head_, x);   // (B, L, V + 2)
+  TORCH_CHECK(!task_positions.defined() || cfg_.kind == "decoder", "task-defined positions need model.kind=decoder");
+  auto x = hidden(tokens, ids, end, nullptr, {}, task_positions);  // (B, L, D)
+  if (is_decoder()) return linear(head_, x);                        // (B, L, V + 2)
   return linear(head_, pool(x));               // (B, 2)
 }
 
@@ -285,8 +298,10 @@ std::pair<torch::Tensor, torch::Tensor> TransformerImpl::classify_positions(cons
   return {linear(head_, pool(x)), linear(head_, x)};             // (B, 2), (B, L, 2)
 }
 
-torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, KVCache& cache) {
+torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, KVCache& cache,
+                                      const torch::Tensor& task_positions) {
   TORCH_CHECK(is_decoder(), "decode() needs model.kind=decoder or encoder_decoder");
+  TORCH_CHECK(!task_positions.defined() || !is_encoder_decoder(), "task-defined positions need model.kind=decoder");
   const int64_t n = tokens.size(1), end = cache.length + n;
   auto ids = arange_on(cache.length, end, tokens);
   torch::Tensor x;  // (B, n, D)
@@ -295,7 +310,7 @@ torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, KVCache& cach
     x = decoder_hidden(tokens, ids, end, cache);
   } else {
     if (cache.layers.empty()) cache.layers.resize(static_cast<size_t>(cfg_.layers));
-    x = hidden(tokens, ids, end, &cache);
+    x = hidden(tokens, ids, end, &cache, {}, task_positions);
   }
   cache.length = end;
   return linear(head_, x);  // (B, n, V + 2)

@@ -22,6 +22,14 @@ class NoneImpl : public PositionalSchemeImpl {
   bool directional() const override { return false; }
 };
 
+/// A (N, W) table's rows at ids (L) or (B, L) -> (1, L, W) or (B, L, W): the
+/// model's positions 0..L-1 (or randomized ones) are one row of ids for every
+/// example; a task's own positions (TaskBatch::positions) are one row per example.
+torch::Tensor rows_at(const torch::Tensor& table, const torch::Tensor& ids) {
+  auto rows = table.index_select(0, ids.reshape({-1}));  // (L or B*L, W)
+  return ids.dim() == 1 ? rows.unsqueeze(0) : rows.view({ids.size(0), ids.size(1), table.size(1)});
+}
+
 class SinusoidalImpl : public PositionalSchemeImpl {
  public:
   SinusoidalImpl(const SchemeContext& ctx, const SchemeOptions& o)
@@ -43,14 +51,17 @@ class SinusoidalImpl : public PositionalSchemeImpl {
     auto pe = once_per_forward(
         pos, "pe",
         [&] {
-          return sinusoidal_table(pos.q, pe_dim_, base_, layout_).to(x.device(), x.scalar_type());  // (L, P)
+          // (1|B, L, P): ids (L) or a task's (B, L)
+          const auto ids = pos.q.reshape({-1});
+          auto table = sinusoidal_table(ids, pe_dim_, base_, layout_).to(x.device(), x.scalar_type());
+          return pos.q.dim() == 1 ? table.unsqueeze(0) : table.view({pos.q.size(0), pos.q.size(1), pe_dim_});
         },
         x);
     auto tokens = token_scale_ == 1.0 ? x : x * token_scale_;  // x * sqrt(D) + PE, the scaling of Vaswani et al.
-    if (!concat_) return tokens + pe.unsqueeze(0);             // (B, L, D)
+    if (!concat_) return tokens + pe;                          // (B, L, D)
     // Concatenation at the same width ("The Position Problem" tutorial, docs/sources.md): [first D-P token dims ‖ PE].
-    auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                                    // (B, L, D-P)
-    return torch::cat({kept, pe.unsqueeze(0).expand({x.size(0), -1, -1})}, /*dim=*/-1);  // (B, L, D)
+    auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                          // (B, L, D-P)
+    return torch::cat({kept, pe.expand({x.size(0), -1, -1})}, /*dim=*/-1);  // (B, L, D)
   }
 
  private:
@@ -81,10 +92,10 @@ class LearnedImpl : public PositionalSchemeImpl {
     TORCH_CHECK(pos.end <= max_positions_, "learned positions: position ", pos.end - 1,
                 " has no row in the table of model.positional.max_positions=", max_positions_,
                 " rows; train with a larger max_positions to evaluate this length");
-    auto rows = table_.index_select(0, pos.q);            // (L, D)
-    if (!scale_.defined()) return x + rows.unsqueeze(0);  // (B, L, D)
-    rows = rows * scale_.index_select(0, pos.q);          // (L, D)
-    return norm_->forward(x + rows.unsqueeze(0));         // (B, L, D)
+    auto rows = rows_at(table_, pos.q);           // (1|B, L, D)
+    if (!scale_.defined()) return x + rows;        // (B, L, D)
+    rows = rows * rows_at(scale_, pos.q);          // (1|B, L, D)
+    return norm_->forward(x + rows);               // (B, L, D)
   }
 
  private:
@@ -134,15 +145,17 @@ class DynamicImpl : public PositionalSchemeImpl {
 }  // namespace
 
 SchemeInfo none_scheme_info() {
-  return {"none",
+  SchemeInfo info{"none",
           "no positional information: the encoder is permutation-equivariant (chance on ordering)",
           {},
           Placement::Input,
           [](const SchemeContext&, const SchemeOptions&) -> PositionalScheme { return std::make_shared<NoneImpl>(); }};
+  info.reads_task_positions = true;  // it reads none
+  return info;
 }
 
 SchemeInfo sinusoidal_scheme_info() {
-  return {"sinusoidal",
+  SchemeInfo info{"sinusoidal",
           "fixed sin/cos of p*base^(-2i/D) added to the token embedding (Vaswani et al. 2017)",
           {
               {"base", OptionKind::Float, 10000.0, "frequency base", 1.0, 1e12},
@@ -168,10 +181,12 @@ SchemeInfo sinusoidal_scheme_info() {
           [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<SinusoidalImpl>(ctx, o);
           }};
+  info.reads_task_positions = true;
+  return info;
 }
 
 SchemeInfo learned_scheme_info() {
-  return {"learned",
+  SchemeInfo info{"learned",
           "trainable table E[p] added to the token embedding (BERT, GPT-2); rows past the training length stay "
           "untrained; positions >= max_positions are an error",
           {
@@ -183,6 +198,8 @@ SchemeInfo learned_scheme_info() {
           [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
             return std::make_shared<LearnedImpl>(ctx, o);
           }};
+  info.reads_task_positions = true;
+  return info;
 }
 
 }  // namespace posenc

@@ -7,6 +7,8 @@
 //   addition x = a + b, two numbers of n digits written least-significant digit
 //            first; y = their sum, n + 1 digits, also least-significant first
 //            (the order in which a carry is computed; Lee et al. 2023).
+//            task.positions gives every token a position id of its own:
+//            abacus (McLeish et al. 2024) or coupled (Cho et al. 2024), below.
 //
 // The task length is n (tokens of x; digits per operand for addition). Every
 // batch has one length, so nothing is padded.
@@ -39,21 +41,31 @@ class SequenceTask : public Task {
   TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
     const int64_t length = std::uniform_int_distribution<int64_t>(cfg_.min_length, cfg_.max_length)(rng);
-    return batch(length, batch_size, rng);
+    // The position offsets draw from a stream of their own: the tokens are the
+    // same whatever task.positions says.
+    std::mt19937_64 offsets(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x706f73u}));
+    return batch(length, batch_size, rng, &offsets);
   }
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-    return batch(length, n, rng);
+    return batch(length, n, rng, nullptr);
   }
 
  protected:
   /// One example: the prompt `x SEP` (input) and the answer y.
   virtual void example(int64_t length, std::mt19937_64& rng, std::vector<int64_t>& input,
                        std::vector<int64_t>& answer) const = 0;
+  /// The position ids of the examples of `length` (the same for every example
+  /// but for the training offsets): empty where the model counts 0..T-1.
+  /// `offsets` draws training offsets; null in evaluation.
+  virtual std::vector<std::vector<int64_t>> position_ids(int64_t /*length*/, int64_t /*n*/,
+                                                         std::mt19937_64* /*offsets*/) const {
+    return {};
+  }
   TaskConfig cfg_;
 
  private:
-  TaskBatch batch(int64_t length, int64_t n, std::mt19937_64& rng) const {
+  TaskBatch batch(int64_t length, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets) const {
     std::vector<std::vector<int64_t>> rows;
     int64_t answer_start = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -67,6 +79,8 @@ class SequenceTask : public Task {
     TaskBatch b;
     b.tokens = to_tensor(rows);  // (n, T)
     b.answer_start = answer_start;
+    const auto ids = position_ids(length, n, offsets);
+    if (!ids.empty()) b.positions = to_tensor(ids);  // (n, T)
     return b;
   }
   std::string name_;
@@ -97,10 +111,32 @@ class PermutationTask : public SequenceTask {
 };
 
 /// Digits 0..9 are tokens 1..10, '+' is 11; SEP is 12.
+///
+/// task.positions, for `a + b SEP s` with n-digit operands (least-significant
+/// digit first) and an (n+1)-digit sum s:
+///  - sequence: 0..T-1, counted by the model (no ids of the task's own);
+///  - abacus (McLeish et al. 2024): a digit's id is 1 + its index inside its own
+///    number (the units digit is 1), other tokens 0; in training one random k
+///    in [0, position_offset] per batch is added to every nonzero id;
+///  - coupled (Cho et al. 2024): digits of equal significance share an id: the
+///    units of a and b get start+1, the tens start+2, ...; '+' gets 0. In the
+///    answer the token that predicts the sum's digit of significance j carries
+///    j's id (SEP carries the units', the sum's units digit the tens', ...), as
+///    a decoder reads it; start is drawn per example from [0, position_offset]
+///    in training and is 0 in evaluation.
 class AdditionTask : public SequenceTask {
  public:
   static constexpr int64_t kPlus = 11;
-  explicit AdditionTask(const TaskConfig& cfg) : SequenceTask(cfg, "addition") {}
+  explicit AdditionTask(const TaskConfig& cfg)
+      : SequenceTask(cfg, "addition"),
+        positions_(cfg.options.get_string("positions")),
+        offset_(cfg.options.get_int("position_offset")) {}
+  /// One past the largest id of an example of `length` (offsets included); 0 for sequence.
+  static int64_t positions_end(const std::string& mode, int64_t length, int64_t offset) {
+    if (mode == "abacus") return length + 2 + offset;   // the sum's last digit: 1 + n, plus k
+    if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + n + 2
+    return 0;
+  }
   int64_t vocab_size() const override { return 11; }
   int64_t sequence_length(int64_t length) const override { return 3 * length + 3; }
 
@@ -122,6 +158,36 @@ class AdditionTask : public SequenceTask {
     }
     answer.push_back(carry + 1);
   }
+
+  std::vector<std::vector<int64_t>> position_ids(int64_t length, int64_t n, std::mt19937_64* offsets) const override {
+    if (positions_ == "sequence") return {};
+    std::uniform_int_distribution<int64_t> draw(0, offset_);
+    std::vector<std::vector<int64_t>> rows;
+    const int64_t batch_k = positions_ == "abacus" && offsets ? draw(*offsets) : 0;  // one per batch
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<int64_t> ids;
+      if (positions_ == "abacus") {
+        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);  // a
+        ids.push_back(0);                                                     // '+'
+        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);  // b
+        ids.push_back(0);                                                     // SEP
+        for (int64_t i = 0; i <= length; ++i) ids.push_back(1 + i + batch_k);  // the sum
+      } else {
+        const int64_t start = offsets ? draw(*offsets) : 0;  // one per example
+        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);  // a
+        ids.push_back(0);                                                   // '+'
+        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);  // b
+        for (int64_t j = 0; j <= length; ++j) ids.push_back(start + j + 1);  // SEP, then s_0 .. s_{n-1}
+        ids.push_back(start + length + 2);                                  // s_n: fed by no step, never read
+      }
+      rows.push_back(std::move(ids));
+    }
+    return rows;
+  }
+
+ private:
+  std::string positions_;
+  int64_t offset_;
 };
 
 TaskInfo sequence_info(const std::string& name, const std::string& description) {
@@ -161,10 +227,27 @@ TaskInfo addition_task_info() {
   TaskInfo t = sequence_info("addition",
                              "a + b SEP -> a+b, n-digit operands and an (n+1)-digit sum, least-significant digit "
                              "first (decoder; length = digits per operand)");
-  t.options = {};
+  t.options = {
+      {"positions",
+       OptionKind::String,
+       "sequence",
+       "position ids: sequence (0..T-1), abacus (1 + a digit's index in its number, McLeish et al. 2024) or coupled "
+       "(one id per significance in a, b and the sum, Cho et al. 2024); read by the embedding scheme",
+       0,
+       0,
+       {"sequence", "abacus", "coupled"}},
+      {"position_offset", OptionKind::Int, 0,
+       "training only: abacus adds a random k in [0, this] per batch to every digit's id, coupled starts each "
+       "example's ids at a random offset in [0, this]",
+       0, 1 << 20},
+  };
   t.fixed_vocab_size = 11;
   t.length_unit = "digits per operand";
   t.make = [](const TaskConfig& cfg) { return std::make_unique<AdditionTask>(cfg); };
+  t.positions_end = [](const TaskConfig& cfg, int64_t length) {
+    return AdditionTask::positions_end(cfg.options.get_string("positions"), length,
+                                       cfg.options.get_int("position_offset"));
+  };
   return t;
 }
 

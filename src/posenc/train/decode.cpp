@@ -33,7 +33,8 @@ torch::Tensor pick(const torch::Tensor& logits_in, const Sampling& s, torch::Gen
 /// rerunning the target otherwise.
 class Stepper {
  public:
-  Stepper(Transformer& model, const torch::Tensor& prompt) : model_(model), cached_(model->supports_kv_cache()) {
+  Stepper(Transformer& model, const torch::Tensor& prompt, const torch::Tensor& positions = {})
+      : model_(model), cached_(model->supports_kv_cache()), positions_(positions) {
     if (model->is_encoder_decoder()) {
       const int64_t P = prompt.size(1);
       TORCH_CHECK(P >= 2, "an encoder_decoder's prompt is a source and SEP");
@@ -55,16 +56,21 @@ class Stepper {
     TransformerImpl::select_cache_rows(cache_, rows);
     seq_ = seq_.index_select(0, rows);
     logits_ = logits_.index_select(0, rows);
+    if (positions_.defined()) positions_ = positions_.index_select(0, rows.cpu());
   }
 
  private:
   /// The cached path feeds the new tokens; the other one the whole sequence.
   torch::Tensor run(const torch::Tensor& tokens) {
-    if (cached_) return model_->decode(tokens, cache_);
-    return model_->is_encoder_decoder() ? model_->decode_target(tokens, cache_.memory) : model_->forward(tokens);
+    // The task's ids of these tokens: the cached path feeds the newest, the other the whole sequence.
+    const int64_t n = tokens.size(1), first = cached_ ? seq_.size(1) - n : 0;
+    const auto ids = positions_.defined() ? positions_.narrow(1, first, n) : positions_;  // (B, n)
+    if (cached_) return model_->decode(tokens, cache_, ids);
+    return model_->is_encoder_decoder() ? model_->decode_target(tokens, cache_.memory) : model_->forward(tokens, {}, ids);
   }
   Transformer& model_;
   bool cached_;
+  torch::Tensor positions_;  // (B, P + steps) or undefined
   KVCache cache_;
   torch::Tensor seq_, logits_;
 };
@@ -89,7 +95,11 @@ torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, i
   torch::Generator gen = at::detail::createCPUGenerator(sampling.seed);
   std::vector<torch::Tensor> out;  // steps x (B, 1)
   const auto stop = [&] { return sampling.interruptible && interrupt_signal() != 0; };
-  Stepper stepper(model, prompt);
+  TORCH_CHECK(!sampling.positions.defined() ||
+                  (sampling.positions.size(0) == prompt.size(0) && sampling.positions.size(1) >= prompt.size(1) + steps - 1),
+              "continue_tokens: task positions for ", prompt.size(1) + steps - 1, " tokens expected, got ",
+              sampling.positions.sizes());
+  Stepper stepper(model, prompt, sampling.positions);
   for (int64_t t = 0; t < steps && !stop(); ++t) {
     torch::Tensor logits = stepper.logits();  // (B, V+2)
     if (sampling.non_finite_rows) {

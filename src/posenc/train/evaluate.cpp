@@ -107,10 +107,11 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
                                        Tally* oracle) {
   Tally exact, tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
-  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
+  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& chunk) {
     torch::Tensor bad;  // (b) bool
     Sampling greedy;
     greedy.non_finite_rows = &bad;
+    if (set.positions.defined()) greedy.positions = set.positions.narrow(0, start, chunk.size(0));
     auto decoded = continue_tokens(model, chunk.narrow(1, 0, a), A, greedy);  // (b, A)
     auto targets = chunk.narrow(1, a, A);                                     // (b, A)
     auto scored = answer_scored(set, targets);
@@ -131,6 +132,7 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
       auto ends = torch::where(is_end.any(1), is_end.to(torch::kLong).argmax(1),
                                torch::full_like(is_end.select(1, 0), A, torch::kLong));
       Sampling given_length;
+      given_length.positions = greedy.positions;
       given_length.hold_token = eos;
       given_length.hold_until = ends;
       auto held = continue_tokens(model, chunk.narrow(1, 0, a), A, given_length);             // (b, A)
@@ -147,8 +149,10 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
                            double* nll_sum, Tally* exact, bool interruptible) {
   Tally tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
-  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t, const torch::Tensor& chunk) {
-    auto logits = answer_logits(model, chunk, a).to(torch::kFloat);  // (b, A, V+2)
+  for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& chunk) {
+    const auto positions =
+        set.positions.defined() ? set.positions.narrow(0, start, chunk.size(0)) : set.positions;  // (b, T)
+    auto logits = answer_logits(model, chunk, a, {}, positions).to(torch::kFloat);            // (b, A, V+2)
     auto targets = chunk.narrow(1, a, A);                            // (b, A)
     auto scored = answer_scored(set, targets);
     auto right = logits.argmax(-1).eq(targets).logical_and(scored);  // (b, A)
@@ -366,6 +370,7 @@ TaskBatch shard_rows(const TaskBatch& batch, int shard, int shards) {
   if (batch.labels.defined()) out.labels = batch.labels.slice(0, begin, end);
   out.answer_start = batch.answer_start;
   out.padded = batch.padded;
+  if (batch.positions.defined()) out.positions = batch.positions.slice(0, begin, end);
   if (!batch.kinds.empty()) out.kinds.assign(batch.kinds.begin() + begin, batch.kinds.begin() + end);
   return out;
 }
