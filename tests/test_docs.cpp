@@ -80,7 +80,7 @@ std::set<std::string> declared_task_options() {
 }
 
 /// The config.h keys: a resolved config's keys, for an encoder with randomized
-/// positions and an encoder_decoder (the keys written only for them),
+/// positions, an encoder_decoder and a pair of schemes (the keys written only for them),
 /// without the options that schemes and tasks declare (`posenc list` shows those).
 std::set<std::string> core_config_keys() {
   std::set<std::string> all;
@@ -90,12 +90,15 @@ std::set<std::string> core_config_keys() {
   collect_keys(config_to_json(posenc::testing::small_config(
                    scratch, {"task.type=\"copy\"", "model.kind=\"encoder_decoder\"", "model.decoder_layers=2"})),
                "", all);
+  collect_keys(config_to_json(posenc::testing::small_config(
+                   scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\""})),
+               "", all);
   const auto scheme_options = declared_scheme_options();
   std::set<std::string> core;
   for (const auto& key : all) {
     if (starts_with(key, "task.")) continue;  // every task.* key is the task's (tasks/registry.h)
-    if (starts_with(key, "model.positional.cross.")) {
-      core.insert("model.positional.cross");  // a name, or {type, the scheme's options}
+    if (starts_with(key, "model.positional.cross.") || starts_with(key, "model.positional.input.")) {
+      core.insert(key.substr(0, key.find('.', std::string("model.positional.").size())));  // {type, its options}
       continue;
     }
     if (starts_with(key, "model.positional.")) {

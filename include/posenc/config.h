@@ -39,6 +39,13 @@ struct PositionalConfig {
   /// Vaswani et al. and T5. Given as a name, or as {"type": name, options...}.
   std::string cross = "none";
   json cross_options = json::object();
+  /// A second scheme at the input (encoder or decoder): one that adds to the
+  /// residual stream before block 1 (learned, sinusoidal), beside `type` acting
+  /// in attention (rope, fire, alibi, ...), as McLeish et al. pair Abacus with
+  /// FIRE. Where the task defines position ids (task.positions), this scheme
+  /// reads them and `type` counts 0..L-1. "none": `type` alone.
+  std::string input = "none";
+  json input_options = json::object();
 };
 
 /// The values of model.pooling and model.token_embedding, with what each does

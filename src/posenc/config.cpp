@@ -133,18 +133,18 @@ class ObjectReader {
 
 constexpr int64_t kBig = int64_t{1} << 40;
 
-/// model.positional.cross: a scheme name, or {"type": name, its options...}.
-/// Cross-attention's queries (target) and keys (source) are never masked, so
-/// options are resolved as for an encoder. A scheme that only adds to the
-/// residual stream has nothing to act on there.
-void parse_cross(const json& j, const std::string& path, PositionalConfig& p) {
+/// model.positional.cross and .input: a scheme name, or {"type": name, its
+/// options...}, resolved against the scheme's registry entry into `name` and
+/// `options`. Cross-attention's queries (target) and keys (source) are never
+/// masked, so its options are resolved as for an encoder.
+void parse_scheme_slot(const json& j, const std::string& path, bool causal, std::string& name, json& options) {
   json user = json::object();
   if (j.is_string()) {
-    p.cross = j.get<std::string>();
+    name = j.get<std::string>();
   } else if (j.is_object()) {
     if (!j.contains("type") || !j["type"].is_string())
       throw ConfigError(path + ": needs \"type\", a scheme name (posenc list)");
-    p.cross = j["type"].get<std::string>();
+    name = j["type"].get<std::string>();
     for (const auto& [key, value] : j.items())
       if (key != "type") user[key] = value;
   } else {
@@ -152,12 +152,29 @@ void parse_cross(const json& j, const std::string& path, PositionalConfig& p) {
   }
   const SchemeInfo& info = [&]() -> const SchemeInfo& {
     try {
-      return find_scheme(p.cross);
+      return find_scheme(name);
     } catch (const ConfigError& e) {
       throw ConfigError(path + ": " + e.what());
     }
   }();
-  p.cross_options = resolve_scheme_options(info, user, path, /*causal=*/false).json();
+  options = resolve_scheme_options(info, user, path, causal).json();
+}
+
+/// model.positional.input beside model.positional.type: the input slot holds a
+/// scheme that adds to the residual stream, `type` one that acts in attention.
+void check_scheme_pair(const PositionalConfig& p, const std::string& path) {
+  if (p.input == "none") return;
+  const SchemeInfo& input = find_scheme(p.input);
+  const SchemeInfo& attention = find_scheme(p.type);
+  if (input.default_placement != Placement::Input)
+    throw ConfigError(path + ".input=" + p.input +
+                      " acts in attention, but the input slot holds a scheme that adds "
+                      "positions to the residual stream before block 1 (learned, sinusoidal, ...); put " +
+                      p.input + " in " + path + ".type instead");
+  if (attention.default_placement == Placement::Input && attention.name != "none")
+    throw ConfigError(path + ".input=" + p.input + " with " + path + ".type=" + p.type +
+                      ": both would add positions to the residual stream; pair an input scheme with one that acts "
+                      "in attention (rope, alibi, fire, kerple, none, ...)");
 }
 
 PositionalConfig parse_positional(const json& j, const std::string& path, bool causal) {
@@ -181,7 +198,9 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
     rnd.read("max_position", p.randomize_max_position, 2, int64_t{1} << 30);
     rnd.finish();
   }
-  if (r.has("cross")) parse_cross(r.raw("cross"), r.child("cross"), p);
+  if (r.has("cross")) parse_scheme_slot(r.raw("cross"), r.child("cross"), /*causal=*/false, p.cross, p.cross_options);
+  if (r.has("input")) parse_scheme_slot(r.raw("input"), r.child("input"), causal, p.input, p.input_options);
+  check_scheme_pair(p, path);
   // Everything else belongs to the scheme and is validated by its registry entry.
   json user = json::object();
   for (const auto& key : r.unread()) user[key] = r.raw(key);
@@ -239,6 +258,10 @@ ModelConfig parse_model(const json& j, const std::string& path) {
   else
     m.positional = parse_positional(json::object(), r.child("positional"), causal);
   r.finish();
+  if (m.qkv == "embedded" && m.positional.input != "none")
+    throw ConfigError(r.child("positional") + ".input=" + m.positional.input +
+                      " adds positions to the residual stream before block 1, but model.attention.qkv=embedded reads "
+                      "block 1's q, k, v straight from the token table; use \"projected\" or leave input out");
   if (m.kind == "encoder_decoder") {
     if (m.decoder_layers == 0) m.decoder_layers = m.layers;
     if (m.qkv == "embedded")
@@ -249,6 +272,10 @@ ModelConfig parse_model(const json& j, const std::string& path) {
       throw ConfigError(r.child("positional") +
                         ".randomize: randomized positions are drawn for one sequence per example; an "
                         "encoder_decoder has two (source and target); leave randomize out");
+    if (m.positional.input != "none")
+      throw ConfigError(r.child("positional") +
+                        ".input: a second scheme at the input is for an encoder or a decoder; an encoder_decoder "
+                        "has two inputs (source and target): leave input out");
   } else if (m.positional.cross != "none") {
     throw ConfigError(r.child("positional") +
                       ".cross: only an encoder_decoder has cross-attention (model.kind=" + m.kind + ")");
@@ -357,30 +384,37 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
   if (!task.positions_end || task.positions_end(c.task, c.task.max_length) == 0) return;
   const std::string what = "task.positions=" + c.task.options.get_string("positions");
   if (c.model.kind != "decoder")
-    throw ConfigError(what + ": task-defined positions are read by a decoder (model.kind=decoder), not model.kind=" +
-                      c.model.kind);
+    throw ConfigError(
+        what + ": task-defined positions are read by a decoder (model.kind=decoder), not model.kind=" + c.model.kind);
   if (c.model.positional.randomize_max_position > 0)
     throw ConfigError("model.positional.randomize: " + what +
                       " gives every token its position already; leave randomize out");
-  const SchemeInfo& scheme = find_scheme(c.model.positional.type);
+  // The scheme that reads them: the input slot's where there is one (then
+  // model.positional.type acts in attention over 0..L-1), else the one scheme.
+  const bool paired = c.model.positional.input != "none";
+  const std::string key = paired ? "model.positional.input" : "model.positional.type";
+  const SchemeInfo& scheme = find_scheme(paired ? c.model.positional.input : c.model.positional.type);
+  const json& options = paired ? c.model.positional.input_options : c.model.positional.options;
   if (!scheme.reads_task_positions) {
     std::vector<std::string> can;
     for (const auto& s : scheme_registry())
       if (s.reads_task_positions) can.push_back(s.name);
-    throw ConfigError("model.positional.type=" + scheme.name + " cannot read the position ids " + what +
-                      " defines; schemes that can: " + join(can, ", "));
+    throw ConfigError(key + "=" + scheme.name + " cannot read the position ids " + what +
+                      " defines; schemes that can: " + join(can, ", ") +
+                      (paired ? "" : " (or put one of them in model.positional.input, beside a scheme in attention)"));
   }
   // A table of positions must hold the largest id of training (with its
   // offsets) and of every evaluation length.
-  const auto rows = c.model.positional.options.find("max_positions");
-  if (rows == c.model.positional.options.end()) return;
+  const auto rows = options.find("max_positions");
+  if (rows == options.end()) return;
   std::vector<int64_t> lengths = c.eval.lengths;
   lengths.push_back(c.task.max_length);
   for (const int64_t length : lengths) {
     const int64_t end = task.positions_end(c.task, length);
     if (end > rows->get<int64_t>())
-      throw ConfigError("model.positional.max_positions=" + std::to_string(rows->get<int64_t>()) + ": " + what +
-                        " gives length " + std::to_string(length) + " ids up to " + std::to_string(end - 1) +
+      throw ConfigError(std::string(paired ? "model.positional.input" : "model.positional") +
+                        ".max_positions=" + std::to_string(rows->get<int64_t>()) + ": " + what + " gives length " +
+                        std::to_string(length) + " ids up to " + std::to_string(end - 1) +
                         "; the table needs at least " + std::to_string(end) + " rows");
   }
 }
@@ -434,6 +468,11 @@ json config_to_json(const Config& c) {
     json cross = c.model.positional.cross_options;
     cross["type"] = c.model.positional.cross;
     positional["cross"] = cross;
+  }
+  if (c.model.positional.input != "none") {
+    json input = c.model.positional.input_options;
+    input["type"] = c.model.positional.input;
+    positional["input"] = input;
   }
   json out = {
       {"model",

@@ -205,6 +205,7 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<PositionalScheme> schemes_;            // distinct instances
   std::vector<PositionalSchemeImpl*> embed_at_;      // per block: scheme whose embed() runs before it
   std::vector<PositionalSchemeImpl*> attend_with_;   // per block: scheme handed to its attention
+  PositionalSchemeImpl* input_scheme_ = nullptr;     // model.positional.input: its embed() runs before block 1
   SchemePlacement decoder_schemes_, cross_schemes_;  // encoder_decoder: its decoder's self- and cross-attention
   torch::nn::ModuleList blocks_{nullptr};
   std::vector<Block> block_refs_;

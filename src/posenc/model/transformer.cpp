@@ -107,6 +107,22 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
     embed_at_ = placed.embed_at;
     attend_with_ = placed.attend_with;
   }
+  // model.positional.input: a second scheme, before block 1, beside one in attention.
+  if (cfg.positional.input != "none") {
+    const SchemePlacement input = place_scheme(cfg.positional.input, cfg.positional.input_options, cfg.layers,
+                                               cfg.kind == "decoder", "input_", "input");
+    input_scheme_ = input.embed_at[0];
+    if (input_scheme_ == nullptr || input.attend_with[0] != nullptr)
+      throw IncompatibleConfig("model.positional.input=" + cfg.positional.input +
+                               " does not only add positions to the residual stream; the input slot holds one that "
+                               "does (learned, sinusoidal, ...)");
+    for (const auto* e : embed_at_)
+      if (e != nullptr)
+        throw IncompatibleConfig("model.positional.input=" + cfg.positional.input +
+                                 " with model.positional.type=" + cfg.positional.type +
+                                 ": both add positions to the residual stream; pair the input scheme with one "
+                                 "that acts in attention");
+  }
   if (is_encoder_decoder()) {
     // The decoder's own instances, with the causal value of any option that has one.
     const SchemeInfo& info = find_scheme(cfg.positional.type);
@@ -123,9 +139,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
                                "the encoder's output as it is: there is nothing for it to act on; choose a scheme "
                                "that acts in attention (rope, t5, alibi, ...) or none");
   }
-  if (embedded && embed_at_[0] != nullptr)
+  if (embedded && (embed_at_[0] != nullptr || input_scheme_ != nullptr))
     throw IncompatibleConfig(
-        "model.positional.type=" + cfg.positional.type +
+        "model.positional." +
+        std::string(input_scheme_ ? "input=" + cfg.positional.input : "type=" + cfg.positional.type) +
         " adds positions to the residual stream before block 1, but model.attention.qkv=embedded "
         "reads block 1's q, k, v straight from the token table, so there is nothing to add them to; "
         "use model.attention.qkv=projected or a scheme that acts in attention");
@@ -156,7 +173,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
 }
 
 torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end,
-                                      KVCache* cache, const torch::Tensor& padding, const torch::Tensor& task_positions) {
+                                      KVCache* cache, const torch::Tensor& padding,
+                                      const torch::Tensor& task_positions) {
   ForwardCache memo;
   // Queries at `ids`; keys at every position so far (the cached ones and these).
   const torch::Tensor keys =
@@ -164,7 +182,8 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
           ? torch::arange(end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()))
           : ids;
   const Positions pos{ids, keys, end, &memo, padding};
-  // A task's own ids (B, L) go to the embedding scheme; attention counts as above.
+  // A task's own ids (B, L) go to the embedding scheme (the input slot's, where
+  // model.positional.input holds one); attention counts as above.
   Positions embed_pos = pos;
   if (task_positions.defined()) {
     TORCH_CHECK(task_positions.device().is_cpu() && task_positions.dim() == 2 &&
@@ -176,6 +195,8 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
     embed_pos.end = task_end;
   }
   auto x = embed_drop_->forward(embed_tokens(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
+  if (input_scheme_ != nullptr) x = input_scheme_->embed(x, embed_pos);
+  const Positions& block_embed_pos = input_scheme_ != nullptr ? pos : embed_pos;
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     LayerCache* layer_cache = cache ? &cache->layers[static_cast<size_t>(i)] : nullptr;
     if (i == 0 && cfg_.qkv == "embedded") {
@@ -183,7 +204,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
       x = block_refs_[0]->forward_qkv(qkv[0], qkv[1], qkv[2], attend_with_[0], pos, layer_cache);
       continue;
     }
-    if (embed_at_[i]) x = embed_at_[i]->embed(x, embed_pos);
+    if (embed_at_[i]) x = embed_at_[i]->embed(x, block_embed_pos);
     x = block_refs_[i]->forward(x, attend_with_[i], pos, layer_cache);
   }
   return final_ln_->forward(x);  // (B, L, D)
@@ -271,8 +292,8 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const tor
   }
   TORCH_CHECK(!task_positions.defined() || cfg_.kind == "decoder", "task-defined positions need model.kind=decoder");
   auto x = hidden(tokens, ids, end, nullptr, {}, task_positions);  // (B, L, D)
-  if (is_decoder()) return linear(head_, x);                        // (B, L, V + 2)
-  return linear(head_, pool(x));               // (B, 2)
+  if (is_decoder()) return linear(head_, x);                       // (B, L, V + 2)
+  return linear(head_, pool(x));                                   // (B, 2)
 }
 
 torch::Tensor TransformerImpl::embed_tokens(const torch::Tensor& tokens) {
@@ -345,8 +366,9 @@ double TransformerImpl::forward_flops(int64_t batch, int64_t length) const {
     return flops;
   };
   const int64_t L = model_length(length);
+  const double input_flops = input_scheme_ ? input_scheme_->embed_flops(batch, L, cfg_.d_model) : 0.0;
   if (!is_encoder_decoder())
-    return blocks({embed_at_, attend_with_}, cfg_.layers, L) +
+    return input_flops + blocks({embed_at_, attend_with_}, cfg_.layers, L) +
            (is_decoder() ? 2 * B * L * D * (vocab_size_ + 2) : 2 * B * D * 2);  // head
   // An `x SEP y` row of `length` tokens, counted as a source and a target of half its positions each.
   const int64_t S = L / 2, A = L - S;

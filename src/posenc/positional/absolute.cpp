@@ -60,7 +60,7 @@ class SinusoidalImpl : public PositionalSchemeImpl {
     auto tokens = token_scale_ == 1.0 ? x : x * token_scale_;  // x * sqrt(D) + PE, the scaling of Vaswani et al.
     if (!concat_) return tokens + pe;                          // (B, L, D)
     // Concatenation at the same width ("The Position Problem" tutorial, docs/sources.md): [first D-P token dims ‖ PE].
-    auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                          // (B, L, D-P)
+    auto kept = tokens.narrow(-1, 0, dim_ - pe_dim_);                       // (B, L, D-P)
     return torch::cat({kept, pe.expand({x.size(0), -1, -1})}, /*dim=*/-1);  // (B, L, D)
   }
 
@@ -92,10 +92,10 @@ class LearnedImpl : public PositionalSchemeImpl {
     TORCH_CHECK(pos.end <= max_positions_, "learned positions: position ", pos.end - 1,
                 " has no row in the table of model.positional.max_positions=", max_positions_,
                 " rows; train with a larger max_positions to evaluate this length");
-    auto rows = rows_at(table_, pos.q);           // (1|B, L, D)
-    if (!scale_.defined()) return x + rows;        // (B, L, D)
-    rows = rows * rows_at(scale_, pos.q);          // (1|B, L, D)
-    return norm_->forward(x + rows);               // (B, L, D)
+    auto rows = rows_at(table_, pos.q);      // (1|B, L, D)
+    if (!scale_.defined()) return x + rows;  // (B, L, D)
+    rows = rows * rows_at(scale_, pos.q);    // (1|B, L, D)
+    return norm_->forward(x + rows);         // (B, L, D)
   }
 
  private:
@@ -145,59 +145,60 @@ class DynamicImpl : public PositionalSchemeImpl {
 }  // namespace
 
 SchemeInfo none_scheme_info() {
-  SchemeInfo info{"none",
-          "no positional information: the encoder is permutation-equivariant (chance on ordering)",
-          {},
-          Placement::Input,
-          [](const SchemeContext&, const SchemeOptions&) -> PositionalScheme { return std::make_shared<NoneImpl>(); }};
+  SchemeInfo info{
+      "none",
+      "no positional information: the encoder is permutation-equivariant (chance on ordering)",
+      {},
+      Placement::Input,
+      [](const SchemeContext&, const SchemeOptions&) -> PositionalScheme { return std::make_shared<NoneImpl>(); }};
   info.reads_task_positions = true;  // it reads none
   return info;
 }
 
 SchemeInfo sinusoidal_scheme_info() {
   SchemeInfo info{"sinusoidal",
-          "fixed sin/cos of p*base^(-2i/D) added to the token embedding (Vaswani et al. 2017)",
-          {
-              {"base", OptionKind::Float, 10000.0, "frequency base", 1.0, 1e12},
-              {"layout",
-               OptionKind::String,
-               "interleaved",
-               "interleaved: sin at even, cos at odd dims (the paper); concat: [sin ‖ cos]",
-               0,
-               0,
-               {"interleaved", "concat"}},
-              {"combine",
-               OptionKind::String,
-               "add",
-               "add: x + PE; concat: [x ‖ PE] at the same width (the last concat_dim token dims give way)",
-               0,
-               0,
-               {"add", "concat"}},
-              {"concat_dim", OptionKind::Int, 0, "width of PE when combine=concat (0: d_model/2)", 0, 1 << 20},
-              {"scale_tokens", OptionKind::Bool, false,
-               "multiply token embeddings by sqrt(d_model) first (as Vaswani et al. do)"},
-          },
-          Placement::Input,
-          [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
-            return std::make_shared<SinusoidalImpl>(ctx, o);
-          }};
+                  "fixed sin/cos of p*base^(-2i/D) added to the token embedding (Vaswani et al. 2017)",
+                  {
+                      {"base", OptionKind::Float, 10000.0, "frequency base", 1.0, 1e12},
+                      {"layout",
+                       OptionKind::String,
+                       "interleaved",
+                       "interleaved: sin at even, cos at odd dims (the paper); concat: [sin ‖ cos]",
+                       0,
+                       0,
+                       {"interleaved", "concat"}},
+                      {"combine",
+                       OptionKind::String,
+                       "add",
+                       "add: x + PE; concat: [x ‖ PE] at the same width (the last concat_dim token dims give way)",
+                       0,
+                       0,
+                       {"add", "concat"}},
+                      {"concat_dim", OptionKind::Int, 0, "width of PE when combine=concat (0: d_model/2)", 0, 1 << 20},
+                      {"scale_tokens", OptionKind::Bool, false,
+                       "multiply token embeddings by sqrt(d_model) first (as Vaswani et al. do)"},
+                  },
+                  Placement::Input,
+                  [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
+                    return std::make_shared<SinusoidalImpl>(ctx, o);
+                  }};
   info.reads_task_positions = true;
   return info;
 }
 
 SchemeInfo learned_scheme_info() {
   SchemeInfo info{"learned",
-          "trainable table E[p] added to the token embedding (BERT, GPT-2); rows past the training length stay "
-          "untrained; positions >= max_positions are an error",
-          {
-              {"max_positions", OptionKind::Int, 1024, "rows in the table (largest position + 1)", 1, 1 << 24},
-              {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial rows", 0.0, 10.0},
-              {"scaled", OptionKind::Bool, false, "per-position learned scale, then LayerNorm of the sum"},
-          },
-          Placement::Input,
-          [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
-            return std::make_shared<LearnedImpl>(ctx, o);
-          }};
+                  "trainable table E[p] added to the token embedding (BERT, GPT-2); rows past the training length stay "
+                  "untrained; positions >= max_positions are an error",
+                  {
+                      {"max_positions", OptionKind::Int, 1024, "rows in the table (largest position + 1)", 1, 1 << 24},
+                      {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial rows", 0.0, 10.0},
+                      {"scaled", OptionKind::Bool, false, "per-position learned scale, then LayerNorm of the sum"},
+                  },
+                  Placement::Input,
+                  [](const SchemeContext& ctx, const SchemeOptions& o) -> PositionalScheme {
+                    return std::make_shared<LearnedImpl>(ctx, o);
+                  }};
   info.reads_task_positions = true;
   return info;
 }

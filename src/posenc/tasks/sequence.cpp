@@ -167,18 +167,18 @@ class AdditionTask : public SequenceTask {
     for (int64_t r = 0; r < n; ++r) {
       std::vector<int64_t> ids;
       if (positions_ == "abacus") {
-        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);  // a
-        ids.push_back(0);                                                     // '+'
-        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);  // b
-        ids.push_back(0);                                                     // SEP
+        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);   // a
+        ids.push_back(0);                                                      // '+'
+        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);   // b
+        ids.push_back(0);                                                      // SEP
         for (int64_t i = 0; i <= length; ++i) ids.push_back(1 + i + batch_k);  // the sum
       } else {
-        const int64_t start = offsets ? draw(*offsets) : 0;  // one per example
-        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);  // a
-        ids.push_back(0);                                                   // '+'
-        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);  // b
+        const int64_t start = offsets ? draw(*offsets) : 0;                  // one per example
+        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);   // a
+        ids.push_back(0);                                                    // '+'
+        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);   // b
         for (int64_t j = 0; j <= length; ++j) ids.push_back(start + j + 1);  // SEP, then s_0 .. s_{n-1}
-        ids.push_back(start + length + 2);                                  // s_n: fed by no step, never read
+        ids.push_back(start + length + 2);                                   // s_n: fed by no step, never read
       }
       rows.push_back(std::move(ids));
     }

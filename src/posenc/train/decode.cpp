@@ -66,7 +66,8 @@ class Stepper {
     const int64_t n = tokens.size(1), first = cached_ ? seq_.size(1) - n : 0;
     const auto ids = positions_.defined() ? positions_.narrow(1, first, n) : positions_;  // (B, n)
     if (cached_) return model_->decode(tokens, cache_, ids);
-    return model_->is_encoder_decoder() ? model_->decode_target(tokens, cache_.memory) : model_->forward(tokens, {}, ids);
+    return model_->is_encoder_decoder() ? model_->decode_target(tokens, cache_.memory)
+                                        : model_->forward(tokens, {}, ids);
   }
   Transformer& model_;
   bool cached_;
@@ -95,8 +96,8 @@ torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, i
   torch::Generator gen = at::detail::createCPUGenerator(sampling.seed);
   std::vector<torch::Tensor> out;  // steps x (B, 1)
   const auto stop = [&] { return sampling.interruptible && interrupt_signal() != 0; };
-  TORCH_CHECK(!sampling.positions.defined() ||
-                  (sampling.positions.size(0) == prompt.size(0) && sampling.positions.size(1) >= prompt.size(1) + steps - 1),
+  TORCH_CHECK(!sampling.positions.defined() || (sampling.positions.size(0) == prompt.size(0) &&
+                                                sampling.positions.size(1) >= prompt.size(1) + steps - 1),
               "continue_tokens: task positions for ", prompt.size(1) + steps - 1, " tokens expected, got ",
               sampling.positions.sizes());
   Stepper stepper(model, prompt, sampling.positions);

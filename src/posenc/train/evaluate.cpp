@@ -152,8 +152,8 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& chunk) {
     const auto positions =
         set.positions.defined() ? set.positions.narrow(0, start, chunk.size(0)) : set.positions;  // (b, T)
-    auto logits = answer_logits(model, chunk, a, {}, positions).to(torch::kFloat);            // (b, A, V+2)
-    auto targets = chunk.narrow(1, a, A);                            // (b, A)
+    auto logits = answer_logits(model, chunk, a, {}, positions).to(torch::kFloat);                // (b, A, V+2)
+    auto targets = chunk.narrow(1, a, A);                                                         // (b, A)
     auto scored = answer_scored(set, targets);
     auto right = logits.argmax(-1).eq(targets).logical_and(scored);  // (b, A)
     const int64_t bad = torch::isfinite(logits).logical_not().flatten(1).any(1).sum().item<int64_t>();

@@ -13,8 +13,9 @@ torch::Tensor answer_logits(Transformer& model, const torch::Tensor& tokens, int
                                   tokens.narrow(1, answer_start - 1, T - answer_start));  // (B, A, V+2)
   }
   const auto read = task_positions.defined() ? task_positions.narrow(1, 0, T - 1) : task_positions;  // (B, T-1)
-  auto logits = model->forward(tokens.narrow(1, 0, T - 1), ids, read);  // (B, T-1, V+2): logits[:, p] predicts token p+1
-  return logits.narrow(1, answer_start - 1, T - answer_start);    // (B, A, V+2)
+  auto logits =
+      model->forward(tokens.narrow(1, 0, T - 1), ids, read);    // (B, T-1, V+2): logits[:, p] predicts token p+1
+  return logits.narrow(1, answer_start - 1, T - answer_start);  // (B, A, V+2)
 }
 
 int64_t scored_predictions(const TaskBatch& batch) {
@@ -34,7 +35,7 @@ StepOutput task_objective(Transformer& model, const TaskBatch& batch, const torc
   }
   const int64_t T = batch.tokens.size(1), a = batch.answer_start;
   auto logits = answer_logits(model, batch.tokens, a, ids, batch.positions);  // (B, A, V+2)
-  auto targets = batch.tokens.narrow(1, a, T - a);           // (B, A)
+  auto targets = batch.tokens.narrow(1, a, T - a);                            // (B, A)
   // Token 0 is padding and never a target: ignored by the loss and the count.
   out.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                                   torch::nn::functional::CrossEntropyFuncOptions().ignore_index(0));

@@ -1,0 +1,285 @@
+// Positions a task defines (TaskBatch::positions): addition's abacus and
+// coupled ids, the model reading them through the embedding scheme (per row,
+// from a KV cache), and the configs that cannot.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "helpers.h"
+#include "posenc/model/transformer.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/decode.h"
+#include "posenc/train/objective.h"
+
+using namespace posenc;
+using posenc::testing::config_with;
+using posenc::testing::error_of;
+
+namespace {
+
+std::unique_ptr<Task> addition(const std::string& positions, int64_t offset = 0) {
+  const Config c =
+      config_with({"model.kind=\"decoder\"", "model.positional.type=\"learned\"", "task.type=\"addition\"",
+                   "task.positions=\"" + positions + "\"", "task.position_offset=" + std::to_string(offset)});
+  return find_task("addition").make(c.task);
+}
+
+std::vector<int64_t> row_of(const torch::Tensor& t, int64_t r) {
+  auto row = t[r].contiguous();
+  return {row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel()};
+}
+
+/// A decoder on addition whose scheme is `scheme`, reading `positions`.
+Config decoder_config(const std::string& scheme, const std::string& positions) {
+  return config_with({"model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64",
+                      "model.positional.type=\"" + scheme + "\"", "task.type=\"addition\"",
+                      "task.positions=\"" + positions + "\"", "eval.lengths=[4,8]"});
+}
+
+// a + b SEP s for 3-digit operands: 3 + 1 + 3 + 1 + 4 tokens.
+TEST(TaskPositions, AbacusCountsEachDigitInsideItsNumber) {
+  const auto set = addition("abacus")->fixed_set(3, 4, 7);
+  ASSERT_TRUE(set.positions.defined());
+  ASSERT_EQ(set.positions.sizes(), set.tokens.sizes());
+  for (int64_t r = 0; r < 4; ++r)
+    EXPECT_EQ(row_of(set.positions, r), (std::vector<int64_t>{1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4})) << "row " << r;
+}
+
+TEST(TaskPositions, CouplingGivesEqualSignificanceOneIdAndTheTokenThatPredictsADigitItsId) {
+  const auto set = addition("coupled")->fixed_set(3, 4, 7);
+  ASSERT_TRUE(set.positions.defined());
+  // a0 a1 a2 + b0 b1 b2 SEP s0 s1 s2 s3: units 1, tens 2, hundreds 3; SEP predicts
+  // s0 (units), s0 predicts s1 (tens), ...; s3 is never fed.
+  for (int64_t r = 0; r < 4; ++r)
+    EXPECT_EQ(row_of(set.positions, r), (std::vector<int64_t>{1, 2, 3, 0, 1, 2, 3, 1, 2, 3, 4, 5})) << "row " << r;
+}
+
+TEST(TaskPositions, TrainingOffsetsStayInRangeAndLeaveTheTokensAlone) {
+  const auto plain = addition("sequence")->train_batch(5, 64, 0);
+  EXPECT_FALSE(plain.positions.defined()) << "sequence positions are the model's own 0..T-1";
+  for (const std::string mode : {"abacus", "coupled"}) {
+    SCOPED_TRACE(mode);
+    const auto task = addition(mode, 10);
+    const auto batch = task->train_batch(5, 64, 0);
+    EXPECT_TRUE(torch::equal(batch.tokens, plain.tokens)) << "the offsets draw from a stream of their own";
+    const int64_t n = (batch.tokens.size(1) - 3) / 3;       // T = 3n + 3
+    const auto base = task->fixed_set(n, 64, 0).positions;  // offset 0: evaluation
+    const auto nonzero = base.gt(0);
+    const auto shift = (batch.positions - base).masked_select(nonzero);
+    EXPECT_GE(shift.min().item<int64_t>(), 0);
+    EXPECT_LE(shift.max().item<int64_t>(), 10);
+    EXPECT_TRUE(torch::equal(batch.positions.masked_select(nonzero.logical_not()),
+                             torch::zeros_like(batch.positions.masked_select(nonzero.logical_not()))))
+        << "'+' (and abacus's SEP) stay at 0";
+    // abacus draws one k per batch, coupling one start per example.
+    const auto per_row = std::get<0>(shift.view({64, -1}).min(1)).contiguous();
+    const std::set<int64_t> distinct(per_row.data_ptr<int64_t>(), per_row.data_ptr<int64_t>() + 64);
+    if (mode == "abacus")
+      EXPECT_EQ(distinct.size(), 1u);
+    else
+      EXPECT_GT(distinct.size(), 3u);
+  }
+}
+
+/// A decoder on addition whose input slot holds `input` beside `scheme` in attention.
+Config pair_config(const std::string& scheme, const std::string& input, const std::string& positions) {
+  return config_with({"model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64",
+                      "model.positional.type=\"" + scheme + "\"", "model.positional.input=\"" + input + "\"",
+                      "task.type=\"addition\"", "task.positions=\"" + positions + "\"", "eval.lengths=[4,8]"});
+}
+
+/// The model of `c` reads a task's ids: rows of 0..L-1 give what the model's own
+/// count gives, each row is read as its own, the ids matter (unless `ids_matter`
+/// is false), a KV cache decodes what the whole sequence computes, and greedy
+/// decoding reads the answer's ids.
+void expect_reads_task_ids(const Config& c, bool ids_matter) {
+  torch::manual_seed(0);
+  Transformer model(c.model, task_vocab_size(c.task));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto set = find_task("addition").make(c.task)->fixed_set(4, 3, 1);  // (3, 15)
+  const auto tokens = set.tokens;
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  // Rows of 0..T-1 are the model's own count.
+  const auto counted = torch::arange(T, torch::kLong).expand({B, T}).contiguous();
+  EXPECT_TRUE(torch::allclose(model->forward(tokens, {}, counted), model->forward(tokens), tolerance::kFloat32Model,
+                              tolerance::kFloat32Model));
+  // Each row is read with its own ids: as a batch of one.
+  const auto ids = set.positions.clone();
+  ids[1] += 5;                                           // another row, other ids
+  const auto batched = model->forward(tokens, {}, ids);  // (B, T, V+2)
+  for (int64_t r = 0; r < B; ++r)
+    EXPECT_TRUE(torch::allclose(batched[r], model->forward(tokens.narrow(0, r, 1), {}, ids.narrow(0, r, 1))[0],
+                                tolerance::kFloat32Model, tolerance::kFloat32Model))
+        << "row " << r;
+  if (ids_matter) {
+    EXPECT_FALSE(torch::allclose(batched, model->forward(tokens, {}, set.positions), tolerance::kFloat32Model,
+                                 tolerance::kFloat32Model))
+        << "the ids must matter";
+  }
+  // A KV cache, one token at a time, decodes what the whole sequence computes.
+  if (model->supports_kv_cache()) {
+    KVCache cache;
+    std::vector<torch::Tensor> steps;
+    for (int64_t t = 0; t < T; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache, ids.narrow(1, t, 1)));
+    EXPECT_TRUE(torch::allclose(torch::cat(steps, 1), batched, tolerance::kFloat32Model, tolerance::kFloat32Model));
+  }
+  // Greedy decoding from the prompt reads the answer's ids too.
+  const int64_t a = set.answer_start, A = T - a;
+  Sampling greedy;
+  greedy.positions = ids;
+  const auto decoded = continue_tokens(model, tokens.narrow(1, 0, a), A, greedy);  // (B, A)
+  auto teacher = tokens.narrow(1, 0, a).clone();
+  for (int64_t t = 0; t < A; ++t) {  // the same, one whole forward per token
+    const auto logits = model->forward(teacher, {}, ids.narrow(1, 0, teacher.size(1)));
+    teacher = torch::cat({teacher, logits.select(1, -1).argmax(-1, true)}, 1);
+  }
+  EXPECT_TRUE(torch::equal(decoded, teacher.narrow(1, a, A)));
+}
+
+}  // namespace
+
+// Every scheme reads a task's ids, alone (the schemes that add them to the
+// residual stream) or beside a learned table in the input slot that reads them
+// (the schemes that act in attention, over 0..L-1); a scheme that can do
+// neither is refused when the config is read.
+class EverySchemeWithTaskPositions : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EverySchemeWithTaskPositions, ReadsEachRowsIdsOrIsRefusedAtConfigTime) {
+  const std::string scheme = GetParam();
+  const SchemeInfo& info = find_scheme(scheme);
+  if (info.reads_task_positions) {
+    SCOPED_TRACE(scheme + " alone");
+    expect_reads_task_ids(decoder_config(scheme, "coupled"), scheme != "none");
+  } else {
+    const std::string error = error_of([&] { decoder_config(scheme, "coupled"); });
+    EXPECT_NE(error.find("model.positional.type=" + scheme + " cannot read the position ids task.positions=coupled"),
+              std::string::npos)
+        << error;
+  }
+  if (info.default_placement == Placement::EveryLayer) {
+    SCOPED_TRACE(scheme + " beside model.positional.input=learned");
+    expect_reads_task_ids(pair_config(scheme, "learned", "abacus"), true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeWithTaskPositions, ::testing::ValuesIn(scheme_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(TaskPositions, ConfigsThatCannotReadThemAreRefusedNamingTheKey) {
+  const auto error = [](std::initializer_list<std::string> extra) {
+    std::vector<std::string> o = {"model.kind=\"decoder\"", "model.positional.type=\"learned\"",
+                                  "task.type=\"addition\"", "task.positions=\"abacus\"", "eval.lengths=[8,40]"};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return error_of([&] {
+      json j = json::object();
+      for (const auto& s : o) apply_override(j, s);
+      config_from_json(j);
+    });
+  };
+  EXPECT_EQ(error({}), "(no error)");
+  EXPECT_NE(error({"model.positional.max_positions=40"})
+                .find("model.positional.max_positions=40: "
+                      "task.positions=abacus gives length 40 ids up to 41"),
+            std::string::npos);
+  EXPECT_NE(error({"task.position_offset=100", "model.positional.max_positions=64"}).find("max_positions=64"),
+            std::string::npos)
+      << "training offsets count";
+  EXPECT_NE(error({"model.kind=\"encoder_decoder\""})
+                .find("task.positions=abacus: task-defined positions are read "
+                      "by a decoder"),
+            std::string::npos);
+  EXPECT_NE(error({"model.positional.randomize.max_position=128"}).find("model.positional.randomize"),
+            std::string::npos);
+  EXPECT_NE(error({"task.positions=\"fancy\""}).find("task.positions: \"fancy\" is not one of"), std::string::npos);
+}
+
+// The sum's digits are close to uniform, so a model that learned only that the
+// answer is digits scores ln 10 = 2.30 nats per token; one that reads the
+// coupled ids and adds must go well below it.
+TEST(TaskPositions, ADecoderLearnsToAddFromCoupledIds) {
+  torch::manual_seed(0);
+  Config c = decoder_config("learned", "coupled");
+  c.task.min_length = 1, c.task.max_length = 3;
+  Transformer model(c.model, task_vocab_size(c.task));
+  const auto task = find_task("addition").make(c.task);
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3));
+  double last = 0;  // the mean loss of the last 50 steps
+  const int64_t steps = 1000;
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto batch = task->train_batch(step, 32, 0);
+    const auto out = task_objective(model, batch);
+    opt.zero_grad();
+    out.loss.backward();
+    opt.step();
+    if (step >= steps - 50) last += out.loss.item<double>() / 50;
+  }
+  EXPECT_LT(last, 0.5 * std::log(10.0)) << "mean loss of the last 50 steps " << last;
+}
+
+TEST(SchemePair, AMeaninglessPairIsRefusedWithBothNames) {
+  const auto error = [](std::initializer_list<std::string> o) {
+    return error_of([&] {
+      json j = json::object();
+      for (const auto& s : o) apply_override(j, s);
+      config_from_json(j);
+    });
+  };
+  EXPECT_EQ(error({"model.positional.type=\"fire\"", "model.positional.input=\"learned\""}), "(no error)");
+  EXPECT_NE(error({"model.positional.type=\"fire\"", "model.positional.input=\"rope\""})
+                .find("model.positional.input=rope acts in attention"),
+            std::string::npos);
+  EXPECT_NE(error({"model.positional.type=\"sinusoidal\"", "model.positional.input=\"learned\""})
+                .find("model.positional.input=learned with model.positional.type=sinusoidal: both would add"),
+            std::string::npos);
+  EXPECT_NE(error({"model.kind=\"encoder_decoder\"", "task.type=\"scan\"", "model.positional.input=\"learned\""})
+                .find("model.positional.input: a second scheme at the input is for an encoder or a decoder"),
+            std::string::npos);
+  EXPECT_NE(error({"model.positional.input={\"type\": \"learned\", \"max_positions\": 0}"})
+                .find("model.positional.input.max_positions"),
+            std::string::npos)
+      << "the input scheme's options are checked against its registry entry";
+  EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"fire\"", "task.type=\"addition\"",
+                   "task.positions=\"abacus\""})
+                .find("or put one of them in model.positional.input"),
+            std::string::npos);
+  EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"fire\"", "task.type=\"addition\"",
+                   "task.positions=\"abacus\"", "model.positional.input={\"type\": \"learned\", \"max_positions\": 16}",
+                   "eval.lengths=[8,40]"})
+                .find("model.positional.input.max_positions=16: task.positions=abacus gives length 40"),
+            std::string::npos);
+  EXPECT_NE(error({"model.positional.input=\"learned\"", "model.attention.qkv=\"embedded\"",
+                   "model.positional.type=\"alibi\""})
+                .find("model.positional.input=learned"),
+            std::string::npos);
+}
+
+TEST(SchemePair, ThePairIsWrittenIntoTheRunsConfigAndReadBack) {
+  const Config c = pair_config("fire", "learned", "abacus");
+  const json written = config_to_json(c);
+  EXPECT_EQ(written["model"]["positional"]["input"]["type"], "learned");
+  EXPECT_EQ(config_to_json(config_from_json(written)), written);
+  Transformer model(c.model, task_vocab_size(c.task));
+  bool has_input_table = false;
+  for (const auto& p : model->named_parameters()) has_input_table |= p.key().rfind("input_positional", 0) == 0;
+  EXPECT_TRUE(has_input_table) << "the input slot's learned table is a parameter of the model";
+}
+
+// Sinusoids in the input slot beside no scheme in attention are the sinusoidal
+// scheme alone: the same parameters, the same logits, with the model's own
+// count and with a task's ids.
+TEST(SchemePair, SinusoidsInTheInputSlotBesideNoneAreTheSinusoidalScheme) {
+  for (const std::string positions : {"sequence", "coupled"}) {
+    SCOPED_TRACE(positions);
+    const Config alone = decoder_config("sinusoidal", positions);
+    const Config pair = pair_config("none", "sinusoidal", positions);
+    torch::manual_seed(0);
+    Transformer a(alone.model, task_vocab_size(alone.task));
+    torch::manual_seed(0);
+    Transformer b(pair.model, task_vocab_size(pair.task));
+    a->eval(), b->eval();
+    torch::NoGradGuard no_grad;
+    const auto set = find_task("addition").make(alone.task)->fixed_set(5, 4, 2);
+    EXPECT_TRUE(torch::equal(a->forward(set.tokens, {}, set.positions), b->forward(set.tokens, {}, set.positions)));
+  }
+}
