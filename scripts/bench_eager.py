@@ -535,8 +535,31 @@ class Da(Scheme):
         return torch.relu(scores) * pos.once(self, "f", make)
 
 
+class Dape(Scheme):
+    """A + B + f([A; B]) per pair: B = -r1 log(1 + r2 |i-j|), f: Linear(2H, hidden), GELU, Linear(hidden, H) without bias."""
+    reweight_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.r1 = nn.Parameter((torch.rand(H) * 2.0).clamp(min=0.01))
+        self.r2 = nn.Parameter(torch.rand(H).clamp(min=0.01))
+        self.hidden = nn.Linear(2 * H, o["hidden"])
+        self.out = nn.Linear(o["hidden"], H, bias=False)
+
+    def reweight(self, scores, pos):
+        def make():
+            distance = relative_positions(pos.q, pos.k).abs().to(self.r1.dtype).unsqueeze(0)
+            r1, r2 = self.r1.clamp(min=0.01).view(-1, 1, 1), self.r2.clamp(min=0.01).view(-1, 1, 1)
+            return (-r1 * torch.log1p(r2 * distance)).unsqueeze(0).to(scores.dtype)
+
+        bias = pos.once(self, "dape", make)
+        pair = torch.cat([scores, bias.expand_as(scores)], 1).permute(0, 2, 3, 1)
+        f = self.out(torch.nn.functional.gelu(self.hidden(pair)))
+        return scores + bias + f.permute(0, 3, 1, 2)
+
+
 SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope, "xpos": Xpos,
-           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "ape": Ape, "decay": Decay, "da": Da}
+           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "ape": Ape, "decay": Decay, "da": Da, "dape": Dape}
 INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's Placement::Input
 
 # ---------------------------------------------------------------------------

@@ -303,6 +303,20 @@ def da_reweight(scores, w, v):
     return out
 
 
+def dape_reweight(scores, r1, r2, w1, b1, w2):
+    """Zheng et al. 2024 (DAPE) over a KERPLE log bias: A + B + f([A; B]) for each pair (i, j), with A = scores (H),
+    B = -r1 log(1 + r2 |i-j|) (H), f(x) = W2 gelu(W1 x + b1) reading the 2H values of A and B; scores (H, L, L)."""
+    heads, length, _ = scores.shape
+    bias = np.array(kerple_bias(r1, r2, length, "log"))
+    w1, b1, w2 = np.array(w1), np.array(b1), np.array(w2)
+    out = np.zeros_like(scores)
+    for i in range(length):
+        for j in range(length):
+            x = np.concatenate([scores[:, i, j], bias[:, i, j]])
+            out[:, i, j] = scores[:, i, j] + bias[:, i, j] + w2 @ gelu(w1 @ x + b1)
+    return out
+
+
 def rope_input(length, dh):
     return np.array([[math.cos(0.3 * m + 0.7 * d) + 0.1 * d for d in range(dh)] for m in range(length)])
 
@@ -371,6 +385,13 @@ def add_learned_schemes(fixtures):
     w, v_da = [-0.7, 0.45], [0.3, -1.2]
     fixtures["da"] = {"cases": [{"heads": H, "length": L, "scores": scores.tolist(), "w": w, "v": v_da,
                                  "output": da_reweight(scores, w, v_da).tolist()}]}
+
+    hidden = 3
+    dape = {"heads": H, "length": L, "hidden": hidden, "scores": scores.tolist(), "r1": [0.8, 0.05],
+            "r2": [0.4, 1.6], "w1": (0.6 * wave((hidden, 2 * H), 0.73, 0.2)).tolist(),
+            "b1": (0.3 * wave((hidden,), 1.9, 0.5)).tolist(), "w2": (0.9 * wave((H, hidden), 0.41, 1.3)).tolist()}
+    dape["output"] = dape_reweight(scores, dape["r1"], dape["r2"], dape["w1"], dape["b1"], dape["w2"]).tolist()
+    fixtures["dape"] = {"cases": [dape]}
 
 
 def main(out_dir):

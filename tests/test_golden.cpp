@@ -303,6 +303,20 @@ TEST(Golden, DaReweightsTheScores) {
   }
 }
 
+TEST(Golden, DapeRefinesAKerpleBiasWithAnMlpOfTheScores) {
+  for (const auto& c : golden("dape")["cases"]) {
+    const int64_t H = c["heads"], L = c["length"];
+    auto s = scheme_with_values("dape", {H * 4, H, 4, 0}, {{"hidden", c["hidden"]}},
+                                {{"r1", c["r1"]},
+                                 {"r2", c["r2"]},
+                                 {"hidden.weight", c["w1"]},
+                                 {"hidden.bias", c["b1"]},
+                                 {"out.weight", c["w2"]}});
+    auto out = s->reweight(tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
+  }
+}
+
 TEST(Golden, EverySchemeThatComputesSomethingHasAFixture) {
   // A scheme with any hook (embed, rotate, bias, score or value terms, reweighting) must be checked
   // against scripts/golden.py; only "none", which computes nothing, is exempt.

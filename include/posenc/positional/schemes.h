@@ -37,4 +37,7 @@ SchemeInfo cope_scheme_info();
 // rescale.cpp: multiplicative reweighting of the scores
 SchemeInfo da_scheme_info();
 
+// adaptive.cpp: a bias refined by the content of each score
+SchemeInfo dape_scheme_info();
+
 }  // namespace posenc

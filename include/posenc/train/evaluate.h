@@ -67,6 +67,9 @@ struct EvaluationSpec {
   EvalConfig sets;                         ///< lengths, samples per length, seed, max batch tokens
   int64_t min_length = 0, max_length = 0;  ///< task.min_length, task.max_length (training lengths)
   int64_t val_samples = 0;                 ///< train.val_samples
+  /// Where the task defines position ids: one past the largest id training
+  /// reaches (its offsets included; TaskInfo::positions_end), else 0.
+  int64_t training_positions_end = 0;
 };
 EvaluationSpec evaluation_spec(const Config& cfg);
 

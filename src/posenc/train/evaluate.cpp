@@ -182,7 +182,9 @@ std::string kind_name(const Task& task, int kind) { return kind < 0 ? "sorted" :
 }  // namespace
 
 EvaluationSpec evaluation_spec(const Config& cfg) {
-  return {cfg.eval, cfg.task.min_length, cfg.task.max_length, cfg.train.val_samples};
+  const TaskInfo& task = find_task(cfg.task.type);
+  const int64_t positions_end = task.positions_end ? task.positions_end(cfg.task, cfg.task.max_length) : 0;
+  return {cfg.eval, cfg.task.min_length, cfg.task.max_length, cfg.train.val_samples, positions_end};
 }
 
 namespace {
@@ -357,6 +359,10 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
           length, std::max<int64_t>(r.non_finite, 1), r.total.n);
     r.beyond_training = length > task.longest_training_length(spec.max_length);
     r.untrained_positions = r.beyond_training && model->has_position_table();
+    // A task's own ids (with training offsets) can stay inside the trained rows at any length.
+    if (set.positions.defined() && spec.training_positions_end > 0)
+      r.untrained_positions =
+          model->has_position_table() && set.positions.max().item<int64_t>() >= spec.training_positions_end;
     results.push_back(r);
   }
   return results;
