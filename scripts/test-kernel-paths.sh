@@ -25,7 +25,7 @@ tests=$build/posenc_tests
 suites="DataParallel.*:Golden.*:FastPath.*:Cuda.*:Registry/CudaEveryScheme.*:Bench.PythonTwinComputesTheSameLoss"
 suites+=":BatchedMatmul.*:FusedAdamW.*:GradClip.*:Registry/EveryScheme.*:Registry/EverySchemeCausally.*"
 suites+=":Sinusoidal.*:Rope.*:Layouts/RopeLayouts.*:RopeScaling.*:Xpos.*:Alibi.*:Kerple.*:Sandwich.*:T5.*"
-suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Learned.*"
+suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*"
 
 # The core type OpenBLAS picks here (it prints "Core: NAME" when asked to be verbose).
 picked=$(OPENBLAS_VERBOSE=2 "$tests" --gtest_filter=NoSuchTest 2>&1 | sed -n 's/^Core: //p' | head -1)

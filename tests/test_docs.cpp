@@ -80,7 +80,7 @@ std::set<std::string> declared_task_options() {
 }
 
 /// The config.h keys: a resolved config's keys, for an encoder with randomized
-/// positions, an encoder_decoder and a pair of schemes (the keys written only for them),
+/// positions, an encoder_decoder, a pair of schemes and an operand grid (the keys written only for them),
 /// without the options that schemes and tasks declare (`posenc list` shows those).
 std::set<std::string> core_config_keys() {
   std::set<std::string> all;
@@ -92,6 +92,9 @@ std::set<std::string> core_config_keys() {
                "", all);
   collect_keys(config_to_json(posenc::testing::small_config(
                    scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\""})),
+               "", all);
+  collect_keys(config_to_json(posenc::testing::config_with(
+                   {"task.type=\"addition\"", "model.kind=\"decoder\"", "eval.operand_grid=[2,4]"})),
                "", all);
   const auto scheme_options = declared_scheme_options();
   std::set<std::string> core;

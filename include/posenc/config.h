@@ -139,6 +139,10 @@ struct EvalConfig {
   /// length (Newman et al. 2020's oracle length): exact match given the length
   /// tells a model that ends too early from one that gets the content wrong.
   bool oracle_length = false;
+  /// A task of two operands (addition): exact match for every pair (digits of
+  /// a, digits of b) of these lengths, samples_per_length examples each, as
+  /// McLeish et al. plot it; empty: none.
+  std::vector<int64_t> operand_grid;
 };
 
 struct Config {

@@ -163,6 +163,11 @@ int run_eval(const EvalOptions& o) {
   std::printf("%s", format_length_table(results, *task).c_str());
   j["lengths"] = length_results_to_json(results, *task);
   if (task->info().bleu) j["bleu"] = corpus_bleu_json(results);
+  if (!cfg.eval.operand_grid.empty()) {  // a checkpoint's own, or --set eval.operand_grid=[...]
+    const OperandGrid grid = evaluate_operand_grid(model, *task, evaluation_spec(cfg), cfg.eval.operand_grid, device);
+    j["operand_grid"] = operand_grid_to_json(grid);
+    std::printf("%s", format_operand_grid(grid).c_str());
+  }
   write_file_atomic(out, j.dump(2) + "\n");
   spdlog::info("wrote {}", out);
   return 0;

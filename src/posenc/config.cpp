@@ -370,6 +370,23 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
   r.read("seed", e.seed, 0, kBig);
   r.read("max_batch_tokens", e.max_batch_tokens, 1, kBig);
   r.read("oracle_length", e.oracle_length);
+  if (r.has("operand_grid")) {
+    const json& v = r.raw("operand_grid");
+    constexpr size_t kMaxDigits = 32;  // the grid has size^2 evaluation sets
+    if (!v.is_array() || v.empty() || v.size() > kMaxDigits)
+      throw ConfigError(r.child("operand_grid") + ": expected a non-empty array of at most " +
+                        std::to_string(kMaxDigits) + " operand lengths (digits)");
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string at = r.child("operand_grid") + "[" + std::to_string(i) + "]";
+      if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + shown_value(v[i]));
+      const int64_t digits = v[i].get<int64_t>();
+      if (digits < 1 || digits > (1 << 16))
+        throw ConfigError(at + ": " + std::to_string(digits) + " is out of range [1, 65536]");
+      if (std::find(e.operand_grid.begin(), e.operand_grid.end(), digits) != e.operand_grid.end())
+        throw ConfigError(at + ": " + std::to_string(digits) + " appears twice");
+      e.operand_grid.push_back(digits);
+    }
+  }
   r.finish();
   return e;
 }
@@ -409,6 +426,7 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
   if (rows == options.end()) return;
   std::vector<int64_t> lengths = c.eval.lengths;
   lengths.push_back(c.task.max_length);
+  lengths.insert(lengths.end(), c.eval.operand_grid.begin(), c.eval.operand_grid.end());
   for (const int64_t length : lengths) {
     const int64_t end = task.positions_end(c.task, length);
     if (end > rows->get<int64_t>())
@@ -440,6 +458,13 @@ Config config_from_json(const json& j) {
     throw ConfigError("task.type=" + c.task.type + " trains " + join(kinds, " or ") +
                       " models, but model.kind=" + c.model.kind + "; set model.kind=" + kinds.front() +
                       " or choose a task for a " + c.model.kind + " (posenc list)");
+  if (!c.eval.operand_grid.empty() && !task.has_operands) {
+    std::vector<std::string> with;
+    for (const auto& t : task_registry())
+      if (t.has_operands) with.push_back(t.name);
+    throw ConfigError("eval.operand_grid: task.type=" + c.task.type +
+                      " has no operands whose lengths could differ; tasks that do: " + join(with, ", "));
+  }
   check_task_positions(c, task);
   return c;
 }
@@ -516,6 +541,7 @@ json config_to_json(const Config& c) {
         {"oracle_length", c.eval.oracle_length}}},
   };
   if (c.model.kind == "encoder_decoder") out["model"]["decoder_layers"] = c.model.decoder_layers;
+  if (!c.eval.operand_grid.empty()) out["eval"]["operand_grid"] = c.eval.operand_grid;
   return out;
 }
 

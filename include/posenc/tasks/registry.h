@@ -57,6 +57,9 @@ struct TaskInfo {
   /// this config: one past the largest id of an example of `length`, training
   /// offsets included; 0 (or no function) where the model counts 0..L-1.
   std::function<int64_t(const TaskConfig&, int64_t length)> positions_end;
+  /// An example is two operands whose lengths can differ (addition):
+  /// Task::fixed_operand_set and eval.operand_grid apply.
+  bool has_operands = false;
 };
 
 /// The `vocab_size` option (default 64) of the tasks whose tokens are 1..V

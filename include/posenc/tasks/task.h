@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,12 @@ class Task {
   virtual TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const = 0;
   /// A fixed set of (up to) n examples of one length.
   virtual TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const = 0;
+  /// A task of two operands (TaskInfo::has_operands): n examples whose operands
+  /// have `a_digits` and `b_digits` digits; fixed_set(n) where they are equal.
+  virtual TaskBatch fixed_operand_set(int64_t /*a_digits*/, int64_t /*b_digits*/, int64_t /*n*/,
+                                      int64_t /*seed*/) const {
+    throw std::logic_error("task " + info().name + " has no operands");
+  }
   /// Throws ConfigError if an evaluation set of this length cannot be made
   /// (a held-out text shorter than one window); called before training starts.
   virtual void check_eval_length(int64_t /*length*/) const {}

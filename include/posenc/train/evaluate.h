@@ -159,4 +159,18 @@ nlohmann::json corpus_bleu_json(const std::vector<LengthResult>& results);
 /// Human-readable table (one row per length) for the terminal.
 std::string format_length_table(const std::vector<LengthResult>& results, const Task& task);
 
+/// Exact match for every pair (digits of a, digits of b) of a task with two
+/// operands (eval.operand_grid): exact[i][j] scores a of digits[i] and b of
+/// digits[j] digits, on eval.samples_per_length examples.
+struct OperandGrid {
+  std::vector<int64_t> digits;
+  std::vector<std::vector<Tally>> exact;
+};
+OperandGrid evaluate_operand_grid(Transformer& model, const Task& task, const EvaluationSpec& spec,
+                                  const std::vector<int64_t>& digits, torch::Device device);
+/// {"digits": [...], "exact_match": rows of a, columns of b, "n": rows of counts}
+nlohmann::json operand_grid_to_json(const OperandGrid& grid);
+/// The grid as a terminal table: a's digits down, b's across.
+std::string format_operand_grid(const OperandGrid& grid);
+
 }  // namespace posenc

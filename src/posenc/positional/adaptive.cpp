@@ -42,7 +42,7 @@ class DapeImpl : public PositionalSchemeImpl {
     auto bias = once_per_forward(
         pos, "dape", [&] { return kerple_log_bias(pos).to(scores.scalar_type()); }, scores);  // (1, H, Lq, Lk)
     auto pair = torch::cat({scores, bias.expand_as(scores)}, 1).permute({0, 2, 3, 1});        // (B, Lq, Lk, 2H)
-    auto f = linear(out_, torch::gelu(linear(hidden_, pair)));                                 // (B, Lq, Lk, H)
+    auto f = linear(out_, torch::gelu(linear(hidden_, pair)));                                // (B, Lq, Lk, H)
     return scores + bias + f.permute({0, 3, 1, 2});
   }
 
@@ -50,7 +50,7 @@ class DapeImpl : public PositionalSchemeImpl {
   /// -r1 log(1 + r2 |i-j|): (1, H, Lq, Lk).
   torch::Tensor kerple_log_bias(const Positions& pos) const {
     auto distance = absolute_distances(pos.q, pos.k, r1_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
-    auto r1 = r1_.clamp_min(kMinR).view({-1, 1, 1});                                    // (H, 1, 1)
+    auto r1 = r1_.clamp_min(kMinR).view({-1, 1, 1});                                   // (H, 1, 1)
     auto r2 = r2_.clamp_min(kMinR).view({-1, 1, 1});
     return (-r1 * torch::log1p(r2 * distance)).unsqueeze(0);
   }

@@ -31,46 +31,23 @@ torch::Tensor to_tensor(const std::vector<std::vector<int64_t>>& rows) {
   return t;
 }
 
-/// Shared by every sequence task: lengths, seeds, assembly. A subclass writes one example.
-class SequenceTask : public Task {
+/// Shared by every sequence task: its registry entry, SEP and the assembly of `x SEP y` rows.
+class SequenceBase : public Task {
  public:
-  SequenceTask(const TaskConfig& cfg, std::string name) : cfg_(cfg), name_(std::move(name)) {}
+  SequenceBase(const TaskConfig& cfg, std::string name) : cfg_(cfg), name_(std::move(name)) {}
   const TaskInfo& info() const override { return find_task(name_); }
   int64_t sep() const { return vocab_size() + 1; }
 
-  TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
-    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
-    const int64_t length = std::uniform_int_distribution<int64_t>(cfg_.min_length, cfg_.max_length)(rng);
-    // The position offsets draw from a stream of their own: the tokens are the
-    // same whatever task.positions says.
-    std::mt19937_64 offsets(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x706f73u}));
-    return batch(length, batch_size, rng, &offsets);
-  }
-  TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
-    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-    return batch(length, n, rng, nullptr);
-  }
-
  protected:
-  /// One example: the prompt `x SEP` (input) and the answer y.
-  virtual void example(int64_t length, std::mt19937_64& rng, std::vector<int64_t>& input,
-                       std::vector<int64_t>& answer) const = 0;
-  /// The position ids of the examples of `length` (the same for every example
-  /// but for the training offsets): empty where the model counts 0..T-1.
-  /// `offsets` draws training offsets; null in evaluation.
-  virtual std::vector<std::vector<int64_t>> position_ids(int64_t /*length*/, int64_t /*n*/,
-                                                         std::mt19937_64* /*offsets*/) const {
-    return {};
-  }
-  TaskConfig cfg_;
-
- private:
-  TaskBatch batch(int64_t length, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets) const {
+  /// n examples `x SEP y` of one shape from `example(x, y)`, with the position
+  /// ids `ids` ((n, T) rows; empty: the model counts 0..T-1).
+  template <typename Example>
+  TaskBatch assemble(int64_t n, Example&& example, const std::vector<std::vector<int64_t>>& ids) const {
     std::vector<std::vector<int64_t>> rows;
     int64_t answer_start = 0;
     for (int64_t i = 0; i < n; ++i) {
       std::vector<int64_t> input, answer;
-      example(length, rng, input, answer);
+      example(input, answer);
       input.push_back(sep());
       answer_start = static_cast<int64_t>(input.size());
       input.insert(input.end(), answer.begin(), answer.end());
@@ -79,11 +56,40 @@ class SequenceTask : public Task {
     TaskBatch b;
     b.tokens = to_tensor(rows);  // (n, T)
     b.answer_start = answer_start;
-    const auto ids = position_ids(length, n, offsets);
     if (!ids.empty()) b.positions = to_tensor(ids);  // (n, T)
     return b;
   }
+  TaskConfig cfg_;
+
+ private:
   std::string name_;
+};
+
+/// The tasks whose examples have one length: lengths and seeds. A subclass writes one example.
+class SequenceTask : public SequenceBase {
+ public:
+  using SequenceBase::SequenceBase;
+
+  TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
+    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
+    const int64_t length = std::uniform_int_distribution<int64_t>(cfg_.min_length, cfg_.max_length)(rng);
+    return batch(length, batch_size, rng);
+  }
+  TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
+    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
+    return batch(length, n, rng);
+  }
+
+ protected:
+  /// One example: the prompt `x SEP` (input) and the answer y.
+  virtual void example(int64_t length, std::mt19937_64& rng, std::vector<int64_t>& input,
+                       std::vector<int64_t>& answer) const = 0;
+
+ private:
+  TaskBatch batch(int64_t length, int64_t n, std::mt19937_64& rng) const {
+    return assemble(
+        n, [&](std::vector<int64_t>& input, std::vector<int64_t>& answer) { example(length, rng, input, answer); }, {});
+  }
 };
 
 /// copy, reverse and sort: x is `length` tokens drawn uniformly from 1..vocab_size.
@@ -112,8 +118,16 @@ class PermutationTask : public SequenceTask {
 
 /// Digits 0..9 are tokens 1..10, '+' is 11; SEP is 12.
 ///
-/// task.positions, for `a + b SEP s` with n-digit operands (least-significant
-/// digit first) and an (n+1)-digit sum s:
+/// An example `a + b SEP s`: a of na digits and b of nb digits, least-significant
+/// digit first, and their sum s of m + 1 digits, m = max(na, nb), also
+/// least-significant first. task.operands: `equal` draws one length n per batch
+/// for both (na = nb = n); `independent` draws na and nb per batch, each from
+/// [min_length, max_length], as McLeish et al. and Cho et al. train; with
+/// task.pad_operands the shorter operand is written with leading zeros to m
+/// digits. The task length (eval.lengths) is the digits of both operands; the
+/// operand grid (eval.operand_grid) scores every (na, nb) pair.
+///
+/// task.positions:
 ///  - sequence: 0..T-1, counted by the model (no ids of the task's own);
 ///  - abacus (McLeish et al. 2024): a digit's id is 1 + its index inside its own
 ///    number (the units digit is 1), other tokens 0; in training one random k
@@ -124,70 +138,105 @@ class PermutationTask : public SequenceTask {
 ///    j's id (SEP carries the units', the sum's units digit the tens', ...), as
 ///    a decoder reads it; start is drawn per example from [0, position_offset]
 ///    in training and is 0 in evaluation.
-class AdditionTask : public SequenceTask {
+class AdditionTask : public SequenceBase {
  public:
   static constexpr int64_t kPlus = 11;
   explicit AdditionTask(const TaskConfig& cfg)
-      : SequenceTask(cfg, "addition"),
+      : SequenceBase(cfg, "addition"),
         positions_(cfg.options.get_string("positions")),
-        offset_(cfg.options.get_int("position_offset")) {}
-  /// One past the largest id of an example of `length` (offsets included); 0 for sequence.
+        offset_(cfg.options.get_int("position_offset")),
+        independent_(cfg.options.get_string("operands") == "independent"),
+        pad_(cfg.options.get_bool("pad_operands")) {}
+  /// One past the largest id of an example whose longer operand has `length` digits (offsets included); 0 for sequence.
   static int64_t positions_end(const std::string& mode, int64_t length, int64_t offset) {
-    if (mode == "abacus") return length + 2 + offset;   // the sum's last digit: 1 + n, plus k
-    if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + n + 2
+    if (mode == "abacus") return length + 2 + offset;   // the sum's last digit: 1 + m, plus k
+    if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + m + 2
     return 0;
   }
   int64_t vocab_size() const override { return 11; }
   int64_t sequence_length(int64_t length) const override { return 3 * length + 3; }
 
- protected:
-  void example(int64_t length, std::mt19937_64& rng, std::vector<int64_t>& input,
-               std::vector<int64_t>& answer) const override {
+  TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
+    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
+    std::uniform_int_distribution<int64_t> digits(cfg_.min_length, cfg_.max_length);
+    const int64_t na = digits(rng), nb = independent_ ? digits(rng) : na;
+    // The position offsets draw from a stream of their own: the tokens are the
+    // same whatever task.positions says.
+    std::mt19937_64 offsets(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x706f73u}));
+    return operand_batch(na, nb, batch_size, rng, &offsets);
+  }
+  TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
+    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
+    return operand_batch(length, length, n, rng, nullptr);
+  }
+  TaskBatch fixed_operand_set(int64_t a_digits, int64_t b_digits, int64_t n, int64_t seed) const override {
+    if (a_digits == b_digits) return fixed_set(a_digits, n, seed);  // the per-length set's examples
+    std::mt19937_64 rng(mix_seed(
+        {static_cast<uint64_t>(seed), static_cast<uint64_t>(a_digits), static_cast<uint64_t>(b_digits), 0x6f7073u}));
+    return operand_batch(a_digits, b_digits, n, rng, nullptr);
+  }
+
+ private:
+  TaskBatch operand_batch(int64_t na, int64_t nb, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets) const {
+    const int64_t m = std::max(na, nb);
+    const int64_t wa = pad_ ? m : na, wb = pad_ ? m : nb;  // digits written
+    return assemble(
+        n,
+        [&](std::vector<int64_t>& input, std::vector<int64_t>& answer) { example(na, nb, wa, wb, rng, input, answer); },
+        position_ids(wa, wb, n, offsets));
+  }
+
+  /// a (na digits) + b (nb digits), written with wa >= na and wb >= nb digits.
+  static void example(int64_t na, int64_t nb, int64_t wa, int64_t wb, std::mt19937_64& rng, std::vector<int64_t>& input,
+                      std::vector<int64_t>& answer) {
     std::uniform_int_distribution<int> digit(0, 9);
-    std::vector<int> a(length), b(length);
-    for (auto& d : a) d = digit(rng);
-    for (auto& d : b) d = digit(rng);
+    std::vector<int> a(wa, 0), b(wb, 0);
+    for (int64_t i = 0; i < na; ++i) a[i] = digit(rng);
+    for (int64_t i = 0; i < nb; ++i) b[i] = digit(rng);
     for (int d : a) input.push_back(d + 1);
     input.push_back(kPlus);
     for (int d : b) input.push_back(d + 1);
     int carry = 0;
-    for (int64_t i = 0; i < length; ++i) {  // least-significant digit first
-      const int s = a[i] + b[i] + carry;
+    const int64_t m = std::max(wa, wb);
+    for (int64_t i = 0; i < m; ++i) {  // least-significant digit first
+      const int s = (i < wa ? a[i] : 0) + (i < wb ? b[i] : 0) + carry;
       answer.push_back(s % 10 + 1);
       carry = s / 10;
     }
     answer.push_back(carry + 1);
   }
 
-  std::vector<std::vector<int64_t>> position_ids(int64_t length, int64_t n, std::mt19937_64* offsets) const override {
+  /// The ids of `wa digits + wb digits SEP` and an (m + 1)-digit sum, m = max(wa, wb).
+  std::vector<std::vector<int64_t>> position_ids(int64_t wa, int64_t wb, int64_t n, std::mt19937_64* offsets) const {
     if (positions_ == "sequence") return {};
+    const int64_t m = std::max(wa, wb);
     std::uniform_int_distribution<int64_t> draw(0, offset_);
     std::vector<std::vector<int64_t>> rows;
     const int64_t batch_k = positions_ == "abacus" && offsets ? draw(*offsets) : 0;  // one per batch
     for (int64_t r = 0; r < n; ++r) {
       std::vector<int64_t> ids;
       if (positions_ == "abacus") {
-        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);   // a
-        ids.push_back(0);                                                      // '+'
-        for (int64_t i = 0; i < length; ++i) ids.push_back(1 + i + batch_k);   // b
-        ids.push_back(0);                                                      // SEP
-        for (int64_t i = 0; i <= length; ++i) ids.push_back(1 + i + batch_k);  // the sum
+        for (int64_t i = 0; i < wa; ++i) ids.push_back(1 + i + batch_k);  // a
+        ids.push_back(0);                                                 // '+'
+        for (int64_t i = 0; i < wb; ++i) ids.push_back(1 + i + batch_k);  // b
+        ids.push_back(0);                                                 // SEP
+        for (int64_t i = 0; i <= m; ++i) ids.push_back(1 + i + batch_k);  // the sum
       } else {
-        const int64_t start = offsets ? draw(*offsets) : 0;                  // one per example
-        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);   // a
-        ids.push_back(0);                                                    // '+'
-        for (int64_t i = 0; i < length; ++i) ids.push_back(start + i + 1);   // b
-        for (int64_t j = 0; j <= length; ++j) ids.push_back(start + j + 1);  // SEP, then s_0 .. s_{n-1}
-        ids.push_back(start + length + 2);                                   // s_n: fed by no step, never read
+        const int64_t start = offsets ? draw(*offsets) : 0;             // one per example
+        for (int64_t i = 0; i < wa; ++i) ids.push_back(start + i + 1);  // a
+        ids.push_back(0);                                               // '+'
+        for (int64_t i = 0; i < wb; ++i) ids.push_back(start + i + 1);  // b
+        for (int64_t j = 0; j <= m; ++j) ids.push_back(start + j + 1);  // SEP, then s_0 .. s_{m-1}
+        ids.push_back(start + m + 2);                                   // s_m: fed by no step, never read
       }
       rows.push_back(std::move(ids));
     }
     return rows;
   }
 
- private:
   std::string positions_;
   int64_t offset_;
+  bool independent_, pad_;
 };
 
 TaskInfo sequence_info(const std::string& name, const std::string& description) {
@@ -225,8 +274,8 @@ TaskInfo sort_task_info() {
 }
 TaskInfo addition_task_info() {
   TaskInfo t = sequence_info("addition",
-                             "a + b SEP -> a+b, n-digit operands and an (n+1)-digit sum, least-significant digit "
-                             "first (decoder; length = digits per operand)");
+                             "a + b SEP -> a+b, least-significant digit first; length n: two n-digit operands and "
+                             "an (n+1)-digit sum (decoder; task.operands draws the two lengths apart)");
   t.options = {
       {"positions",
        OptionKind::String,
@@ -240,7 +289,17 @@ TaskInfo addition_task_info() {
        "training only: abacus adds a random k in [0, this] per batch to every digit's id, coupled starts each "
        "example's ids at a random offset in [0, this]",
        0, 1 << 20},
+      {"operands",
+       OptionKind::String,
+       "equal",
+       "training operands: equal (one length n per batch for both) or independent (a's and b's digits drawn "
+       "apart per batch, each from [min_length, max_length])",
+       0,
+       0,
+       {"equal", "independent"}},
+      {"pad_operands", OptionKind::Bool, false, "write the shorter operand with leading zeros to the longer's length"},
   };
+  t.has_operands = true;
   t.fixed_vocab_size = 11;
   t.length_unit = "digits per operand";
   t.make = [](const TaskConfig& cfg) { return std::make_unique<AdditionTask>(cfg); };

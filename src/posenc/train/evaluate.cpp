@@ -1,5 +1,6 @@
 #include "posenc/train/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -526,6 +527,49 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
   if (alarms)
     out << "alarms: on sorted sequences, the share of positions whose own output the classifier calls unsorted, "
            "and the share of sorted sequences with at least one such position\n";
+  return out.str();
+}
+
+OperandGrid evaluate_operand_grid(Transformer& model, const Task& task, const EvaluationSpec& spec,
+                                  const std::vector<int64_t>& digits, torch::Device device) {
+  if (!task.info().has_operands)
+    throw ConfigError("eval.operand_grid: task " + task.info().name + " has no operands whose lengths could differ");
+  const int64_t longest = *std::max_element(digits.begin(), digits.end());
+  check_evaluation_fits(model, task, spec, {longest}, device);  // the largest cell holds two operands of that length
+  OperandGrid grid;
+  grid.digits = digits;
+  for (const int64_t a : digits) {
+    std::vector<Tally> row;
+    for (const int64_t b : digits) {
+      const TaskBatch set = task.fixed_operand_set(a, b, spec.sets.samples_per_length, spec.sets.seed);
+      row.push_back(score_decoding(model, set, device, spec.sets.max_batch_tokens, /*interruptible=*/true).first);
+    }
+    grid.exact.push_back(row);
+  }
+  return grid;
+}
+
+nlohmann::json operand_grid_to_json(const OperandGrid& grid) {
+  nlohmann::json exact = nlohmann::json::array(), counts = nlohmann::json::array();
+  for (const auto& row : grid.exact) {
+    nlohmann::json e = nlohmann::json::array(), n = nlohmann::json::array();
+    for (const auto& t : row) e.push_back(t.accuracy()), n.push_back(t.n);
+    exact.push_back(e);
+    counts.push_back(n);
+  }
+  return {{"digits", grid.digits}, {"exact_match", exact}, {"n", counts}};
+}
+
+std::string format_operand_grid(const OperandGrid& grid) {
+  std::ostringstream out;
+  out << "exact match by operand digits (a down, b across)\n  a \\ b";
+  for (const int64_t b : grid.digits) out << fmt::format("{:>7}", b);
+  out << "\n";
+  for (size_t i = 0; i < grid.digits.size(); ++i) {
+    out << fmt::format("{:>7}", grid.digits[i]);
+    for (const auto& t : grid.exact[i]) out << fmt::format("{:>7.3f}", t.accuracy());
+    out << "\n";
+  }
   return out.str();
 }
 

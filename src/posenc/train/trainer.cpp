@@ -589,6 +589,12 @@ class TrainingRun {
       result.results["lengths"] = length_results_to_json(result.lengths, *task_);
       if (task_->info().bleu) result.results["bleu"] = corpus_bleu_json(result.lengths);
       std::printf("%s", format_length_table(result.lengths, *task_).c_str());
+      if (!cfg_.eval.operand_grid.empty()) {
+        const OperandGrid grid =
+            evaluate_operand_grid(model_, *task_, evaluation_spec(cfg_), cfg_.eval.operand_grid, device_);
+        result.results["operand_grid"] = operand_grid_to_json(grid);
+        std::printf("%s", format_operand_grid(grid).c_str());
+      }
     }
     write_file_atomic((dir_ / run_files::kResults).string(), result.results.dump(2) + "\n");
     spdlog::info("done: {} steps in {}, val_accuracy {:.4f}; results in {}", cfg_.train.steps,

@@ -1,0 +1,177 @@
+// Addition's operands: lengths drawn apart or padded, every sum right, the ids
+// of unequal operands, and the operand grid that scores every (a, b) pair.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "helpers.h"
+#include "posenc/model/transformer.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/evaluate.h"
+#include "posenc/train/objective.h"
+
+using namespace posenc;
+using posenc::testing::config_with;
+using posenc::testing::error_of;
+
+namespace {
+
+Config addition_config(std::initializer_list<std::string> extra) {
+  std::vector<std::string> o = {"model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=2",
+                                "model.d_ff=64", "model.positional.type=\"learned\"", "task.type=\"addition\"",
+                                "task.min_length=2", "task.max_length=6", "eval.lengths=[4,8]"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  json j = json::object();
+  for (const auto& s : o) apply_override(j, s);
+  return config_from_json(j);
+}
+
+std::vector<int64_t> row_of(const torch::Tensor& t, int64_t r) {
+  auto row = t[r].contiguous();
+  return {row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel()};
+}
+
+/// One example `a + b SEP s` read back: the digits of a and b (least-significant first) and of s.
+struct Sum {
+  std::vector<int> a, b, s;
+};
+Sum read_example(const std::vector<int64_t>& tokens, int64_t answer_start) {
+  constexpr int64_t kPlus = 11;
+  Sum out;
+  bool second = false;
+  for (int64_t i = 0; i + 1 < answer_start; ++i) {  // the prompt before SEP
+    if (tokens[i] == kPlus) {
+      second = true;
+      continue;
+    }
+    (second ? out.b : out.a).push_back(static_cast<int>(tokens[i] - 1));
+  }
+  for (size_t i = answer_start; i < tokens.size(); ++i) out.s.push_back(static_cast<int>(tokens[i] - 1));
+  return out;
+}
+
+/// The sum of two little-endian digit strings, little-endian, max(len) + 1 digits.
+std::vector<int> add(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> s;
+  int carry = 0;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const int d = (i < a.size() ? a[i] : 0) + (i < b.size() ? b[i] : 0) + carry;
+    s.push_back(d % 10);
+    carry = d / 10;
+  }
+  s.push_back(carry);
+  return s;
+}
+
+}  // namespace
+
+TEST(Addition, IndependentOperandsDrawEachLengthApartAndEverySumIsRight) {
+  const Config c = addition_config({"task.operands=\"independent\""});
+  const auto task = find_task("addition").make(c.task);
+  std::set<std::pair<size_t, size_t>> seen;
+  for (int64_t step = 0; step < 200; ++step) {
+    const auto batch = task->train_batch(step, 4, 0);
+    for (int64_t r = 0; r < 4; ++r) {
+      const Sum e = read_example(row_of(batch.tokens, r), batch.answer_start);
+      ASSERT_GE(e.a.size(), 2u);
+      ASSERT_LE(e.a.size(), 6u);
+      ASSERT_GE(e.b.size(), 2u);
+      ASSERT_LE(e.b.size(), 6u);
+      ASSERT_EQ(e.s, add(e.a, e.b)) << "step " << step << " row " << r;
+      seen.insert({e.a.size(), e.b.size()});
+    }
+  }
+  EXPECT_EQ(seen.size(), 25u) << "every pair of lengths in [2, 6] is drawn";
+}
+
+TEST(Addition, EqualOperandsKeepTheirTokensAndPaddingWritesLeadingZeros) {
+  const auto equal = find_task("addition").make(addition_config({}).task);
+  const auto independent = find_task("addition").make(addition_config({"task.operands=\"independent\""}).task);
+  const auto padded = find_task("addition").make(
+      addition_config({"task.operands=\"independent\"", "task.pad_operands=true"}).task);
+  // The evaluation sets of one length are the same whatever the training draws.
+  EXPECT_TRUE(torch::equal(equal->fixed_set(5, 16, 3).tokens, independent->fixed_set(5, 16, 3).tokens));
+  EXPECT_TRUE(torch::equal(equal->fixed_operand_set(5, 5, 16, 3).tokens, equal->fixed_set(5, 16, 3).tokens));
+  // Padded: both operands written with max(na, nb) digits, the shorter's top ones zero; the same sums.
+  const auto plain = independent->fixed_operand_set(2, 5, 16, 3), zeros = padded->fixed_operand_set(2, 5, 16, 3);
+  for (int64_t r = 0; r < 16; ++r) {
+    const Sum p = read_example(row_of(plain.tokens, r), plain.answer_start);
+    const Sum z = read_example(row_of(zeros.tokens, r), zeros.answer_start);
+    ASSERT_EQ(p.a.size(), 2u);
+    ASSERT_EQ(z.a.size(), 5u);
+    EXPECT_EQ(std::vector<int>(z.a.begin(), z.a.begin() + 2), p.a);
+    EXPECT_EQ(std::vector<int>(z.a.begin() + 2, z.a.end()), std::vector<int>(3, 0));
+    EXPECT_EQ(z.b, p.b);
+    EXPECT_EQ(z.s, p.s);
+    EXPECT_EQ(p.s, add(p.a, p.b));
+  }
+}
+
+// a of 2 digits, b of 4: abacus counts inside each number, coupling gives the
+// digits of one significance one id and the answer the ids of the digits it predicts.
+TEST(Addition, UnequalOperandsGetTheirOwnIds) {
+  const auto abacus = find_task("addition").make(addition_config({"task.positions=\"abacus\""}).task);
+  const auto coupled = find_task("addition").make(addition_config({"task.positions=\"coupled\""}).task);
+  // a0 a1 + b0 b1 b2 b3 SEP s0 s1 s2 s3 s4
+  EXPECT_EQ(row_of(abacus->fixed_operand_set(2, 4, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 2, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(row_of(coupled->fixed_operand_set(2, 4, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 2, 0, 1, 2, 3, 4, 1, 2, 3, 4, 5, 6}));
+}
+
+TEST(Addition, TheOperandGridIsCheckedWhenTheConfigIsRead) {
+  const auto error = [](std::initializer_list<std::string> o) {
+    return error_of([&] {
+      json j = json::object();
+      for (const auto& s : o) apply_override(j, s);
+      config_from_json(j);
+    });
+  };
+  EXPECT_NE(error({"eval.operand_grid=[4,8]"}).find("eval.operand_grid: task.type=ordering has no operands"),
+            std::string::npos);
+  const std::string decoder = "model.kind=\"decoder\"", addition = "task.type=\"addition\"";
+  EXPECT_EQ(error({decoder, addition, "eval.operand_grid=[1,4,8]"}), "(no error)");
+  EXPECT_NE(error({decoder, addition, "eval.operand_grid=[4,4]"}).find("eval.operand_grid[1]: 4 appears twice"),
+            std::string::npos);
+  EXPECT_NE(error({decoder, addition, "eval.operand_grid=[0]"}).find("eval.operand_grid[0]: 0 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error({decoder, addition, "eval.operand_grid=[]"}).find("eval.operand_grid: expected a non-empty array"),
+            std::string::npos);
+  EXPECT_NE(error({decoder, addition, "task.operands=\"both\""}).find("task.operands"), std::string::npos);
+  EXPECT_NE(error({decoder, addition, "model.positional.type=\"learned\"", "task.positions=\"abacus\"",
+                   "model.positional.max_positions=20", "eval.lengths=[4]", "eval.operand_grid=[4,30]"})
+                .find("gives length 30 ids up to 31"),
+            std::string::npos)
+      << "the grid's longest operand must fit the table";
+  const Config c = addition_config({"eval.operand_grid=[3,5]"});
+  EXPECT_EQ(config_to_json(config_from_json(config_to_json(c))), config_to_json(c));
+}
+
+// The grid's diagonal holds the per-length sets: its cells score what eval.lengths scores there.
+TEST(Addition, TheOperandGridsDiagonalIsThePerLengthScore) {
+  torch::manual_seed(0);
+  Config c = addition_config({"eval.samples_per_length=40", "task.positions=\"coupled\""});
+  c.task.max_length = 3;
+  Transformer model(c.model, task_vocab_size(c.task));
+  const auto task = find_task("addition").make(c.task);
+  // Trained a little, so that some answers are right and the counts can differ.
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3));
+  for (int64_t step = 0; step < 1000; ++step) {
+    const auto out = task_objective(model, task->train_batch(step, 32, 0));
+    opt.zero_grad();
+    out.loss.backward();
+    opt.step();
+  }
+  const auto spec = evaluation_spec(c);
+  const OperandGrid grid = evaluate_operand_grid(model, *task, spec, {2, 3}, torch::kCPU);
+  ASSERT_EQ(grid.exact.size(), 2u);
+  const auto lengths = evaluate_lengths(model, *task, spec, {2, 3}, torch::kCPU);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(grid.exact[i][i].n, 40);
+    EXPECT_EQ(grid.exact[i][i].correct, lengths[i].total.correct);
+    EXPECT_EQ(grid.exact[i][1 - i].n, 40);
+  }
+  const json j = operand_grid_to_json(grid);
+  EXPECT_EQ(j["digits"], json({2, 3}));
+  EXPECT_EQ(j["n"][0][1], 40);
+}
