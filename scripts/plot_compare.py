@@ -18,6 +18,10 @@ OUT/figures/:
                            head's bias matrix and its profile against j - i
                            (ALiBi: slopes per head on a log2 axis)
   attention_<variant>.png  attention of every block and head on one sorted example
+  operand_grid.png         addition with eval.operand_grid (in results.json, or
+                           results_eval.json of `posenc eval --set
+                           eval.operand_grid=[...]`): the best run's exact
+                           match for every (digits of a, digits of b) pair
 
 Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
 """
@@ -406,6 +410,42 @@ def plot_attention(d, out):
     save(fig, os.path.join(out, f"attention_{d['variant']}.png"))
 
 
+def plot_operand_grid(root, out):
+    """The run whose operand grid has the highest mean exact match, as a heat map; False if no run has one."""
+    best = None
+    runs = os.path.join(root, "runs")
+    for run in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+        # results.json (eval.operand_grid in the grid's config), else a later `posenc eval` of the run.
+        grid = None
+        for name in ("results.json", "results_eval.json"):
+            path = os.path.join(runs, run, name)
+            if grid is None and os.path.exists(path):
+                grid = load_json(path).get("operand_grid")
+        if grid:
+            mean = float(np.mean(grid["exact_match"]))
+            if best is None or mean > best[0]:
+                best = (mean, run, grid)
+    if best is None:
+        return False
+    mean, run, grid = best
+    m = np.array(grid["exact_match"])
+    digits = grid["digits"]
+    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(digits), 0.8 + 0.5 * len(digits)))
+    im = ax.imshow(m, vmin=0.0, vmax=1.0, cmap="viridis", origin="lower")
+    ax.set_xticks(range(len(digits)), [str(d) for d in digits])
+    ax.set_yticks(range(len(digits)), [str(d) for d in digits])
+    ax.set_xlabel("digits of b")
+    ax.set_ylabel("digits of a")
+    for i in range(len(digits)):
+        for j in range(len(digits)):
+            ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if m[i, j] < 0.5 else "black")
+    fig.colorbar(im, ax=ax, label="exact match")
+    ax.set_title(f"{run}: exact match by operand lengths (mean {mean:.3f})", fontsize=9)
+    save(fig, os.path.join(out, "operand_grid.png"))
+    return True
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: plot_compare.py OUT   (the output directory of posenc compare)")
@@ -422,6 +462,8 @@ def main():
         plot_accuracy(summary, out)
         plot_training(summary, root, out)
         written += ["accuracy_vs_length.png", "training_curves.png"]
+    if plot_operand_grid(root, out):
+        written.append("operand_grid.png")
     for sub, fn, prefix in (("inspect", plot_scheme, "scheme_"), ("attention", plot_attention, "attention_")):
         folder = os.path.join(root, sub)
         if not os.path.isdir(folder):

@@ -17,9 +17,10 @@ using posenc::testing::error_of;
 namespace {
 
 Config addition_config(std::initializer_list<std::string> extra) {
-  std::vector<std::string> o = {"model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=2",
-                                "model.d_ff=64", "model.positional.type=\"learned\"", "task.type=\"addition\"",
-                                "task.min_length=2", "task.max_length=6", "eval.lengths=[4,8]"};
+  std::vector<std::string> o = {"model.kind=\"decoder\"", "model.d_model=32",  "model.heads=2",
+                                "model.layers=2",         "model.d_ff=64",     "model.positional.type=\"learned\"",
+                                "task.type=\"addition\"", "task.min_length=2", "task.max_length=6",
+                                "eval.lengths=[4,8]"};
   o.insert(o.end(), extra.begin(), extra.end());
   json j = json::object();
   for (const auto& s : o) apply_override(j, s);
@@ -87,8 +88,8 @@ TEST(Addition, IndependentOperandsDrawEachLengthApartAndEverySumIsRight) {
 TEST(Addition, EqualOperandsKeepTheirTokensAndPaddingWritesLeadingZeros) {
   const auto equal = find_task("addition").make(addition_config({}).task);
   const auto independent = find_task("addition").make(addition_config({"task.operands=\"independent\""}).task);
-  const auto padded = find_task("addition").make(
-      addition_config({"task.operands=\"independent\"", "task.pad_operands=true"}).task);
+  const auto padded =
+      find_task("addition").make(addition_config({"task.operands=\"independent\"", "task.pad_operands=true"}).task);
   // The evaluation sets of one length are the same whatever the training draws.
   EXPECT_TRUE(torch::equal(equal->fixed_set(5, 16, 3).tokens, independent->fixed_set(5, 16, 3).tokens));
   EXPECT_TRUE(torch::equal(equal->fixed_operand_set(5, 5, 16, 3).tokens, equal->fixed_set(5, 16, 3).tokens));

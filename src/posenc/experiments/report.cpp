@@ -142,6 +142,9 @@ void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std
           "grey: training lengths).\n\n![accuracy vs length](figures/accuracy_vs_length.png)\n\n";
   if (figure("training_curves.png"))
     md << "Training loss and validation accuracy.\n\n![training curves](figures/training_curves.png)\n\n";
+  if (figure("operand_grid.png"))
+    md << "Exact match of the best run for every pair of operand lengths (eval.operand_grid).\n\n"
+          "![operand grid](figures/operand_grid.png)\n\n";
   const auto runs = figure_runs(plan, s);
   if (!runs.empty()) md << "### Each scheme after training, and its attention on one evaluation example\n\n";
   for (const auto& [variant, id] : runs) {
