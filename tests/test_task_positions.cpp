@@ -6,7 +6,10 @@
 #include <set>
 
 #include "helpers.h"
+#include "posenc/analysis/trained.h"
 #include "posenc/model/transformer.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/trainer.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/decode.h"
 #include "posenc/train/objective.h"
@@ -282,4 +285,38 @@ TEST(SchemePair, SinusoidsInTheInputSlotBesideNoneAreTheSinusoidalScheme) {
     const auto set = find_task("addition").make(alone.task)->fixed_set(5, 4, 2);
     EXPECT_TRUE(torch::equal(a->forward(set.tokens, {}, set.positions), b->forward(set.tokens, {}, set.positions)));
   }
+}
+
+// posenc attention on a run with task-defined ids shows the maps of the model
+// reading them, as training and evaluation do, and says which ids they were.
+TEST(TaskPositions, AttentionMapsReadTheTasksIds) {
+  const auto dir = posenc::testing::fresh_dir("task_positions_attention");
+  Config c = decoder_config("learned", "coupled");
+  c.train.steps = 5, c.train.log_every = 5, c.train.eval_every = 5, c.train.val_samples = 10;
+  c.eval.samples_per_length = 10;
+  c.train.out_dir = dir.string();
+  train(c, TrainRequest{});
+  const std::string ckpt = (dir / "checkpoint.pt").string();
+  AttentionRequest request;
+  request.length = 3;
+  const auto att = attention_example(ckpt, request);
+  const auto set = find_task("addition").make(c.task)->fixed_set(3, 1, c.eval.seed);
+  const int64_t T = set.tokens.size(1);
+  const auto ids = set.positions.narrow(1, 0, T - 1);  // (1, T-1): the ids of what the model reads
+  EXPECT_EQ(att.at("task_positions").get<std::vector<int64_t>>(), row_of(ids, 0));
+  // The first block's maps are those of the model run on the example with those ids.
+  Transformer model = load_model_as(ckpt, torch::kCPU, read_checkpoint_config(ckpt));
+  model->eval();
+  model->keep_attention(true);
+  model->force_explicit_attention(true);
+  torch::NoGradGuard no_grad;
+  model->forward(set.tokens.narrow(1, 0, T - 1), {}, ids);
+  const auto expected = model->attention_maps().front()[0];  // (H, T-1, T-1)
+  const auto& block = att.at("layers").at(0);
+  for (int64_t h = 0; h < expected.size(0); ++h)
+    for (int64_t q = 0; q < T - 1; ++q)
+      for (int64_t k = 0; k < T - 1; ++k)
+        ASSERT_NEAR(block.at(h).at(q).at(k).get<double>(), expected[h][q][k].item<double>(), tolerance::kFloat32Model)
+            << "head " << h << " query " << q << " key " << k;
+  std::filesystem::remove_all(dir);
 }

@@ -56,10 +56,12 @@ void keep_maps(Transformer& model) {
 
 /// Runs tokens (1, L) through the model keeping its attention maps: per layer,
 /// head and query, the row of probabilities. `p_sorted` (encoder): P(class 1).
-nlohmann::json attention_layers(Transformer& model, const torch::Tensor& tokens, double* p_sorted) {
+/// `task_positions` (1, L): the task's own ids of the tokens, where it defines them.
+nlohmann::json attention_layers(Transformer& model, const torch::Tensor& tokens, double* p_sorted,
+                                const torch::Tensor& task_positions = {}) {
   keep_maps(model);
   c10::InferenceMode guard;
-  auto logits = model->forward(tokens);
+  auto logits = model->forward(tokens, {}, task_positions);
   if (!model->is_decoder()) *p_sorted = torch::softmax(logits, -1)[0][1].item<double>();
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& w : model->attention_maps()) layers.push_back(maps_json(w));  // (1, H, L', L') each
@@ -76,10 +78,19 @@ nlohmann::json decoder_attention_example(const std::string& checkpoint, const At
                       std::to_string(r.length) + " has only " + std::to_string(set.tokens.size(0)) + " examples");
   auto example = set.tokens.slice(0, r.index, r.index + 1);  // (1, T)
   auto tokens = example.narrow(1, 0, example.size(1) - 1);   // (1, T-1): what the model reads
+  // The task's ids of those tokens (task.positions), where it defines them: what training and evaluation read.
+  const auto ids = set.positions.defined() ? set.positions.slice(0, r.index, r.index + 1).narrow(1, 0, tokens.size(1))
+                                           : torch::Tensor();
   double unused = 0;
-  const nlohmann::json layers = attention_layers(model, tokens, &unused);
+  const nlohmann::json layers = attention_layers(model, tokens, &unused, ids);
   auto tok = example[0].contiguous();
+  nlohmann::json task_ids = nullptr;
+  if (ids.defined()) {
+    auto row = ids[0].contiguous();
+    task_ids = std::vector<int64_t>(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+  }
   return {{"checkpoint", checkpoint},
+          {"task_positions", task_ids},
           {"scheme", cfg.model.positional.type},
           {"task", cfg.task.type},
           {"length", r.length},
