@@ -176,3 +176,71 @@ TEST(Addition, TheOperandGridsDiagonalIsThePerLengthScore) {
   EXPECT_EQ(j["digits"], json({2, 3}));
   EXPECT_EQ(j["n"][0][1], 40);
 }
+
+// Index hints: hint, digit, hint, digit...; the digits of one significance carry
+// one hint in a, b and the sum; training starts the hints at random places,
+// evaluation at the first; the sums stay right.
+TEST(Addition, IndexHintsMarkEachSignificanceAlikeInAllThreeNumbers) {
+  constexpr int64_t kPlus = 11, kHints = 16, kFirstHint = kPlus + 1;
+  const auto task =
+      find_task("addition").make(addition_config({"task.operands=\"independent\"", "task.index_hints=16"}).task);
+  EXPECT_EQ(task->vocab_size(), kPlus + kHints);
+  const auto strip = [&](const std::vector<int64_t>& tokens, int64_t answer_start, std::vector<int64_t>& hints) {
+    // (hint, digit) pairs, with '+' and SEP alone: the tokens without hints, the hints in order.
+    std::vector<int64_t> plain;
+    int64_t plain_answer_start = 0;
+    for (int64_t i = 0; i < static_cast<int64_t>(tokens.size()); ++i) {
+      if (i == answer_start) plain_answer_start = static_cast<int64_t>(plain.size());
+      if (tokens[i] >= kFirstHint && tokens[i] < kFirstHint + kHints) {
+        hints.push_back(tokens[i] - kFirstHint);
+        EXPECT_GE(tokens.at(i + 1), 1);
+        EXPECT_LE(tokens.at(i + 1), 10) << "a hint is followed by a digit";
+        continue;
+      }
+      plain.push_back(tokens[i]);
+    }
+    return std::make_pair(plain, plain_answer_start);
+  };
+  std::set<int64_t> starts;
+  int64_t last_hint = 0;
+  for (int64_t step = 0; step < 100; ++step) {
+    const auto batch = task->train_batch(step, 4, 0);
+    for (int64_t r = 0; r < 4; ++r) {
+      std::vector<int64_t> hints;
+      const auto [plain, answer_start] = strip(row_of(batch.tokens, r), batch.answer_start, hints);
+      const Sum e = read_example(plain, answer_start);
+      ASSERT_EQ(e.s, add(e.a, e.b)) << "step " << step << " row " << r;
+      // a's hints, b's, the sum's: each counts up from one start.
+      const int64_t start = hints.at(0);
+      std::vector<int64_t> expected;
+      for (size_t i = 0; i < e.a.size(); ++i) expected.push_back(start + static_cast<int64_t>(i));
+      for (size_t i = 0; i < e.b.size(); ++i) expected.push_back(start + static_cast<int64_t>(i));
+      for (size_t i = 0; i < e.s.size(); ++i) expected.push_back(start + static_cast<int64_t>(i));
+      ASSERT_EQ(hints, expected);
+      starts.insert(start);
+      last_hint = std::max(last_hint, hints.back());
+    }
+  }
+  EXPECT_GT(starts.size(), 5u) << "training draws the hints' start";
+  EXPECT_EQ(last_hint, kHints - 1) << "the training draws reach the set's last hint";
+  const auto eval = task->fixed_operand_set(3, 5, 4, 1);
+  std::vector<int64_t> hints;
+  strip(row_of(eval.tokens, 0), eval.answer_start, hints);
+  EXPECT_EQ(hints, (std::vector<int64_t>{0, 1, 2, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5}))
+      << "evaluation starts at the first";
+  EXPECT_EQ(eval.tokens.size(1), task->sequence_length(5) - 4) << "3 + 5 digits, not 5 + 5";
+
+  const auto error = [](std::initializer_list<std::string> extra) {
+    return error_of([&] { find_task("addition").make(addition_config(extra).task)->fixed_set(20, 2, 0); });
+  };
+  EXPECT_NE(error({"task.index_hints=16", "task.positions=\"coupled\""}).find("task.index_hints and task.positions"),
+            std::string::npos);
+  EXPECT_NE(error({"task.index_hints=4"}).find("task.index_hints=4 hints cannot mark the 7 digits"), std::string::npos);
+  EXPECT_NE(error({"task.index_hints=16"}).find("the 21 digits of the sum of two 20-digit operands"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              config_with({"model.kind=\"decoder\"", "task.type=\"copy\"", "task.index_hints=8"});
+            }).find("index_hints"),
+            std::string::npos)
+      << "a task without digits has no hints";
+}

@@ -144,7 +144,9 @@ class TransformerImpl : public torch::nn::Module {
     return is_decoder() ? tokens - 1 : tokens + (cfg_.pooling == "cls" ? 1 : 0);
   }
   /// Checks that every scheme can encode an example of `tokens` tokens; throws ConfigError otherwise.
-  void check_length(int64_t tokens) const;
+  /// With `task_positions` (the task defines its ids), the schemes that embed read
+  /// those ids, whose bound the config checks (TaskInfo::positions_end), and are skipped.
+  void check_length(int64_t tokens, bool task_positions = false) const;
   /// True where some positional parameter is a per-position table (untrained rows past training).
   bool has_position_table() const;
   bool directional() const;

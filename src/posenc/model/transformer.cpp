@@ -380,10 +380,10 @@ double TransformerImpl::forward_flops(int64_t batch, int64_t length) const {
   return flops + 2 * B * A * D * (vocab_size_ + 2);
 }
 
-void TransformerImpl::check_length(int64_t tokens) const {
+void TransformerImpl::check_length(int64_t tokens, bool task_positions) const {
   const int64_t needed = model_length(tokens);
   for (const auto& s : schemes_)
-    if (s->max_positions() > 0 && needed > s->max_positions())
+    if (s->max_positions() > 0 && needed > s->max_positions() && !(task_positions && s->capabilities().embed))
       throw ConfigError("an example of " + std::to_string(tokens) + " tokens needs " + std::to_string(needed) +
                         " positions but model.positional.type=" + cfg_.positional.type + " encodes at most " +
                         std::to_string(s->max_positions()) + " (model.positional.max_positions)");

@@ -116,7 +116,8 @@ class PermutationTask : public SequenceTask {
   Kind kind_;
 };
 
-/// Digits 0..9 are tokens 1..10, '+' is 11; SEP is 12.
+/// Digits 0..9 are tokens 1..10, '+' is 11, the index hints (below) 12..11 + H;
+/// SEP is the next token.
 ///
 /// An example `a + b SEP s`: a of na digits and b of nb digits, least-significant
 /// digit first, and their sum s of m + 1 digits, m = max(na, nb), also
@@ -138,6 +139,14 @@ class PermutationTask : public SequenceTask {
 ///    j's id (SEP carries the units', the sum's units digit the tens', ...), as
 ///    a decoder reads it; start is drawn per example from [0, position_offset]
 ///    in training and is 0 in evaluation.
+///
+/// task.index_hints = H > 0 (Zhou et al. 2023, 2024): every digit of a, b and
+/// the sum is preceded by a hint token naming its significance, the same hint
+/// for the same significance in all three (`a6 b7 + a1 b6 SEP a7 b3 c1`), so
+/// the answer is hint, digit, hint, digit, ... The hints are H ordered
+/// symbols; in training an example's hints start at a random place in them
+/// (consecutive from start s, drawn from [0, H - m - 1]), in evaluation at the
+/// first, so every hint an evaluation reads was trained.
 class AdditionTask : public SequenceBase {
  public:
   static constexpr int64_t kPlus = 11;
@@ -146,15 +155,32 @@ class AdditionTask : public SequenceBase {
         positions_(cfg.options.get_string("positions")),
         offset_(cfg.options.get_int("position_offset")),
         independent_(cfg.options.get_string("operands") == "independent"),
-        pad_(cfg.options.get_bool("pad_operands")) {}
+        pad_(cfg.options.get_bool("pad_operands")),
+        hints_(cfg.options.get_int("index_hints")) {
+    if (hints_ > 0 && positions_ != "sequence")
+      throw ConfigError("task.index_hints and task.positions=" + positions_ +
+                        " both mark a digit's significance: set one of them (task.positions=sequence with hints)");
+    if (hints_ > 0 && hints_ < cfg.max_length + 1)
+      throw ConfigError("task.index_hints=" + std::to_string(hints_) + " hints cannot mark the " +
+                        std::to_string(cfg.max_length + 1) +
+                        " digits of a sum of task.max_length=" + std::to_string(cfg.max_length) + " digits");
+  }
   /// One past the largest id of an example whose longer operand has `length` digits (offsets included); 0 for sequence.
   static int64_t positions_end(const std::string& mode, int64_t length, int64_t offset) {
     if (mode == "abacus") return length + 2 + offset;   // the sum's last digit: 1 + m, plus k
     if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + m + 2
     return 0;
   }
-  int64_t vocab_size() const override { return 11; }
-  int64_t sequence_length(int64_t length) const override { return 3 * length + 3; }
+  int64_t vocab_size() const override { return kPlus + hints_; }
+  int64_t sequence_length(int64_t length) const override {
+    return hints_ > 0 ? 6 * length + 4 : 3 * length + 3;  // hints double the digits
+  }
+  void check_eval_length(int64_t length) const override {
+    if (hints_ > 0 && length + 1 > hints_)
+      throw ConfigError("task.index_hints=" + std::to_string(hints_) + " hints cannot mark the " +
+                        std::to_string(length + 1) + " digits of the sum of two " + std::to_string(length) +
+                        "-digit operands (eval.lengths, eval.operand_grid): raise task.index_hints");
+  }
 
   TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
@@ -180,10 +206,34 @@ class AdditionTask : public SequenceBase {
   TaskBatch operand_batch(int64_t na, int64_t nb, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets) const {
     const int64_t m = std::max(na, nb);
     const int64_t wa = pad_ ? m : na, wb = pad_ ? m : nb;  // digits written
+    check_eval_length(m);                                  // every digit of the sum has a hint
+    std::uniform_int_distribution<int64_t> hint_start(0, std::max<int64_t>(hints_ - m - 1, 0));
     return assemble(
         n,
-        [&](std::vector<int64_t>& input, std::vector<int64_t>& answer) { example(na, nb, wa, wb, rng, input, answer); },
+        [&](std::vector<int64_t>& input, std::vector<int64_t>& answer) {
+          example(na, nb, wa, wb, rng, input, answer);
+          if (hints_ > 0) add_hints(wa, wb, offsets ? hint_start(*offsets) : 0, input, answer);
+        },
         position_ids(wa, wb, n, offsets));
+  }
+
+  /// Puts the hint of each digit's significance before it: hint i is token kPlus + 1 + start + i.
+  static void add_hints(int64_t wa, int64_t wb, int64_t start, std::vector<int64_t>& input,
+                        std::vector<int64_t>& answer) {
+    auto hinted = [&](const int64_t* digits, int64_t n, std::vector<int64_t>& out) {
+      for (int64_t i = 0; i < n; ++i) {
+        out.push_back(kPlus + 1 + start + i);
+        out.push_back(digits[i]);
+      }
+    };
+    std::vector<int64_t> plain_input;
+    plain_input.swap(input);  // a (wa digits) '+' b (wb digits)
+    hinted(plain_input.data(), wa, input);
+    input.push_back(kPlus);
+    hinted(plain_input.data() + wa + 1, wb, input);
+    std::vector<int64_t> plain_answer;
+    plain_answer.swap(answer);
+    hinted(plain_answer.data(), static_cast<int64_t>(plain_answer.size()), answer);
   }
 
   /// a (na digits) + b (nb digits), written with wa >= na and wb >= nb digits.
@@ -237,6 +287,7 @@ class AdditionTask : public SequenceBase {
   std::string positions_;
   int64_t offset_;
   bool independent_, pad_;
+  int64_t hints_;
 };
 
 TaskInfo sequence_info(const std::string& name, const std::string& description) {
@@ -298,9 +349,13 @@ TaskInfo addition_task_info() {
        0,
        {"equal", "independent"}},
       {"pad_operands", OptionKind::Bool, false, "write the shorter operand with leading zeros to the longer's length"},
+      {"index_hints", OptionKind::Int, 0,
+       "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H ordered hints "
+       "(Zhou et al. 2023, 2024); training starts an example's hints at a random one, evaluation at the first",
+       0, 1024},
   };
   t.has_operands = true;
-  t.fixed_vocab_size = 11;
+  // The vocabulary is 11 tokens plus task.index_hints: AdditionTask::vocab_size.
   t.length_unit = "digits per operand";
   t.make = [](const TaskConfig& cfg) { return std::make_unique<AdditionTask>(cfg); };
   t.positions_end = [](const TaskConfig& cfg, int64_t length) {

@@ -247,7 +247,7 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
                       "decoded answers of varying length, such as scan's and translation's)");
   for (int64_t length : lengths) {
     task.check_eval_length(length);
-    model->check_length(task.sequence_length(length));
+    model->check_length(task.sequence_length(length), spec.training_positions_end > 0);
   }
   const double available = available_memory_bytes(device);
   if (available <= 0) return;

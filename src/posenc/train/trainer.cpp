@@ -227,7 +227,8 @@ class TrainingRun {
     model_->to(device_);
     const int64_t randomized = cfg_.model.positional.randomize_max_position;
     const int64_t longest = model_->model_length(task_->sequence_length(cfg_.task.max_length));
-    model_->check_length(task_->sequence_length(cfg_.task.max_length));
+    model_->check_length(task_->sequence_length(cfg_.task.max_length),
+                         evaluation_spec(cfg_).training_positions_end > 0);
     if (randomized > 0 && randomized < longest)
       throw ConfigError("model.positional.randomize.max_position=" + std::to_string(randomized) + " is below the " +
                         std::to_string(longest) + " positions of the longest training example (task.max_length)");
