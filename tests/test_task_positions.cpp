@@ -325,10 +325,10 @@ TEST(TaskPositions, AttentionMapsReadTheTasksIds) {
 // 20-digit coupled sum is 63 tokens, its ids reach 23, and 32 rows hold it;
 // a table read over 0..L-1 does not.
 TEST(TaskPositions, ATableNeedsRowsForTheTasksIdsNotForEveryToken) {
-  const Config coupled = config_with({"model.kind=\"decoder\"", "model.d_model=16", "model.heads=2", "model.layers=1",
-                                      "model.d_ff=32", "model.positional.type=\"learned\"",
-                                      "model.positional.max_positions=32", "task.type=\"addition\"",
-                                      "task.positions=\"coupled\"", "task.max_length=5", "eval.lengths=[20]"});
+  const Config coupled =
+      config_with({"model.kind=\"decoder\"", "model.d_model=16", "model.heads=2", "model.layers=1", "model.d_ff=32",
+                   "model.positional.type=\"learned\"", "model.positional.max_positions=32", "task.type=\"addition\"",
+                   "task.positions=\"coupled\"", "task.max_length=5", "eval.lengths=[20]"});
   Transformer model(coupled.model, task_vocab_size(coupled.task));
   const auto task = find_task("addition").make(coupled.task);
   EXPECT_EQ(error_of([&] { check_evaluation_fits(model, *task, evaluation_spec(coupled), {20}, torch::kCPU); }),
@@ -336,7 +336,8 @@ TEST(TaskPositions, ATableNeedsRowsForTheTasksIdsNotForEveryToken) {
   Config counted = coupled;
   counted.task = config_with({"model.kind=\"decoder\"", "task.type=\"addition\"", "task.max_length=5"}).task;
   const auto plain = find_task("addition").make(counted.task);
-  EXPECT_NE(error_of([&] { check_evaluation_fits(model, *plain, evaluation_spec(counted), {20}, torch::kCPU); })
-                .find("encodes at most 32"),
+  EXPECT_NE(error_of([&] {
+              check_evaluation_fits(model, *plain, evaluation_spec(counted), {20}, torch::kCPU);
+            }).find("encodes at most 32"),
             std::string::npos);
 }
