@@ -441,7 +441,7 @@ def plot_operand_grid(root, out):
             ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
                     color="white" if m[i, j] < 0.5 else "black")
     fig.colorbar(im, ax=ax, label="exact match")
-    ax.set_title(f"{run}: exact match by operand lengths (mean {mean:.3f})", fontsize=9)
+    ax.set_title(f"{run}\nexact match by operand lengths (mean {mean:.3f})", fontsize=9)
     save(fig, os.path.join(out, "operand_grid.png"))
     return True
 
