@@ -69,6 +69,15 @@ inline std::string error_of(const std::function<void()>& f) {
 }
 
 /// The parameters stored in a checkpoint, in model order.
+/// The error reading a config of these overrides gives, or "(no error)".
+inline std::string config_error(std::initializer_list<std::string> overrides) {
+  return error_of([&] {
+    json j = json::object();
+    for (const auto& s : overrides) apply_override(j, s);
+    config_from_json(j);
+  });
+}
+
 inline std::vector<torch::Tensor> parameters_of(const std::string& ckpt) {
   auto model = load_model(ckpt, torch::kCPU);
   std::vector<torch::Tensor> out;

@@ -11,6 +11,7 @@
 #include "posenc/train/objective.h"
 
 using namespace posenc;
+using posenc::testing::config_error;
 using posenc::testing::config_with;
 using posenc::testing::error_of;
 
@@ -121,13 +122,7 @@ TEST(Addition, UnequalOperandsGetTheirOwnIds) {
 }
 
 TEST(Addition, TheOperandGridIsCheckedWhenTheConfigIsRead) {
-  const auto error = [](std::initializer_list<std::string> o) {
-    return error_of([&] {
-      json j = json::object();
-      for (const auto& s : o) apply_override(j, s);
-      config_from_json(j);
-    });
-  };
+  const auto error = [](std::initializer_list<std::string> o) { return config_error(o); };
   EXPECT_NE(error({"eval.operand_grid=[4,8]"}).find("eval.operand_grid: task.type=ordering has no operands"),
             std::string::npos);
   const std::string decoder = "model.kind=\"decoder\"", addition = "task.type=\"addition\"";

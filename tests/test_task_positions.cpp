@@ -15,6 +15,7 @@
 #include "posenc/train/objective.h"
 
 using namespace posenc;
+using posenc::testing::config_error;
 using posenc::testing::config_with;
 using posenc::testing::error_of;
 
@@ -221,13 +222,7 @@ TEST(TaskPositions, ADecoderLearnsToAddFromCoupledIds) {
 }
 
 TEST(SchemePair, AMeaninglessPairIsRefusedWithBothNames) {
-  const auto error = [](std::initializer_list<std::string> o) {
-    return error_of([&] {
-      json j = json::object();
-      for (const auto& s : o) apply_override(j, s);
-      config_from_json(j);
-    });
-  };
+  const auto error = [](std::initializer_list<std::string> o) { return config_error(o); };
   EXPECT_EQ(error({"model.positional.type=\"fire\"", "model.positional.input=\"learned\""}), "(no error)");
   EXPECT_NE(error({"model.positional.type=\"fire\"", "model.positional.input=\"rope\""})
                 .find("model.positional.input=rope acts in attention"),

@@ -344,6 +344,24 @@ TrainConfig parse_train(const json& j, const std::string& path) {
   return t;
 }
 
+/// The integers of the array `v` at `where`, each in [lo, hi] and none twice
+/// (evaluation lengths, operand digits); errors name the element.
+std::vector<int64_t> distinct_integers(const json& v, const std::string& where, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + shown_value(v[i]));
+    const int64_t n = v[i].get<int64_t>();
+    if (n < lo || n > hi)
+      throw ConfigError(at + ": " + std::to_string(n) + " is out of range [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "]");
+    if (std::find(out.begin(), out.end(), n) != out.end())
+      throw ConfigError(at + ": " + std::to_string(n) + " appears twice");
+    out.push_back(n);
+  }
+  return out;
+}
+
 EvalConfig parse_eval(const json& j, const std::string& path) {
   EvalConfig e;
   ObjectReader r(j, path);
@@ -354,17 +372,7 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
     if (v.size() > kMaxLengths)
       throw ConfigError(r.child("lengths") + ": " + std::to_string(v.size()) + " lengths; at most " +
                         std::to_string(kMaxLengths) + " may be evaluated in one run");
-    e.lengths.clear();
-    for (size_t i = 0; i < v.size(); ++i) {
-      const std::string at = r.child("lengths") + "[" + std::to_string(i) + "]";
-      if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + shown_value(v[i]));
-      const int64_t len = v[i].get<int64_t>();
-      if (len < 2 || len > (1 << 20))
-        throw ConfigError(at + ": " + std::to_string(len) + " is out of range [2, 1048576]");
-      if (std::find(e.lengths.begin(), e.lengths.end(), len) != e.lengths.end())
-        throw ConfigError(at + ": " + std::to_string(len) + " appears twice");
-      e.lengths.push_back(len);
-    }
+    e.lengths = distinct_integers(v, r.child("lengths"), 2, 1 << 20);
   }
   r.read("samples_per_length", e.samples_per_length, 2, 1 << 24);
   r.read("seed", e.seed, 0, kBig);
@@ -376,16 +384,7 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
     if (!v.is_array() || v.empty() || v.size() > kMaxDigits)
       throw ConfigError(r.child("operand_grid") + ": expected a non-empty array of at most " +
                         std::to_string(kMaxDigits) + " operand lengths (digits)");
-    for (size_t i = 0; i < v.size(); ++i) {
-      const std::string at = r.child("operand_grid") + "[" + std::to_string(i) + "]";
-      if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + shown_value(v[i]));
-      const int64_t digits = v[i].get<int64_t>();
-      if (digits < 1 || digits > (1 << 16))
-        throw ConfigError(at + ": " + std::to_string(digits) + " is out of range [1, 65536]");
-      if (std::find(e.operand_grid.begin(), e.operand_grid.end(), digits) != e.operand_grid.end())
-        throw ConfigError(at + ": " + std::to_string(digits) + " appears twice");
-      e.operand_grid.push_back(digits);
-    }
+    e.operand_grid = distinct_integers(v, r.child("operand_grid"), 1, 1 << 16);
   }
   r.finish();
   return e;
