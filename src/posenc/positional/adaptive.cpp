@@ -18,7 +18,7 @@ constexpr double kMinR = 0.01;  // the floors of KERPLE's r1 and r2 (its default
 
 class DapeImpl : public PositionalSchemeImpl {
  public:
-  DapeImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("dape"), heads_(ctx.heads) {
+  DapeImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("dape") {
     // KERPLE log's initialization: r1 uniform in (0, 2), r2 in (0, 1), raised to the floor.
     r1_ = register_parameter("r1", (torch::rand({ctx.heads}) * 2.0).clamp_min(kMinR));
     r2_ = register_parameter("r2", torch::rand({ctx.heads}).clamp_min(kMinR));
@@ -55,7 +55,6 @@ class DapeImpl : public PositionalSchemeImpl {
     return (-r1 * torch::log1p(r2 * distance)).unsqueeze(0);
   }
 
-  int64_t heads_;
   int64_t hidden_units_ = 0;
   torch::Tensor r1_, r2_;
   torch::nn::Linear hidden_{nullptr}, out_{nullptr};
