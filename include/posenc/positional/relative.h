@@ -16,6 +16,12 @@ torch::Tensor relative_positions(const torch::Tensor& q_pos, const torch::Tensor
 /// |rel[i, j]| = |k_pos[j] - q_pos[i]| as `dtype`: (Lq, Lk).
 torch::Tensor absolute_distances(const torch::Tensor& q_pos, const torch::Tensor& k_pos, torch::ScalarType dtype);
 
+/// KERPLE's kernels (Chi et al. 2022) over `distance` (1, Lq, Lk): -r1·log(1 + r2·d),
+/// or with `power` -r1·d^min(r2, 2); r1, r2 (H) are clamped from below at
+/// min_r1, min_r2 in the forward pass. Returns (H, Lq, Lk). KERPLE and DAPE share it.
+torch::Tensor kerple_kernel(const torch::Tensor& r1, const torch::Tensor& r2, double min_r1, double min_r2,
+                            const torch::Tensor& distance, bool power);
+
 /// ALiBi slopes for n heads (Press et al.): 2^(-8(h+1)/n) when n is a power of two;
 /// otherwise the slopes of the closest lower power of two P, then every other
 /// slope of 2P until there are n.

@@ -50,9 +50,7 @@ class DapeImpl : public PositionalSchemeImpl {
   /// -r1 log(1 + r2 |i-j|): (1, H, Lq, Lk).
   torch::Tensor kerple_log_bias(const Positions& pos) const {
     auto distance = absolute_distances(pos.q, pos.k, r1_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
-    auto r1 = r1_.clamp_min(kMinR).view({-1, 1, 1});                                   // (H, 1, 1)
-    auto r2 = r2_.clamp_min(kMinR).view({-1, 1, 1});
-    return (-r1 * torch::log1p(r2 * distance)).unsqueeze(0);
+    return kerple_kernel(r1_, r2_, kMinR, kMinR, distance, /*power=*/false).unsqueeze(0);
   }
 
   int64_t hidden_units_ = 0;

@@ -52,11 +52,9 @@ class KerpleImpl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "kerple", [&] {
-      auto rel = relative_positions(pos.q, pos.k);                   // (Lq, Lk)
-      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
-      auto r1 = r1_.clamp_min(min_r1_).view({-1, 1, 1});             // (H, 1, 1)
-      auto r2 = r2_.clamp_min(min_r2_).view({-1, 1, 1});
-      auto b = power_ ? -r1 * distance.pow(r2.clamp_max(2.0)) : -r1 * torch::log1p(r2 * distance);  // (H, Lq, Lk)
+      auto rel = relative_positions(pos.q, pos.k);                           // (Lq, Lk)
+      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(0);          // (1, Lq, Lk)
+      auto b = kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk)
       return direction_.apply(b.unsqueeze(0), rel);
     });
   }

@@ -12,6 +12,13 @@ torch::Tensor absolute_distances(const torch::Tensor& q_pos, const torch::Tensor
   return relative_positions(q_pos, k_pos).abs().to(dtype);  // (Lq, Lk)
 }
 
+torch::Tensor kerple_kernel(const torch::Tensor& r1, const torch::Tensor& r2, double min_r1, double min_r2,
+                            const torch::Tensor& distance, bool power) {
+  auto a = r1.clamp_min(min_r1).view({-1, 1, 1});  // (H, 1, 1)
+  auto b = r2.clamp_min(min_r2).view({-1, 1, 1});
+  return power ? -a * distance.pow(b.clamp_max(2.0)) : -a * torch::log1p(b * distance);  // (H, Lq, Lk)
+}
+
 std::vector<double> alibi_slopes(int64_t heads) {
   auto power_of_two = [](int64_t n) {
     std::vector<double> s;
