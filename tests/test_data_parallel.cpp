@@ -332,7 +332,11 @@ TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
   std::printf("rank 0 ended %.2f s after rank 1 was killed\n", seconds);
   const std::string out = read_file(s.path("rank0.log"));
   EXPECT_EQ(exit_status(status), 1) << out;
-  expect_one_line_error(out, "rank 0: the gradient all-reduce with the other ranks failed");
+  // The kill lands in whichever collective rank 0 is waiting on: the gradient
+  // all-reduce on most steps, the sum of the logged tallies every log_every
+  // steps. Each names itself; what matters is that rank 0 says which rank.
+  expect_one_line_error(out, "with the other ranks failed");
+  EXPECT_NE(out.find("error: rank 0: "), std::string::npos) << out;
   EXPECT_NE(out.find("(rank 1 ended, hung or lost its connection"), std::string::npos) << out;
 }
 

@@ -265,7 +265,7 @@ int DataParallel::average_gradients(const std::vector<at::Tensor>& parameters, i
 std::vector<double> DataParallel::sum(const std::vector<double>& values) {
   auto t = torch::tensor(values, torch::TensorOptions().dtype(torch::kDouble)).to(impl_->device);
   std::vector<at::Tensor> one{t};
-  impl_->wait("summing tallies", impl_->group->allreduce(one));
+  impl_->wait("summing the loss and accuracy tallies", impl_->group->allreduce(one));
   t = t.cpu();
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
