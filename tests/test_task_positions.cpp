@@ -116,9 +116,8 @@ void expect_reads_task_ids(const Config& c, bool ids_matter) {
     EXPECT_TRUE(torch::allclose(batched[r], model->forward(tokens.narrow(0, r, 1), {}, ids.narrow(0, r, 1))[0],
                                 tolerance::kFloat32Model, tolerance::kFloat32Model))
         << "row " << r;
-  if (ids_matter) {
-    EXPECT_FALSE(torch::allclose(batched, model->forward(tokens, {}, set.positions), tolerance::kFloat32Model,
-                                 tolerance::kFloat32Model))
+  if (ids_matter) {  // the task's ids against the model's own count (a shift alone moves no relative bias)
+    EXPECT_FALSE(torch::allclose(batched, model->forward(tokens), tolerance::kFloat32Model, tolerance::kFloat32Model))
         << "the ids must matter";
   }
   // A KV cache, one token at a time, decodes what the whole sequence computes.
@@ -165,6 +164,32 @@ TEST_P(EverySchemeWithTaskPositions, ReadsEachRowsIdsOrIsRefusedAtConfigTime) {
     SCOPED_TRACE(scheme + " beside model.positional.input=learned");
     expect_reads_task_ids(pair_config(scheme, "learned", "abacus"), true);
   }
+}
+
+// A bias that reads a task's ids is, row by row, the bias those ids give as
+// the scheme's own positions: a function of the two ids of each (query, key)
+// pair, whatever order the ids come in; the causal mask is not its business.
+TEST_P(EverySchemeWithTaskPositions, EachRowsBiasIsTheBiasOfItsIds) {
+  const std::string scheme = GetParam();
+  const SchemeInfo& info = find_scheme(scheme);
+  auto s = posenc::testing::scheme_with(scheme, {16, 2, 8, 0, true}, json::object());
+  if (!info.reads_task_positions || !s->capabilities().bias) GTEST_SKIP() << "no bias over task ids";
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::tensor({1, 2, 3, 0, 1, 2, 3, 1, 2, 3, 4, 6, 7, 0, 6, 7, 8, 6, 7, 8, 9, 10}, torch::kLong)
+                       .view({2, 11});  // two rows of coupled ids, the second shifted by 5
+  const auto count = torch::arange(11, torch::kLong);
+  Positions batched{count, count, 11};
+  batched.task_q = batched.task_k = ids;
+  const auto bias = s->bias(batched);  // (2, H, 11, 11)
+  ASSERT_EQ(bias.sizes(), (std::vector<int64_t>{2, 2, 11, 11}));
+  for (int64_t r = 0; r < 2; ++r) {
+    const auto row = ids[r].contiguous();
+    const auto own = s->bias(Positions{row, row, row.max().item<int64_t>() + 1});  // (1, H, 11, 11)
+    EXPECT_TRUE(torch::allclose(bias[r], own[0], tolerance::kFloat32Sum, tolerance::kFloat32Sum)) << "row " << r;
+  }
+  EXPECT_FALSE(
+      torch::allclose(bias[0], s->bias(Positions{count, count, 11})[0], tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+      << "the ids, not the count, must decide the bias";
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeWithTaskPositions, ::testing::ValuesIn(scheme_names()),
@@ -237,9 +262,11 @@ TEST(SchemePair, AMeaninglessPairIsRefusedWithBothNames) {
                 .find("model.positional.input.max_positions"),
             std::string::npos)
       << "the input scheme's options are checked against its registry entry";
-  EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"fire\"", "task.type=\"addition\"",
+  EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"rope\"", "task.type=\"addition\"",
                    "task.positions=\"abacus\""})
-                .find("or put one of them in model.positional.input"),
+                .find("model.positional.type=rope cannot read the position ids task.positions=abacus defines; "
+                      "schemes that can: none, sinusoidal, learned, alibi, t5, kerple, fire (or put sinusoidal or "
+                      "learned in model.positional.input"),
             std::string::npos);
   EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"fire\"", "task.type=\"addition\"",
                    "task.positions=\"abacus\"", "model.positional.input={\"type\": \"learned\", \"max_positions\": 16}",

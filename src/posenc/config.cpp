@@ -177,7 +177,11 @@ void check_scheme_pair(const PositionalConfig& p, const std::string& path) {
                       "in attention (rope, alibi, fire, kerple, none, ...)");
 }
 
-PositionalConfig parse_positional(const json& j, const std::string& path, bool causal) {
+/// `causal`: a decoder, where options with a causal value (t5's bidirectional)
+/// take it. Not where the scheme in `type` reads ids a task defines
+/// (`task_ids`, no input slot): ids are not in token order, and a key earlier
+/// in the sequence may hold a larger id than its query.
+PositionalConfig parse_positional(const json& j, const std::string& path, bool causal, bool task_ids) {
   PositionalConfig p;
   ObjectReader r(j, path);
   r.read("type", p.type);
@@ -204,7 +208,7 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
   // Everything else belongs to the scheme and is validated by its registry entry.
   json user = json::object();
   for (const auto& key : r.unread()) user[key] = r.raw(key);
-  p.options = resolve_scheme_options(info, user, path, causal).json();
+  p.options = resolve_scheme_options(info, user, path, causal && !(task_ids && p.input == "none")).json();
   return p;
 }
 
@@ -215,7 +219,8 @@ std::vector<std::string> choices_of(const std::string& key) {
   return out;
 }
 
-ModelConfig parse_model(const json& j, const std::string& path) {
+/// `task_ids`: the task defines each token's position id (TaskInfo::positions_end).
+ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
   ModelConfig m;
   ObjectReader r(j, path);
   r.read("kind", m.kind, {"encoder", "decoder", "encoder_decoder"});
@@ -254,9 +259,9 @@ ModelConfig parse_model(const json& j, const std::string& path) {
         "model.token_embedding=numeric has no such table; use \"projected\" or token_embedding \"table\"");
   const bool causal = m.kind == "decoder";
   if (r.has("positional"))
-    m.positional = parse_positional(r.raw("positional"), r.child("positional"), causal);
+    m.positional = parse_positional(r.raw("positional"), r.child("positional"), causal, task_ids);
   else
-    m.positional = parse_positional(json::object(), r.child("positional"), causal);
+    m.positional = parse_positional(json::object(), r.child("positional"), causal, task_ids);
   r.finish();
   if (m.qkv == "embedded" && m.positional.input != "none")
     throw ConfigError(r.child("positional") + ".input=" + m.positional.input +
@@ -412,12 +417,17 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
   const SchemeInfo& scheme = find_scheme(paired ? c.model.positional.input : c.model.positional.type);
   const json& options = paired ? c.model.positional.input_options : c.model.positional.options;
   if (!scheme.reads_task_positions) {
-    std::vector<std::string> can;
+    std::vector<std::string> can, embed;
     for (const auto& s : scheme_registry())
-      if (s.reads_task_positions) can.push_back(s.name);
-    throw ConfigError(key + "=" + scheme.name + " cannot read the position ids " + what +
-                      " defines; schemes that can: " + join(can, ", ") +
-                      (paired ? "" : " (or put one of them in model.positional.input, beside a scheme in attention)"));
+      if (s.reads_task_positions) {
+        can.push_back(s.name);
+        if (s.default_placement == Placement::Input && s.name != "none") embed.push_back(s.name);
+      }
+    throw ConfigError(
+        key + "=" + scheme.name + " cannot read the position ids " + what +
+        " defines; schemes that can: " + join(can, ", ") +
+        (paired ? ""
+                : " (or put " + join(embed, " or ") + " in model.positional.input, beside a scheme in attention)"));
   }
   // A table of positions must hold the largest id of training (with its
   // offsets) and of every evaluation length.
@@ -444,12 +454,15 @@ Config config_from_json(const json& j) {
   auto section = [&](const char* key, auto parse, auto& out) {
     out = parse(r.has(key) ? r.raw(key) : json::object(), key);
   };
-  section("model", parse_model, c.model);
+  // The task first: whether it defines position ids decides how the model's
+  // scheme options are read (parse_positional).
   section("task", parse_task, c.task);
+  const TaskInfo& task = find_task(c.task.type);
+  const bool task_ids = task.positions_end && task.positions_end(c.task, c.task.max_length) > 0;
+  c.model = parse_model(r.has("model") ? r.raw("model") : json::object(), "model", task_ids);
   section("train", parse_train, c.train);
   section("eval", parse_eval, c.eval);
   r.finish();
-  const TaskInfo& task = find_task(c.task.type);
   if (!(j.contains("eval") && j["eval"].is_object() && j["eval"].contains("lengths")))
     c.eval.lengths = task.default_eval_lengths;
   const auto& kinds = task.model_kinds;

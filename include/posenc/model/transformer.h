@@ -80,7 +80,8 @@ TORCH_MODULE(DecoderBlock);
 /// block's cross-attention keys and values (start_decoding fills them).
 struct KVCache {
   std::vector<LayerCache> layers;
-  int64_t length = 0;  ///< positions held (ids 0..length-1)
+  int64_t length = 0;       ///< positions held (ids 0..length-1)
+  torch::Tensor task_keys;  ///< (B, length): the ids a task gave the cached tokens, where attention reads them
   EncoderMemory memory;
   std::vector<LayerCache> cross;
 };

@@ -44,7 +44,8 @@ struct SchemeInfo {
   Placement default_placement = Placement::EveryLayer;
   std::function<std::shared_ptr<PositionalSchemeImpl>(const SchemeContext&, const SchemeOptions&)> make;
   /// Reads the position ids a task defines per example ((B, L), TaskBatch::positions)
-  /// where the task has them: an embedding looked up or computed per id.
+  /// where the task has them: an embedding looked up or computed per id, or a
+  /// bias over the difference of two ids (Positions::task_q, task_k).
   bool reads_task_positions = false;
 };
 

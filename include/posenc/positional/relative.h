@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "posenc/positional/registry.h"
+#include "posenc/positional/scheme.h"
 
 namespace posenc {
 
@@ -16,9 +17,20 @@ torch::Tensor relative_positions(const torch::Tensor& q_pos, const torch::Tensor
 /// |rel[i, j]| = |k_pos[j] - q_pos[i]| as `dtype`: (Lq, Lk).
 torch::Tensor absolute_distances(const torch::Tensor& q_pos, const torch::Tensor& k_pos, torch::ScalarType dtype);
 
-/// KERPLE's kernels (Chi et al. 2022) over `distance` (1, Lq, Lk): -r1·log(1 + r2·d),
-/// or with `power` -r1·d^min(r2, 2); r1, r2 (H) are clamped from below at
-/// min_r1, min_r2 in the forward pass. Returns (H, Lq, Lk). KERPLE and DAPE share it.
+/// The offsets a bias reads: k - q over the model's count 0..L-1, (Lq, Lk), or
+/// over the ids a task defines where Positions carries them, (B, Lq, Lk).
+torch::Tensor bias_offsets(const Positions& pos);
+
+/// The query positions a bias reads, beside bias_offsets: (Lq, 1) or (B, Lq, 1).
+torch::Tensor bias_query_positions(const Positions& pos);
+
+/// A bias of (H, Lq, Lk) as (1, H, Lq, Lk); one of (B, H, Lq, Lk) as it is.
+torch::Tensor with_batch_dim(const torch::Tensor& bias);
+
+/// KERPLE's kernels (Chi et al. 2022) over `distance` (1, Lq, Lk) or (B, 1, Lq, Lk):
+/// -r1·log(1 + r2·d), or with `power` -r1·d^min(r2, 2); r1, r2 (H) are clamped
+/// from below at min_r1, min_r2 in the forward pass. Returns (H, Lq, Lk) or
+/// (B, H, Lq, Lk). KERPLE and DAPE share it.
 torch::Tensor kerple_kernel(const torch::Tensor& r1, const torch::Tensor& r2, double min_r1, double min_r2,
                             const torch::Tensor& distance, bool power);
 
@@ -43,8 +55,8 @@ class DirectionalOffsets {
  public:
   DirectionalOffsets(torch::nn::Module& owner, int64_t heads, bool enabled);
   bool enabled() const { return enabled_; }
-  /// bias (1, H or 1, Lq, Lk) plus the offsets by the sign of rel (Lq, Lk): (1, H, Lq, Lk);
-  /// the bias unchanged when disabled.
+  /// bias (1 or B, H or 1, Lq, Lk) plus the offsets by the sign of rel ((Lq, Lk) or
+  /// (B, Lq, Lk)): (1 or B, H, Lq, Lk); the bias unchanged when disabled.
   torch::Tensor apply(const torch::Tensor& bias, const torch::Tensor& rel) const;
 
  private:

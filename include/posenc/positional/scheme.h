@@ -70,6 +70,11 @@ struct Positions {
   /// (B, Lk) bool, true at keys that are padding (a shorter source in a batch
   /// of an encoder_decoder): attention gives them no weight. Undefined: none.
   torch::Tensor key_padding;
+  /// (B, Lq) and (B, Lk) int64: the ids a task defines (TaskBatch::positions),
+  /// set where an attention scheme reads them; a bias is then over these ids
+  /// (bias_offsets, relative.h), while q and k, and so the causal mask, still
+  /// count 0..L-1. Undefined: none.
+  torch::Tensor task_q, task_k;
 };
 
 class PositionalSchemeImpl : public torch::nn::Module {

@@ -181,9 +181,10 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
       cache && cache->length > 0
           ? torch::arange(end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()))
           : ids;
-  const Positions pos{ids, keys, end, &memo, padding};
+  Positions pos{ids, keys, end, &memo, padding};
   // A task's own ids (B, L) go to the embedding scheme (the input slot's, where
-  // model.positional.input holds one); attention counts as above.
+  // model.positional.input holds one), or, with no input slot, to the biases
+  // of attention, whose causal mask still counts as above.
   Positions embed_pos = pos;
   if (task_positions.defined()) {
     TORCH_CHECK(task_positions.device().is_cpu() && task_positions.dim() == 2 &&
@@ -193,6 +194,14 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
     const int64_t task_end = task_positions.numel() ? task_positions.max().item<int64_t>() + 1 : 0;  // a CPU read
     embed_pos.q = embed_pos.k = task_positions.to(tokens.device());
     embed_pos.end = task_end;
+    if (input_scheme_ == nullptr) {
+      pos.task_q = embed_pos.q;  // (B, L)
+      pos.task_k = pos.task_q;
+      if (cache) {  // keys: the cached tokens' ids, then these
+        cache->task_keys = cache->length > 0 ? torch::cat({cache->task_keys, pos.task_q}, 1) : pos.task_q;
+        pos.task_k = cache->task_keys;  // (B, end)
+      }
+    }
   }
   auto x = embed_drop_->forward(embed_tokens(tokens));  // (B, L, D) or (B, L, 3D) for embedded QKV
   if (input_scheme_ != nullptr) x = input_scheme_->embed(x, embed_pos);
@@ -267,6 +276,7 @@ void TransformerImpl::select_cache_rows(KVCache& cache, const torch::Tensor& row
   };
   for (auto& layer : cache.layers) pick(layer.k), pick(layer.v);
   for (auto& layer : cache.cross) pick(layer.k), pick(layer.v);
+  pick(cache.task_keys);
   pick(cache.memory.states);
   pick(cache.memory.padding);
 }

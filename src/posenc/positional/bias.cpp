@@ -31,9 +31,10 @@ class AlibiImpl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "alibi", [&] {
-      auto rel = relative_positions(pos.q, pos.k);                                            // (Lq, Lk)
-      auto b = -slopes_.view({-1, 1, 1}) * rel.abs().to(slopes_.scalar_type()).unsqueeze(0);  // (H, Lq, Lk)
-      return direction_.apply(b.unsqueeze(0), rel);                                           // (1, H, Lq, Lk)
+      auto rel = bias_offsets(pos);  // (Lq, Lk) or (B, Lq, Lk)
+      auto b = -slopes_.view({-1, 1, 1}) *
+               rel.abs().to(slopes_.scalar_type()).unsqueeze(-3);  // (H, Lq, Lk) or (B, H, Lq, Lk)
+      return direction_.apply(with_batch_dim(b), rel);             // (1 or B, H, Lq, Lk)
     });
   }
 
@@ -64,10 +65,10 @@ class T5Impl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     auto buckets = once_per_forward(pos, "buckets", [&] {
-      return t5_buckets(relative_positions(pos.q, pos.k), num_buckets_, max_distance_, bidirectional_);  // (Lq, Lk)
+      return t5_buckets(bias_offsets(pos), num_buckets_, max_distance_, bidirectional_);  // (Lq, Lk) or (B, Lq, Lk)
     });
     return once_per_forward(pos, "bias", [&] {
-      return table_.index({buckets}).permute({2, 0, 1}).unsqueeze(0);  // (Lq, Lk, H) -> (1, H, Lq, Lk)
+      return with_batch_dim(table_.index({buckets}).movedim(-1, -3));  // (..., Lq, Lk, H) -> (1 or B, H, Lq, Lk)
     });
   }
 
@@ -128,31 +129,36 @@ class DecayImpl : public PositionalSchemeImpl {
 }  // namespace
 
 SchemeInfo alibi_scheme_info() {
-  return {"alibi",
-          "bias -m_h*|i-j| with fixed geometric slopes m_h = 2^(-8(h+1)/H) (Press et al.); symmetric unless "
-          "directional",
-          {directional_option()},
-          Placement::EveryLayer,
-          construct<AlibiImpl>};
+  SchemeInfo info{"alibi",
+                  "bias -m_h*|i-j| with fixed geometric slopes m_h = 2^(-8(h+1)/H) (Press et al.); symmetric unless "
+                  "directional",
+                  {directional_option()},
+                  Placement::EveryLayer,
+                  construct<AlibiImpl>};
+  info.reads_task_positions = true;  // a bias over the difference of two task ids
+  return info;
 }
 
 SchemeInfo t5_scheme_info() {
-  return {"t5",
-          "learned bias per (relative-position bucket, head): exact buckets near, log-spaced up to max_distance "
-          "(Raffel et al.)",
-          {{"num_buckets", OptionKind::Int, 32, "number of buckets (half per sign when bidirectional)", 2, 4096},
-           {"max_distance", OptionKind::Int, 128, "offsets at or beyond this share the last bucket", 2, 1 << 24},
-           {"bidirectional",
-            OptionKind::Bool,
-            true,
-            "separate buckets for keys left and right of the query (false in a decoder: causal buckets)",
-            -1e300,
-            1e300,
-            {},
-            false},
-           {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial biases", 0.0, 10.0}},
-          Placement::EveryLayer,
-          construct<T5Impl>};
+  SchemeInfo info{
+      "t5",
+      "learned bias per (relative-position bucket, head): exact buckets near, log-spaced up to max_distance "
+      "(Raffel et al.)",
+      {{"num_buckets", OptionKind::Int, 32, "number of buckets (half per sign when bidirectional)", 2, 4096},
+       {"max_distance", OptionKind::Int, 128, "offsets at or beyond this share the last bucket", 2, 1 << 24},
+       {"bidirectional",
+        OptionKind::Bool,
+        true,
+        "separate buckets for keys left and right of the query (false in a decoder: causal buckets)",
+        -1e300,
+        1e300,
+        {},
+        false},
+       {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial biases", 0.0, 10.0}},
+      Placement::EveryLayer,
+      construct<T5Impl>};
+  info.reads_task_positions = true;  // a bias over the difference of two task ids
+  return info;
 }
 
 SchemeInfo ape_scheme_info() {

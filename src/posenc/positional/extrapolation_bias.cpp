@@ -52,10 +52,10 @@ class KerpleImpl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "kerple", [&] {
-      auto rel = relative_positions(pos.q, pos.k);                           // (Lq, Lk)
-      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(0);          // (1, Lq, Lk)
-      auto b = kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk)
-      return direction_.apply(b.unsqueeze(0), rel);
+      auto rel = bias_offsets(pos);                                          // (Lq, Lk) or (B, Lq, Lk)
+      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(-3);         // (1, Lq, Lk) or (B, 1, Lq, Lk)
+      auto b = kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk) or (B, H, Lq, Lk)
+      return direction_.apply(with_batch_dim(b), rel);
     });
   }
 
@@ -130,14 +130,14 @@ class FireImpl : public PositionalSchemeImpl {
 
   torch::Tensor bias(const Positions& pos) override {
     return once_per_forward(pos, "fire", [&] {
-      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
+      auto rel = bias_offsets(pos);  // (Lq, Lk) or (B, Lq, Lk)
       const auto dtype = c_.scalar_type();
       const auto psi = [&](const torch::Tensor& x) { return torch::log1p(c_.abs() * x); };  // c kept positive by |c|
-      auto query = pos.q.to(dtype).unsqueeze(1);                                            // (Lq, 1)
-      auto normalizer = psi(torch::maximum(query, threshold_.abs()));                       // (Lq, 1): psi(max(T, i))
-      auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);   // (Lq, Lk, 1), in [0, 1] up to T
-      auto b = out_->forward(torch::relu(hidden_->forward(x)));         // (Lq, Lk, H)
-      return direction_.apply(b.permute({2, 0, 1}).unsqueeze(0), rel);  // (1, H, Lq, Lk)
+      auto query = bias_query_positions(pos).to(dtype);                                     // (Lq, 1) or (B, Lq, 1)
+      auto normalizer = psi(torch::maximum(query, threshold_.abs()));                       // psi(max(T, i))
+      auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);   // (..., Lq, Lk, 1), in [0, 1] up to T
+      auto b = out_->forward(torch::relu(hidden_->forward(x)));         // (..., Lq, Lk, H)
+      return direction_.apply(with_batch_dim(b.movedim(-1, -3)), rel);  // (1 or B, H, Lq, Lk)
     });
   }
 
@@ -150,30 +150,35 @@ class FireImpl : public PositionalSchemeImpl {
 }  // namespace
 
 SchemeInfo kerple_scheme_info() {
-  return {"kerple",
-          "kernelized bias -r1*log(1+r2*|i-j|) (log) or -r1*|i-j|^r2 (power, r2 <= 2), r1, r2 > 0 learned per head "
-          "(Chi et al. 2022)",
-          {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}},
-           {"min_r1", OptionKind::Float, 0.01, "floor of r1 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
-           {"min_r2", OptionKind::Float, 0.01, "floor of r2 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
-           directional_option()},
-          Placement::EveryLayer,
-          construct<KerpleImpl>};
+  SchemeInfo info{
+      "kerple",
+      "kernelized bias -r1*log(1+r2*|i-j|) (log) or -r1*|i-j|^r2 (power, r2 <= 2), r1, r2 > 0 learned per head "
+      "(Chi et al. 2022)",
+      {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}},
+       {"min_r1", OptionKind::Float, 0.01, "floor of r1 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
+       {"min_r2", OptionKind::Float, 0.01, "floor of r2 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
+       directional_option()},
+      Placement::EveryLayer,
+      construct<KerpleImpl>};
+  info.reads_task_positions = true;  // a bias over the difference of two task ids
+  return info;
 }
 
 SchemeInfo fire_scheme_info() {
-  return {"fire",
-          "learned bias MLP(psi(|i-j|) / psi(max(T, i))), psi(x) = log(c*x + 1), c and T learned: progressive "
-          "interpolation of distances for queries past T (Li et al. 2023)",
-          {{"hidden", OptionKind::Int, 32, "hidden units of the MLP (1 -> hidden -> heads)", 1, 4096},
-           {"init_c", OptionKind::Float, 0.1, "initial c of psi(x) = log(c*x + 1)", 1e-6, 1e6},
-           {"init_threshold", OptionKind::Float, 16.0,
-            "initial T: queries past it have their distances compressed (the paper uses a fraction of the "
-            "training length)",
-            1.0, 1e9},
-           directional_option()},
-          Placement::EveryLayer,
-          construct<FireImpl>};
+  SchemeInfo info{"fire",
+                  "learned bias MLP(psi(|i-j|) / psi(max(T, i))), psi(x) = log(c*x + 1), c and T learned: progressive "
+                  "interpolation of distances for queries past T (Li et al. 2023)",
+                  {{"hidden", OptionKind::Int, 32, "hidden units of the MLP (1 -> hidden -> heads)", 1, 4096},
+                   {"init_c", OptionKind::Float, 0.1, "initial c of psi(x) = log(c*x + 1)", 1e-6, 1e6},
+                   {"init_threshold", OptionKind::Float, 16.0,
+                    "initial T: queries past it have their distances compressed (the paper uses a fraction of the "
+                    "training length)",
+                    1.0, 1e9},
+                   directional_option()},
+                  Placement::EveryLayer,
+                  construct<FireImpl>};
+  info.reads_task_positions = true;  // a bias over the difference of two task ids
+  return info;
 }
 
 SchemeInfo sandwich_scheme_info() {

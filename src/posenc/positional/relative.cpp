@@ -12,11 +12,23 @@ torch::Tensor absolute_distances(const torch::Tensor& q_pos, const torch::Tensor
   return relative_positions(q_pos, k_pos).abs().to(dtype);  // (Lq, Lk)
 }
 
+torch::Tensor bias_offsets(const Positions& pos) {
+  if (!pos.task_q.defined()) return relative_positions(pos.q, pos.k);  // (Lq, Lk)
+  return pos.task_k.unsqueeze(1) - pos.task_q.unsqueeze(2);            // (B, Lq, Lk)
+}
+
+torch::Tensor bias_query_positions(const Positions& pos) {
+  return (pos.task_q.defined() ? pos.task_q : pos.q).unsqueeze(-1);  // (Lq, 1) or (B, Lq, 1)
+}
+
+torch::Tensor with_batch_dim(const torch::Tensor& bias) { return bias.dim() == 3 ? bias.unsqueeze(0) : bias; }
+
 torch::Tensor kerple_kernel(const torch::Tensor& r1, const torch::Tensor& r2, double min_r1, double min_r2,
                             const torch::Tensor& distance, bool power) {
   auto a = r1.clamp_min(min_r1).view({-1, 1, 1});  // (H, 1, 1)
   auto b = r2.clamp_min(min_r2).view({-1, 1, 1});
-  return power ? -a * distance.pow(b.clamp_max(2.0)) : -a * torch::log1p(b * distance);  // (H, Lq, Lk)
+  return power ? -a * distance.pow(b.clamp_max(2.0))
+               : -a * torch::log1p(b * distance);  // (H, Lq, Lk) or (B, H, Lq, Lk)
 }
 
 std::vector<double> alibi_slopes(int64_t heads) {
@@ -72,9 +84,10 @@ DirectionalOffsets::DirectionalOffsets(torch::nn::Module& owner, int64_t heads, 
 torch::Tensor DirectionalOffsets::apply(const torch::Tensor& bias, const torch::Tensor& rel) const {
   if (!enabled_) return bias;
   const auto dtype = left_.scalar_type();
-  auto right = (rel > 0).to(dtype), left = (rel < 0).to(dtype);                    // (Lq, Lk)
-  auto offsets = right_.view({-1, 1, 1}) * right + left_.view({-1, 1, 1}) * left;  // (H, Lq, Lk)
-  return bias + offsets.unsqueeze(0);                                              // (1, H, Lq, Lk)
+  auto right = (rel > 0).to(dtype).unsqueeze(-3),
+       left = (rel < 0).to(dtype).unsqueeze(-3);                                   // (1, Lq, Lk) or (B, 1, Lq, Lk)
+  auto offsets = right_.view({-1, 1, 1}) * right + left_.view({-1, 1, 1}) * left;  // (H, Lq, Lk) or (B, H, Lq, Lk)
+  return bias + with_batch_dim(offsets);
 }
 
 }  // namespace posenc
