@@ -407,6 +407,12 @@ TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
   r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt");
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "--input TEXT or --file FILE");
+  // NaN fails every comparison, so a plain range check would let it through.
+  for (const std::string penalty : {"nan", "inf", "-1", "11"}) {
+    r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --input walk --length-penalty " + penalty);
+    EXPECT_EQ(r.code, 2) << penalty << ": " << r.output;
+    EXPECT_NE(r.output.find("--length-penalty"), std::string::npos) << r.output;
+  }
   // posenc attention: the encoder's maps over the source, and per decoder block its causal
   // self-attention over the target and its cross-attention to the source; every row a distribution.
   r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 24 --index 2 --json " + s.path("a.json"));

@@ -315,6 +315,32 @@ TEST(Divergence, APoisonedWeightStopsTheRunAndKeepsTheLastFiniteCheckpoint) {
   fs::remove_all(dir);
 }
 
+// NaN from the initial weights (xPos's scale base so small that its scales
+// overflow float32) is not the learning rate's doing, and the message says so.
+TEST(Divergence, NanBeforeAnyUpdateBlamesTheModelNotTheLearningRate) {
+  const auto dir = fresh_dir("diverge1");
+  try {
+    train(small_config(dir, {"train.steps=20", "model.positional.type=\"xpos\"", "model.positional.scale_base=0.001"}),
+          TrainRequest{});
+    FAIL() << "xPos with scale_base=0.001 must overflow";
+  } catch (const Diverged& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("NaN or inf at step 1, from the initial weights before any update"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.positional.type=xpos"), std::string::npos) << what;
+    EXPECT_EQ(what.find("Lower train.lr"), std::string::npos) << what;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(RunDirectory, TheRootAndTheKernelsDirectoriesAreRefused) {
+  for (const std::string out : {"/", "/dev", "/proc/self", "/sys/x/run", "/../"}) {
+    const auto r = run_cli("train " + std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json --no-progress --out " +
+                           out + " --set train.steps=1");
+    EXPECT_EQ(r.code, 2) << out << ": " << r.output;
+    expect_one_line_error(r.output, "train.out_dir (--out) " + out + ": a run needs a directory of its own");
+  }
+}
+
 TEST(Divergence, FoundWithoutGradientClippingAndBeforeAnyCheckpoint) {
   const auto dir = fresh_dir("diverge0");
   TrainHooks poison;

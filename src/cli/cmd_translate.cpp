@@ -29,7 +29,7 @@ void setup_translate(CLI::App& app, TranslateOptions& o) {
   app.add_option("--beam", o.beam, "beam width (1 = greedy)")->check(integer_in(1, 256));
   app.add_option("--length-penalty", o.length_penalty,
                  "GNMT length penalty alpha: hypotheses ranked by log-probability / ((5 + n) / 6)^alpha")
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(number_in(0.0, 10.0));
   app.add_option("--max-tokens", o.max_tokens, "longest output (0: the task's longest evaluation length + 1)")
       ->check(integer_in(0, 1 << 20));
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -17,6 +17,9 @@ namespace posenc::cli {
 /// the two it is not ("'abc' is not an integer", "5000 is out of range [1, 1024]").
 CLI::Validator integer_in(int64_t min, int64_t max);
 
+/// A flag's value must be a finite number in [min, max] (NaN and infinities refused).
+CLI::Validator number_in(double min, double max);
+
 /// A flag's value must be non-empty and valid UTF-8: paths (run directories
 /// and results files are named in JSON), or text such as a prompt (`what`
 /// names it in the message).

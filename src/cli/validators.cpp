@@ -1,5 +1,8 @@
 // Flag validators whose messages say what is wrong with the value as typed.
+#include <fmt/format.h>
+
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "commands.h"
@@ -20,6 +23,23 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
         return "";
       },
       "INT in " + range);
+}
+
+CLI::Validator number_in(double min, double max) {
+  const std::string range = "[" + fmt::format("{}", min) + ", " + fmt::format("{}", max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double x = std::strtod(value.c_str(), &end);
+        if (value.empty() || end == value.c_str() || *end != '\0')
+          return "'" + value + "' is not a number (expected one in " + range + ")";
+        // NaN fails every comparison, so a plain range check lets it through.
+        if (!std::isfinite(x)) return value + " is not a finite number (expected one in " + range + ")";
+        if (x < min || x > max) return value + " is out of range " + range;
+        return "";
+      },
+      "NUMBER in " + range);
 }
 
 CLI::Validator non_empty_utf8(const std::string& flag, const std::string& what) {

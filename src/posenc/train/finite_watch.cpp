@@ -17,11 +17,21 @@ namespace {
   const std::string kept = last_checkpoint > 0 ? fmt::format("the last checkpoint ({}, step {}) is finite and kept",
                                                              (dir / run_files::kCheckpoint).string(), last_checkpoint)
                                                : std::string("no checkpoint was written before it");
+  // Step 1's loss and gradient come from the initial weights, before any
+  // update: the learning rate cannot have caused them.
+  const bool before_any_update = step == 1 && key != "weights";
   const std::string message =
-      fmt::format("training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}){}", what, step, kept,
-                  cfg.train.lr,
-                  cfg.train.precision == "float32" ? " or raise train.warmup_steps"
-                                                   : ", raise train.warmup_steps or use train.precision=float32");
+      before_any_update
+          ? fmt::format(
+                "training diverged: {} is NaN or inf at step 1, from the initial weights before any update; "
+                "{}. The learning rate played no part: look at the model's options (model.positional.type={} "
+                "and its options, model.d_model, model.heads){}",
+                what, kept, cfg.model.positional.type,
+                cfg.train.precision == "float32" ? "" : ", or use train.precision=float32")
+          : fmt::format("training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}){}", what, step,
+                        kept, cfg.train.lr,
+                        cfg.train.precision == "float32" ? " or raise train.warmup_steps"
+                                                         : ", raise train.warmup_steps or use train.precision=float32");
   if (writes)
     write_file_atomic((dir / run_files::kDiverged).string(), nlohmann::json{{"step", step},
                                                                             {"non_finite", key},

@@ -221,6 +221,7 @@ class TrainingRun {
   /// Builds the model and checks everything that can be checked without
   /// touching the disk, then takes the directory's lock.
   void setup() {
+    check_run_location(dir_, "train.out_dir (--out)");
     set_threads(cfg_.train.threads);
     torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
     model_ = Transformer(cfg_.model, task_->vocab_size());
