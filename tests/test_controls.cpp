@@ -79,6 +79,15 @@ TEST(ValueWindow, AShareOfTheTrainingSequencesTakesTheWindow) {
   EXPECT_TRUE(torch::equal(all.train_batch(5, 32, 0).tokens, all_by_name.train_batch(5, 32, 0).tokens));
   EXPECT_NE(error_of([] { config_with({"task.value_window_share=1.5"}); }).find("task.value_window_share"),
             std::string::npos);
+  // A share that changes nothing is refused, not ignored.
+  EXPECT_NE(error_of([] {
+              OrderingTask t(config_with({"task.value_window_share=0.5"}).task);
+            }).find("task.value_window_share=0.5 means nothing without task.value_window"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              OrderingTask t(config_with({"task.value_window=8", "task.value_window_share=0"}).task);
+            }).find("task.value_window_share=0 applies task.value_window=8 to no sequence"),
+            std::string::npos);
 }
 
 TEST(ValueWindow, TheDefaultDrawsAsBeforeAndBadWindowsAreNamed) {

@@ -1,6 +1,8 @@
 #include "posenc/tasks/ordering.h"
 #include "posenc/tasks/tasks.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -63,6 +65,14 @@ OrderingTask::OrderingTask(const TaskConfig& cfg)
                         (window == 1 ? " value cannot make a sorted sequence of two distinct tokens"
                                      : " is wider than task.vocab_size " + std::to_string(vocab_size_)) +
                         " (0 means all of 1.." + std::to_string(vocab_size_) + ")");
+  // A share that changes nothing is refused, not ignored.
+  if (train_window_ == 0 && train_window_share_ != 1.0)
+    throw ConfigError("task.value_window_share=" + fmt::format("{}", train_window_share_) +
+                      " means nothing without task.value_window (every sequence draws from all of 1.." +
+                      std::to_string(vocab_size_) + "); set task.value_window or leave the share out");
+  if (train_window_ > 0 && train_window_share_ == 0.0)
+    throw ConfigError("task.value_window_share=0 applies task.value_window=" + std::to_string(train_window_) +
+                      " to no sequence; leave task.value_window out, or give a share above 0");
   const auto negatives = cfg.options.get_weights("negatives");
   for (const auto& name : negative_kinds()) {
     auto it = negatives.find(name);
