@@ -11,7 +11,8 @@
 
 namespace posenc {
 
-/// rel[i, j] = k_pos[j] - q_pos[i]: (Lq, Lk) int64 ("memory minus query", as in T5 and Shaw).
+/// rel[i, j] = k_pos[j] - q_pos[i]: (Lq, Lk) int64 ("memory minus query", as in T5 and Shaw);
+/// per row, (B, Lq, Lk), from ids of (B, Lq) and (B, Lk).
 torch::Tensor relative_positions(const torch::Tensor& q_pos, const torch::Tensor& k_pos);
 
 /// |rel[i, j]| = |k_pos[j] - q_pos[i]| as `dtype`: (Lq, Lk).

@@ -5,7 +5,7 @@
 namespace posenc {
 
 torch::Tensor relative_positions(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
-  return k_pos.unsqueeze(0) - q_pos.unsqueeze(1);  // (Lq, Lk)
+  return k_pos.unsqueeze(-2) - q_pos.unsqueeze(-1);  // (Lq, Lk), or (B, Lq, Lk) from (B, L) ids
 }
 
 torch::Tensor absolute_distances(const torch::Tensor& q_pos, const torch::Tensor& k_pos, torch::ScalarType dtype) {
@@ -13,8 +13,8 @@ torch::Tensor absolute_distances(const torch::Tensor& q_pos, const torch::Tensor
 }
 
 torch::Tensor bias_offsets(const Positions& pos) {
-  if (!pos.task_q.defined()) return relative_positions(pos.q, pos.k);  // (Lq, Lk)
-  return pos.task_k.unsqueeze(1) - pos.task_q.unsqueeze(2);            // (B, Lq, Lk)
+  return pos.task_q.defined() ? relative_positions(pos.task_q, pos.task_k)  // (B, Lq, Lk)
+                              : relative_positions(pos.q, pos.k);           // (Lq, Lk)
 }
 
 torch::Tensor bias_query_positions(const Positions& pos) {
