@@ -166,30 +166,46 @@ TEST_P(EverySchemeWithTaskPositions, ReadsEachRowsIdsOrIsRefusedAtConfigTime) {
   }
 }
 
-// A bias that reads a task's ids is, row by row, the bias those ids give as
-// the scheme's own positions: a function of the two ids of each (query, key)
-// pair, whatever order the ids come in; the causal mask is not its business.
-TEST_P(EverySchemeWithTaskPositions, EachRowsBiasIsTheBiasOfItsIds) {
+// An attention scheme that reads a task's ids gives, row by row, what those
+// ids give as the scheme's own positions: a bias, a rotation of q and k, or a
+// reweighting of the scores that is a function of the two ids of each
+// (query, key) pair, whatever order the ids come in; the causal mask is not
+// its business.
+TEST_P(EverySchemeWithTaskPositions, EachRowsAttentionTermIsThatOfItsIds) {
   const std::string scheme = GetParam();
   const SchemeInfo& info = find_scheme(scheme);
   auto s = posenc::testing::scheme_with(scheme, {16, 2, 8, 0, true}, json::object());
-  if (!info.reads_task_positions || !s->capabilities().bias) GTEST_SKIP() << "no bias over task ids";
+  const Capabilities caps = s->capabilities();
+  if (!info.reads_task_positions || !(caps.bias || caps.rotate || caps.reweight))
+    GTEST_SKIP() << "no attention term over task ids";
   torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const auto q = torch::randn({2, 2, 11, 8}), k = torch::randn({2, 2, 11, 8});  // (B, H, L, Dh)
+  const auto scores = torch::randn({2, 2, 11, 11});                             // (B, H, Lq, Lk)
+  // The scheme's term for rows [r, r + n) of the inputs above: (n, H, 11, ...).
+  const auto term = [&](const Positions& pos, int64_t r, int64_t n) {
+    if (caps.bias) return s->bias(pos).expand({n, 2, 11, 11});
+    if (caps.reweight) return s->reweight(scores.narrow(0, r, n), pos);
+    auto qr = q.narrow(0, r, n), kr = k.narrow(0, r, n);
+    s->rotate(qr, kr, pos);
+    return torch::cat({qr, kr}, -1);
+  };
   const auto ids = torch::tensor({1, 2, 3, 0, 1, 2, 3, 1, 2, 3, 4, 6, 7, 0, 6, 7, 8, 6, 7, 8, 9, 10}, torch::kLong)
                        .view({2, 11});  // two rows of coupled ids, the second shifted by 5
   const auto count = torch::arange(11, torch::kLong);
   Positions batched{count, count, 11};
   batched.task_q = batched.task_k = ids;
-  const auto bias = s->bias(batched);  // (2, H, 11, 11)
-  ASSERT_EQ(bias.sizes(), (std::vector<int64_t>{2, 2, 11, 11}));
+  batched.task_end = 11;
+  const auto both = term(batched, 0, 2);
+  ASSERT_EQ(both.size(0), 2);
   for (int64_t r = 0; r < 2; ++r) {
     const auto row = ids[r].contiguous();
-    const auto own = s->bias(Positions{row, row, row.max().item<int64_t>() + 1});  // (1, H, 11, 11)
-    EXPECT_TRUE(torch::allclose(bias[r], own[0], tolerance::kFloat32Sum, tolerance::kFloat32Sum)) << "row " << r;
+    const auto own = term(Positions{row, row, row.max().item<int64_t>() + 1}, r, 1);
+    EXPECT_TRUE(torch::allclose(both[r], own[0], tolerance::kFloat32Sum, tolerance::kFloat32Sum)) << "row " << r;
   }
-  EXPECT_FALSE(
-      torch::allclose(bias[0], s->bias(Positions{count, count, 11})[0], tolerance::kFloat32Sum, tolerance::kFloat32Sum))
-      << "the ids, not the count, must decide the bias";
+  EXPECT_FALSE(torch::allclose(both[0], term(Positions{count, count, 11}, 0, 1)[0], tolerance::kFloat32Sum,
+                               tolerance::kFloat32Sum))
+      << "the ids, not the count, must decide the term";
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeWithTaskPositions, ::testing::ValuesIn(scheme_names()),

@@ -99,19 +99,19 @@ int run_list(const ListOptions& o) {
   std::printf(
       "Common: model.positional.apply_to = auto|input|every_layer, model.positional.share_across_layers = "
       "true|false\n");
-  std::string input_slot, task_ids, task_id_biases;
+  std::string input_slot, task_ids, task_id_attention;
   const auto append = [](std::string& list, const std::string& name) { list += (list.empty() ? "" : ", ") + name; };
   for (const auto& s : all) {
     const std::string name = s["name"].get<std::string>();
     const bool input = s["placement"] == "input";
     if (input && name != "none") append(input_slot, name);
-    if (s["reads_task_positions"].get<bool>() && name != "none") append(input ? task_ids : task_id_biases, name);
+    if (s["reads_task_positions"].get<bool>() && name != "none") append(input ? task_ids : task_id_attention, name);
   }
   std::printf(
       "Pairs: model.positional.input = one of %s (before block 1), beside a scheme of placement every_layer in "
       "model.positional.type\nTask-defined positions (task.positions): read by %s, alone or in the input slot, "
-      "and by %s alone, as a bias over the difference of two ids\n",
-      input_slot.c_str(), task_ids.c_str(), task_id_biases.c_str());
+      "and by %s alone, in attention, as a function of the difference of two ids\n",
+      input_slot.c_str(), task_ids.c_str(), task_id_attention.c_str());
   std::printf("\nTasks (task.type; model.kind must be one it names):\n\n");
   for (const auto& t : tasks) {
     std::string keys, kinds;

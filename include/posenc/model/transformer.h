@@ -82,6 +82,7 @@ struct KVCache {
   std::vector<LayerCache> layers;
   int64_t length = 0;       ///< positions held (ids 0..length-1)
   torch::Tensor task_keys;  ///< (B, length): the ids a task gave the cached tokens, where attention reads them
+  int64_t task_end = 0;     ///< one past the largest of task_keys (an upper bound after select_cache_rows)
   EncoderMemory memory;
   std::vector<LayerCache> cross;
 };

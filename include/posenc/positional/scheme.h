@@ -75,6 +75,7 @@ struct Positions {
   /// (bias_offsets, relative.h), while q and k, and so the causal mask, still
   /// count 0..L-1. Undefined: none.
   torch::Tensor task_q, task_k;
+  int64_t task_end = 0;  ///< one past the largest task id (where task_q is set), known on the host
 };
 
 class PositionalSchemeImpl : public torch::nn::Module {

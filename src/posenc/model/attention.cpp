@@ -40,6 +40,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     // The new keys sit at the queries' positions; earlier keys were rotated when they were new.
     Positions own = pos;
     own.k = pos.q;
+    own.task_k = pos.task_q;  // undefined where the task defines no ids
     if (caps.rotate) scheme->rotate(q, k, own);
     if (cache->k.defined()) {
       k = torch::cat({cache->k, k}, /*dim=*/2);  // (B, H, Lk, Dh)

@@ -197,9 +197,11 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
     if (input_scheme_ == nullptr) {
       pos.task_q = embed_pos.q;  // (B, L)
       pos.task_k = pos.task_q;
+      pos.task_end = task_end;
       if (cache) {  // keys: the cached tokens' ids, then these
         cache->task_keys = cache->length > 0 ? torch::cat({cache->task_keys, pos.task_q}, 1) : pos.task_q;
         pos.task_k = cache->task_keys;  // (B, end)
+        cache->task_end = pos.task_end = std::max(cache->length > 0 ? cache->task_end : 0, task_end);
       }
     }
   }

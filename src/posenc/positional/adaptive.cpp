@@ -40,17 +40,17 @@ class DapeImpl : public PositionalSchemeImpl {
   /// scores (B, H, Lq, Lk), the scaled content scores -> the same plus B and f.
   torch::Tensor reweight(const torch::Tensor& scores, const Positions& pos) override {
     auto bias = once_per_forward(
-        pos, "dape", [&] { return kerple_log_bias(pos).to(scores.scalar_type()); }, scores);  // (1, H, Lq, Lk)
+        pos, "dape", [&] { return kerple_log_bias(pos).to(scores.scalar_type()); }, scores);  // (1|B, H, Lq, Lk)
     auto pair = torch::cat({scores, bias.expand_as(scores)}, 1).permute({0, 2, 3, 1});        // (B, Lq, Lk, 2H)
     auto f = linear(out_, torch::gelu(linear(hidden_, pair)));                                // (B, Lq, Lk, H)
     return scores + bias + f.permute({0, 3, 1, 2});
   }
 
  private:
-  /// -r1 log(1 + r2 |i-j|): (1, H, Lq, Lk).
+  /// -r1 log(1 + r2 |i-j|) over the model's count or a task's ids: (1 or B, H, Lq, Lk).
   torch::Tensor kerple_log_bias(const Positions& pos) const {
-    auto distance = absolute_distances(pos.q, pos.k, r1_.scalar_type()).unsqueeze(0);  // (1, Lq, Lk)
-    return kerple_kernel(r1_, r2_, kMinR, kMinR, distance, /*power=*/false).unsqueeze(0);
+    auto distance = bias_offsets(pos).abs().to(r1_.scalar_type()).unsqueeze(-3);  // (1, Lq, Lk) or (B, 1, Lq, Lk)
+    return with_batch_dim(kerple_kernel(r1_, r2_, kMinR, kMinR, distance, /*power=*/false));
   }
 
   int64_t hidden_units_ = 0;
@@ -61,12 +61,14 @@ class DapeImpl : public PositionalSchemeImpl {
 }  // namespace
 
 SchemeInfo dape_scheme_info() {
-  return {"dape",
-          "data-adaptive: scores + B + MLP([scores; B]) over the heads of each pair, B a KERPLE log bias "
-          "-r1*log(1+r2*|i-j|) (Zheng et al. 2024)",
-          {{"hidden", OptionKind::Int, 32, "hidden units of the MLP (2*heads -> hidden -> heads)", 1, 4096}},
-          Placement::EveryLayer,
-          construct<DapeImpl>};
+  SchemeInfo info{"dape",
+                  "data-adaptive: scores + B + MLP([scores; B]) over the heads of each pair, B a KERPLE log bias "
+                  "-r1*log(1+r2*|i-j|) (Zheng et al. 2024)",
+                  {{"hidden", OptionKind::Int, 32, "hidden units of the MLP (2*heads -> hidden -> heads)", 1, 4096}},
+                  Placement::EveryLayer,
+                  construct<DapeImpl>};
+  info.reads_task_positions = true;  // B over the difference of two task ids
+  return info;
 }
 
 }  // namespace posenc

@@ -63,26 +63,31 @@ class RopeImpl : public PositionalSchemeImpl {
   bool supports_kv_cache() const override { return scaling_ != "dynamic_ntk"; }  // its base follows the length
   bool directional() const override { return true; }
 
+  /// Rotates at the ids a task defines where attention reads them (each row
+  /// its own, Positions::task_q and task_k), else at the model's count.
   void rotate(torch::Tensor& q, torch::Tensor& k, const Positions& pos) override {
-    q = apply(q, pos.q, pos, "q");
-    k = apply(k, pos.k, pos, "k");
+    const bool task = pos.task_q.defined();
+    q = apply(q, task ? pos.task_q : pos.q, pos, "q");
+    k = apply(k, task ? pos.task_k : pos.k, pos, "k");
   }
 
  protected:
-  /// x (B, H, L, Dh) rotated at the given positions (L).
+  /// x (B, H, L, Dh) rotated at the given positions: (L), or (B, L) per row.
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions, const Positions& pos, const char* which) {
     // cos/sin once per forward, shared by every layer using this instance.
     auto cs = once_per_forward(
         pos, which,
         [&] {
           double attention_factor = 1.0;
-          auto theta = frequencies(pos.end, positions.device(), attention_factor);       // (R/2) float64
-          auto angle = positions.to(torch::kFloat64).unsqueeze(1) * theta.unsqueeze(0);  // (L, R/2)
-          return (torch::stack({angle.cos(), angle.sin()}) * attention_factor)
-              .to(x.device(), x.scalar_type());  // (2, L, R/2)
+          const int64_t end = positions.dim() == 2 ? pos.task_end : pos.end;    // dynamic NTK's length
+          auto theta = frequencies(end, positions.device(), attention_factor);  // (R/2) float64
+          auto angle = positions.to(torch::kFloat64).unsqueeze(-1) * theta;     // ([B,] L, R/2)
+          auto cs = (torch::stack({angle.cos(), angle.sin()}) * attention_factor)
+                        .to(x.device(), x.scalar_type());      // (2, [B,] L, R/2)
+          return positions.dim() == 2 ? cs.unsqueeze(2) : cs;  // (2, L, R/2) or (2, B, 1, L, R/2)
         },
         x);
-    auto cos = cs[0], sin = cs[1];  // (L, R/2), broadcast over (B, H)
+    auto cos = cs[0], sin = cs[1];  // (L, R/2) or (B, 1, L, R/2), broadcast over (B, H)
     auto rot = x.narrow(-1, 0, rot_dim_);
     torch::Tensor out;
     if (interleaved_) {
@@ -220,9 +225,12 @@ std::vector<OptionSpec> rope_options() {
 }  // namespace
 
 SchemeInfo rope_scheme_info() {
-  return {"rope",
-          "rotary: q and k rotated pairwise by p*theta_i, theta_i = base^(-2i/Dh); q·k depends on m-n only (Su et al.)",
-          rope_options(), Placement::EveryLayer, construct<RopeImpl>};
+  SchemeInfo info{
+      "rope",
+      "rotary: q and k rotated pairwise by p*theta_i, theta_i = base^(-2i/Dh); q·k depends on m-n only (Su et al.)",
+      rope_options(), Placement::EveryLayer, construct<RopeImpl>};
+  info.reads_task_positions = true;  // rotated by the task's ids, q·k depends on their difference
+  return info;
 }
 
 SchemeInfo xpos_scheme_info() {
