@@ -3,6 +3,9 @@
 // option, SCAN's grammar and splits, and short runs that must learn.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <set>
 
@@ -18,6 +21,7 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/objective.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/interrupt.h"
 
 using namespace posenc;
 
@@ -371,6 +375,21 @@ TEST(EncoderDecoder, ShortRunLearnsToReverseAndBeamFourNeverScoresBelowGreedy) {
   std::filesystem::remove_all(dir);
 }
 
+// A long decoding polls the stop flag at every step: a signal ends a
+// translation of a million tokens at the next one, not after the last.
+TEST(EncoderDecoder, BeamSearchEndsAtTheNextStepOnceAStopIsRequested) {
+  const Config cfg = seq2seq_config("rope");
+  Transformer model = random_model(cfg, 0);
+  const auto prompt = torch::tensor({3, 4, 5, 17}, torch::kLong).unsqueeze(0);  // (1, 4): a source and SEP
+  {
+    const InterruptGuard guard;
+    ::raise(SIGTERM);  // the guard's handler only sets the flag
+    EXPECT_THROW(beam_search(model, prompt, 1 << 20, BeamOptions{2, 0, 0}), Interrupted);
+  }
+  const InterruptGuard clear;  // the flag is cleared for the tests that follow
+  EXPECT_EQ(beam_search(model, prompt, 3, BeamOptions{2, 0, 0}).front().tokens.size(), 3u);
+}
+
 TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
   posenc::testing::Scratch s("seq2seq_cli");
   const std::string run = s.path("run");
@@ -407,6 +426,27 @@ TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
   r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt");
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "--input TEXT or --file FILE");
+  // The file is read as every input is: a regular UTF-8 file (a byte-order mark
+  // is no part of the first word), never a device that does not end or a pipe
+  // that blocks.
+  write_file_atomic(s.path("bom.txt"), "\xEF\xBB\xBFwalk\nlook\n");
+  r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --file " + s.path("bom.txt") + " --max-tokens 4");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 2) << r.output;
+  ASSERT_EQ(::mkfifo(s.path("fifo").c_str(), 0600), 0);
+  for (const std::string& file : {std::string("/dev/zero"), s.path("fifo")}) {
+    r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --file " + file, "timeout 60");
+    EXPECT_EQ(r.code, 2) << file << ": " << r.output;
+    posenc::testing::expect_one_line_error(r.output, "--file: cannot read " + file + ": not a regular file");
+  }
+  // A source too long to decode in memory is refused before the model runs.
+  std::string huge = "walk";
+  for (int i = 0; i < 125000; ++i) huge += " and walk";
+  write_file_atomic(s.path("huge.txt"), "look\n" + huge + "\n");
+  r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --file " + s.path("huge.txt"));
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 2000);
+  posenc::testing::expect_one_line_error(r.output,
+                                         "huge.txt line 2: translating a source of 250002 tokens needs about");
   // NaN fails every comparison, so a plain range check would let it through.
   for (const std::string penalty : {"nan", "inf", "-1", "11"}) {
     r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --input walk --length-penalty " + penalty);

@@ -24,6 +24,7 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/io.h"
+#include "posenc/util/memory_budget.h"
 #include "posenc/util/python.h"
 
 using namespace posenc;
@@ -337,7 +338,7 @@ TEST(RunDirectory, TheRootAndTheKernelsDirectoriesAreRefused) {
     const auto r = run_cli("train " + std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json --no-progress --out " +
                            out + " --set train.steps=1");
     EXPECT_EQ(r.code, 2) << out << ": " << r.output;
-    expect_one_line_error(r.output, "train.out_dir (--out) " + out + ": a run needs a directory of its own");
+    expect_one_line_error(r.output, "train.out_dir (--out) " + out + ": outputs need a directory of their own");
   }
 }
 
@@ -624,6 +625,56 @@ TEST(EarlyChecks, ATrainingStepOrAnAttentionMapThatCannotFitIsRefusedUpFront) {
   expect_one_line_error(r.output, "--kind bogus: task ordering has the kinds sorted, shuffle");
 }
 
+// The model itself (weights, gradients, AdamW's two moments) is counted from
+// the config before a byte of it is allocated, against the least of
+// MemAvailable, the address-space limit and the cgroup's memory.max.
+TEST(EarlyChecks, TheModelIsCountedBeforeItIsBuiltAgainstEveryMemoryLimit) {
+  Scratch s("model_memory");
+  const std::string ordering = std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json";
+  // 16.8 M tokens x 64: 1.07 G parameters, 16 GiB with gradients and moments, under a 4 GB address space.
+  auto r = run_cli("train " + ordering + " --set task.vocab_size=16777216 --no-progress --out " + s.path("a"),
+                   "ulimit -v 4000000;");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "the model needs about 16.0 GiB of memory (at least 1.07e+09 parameters");
+  EXPECT_NE(r.output.find("ulimit -v"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("a/config.json")));
+  // 19 G parameters: more than any machine this runs on has, with no limit set.
+  r = run_cli("train " + ordering +
+              " --set model.d_model=16384 --set model.d_ff=65536 --set model.layers=8 --no-progress --out " +
+              s.path("b"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "the model needs about");
+  EXPECT_EQ(r.output.find("step 1"), std::string::npos) << r.output;
+}
+
+// --nproc N weighs N models against the memory before any rank starts, and
+// says when the ranks outnumber the cores.
+TEST(EarlyChecks, NprocIsWeighedAgainstMemoryAndCoresBeforeAnyRankStarts) {
+  Scratch s("nproc_fit");
+  const MemoryBudget budget = cpu_memory_budget();
+  if (budget.bytes <= 0) GTEST_SKIP() << "no memory figure to check against";
+  // One rank's model needs 0.7 of what is available, two need 1.4.
+  const int64_t vocab = 4000000;
+  const int64_t width = static_cast<int64_t>(0.7 * budget.bytes / (16.0 * vocab) / 4) * 4;
+  if (width < 8 || width > 65536) GTEST_SKIP() << "memory out of the range this test sizes for";
+  const std::string ordering = std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json";
+  auto r = run_cli("train " + ordering + " --nproc 2 --set task.vocab_size=" + std::to_string(vocab) +
+                   " --set model.d_model=" + std::to_string(width) + " --set model.d_ff=64 --no-progress --out " +
+                   s.path("big"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "--nproc 2 needs about");
+  EXPECT_EQ(r.output.find("started"), std::string::npos) << r.output;
+  // One rank more than there are cores: trained, and said.
+  const int ranks = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) + 1;
+  const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
+  r = run_cli("train " + config + " --nproc " + std::to_string(ranks) +
+              " --set train.batch_size=" + std::to_string(4 * ranks) + " --no-progress --out " + s.path("many"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("threads on " + std::to_string(ranks - 1) + " cores: the ranks take turns"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(EarlyChecks, CompareDoesNotTakeOverATrainRunsDirectory) {
   Scratch s("compare_on_run");
   const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
@@ -631,7 +682,7 @@ TEST(EarlyChecks, CompareDoesNotTakeOverATrainRunsDirectory) {
   write_file_atomic(s.path("grid.json"), posenc::testing::tiny_grid().dump());
   const auto r = run_cli("compare " + s.path("grid.json") + " --out " + s.path("run"));
   EXPECT_EQ(r.code, 2) << r.output;
-  expect_one_line_error(r.output, "holds a posenc train run");
+  expect_one_line_error(r.output, "holds checkpoint.pt of another posenc command's output");
   EXPECT_FALSE(fs::exists(s.path("run/compare.lock")));
 }
 
@@ -816,7 +867,7 @@ TEST(Outputs, NoOutFlagReplacesACheckpointConfigOrResultsFile) {
   expect_one_line_error(r.output, "the directory " + s.path("missing") + " does not exist");
   r = run_cli("eval " + ckpt + " --out /proc/version");
   EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "--out /proc/version: exists and was not written by posenc eval");
+  expect_one_line_error(r.output, "--out /proc: outputs need a directory of their own");
 
   // What eval wrote itself (and eval files from before the marker) it may write again.
   ASSERT_EQ(run_cli("eval " + ckpt + " --lengths 8 --samples 8").code, 0);
@@ -830,6 +881,61 @@ TEST(Outputs, NoOutFlagReplacesACheckpointConfigOrResultsFile) {
   ASSERT_EQ(run_cli("inspect rope --json " + s.path("i.json")).code, 0);
   EXPECT_EQ(run_cli("inspect rope --json " + s.path("i.json")).code, 0);
   EXPECT_EQ(run_cli("eval " + ckpt + " --lengths 8 --out " + s.path("i.json")).code, 2);  // another command's file
+}
+
+// compare's and bench's --out go through the guard every output flag does: a
+// user's own files of the same names, another command's directory, a file and
+// a directory that cannot be written are refused before any work, and nothing
+// there changes.
+TEST(Outputs, CompareAndBenchKeepAUsersFilesAndRefuseBeforeTheWork) {
+  Scratch s("out_dirs");
+  write_file_atomic(s.path("grid.json"), posenc::testing::tiny_grid().dump());
+  write_file_atomic(s.path("mine/summary.md"), "my notes\n");
+  auto r = run_cli("compare " + s.path("grid.json") + " --out " + s.path("mine") + " --no-progress");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "holds a summary.md that posenc compare did not write");
+  EXPECT_EQ(read_file(s.path("mine/summary.md")), "my notes\n");
+  EXPECT_FALSE(fs::exists(s.path("mine/runs")));
+  EXPECT_FALSE(fs::exists(s.path("mine/compare.lock")));
+
+  write_file_atomic(s.path("mine/bench.md"), "my table\n");
+  write_file_atomic(s.path("afile"), "x");
+  const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
+  ASSERT_EQ(run_cli("train " + config + " --out " + s.path("run") + " --no-progress").code, 0);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {s.path("mine"), "holds a bench.md that posenc bench did not write"},
+      {s.path("afile"), "exists and is not a directory"},
+      {s.path("run"), "holds checkpoint.pt of another posenc command's output"},
+      {"/", "outputs need a directory of their own, not the filesystem's root"}};
+  for (const auto& [out, why] : refused) {
+    r = run_cli("bench --no-python --out " + out);
+    EXPECT_EQ(r.code, 2) << out << ": " << r.output;
+    expect_one_line_error(r.output, why);
+  }
+  EXPECT_EQ(read_file(s.path("mine/bench.md")), "my table\n");
+  r = run_cli("compare " + s.path("grid.json") + " --out " + s.path("afile") + " --no-progress");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "exists and is not a directory");
+
+  // A directory nothing can be written in (a read-only tmpfs; root may write
+  // anywhere else): eval, compare and bench fail at once, before the work.
+  const fs::path ro = s.dir / "ro";
+  fs::create_directories(ro);
+  if (::mount("tmpfs", ro.c_str(), "tmpfs", MS_RDONLY, "size=64k") != 0)
+    GTEST_SKIP() << "cannot mount a read-only tmpfs here (" << std::strerror(errno) << ")";
+  const std::string ckpt = s.path("run/checkpoint.pt");
+  const std::vector<std::string> commands = {
+      "eval " + ckpt + " --lengths 8 --out " + (ro / "e.json").string(),
+      "compare " + s.path("grid.json") + " --no-progress --out " + (ro / "cmp").string(),
+      "bench --no-python --out " + (ro / "b").string()};
+  std::vector<posenc::testing::CliRun> runs;
+  for (const auto& command : commands) runs.push_back(run_cli(command));
+  ::umount(ro.c_str());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    EXPECT_EQ(runs[i].code, 2) << commands[i] << ": " << runs[i].output;
+    expect_one_line_error(runs[i].output, "Read-only file system");
+    EXPECT_EQ(runs[i].output.find("accuracy"), std::string::npos) << "evaluated before failing: " << runs[i].output;
+  }
 }
 
 TEST(ExitCodes, EveryBadFlagValueOrFileExitsTwo) {

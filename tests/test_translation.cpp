@@ -194,6 +194,47 @@ TEST(Translation, ALineThatIsNotAPairIsAnErrorNamingItsNumber) {
   const std::string crlf = file_with("crlf.tsv", "one\tun\r\ntwo\tdeux\r\nthree\ttrois\r\n");
   const auto task = translation_task({"task.path=" + json(crlf).dump(), "task.tokens=\"word\""});
   EXPECT_EQ(task->decode_text(task->encode_text("deux")), "deux");
+  // A byte-order mark (what Windows editors write first) is no part of the first word.
+  const std::string bom = file_with("bom.tsv", "\xEF\xBB\xBFone\tun\ntwo\tdeux\nthree\ttrois\n");
+  const auto with_bom = translation_task({"task.path=" + json(bom).dump(), "task.tokens=\"word\""});
+  const std::string vocabulary = with_bom->data_identity().at("vocabulary");
+  EXPECT_EQ(vocabulary.find("\xEF\xBB\xBF"), std::string::npos) << vocabulary;
+  EXPECT_NE(vocabulary.find("one\n"), std::string::npos) << vocabulary;
+}
+
+// A pair written twice is held out or trained on, never both: held-out BLEU
+// scored on pairs the model trained on would measure memory, not translation.
+TEST(Translation, CopiesOfAPairFallOnOneSideOfTheSplit) {
+  std::string text;
+  const std::vector<std::string> words = {"one",      "two",      "three",   "four",   "five",   "six",
+                                          "seven",    "eight",    "nine",    "ten",    "eleven", "twelve",
+                                          "thirteen", "fourteen", "fifteen", "sixteen"};
+  for (int copy = 0; copy < 3; ++copy)
+    for (size_t i = 0; i < words.size(); ++i) text += words[i] + "\t" + words[i % 7] + " x\n";  // each pair three times
+  const std::string path = file_with("copies.tsv", text);
+  const auto task = translation_task({"task.path=" + json(path).dump(), "task.tokens=\"word\"", "task.val_fraction=0.3",
+                                      "task.min_length=2", "task.max_length=2"});
+  const auto rows = [&](const TaskBatch& b) {
+    std::set<std::vector<int64_t>> out;
+    for (int64_t r = 0; r < b.tokens.size(0); ++r) {
+      const auto row = b.tokens[r].contiguous();
+      out.insert({row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel()});
+    }
+    return out;
+  };
+  const auto held = rows(task->fixed_set(2, 1000, 0));
+  std::set<std::vector<int64_t>> trained;
+  for (int64_t step = 0; step < 50; ++step) {
+    const auto batch = rows(task->train_batch(step, 16, 0));
+    trained.insert(batch.begin(), batch.end());
+  }
+  ASSERT_FALSE(held.empty());
+  ASSERT_FALSE(trained.empty());
+  for (const auto& row : held) EXPECT_EQ(trained.count(row), 0u) << "a held-out pair was trained on";
+  // One pair copied is nothing to split.
+  const std::string same = file_with("same.tsv", "one\tun\none\tun\none\tun\n");
+  const std::string e = error_of([&] { translation_task({"task.path=" + json(same).dump()})->train_batch(0, 2, 0); });
+  EXPECT_NE(e.find("only one distinct pair"), std::string::npos) << e;
 }
 
 TEST(Translation, TrainingLengthsWithoutPairsAreRefusedUpFront) {

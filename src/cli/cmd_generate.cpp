@@ -13,6 +13,7 @@
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
+#include "posenc/util/output_guard.h"
 
 namespace posenc::cli {
 

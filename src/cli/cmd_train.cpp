@@ -9,11 +9,14 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "commands.h"
 #include "posenc/config.h"
 #include "posenc/environment.h"
 #include "posenc/experiments/process_pool.h"
+#include "posenc/tasks/registry.h"
+#include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/launch.h"
@@ -67,6 +70,31 @@ std::string describe_exit(int code) {
   return "exit " + std::to_string(code);
 }
 
+/// N local ranks against what the machine has, before any starts: more ranks
+/// than GPUs, or CPU ranks whose models together cannot fit, are refused; more
+/// threads than cores is said once, since the ranks then take turns.
+void check_ranks_fit(const Config& cfg, int nproc) {
+  const torch::Device device = resolve_device(cfg.train.device);
+  if (device.is_cuda()) {  // local rank r trains on GPU r, each its own model
+    const int gpus = static_cast<int>(torch::cuda::device_count());
+    if (nproc > gpus)
+      throw ConfigError(
+          fmt::format("--nproc {} with train.device={}: this machine has {} CUDA device(s), and each "
+                      "rank takes one; start at most {} rank(s)",
+                      nproc, cfg.train.device, gpus, gpus));
+    check_model_fits(cfg.model, task_vocab_size(cfg.task), device);
+    return;
+  }
+  check_model_fits(cfg.model, task_vocab_size(cfg.task), device, nproc);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = static_cast<int>(cfg.train.threads);
+  if (nproc * threads > cores)
+    spdlog::warn(
+        "--nproc {} x train.threads {} = {} threads on {} cores: the ranks take turns, and training is "
+        "slower than with {} rank(s)",
+        nproc, threads, nproc * threads, cores, std::max(1, cores / threads));
+}
+
 /// `posenc train --nproc N`: N ranks on this machine with a rendezvous on a
 /// free local port. A stop request is passed to every rank once (they stop at
 /// the same step; rank 0 writes the checkpoint). A rank that fails brings the
@@ -81,6 +109,7 @@ int launch_local_ranks(const TrainOptions& o) {
   // What every rank would refuse, refused once here.
   const Config cfg = load_config(o.config, train_overrides(o));
   check_batch_divides(cfg.train, o.nproc);
+  check_ranks_fit(cfg, o.nproc);
   const int port = free_local_port();
   const std::vector<std::string> argv = rank_command(o);
   std::map<pid_t, int> rank_of;

@@ -2,9 +2,10 @@
 // encoder_decoder's translation of a source (a SCAN command, a sentence of a
 // translation file), greedy or by beam search, one output line per input line.
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "commands.h"
 #include "posenc/environment.h"
@@ -14,6 +15,8 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
+#include "posenc/util/io.h"
+#include "posenc/util/text.h"
 
 namespace posenc::cli {
 
@@ -36,6 +39,32 @@ void setup_translate(CLI::App& app, TranslateOptions& o) {
   app.add_option("--threads", o.threads, "intra-op threads")->check(integer_in(1, 1024));
 }
 
+namespace {
+
+/// Sources are lines of text: a file of them is read whole, up to this size.
+constexpr std::uintmax_t kMaxSourceFileBytes = std::uintmax_t{64} << 20;
+
+/// Refuses a source that beam search cannot decode in memory: the encoder's
+/// pass over its `source` tokens, then `beam` hypotheses of up to `max_tokens`
+/// each. With a KV cache a hypothesis keeps its keys and values (self and
+/// cross) and one row of scores per step; without one, each step runs the
+/// whole sequence again.
+void check_translation_fits(const Transformer& model, int64_t source, int64_t max_tokens, int64_t beam,
+                            torch::Device device, const std::string& where) {
+  const auto& m = model->config();
+  const double S = static_cast<double>(source), T = static_cast<double>(max_tokens), D = m.d_model;
+  const double need =
+      model->supports_kv_cache()
+          ? evaluation_memory_bytes(model, source, 1, source, device) +
+                beam * 4.0 * (2.0 * m.decoder_layers * (T + S) * D + 4.0 * m.heads * (T + S))
+          : evaluation_memory_bytes(model, source + max_tokens, beam, (source + max_tokens) * beam, device);
+  require_memory(need, device, where + ": translating a source of " + std::to_string(source) + " tokens",
+                 fmt::format("up to {} output tokens, beam {}", max_tokens, beam),
+                 "give a shorter source, a smaller --beam or fewer --max-tokens");
+}
+
+}  // namespace
+
 int run_translate(const TranslateOptions& o) {
   if (o.input.empty() && o.file.empty()) throw ConfigError("give a source with --input TEXT or --file FILE");
   const InterruptGuard stop_cleanly;  // a stop ends between lines; the lines printed stay
@@ -56,27 +85,41 @@ int run_translate(const TranslateOptions& o) {
   if (!o.input.empty()) {
     lines.push_back(o.input);
   } else {
-    std::ifstream in(o.file);
+    std::string text;
+    try {  // a regular UTF-8 file of bounded size: not /dev/zero, a FIFO or a directory
+      text = read_text_file(o.file, kMaxSourceFileBytes);
+    } catch (const IoError& e) {
+      throw ConfigError(std::string("--file: ") + e.what());
+    }
+    std::istringstream in(text);
     for (std::string line; std::getline(in, line);) lines.push_back(line);
-    if (in.bad()) throw IoError("cannot read " + o.file);
   }
   BeamOptions beam;
   beam.beam = o.beam;
   beam.length_penalty = o.length_penalty;
   beam.eos = task->end_token();
   for (size_t i = 0; i < lines.size(); ++i) {
-    throw_if_interrupted();
     std::vector<int64_t> source;
     try {
       source = task->encode_text(lines[i]);
-    } catch (const ConfigError& e) {
-      throw ConfigError(o.file.empty() ? std::string("--input: ") + e.what()
-                                       : fmt::format("{} line {}: {}", o.file, i + 1, e.what()));
+    } catch (const ConfigError& e) {  // control bytes of a bad line are not echoed raw
+      throw ConfigError(one_line(
+          o.file.empty() ? std::string("--input: ") + e.what() : fmt::format("{} line {}: {}", o.file, i + 1, e.what()),
+          400));
     }
     model->check_length(static_cast<int64_t>(source.size()) + 1 + max_tokens);
+    check_translation_fits(model, static_cast<int64_t>(source.size()) + 1, max_tokens, o.beam, device,
+                           o.file.empty() ? std::string("--input") : fmt::format("{} line {}", o.file, i + 1));
     source.push_back(task->vocab_size() + 1);                                         // SEP
     const auto prompt = torch::tensor(source, torch::kLong).unsqueeze(0).to(device);  // (1, S + 1)
-    const auto best = beam_search(model, prompt, max_tokens, beam).front();
+    Hypothesis best;
+    try {
+      best = beam_search(model, prompt, max_tokens, beam).front();
+    } catch (const Interrupted& e) {
+      spdlog::warn("stopped by {} while translating source {} of {}; the {} lines printed are complete",
+                   signal_name(e.signal()), i + 1, lines.size(), i);
+      throw;
+    }
     const std::string text = task->decode_text(best.tokens);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);

@@ -15,6 +15,7 @@
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
+#include "posenc/util/output_guard.h"
 
 void posenc::cli::check_json_target(const std::string& path, const std::string& command) {
   if (!path.empty()) posenc::check_output_target(path, "--json", "posenc " + command);

@@ -8,6 +8,11 @@
 
 namespace posenc {
 
+/// The most numbers posenc writes into one JSON document (inspect's
+/// description, attention's maps): about 100 MB of text, which the plotting
+/// scripts still read. Larger requests are refused before any work.
+inline constexpr double kMaxJsonNumbers = double(1 << 22);
+
 struct InspectRequest {
   std::string scheme;
   int64_t length = 64;

@@ -62,6 +62,7 @@ struct Hypothesis {
 
 /// Beam search from one prompt (1, P): up to `beam` finished hypotheses, best
 /// first. Beam 1 is greedy decoding. Runs under InferenceMode in eval mode.
+/// Throws Interrupted at the next step once a stop is requested (interrupt.h).
 std::vector<Hypothesis> beam_search(Transformer& model, const torch::Tensor& prompt, int64_t steps,
                                     const BeamOptions& options);
 

@@ -111,12 +111,27 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
 Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                            double* nll_sum, Tally* exact = nullptr, bool interruptible = false);
 
+/// Throws ConfigError "WHAT needs about N of memory (DETAIL), but M available
+/// (which bound); ADVICE" if `need` bytes exceed what the device has: on the
+/// CPU the least of MemAvailable, the address-space limit and the cgroup's
+/// memory.max (util/memory_budget.h). Every memory check of posenc goes
+/// through it.
+void require_memory(double need, torch::Device device, const std::string& what, const std::string& detail,
+                    const std::string& advice);
+
 /// Throws ConfigError before anything runs if a length cannot fit: longer than
 /// the model's position table, more than the task can make (charlm's held-out
-/// text), or more memory than there is (MemAvailable on the CPU, the device's
-/// free memory on CUDA with -DPOSENC_CUDA=ON).
+/// text), or more memory than there is (require_memory).
 void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device);
+
+/// A lower bound on a model's parameters, counted from its config alone.
+double model_parameters_at_least(const ModelConfig& model, int64_t vocab_size);
+/// Throws ConfigError before the model is built if `copies` of it (the ranks
+/// of --nproc) cannot fit by their parameters alone, with their gradients and
+/// AdamW's two moments (16 bytes each): counted from the config, so that
+/// nothing is allocated first.
+void check_model_fits(const ModelConfig& model, int64_t vocab_size, torch::Device device, int copies = 1);
 
 /// Throws ConfigError before training if one step on `batch_size` examples of
 /// `tokens` tokens would need more memory than there is (as above), by an

@@ -30,11 +30,6 @@ const std::vector<std::string>& resumable_changes();
 /// The same, for messages: "train.steps, train.threads, ... and eval.*".
 std::string resumable_changes_text();
 
-/// Where no run may go: the filesystem's root, or the kernel's /dev (but for
-/// /dev/shm), /proc and /sys (root may write there, and a run would scatter its
-/// files among the system's). A ConfigError naming `flag` and the path.
-void check_run_location(const std::filesystem::path& dir, const std::string& flag);
-
 /// What a fresh (not --resume) run may start in: a new or empty directory, or
 /// one holding only an unfinished start of the same run (config.json, no
 /// checkpoint). Anything else is a ConfigError naming what is there.

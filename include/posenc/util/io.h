@@ -21,18 +21,18 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 /// The key of posenc's JSON outputs that names the command that wrote them ("posenc eval").
 inline constexpr const char* kWrittenBy = "written_by";
 
-/// Refuses (ConfigError naming `flag` and the file) an output path that posenc
-/// may not write: a directory, a path whose directory is missing, or an
-/// existing file that `writer` ("posenc eval") did not write: only a JSON
-/// object whose "written_by" is `writer`, or one `also_ours` accepts, may be
-/// replaced. So a typo cannot put results over a checkpoint or a config.
-void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
-                         bool (*also_ours)(const nlohmann::json& object) = nullptr);
-
 /// Reads a whole regular file of at most `max_bytes`; IoError naming it if it
 /// cannot, if it is a directory, device or pipe (/dev/zero would never end), or
 /// if it is larger.
 std::string read_file(const std::string& path, std::uintmax_t max_bytes = UINTMAX_MAX);
+
+/// A text file for posenc to read line by line (sources to translate, pairs
+/// to train on): read_file's checks, then valid UTF-8 (IoError naming the file
+/// and the first bad byte), without a leading byte-order mark (U+FEFF, which
+/// editors on Windows write and which is no part of the first word).
+std::string read_text_file(const std::string& path, std::uintmax_t max_bytes);
+/// `text` without a leading UTF-8 byte-order mark.
+std::string without_bom(const std::string& text);
 
 /// FNV-1a, 64 bits, as 16 hex digits: enough to tell a replaced or edited data
 /// file from the one a run trained on (not a cryptographic hash).

@@ -131,11 +131,11 @@ nlohmann::json seq2seq_attention_example(const std::string& checkpoint, const At
   auto tgt = row.narrow(0, a - 1, A).unsqueeze(0);                                  // (1, A): SEP y1 .. y(A-1)
   const double numbers =
       static_cast<double>(cfg.model.heads) * (cfg.model.layers * S * S + cfg.model.decoder_layers * (A * A + A * S));
-  if (numbers > double(1 << 24))
-    throw ConfigError(
-        fmt::format("--length {}: the attention maps would hold {:.0f} numbers, more than one JSON file "
-                    "may hold; choose a shorter --length",
-                    r.length, numbers));
+  if (numbers > kMaxJsonNumbers)
+    throw ConfigError(fmt::format(
+        "--length {}: the attention maps would hold {:.0f} numbers, more than the {:.0f} one JSON file may hold; "
+        "choose a shorter --length",
+        r.length, numbers, kMaxJsonNumbers));
   keep_maps(model);
   c10::InferenceMode guard;
   auto logits = model->seq2seq_forward(src, tgt);  // (1, A, V + 2)
@@ -181,15 +181,14 @@ namespace {
 /// Every map of every layer and head goes into one JSON document: refuse, before
 /// any work, a length whose maps would not fit in memory as JSON.
 void check_maps_fit(const Transformer& model, const Config& cfg, int64_t tokens, int64_t length) {
-  constexpr double kMaxNumbers = double(1 << 24);  // about 400 MB of JSON text
   const double L = static_cast<double>(model->model_length(tokens));
   const double maps = static_cast<double>(cfg.model.layers) * cfg.model.heads;
-  if (maps * L * L <= kMaxNumbers) return;
-  const auto longest = static_cast<int64_t>(std::sqrt(kMaxNumbers / maps)) - (model->model_length(tokens) - length);
+  if (maps * L * L <= kMaxJsonNumbers) return;
+  const auto longest = static_cast<int64_t>(std::sqrt(kMaxJsonNumbers / maps)) - (model->model_length(tokens) - length);
   throw ConfigError(fmt::format(
       "--length {}: the attention maps would hold {:.0f} numbers ({} layers x {} heads x {:.0f}^2), more than the "
       "{:.0f} one JSON file may hold; choose --length {} or less",
-      length, maps * L * L, cfg.model.layers, cfg.model.heads, L, kMaxNumbers, longest));
+      length, maps * L * L, cfg.model.layers, cfg.model.heads, L, kMaxJsonNumbers, longest));
 }
 
 }  // namespace

@@ -12,9 +12,11 @@
 
 #include "posenc/bench/bench.h"
 #include "posenc/bench/python_worker.h"
+#include "posenc/train/run_dir.h"
 #include "posenc/util/python.h"
 #include "posenc/util/text.h"
 #include "posenc/util/io.h"
+#include "posenc/util/output_guard.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -183,9 +185,9 @@ void write_outputs(const BenchOptions& o, const std::vector<BenchCase>& cases, c
   const std::string text = render_text(cells, 3);
   std::printf("\n%s%s", text.c_str(), legend.c_str());
   std::fflush(stdout);
-  const json report = {{"config", o.config}, {"device", o.device},       {"threads", o.threads},
-                       {"bf16", o.bf16},     {"attention", o.attention}, {"matmul_peak_gflops", peak},
-                       {"cases", rows}};
+  const json report = {{kWrittenBy, "posenc bench"}, {"config", o.config}, {"device", o.device},
+                       {"threads", o.threads},       {"bf16", o.bf16},     {"attention", o.attention},
+                       {"matmul_peak_gflops", peak}, {"cases", rows}};
   write_file_atomic((fs::path(o.out) / "bench.json").string(), report.dump(2) + "\n");
   write_file_atomic((fs::path(o.out) / "bench.txt").string(), text + legend);
   write_file_atomic((fs::path(o.out) / "bench.md").string(), render_markdown(cells, 3) + "\n" + legend);
@@ -204,9 +206,33 @@ bool parity_holds(const json& rows) {
   return true;
 }
 
+/// What bench writes in its --out, and what says a directory is another's.
+OutputDirectory bench_outputs() {
+  OutputDirectory spec;
+  spec.flag = "--out";
+  spec.writer = "posenc bench";
+  spec.files = {"bench.json", "bench.txt", "bench.md"};
+  spec.foreign = {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults,
+                  run_files::kCompareLock};
+  spec.ours = [](const fs::path& dir) {
+    std::string text;
+    try {
+      text = read_file((dir / "bench.json").string(), std::uintmax_t{64} << 20);
+    } catch (const IoError&) {
+      return false;
+    }
+    const json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    // Reports written before bench.json carried "written_by" have its other keys.
+    return report.is_object() && (report.value(kWrittenBy, "") == "posenc bench" ||
+                                  (report.contains("matmul_peak_gflops") && report.contains("cases")));
+  };
+  return spec;
+}
+
 }  // namespace
 
 int run_benchmark(const BenchOptions& o) {
+  check_output_directory(o.out, bench_outputs());  // before the cases are timed, not after
   const auto cases = plan_bench(o.config, o.sizes, o.schemes, o.threads, o.device);
   fs::create_directories(o.out);
   std::string python_note;

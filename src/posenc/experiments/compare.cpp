@@ -31,6 +31,7 @@
 #include "posenc/util/text.h"
 #include "posenc/util/io.h"
 #include "posenc/util/process.h"
+#include "posenc/util/output_guard.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -428,6 +429,18 @@ int show_status(const ComparePlan& plan, const std::string& out) {
 
 }  // namespace
 
+/// What compare writes in its --out, and what says a directory is another's.
+OutputDirectory compare_outputs() {
+  OutputDirectory spec;
+  spec.flag = "--out";
+  spec.writer = "posenc compare";
+  spec.files = {"summary.json", "summary.csv", "summary.md", "report.md"};
+  spec.foreign = {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults, "bench.json"};
+  // compare's lock file stays in its root: a directory that has one is compare's.
+  spec.ours = [](const fs::path& dir) { return fs::exists(dir / run_files::kCompareLock); };
+  return spec;
+}
+
 /// Runs side by side when --jobs is not given: one per core; where the runs
 /// train on a GPU, also no more than its free memory holds, at a CUDA context
 /// (about 0.6 GiB per process) plus the largest run's estimated peak each.
@@ -457,11 +470,9 @@ int run_comparison(const CompareOptions& o) {
   const int jobs = o.jobs > 0 ? o.jobs : (o.run_id.empty() && !o.status && !o.collect ? default_jobs(plan) : 1);
   if (!o.run_id.empty()) return run_one(plan, o.run_id);
   if (o.status) return show_status(plan, out);
-  // A train run's directory is not a comparison's: taking it over would break its --resume.
-  for (const char* file : {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults})
-    if (fs::exists(fs::path(out) / file))
-      throw ConfigError("--out " + out + " holds a posenc train run (" + file +
-                        "); a comparison needs a directory of its own (choose another --out)");
+  // A train run's directory is not a comparison's (taking it over would break
+  // its --resume), and a user's own summary.md is not replaced.
+  check_output_directory(out, compare_outputs());
   if (o.slurm) merged_settings(plan, o.slurm_flags);  // a bad "slurm" block fails before anything is written
   if (o.figures && !o.slurm) check_posenc_python("matplotlib, numpy");  // now, not after hours of training
   const DirectoryLock lock(out, run_files::kCompareLock, "posenc compare");

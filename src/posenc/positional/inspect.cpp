@@ -1,5 +1,7 @@
 #include "posenc/positional/inspect.h"
 
+#include <fmt/format.h>
+
 #include "posenc/errors.h"
 #include "posenc/positional/scheme.h"
 
@@ -27,6 +29,16 @@ nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& i
   auto ids = torch::arange(length, torch::TensorOptions().dtype(torch::kLong).device(device));
   const Positions pos{ids, ids, length, &cache};
 
+  const double L = static_cast<double>(length);
+  const double numbers =
+      (caps.embed ? L * dim : 0.0) + (caps.bias ? heads * L * L : 0.0) + (caps.rotate ? L * rotate_dim : 0.0);
+  if (numbers > kMaxJsonNumbers)
+    throw ConfigError(fmt::format(
+        "--length {}: the description of {} would hold {:.0f} numbers ({}), more than the {:.0f} one JSON file may "
+        "hold; lower --length{}",
+        length, info.name, numbers,
+        caps.bias ? fmt::format("--heads {} x {}^2", heads, length) : fmt::format("{} x --dim {}", length, dim),
+        kMaxJsonNumbers, caps.bias ? " or --heads" : " or --dim"));
   nlohmann::json out = {{"scheme", info.name}, {"length", length},          {"heads", heads},
                         {"dim", dim},          {"options", options.json()}, {"directional", scheme.directional()}};
   if (caps.embed) {

@@ -212,7 +212,7 @@ class TranslationTask : public Task {
     d.checksum = fnv1a_checksum(text);
 
     std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> lines;
-    std::istringstream in(text);
+    std::istringstream in(without_bom(text));  // the checksum above is of the file as it is
     size_t line_number = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_number;
@@ -256,15 +256,29 @@ class TranslationTask : public Task {
       d.pairs.push_back(std::move(p));
     }
 
-    // A fixed random val_fraction of the pairs (at least one) is held out.
-    std::vector<size_t> order(d.pairs.size());
+    // A fixed random val_fraction of the distinct pairs (at least one) is
+    // held out. Copies of a pair go to the same side, so that held-out scores
+    // are never of pairs trained on; without copies this is a split of the lines.
+    std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, size_t> distinct;
+    std::vector<size_t> group_of(d.pairs.size());
+    for (size_t i = 0; i < d.pairs.size(); ++i)
+      group_of[i] =
+          distinct.emplace(std::make_pair(d.pairs[i].source, d.pairs[i].target), distinct.size()).first->second;
+    if (distinct.size() < 2)
+      throw ConfigError(
+          fmt::format("task.path: {} holds {} pairs but only one distinct pair; translation needs "
+                      "some to train on and some to hold out",
+                      path_, d.pairs.size()));
+    std::vector<size_t> order(distinct.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(split_seed_), 0x74736c6eu}));
     std::shuffle(order.begin(), order.end(), rng);
     const auto n_held = std::clamp<size_t>(
         static_cast<size_t>(std::llround(val_fraction_ * static_cast<double>(order.size()))), 1, order.size() - 1);
+    std::vector<bool> held_group(distinct.size(), false);
+    for (size_t k = 0; k < n_held; ++k) held_group[order[k]] = true;
     std::vector<bool> held(d.pairs.size(), false);
-    for (size_t k = 0; k < n_held; ++k) held[order[k]] = true;
+    for (size_t i = 0; i < d.pairs.size(); ++i) held[i] = held_group[group_of[i]];
     for (size_t i = 0; i < d.pairs.size(); ++i) {
       const auto length = static_cast<int64_t>(d.pairs[i].target.size());
       if (held[i]) {

@@ -134,6 +134,7 @@ std::vector<Hypothesis> beam_search(Transformer& model, const torch::Tensor& pro
   std::vector<Hypothesis> alive(1), finished;
   const auto k = static_cast<size_t>(options.beam);
   for (int64_t t = 0; t < steps && !alive.empty(); ++t) {
+    throw_if_interrupted();  // a long output ends at a signal, not after its last step
     // Every alive hypothesis extended by every token, best first: (rows x V).
     auto log_probs = torch::log_softmax(stepper.logits().to(torch::kDouble), -1).cpu();  // (rows, V)
     std::vector<double> base;

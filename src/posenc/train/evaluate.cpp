@@ -13,6 +13,7 @@
 #include "posenc/train/decode.h"
 #include "posenc/train/objective.h"
 #include "posenc/util/interrupt.h"
+#include "posenc/util/memory_budget.h"
 #include "posenc/util/text.h"
 
 namespace posenc {
@@ -219,25 +220,29 @@ double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t
 
 namespace {
 
-/// The memory to check a computation against: on the CPU MemAvailable of
-/// /proc/meminfo, on CUDA the device's free memory (with -DPOSENC_CUDA=ON),
-/// in bytes; 0 (nothing to check) where unknown.
-double available_memory_bytes(torch::Device device) {
-  if (device.is_cuda()) return compat::cuda_free_memory_bytes(device.has_index() ? device.index() : 0);
-  if (!device.is_cpu()) return 0;
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024.0;
-  return 0;
+/// The memory to check a computation against: on the CPU the least of what
+/// the system, the address-space limit and the cgroup leave (memory_budget.h),
+/// on CUDA the device's free memory (with -DPOSENC_CUDA=ON); 0 bytes (nothing
+/// to check) where unknown.
+MemoryBudget available_memory(torch::Device device) {
+  if (device.is_cuda())
+    return {compat::cuda_free_memory_bytes(device.has_index() ? device.index() : 0), "free on " + device.str()};
+  if (!device.is_cpu()) return {};
+  return cpu_memory_budget();
 }
 
 /// "memory" on the CPU, "memory of cuda:0" on a GPU.
 std::string memory_of(torch::Device device) { return device.is_cpu() ? "memory" : "memory of " + device.str(); }
 
 }  // namespace
+
+void require_memory(double need, torch::Device device, const std::string& what, const std::string& detail,
+                    const std::string& advice) {
+  const MemoryBudget budget = available_memory(device);
+  if (budget.bytes <= 0 || need <= budget.bytes) return;
+  throw ConfigError(fmt::format("{} needs about {} of {} ({}), but {}; {}", what, format_bytes(need), memory_of(device),
+                                detail, describe_budget(budget), advice));
+}
 
 void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device) {
@@ -249,19 +254,14 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
     task.check_eval_length(length);
     model->check_length(task.sequence_length(length), spec.training_positions_end > 0);
   }
-  const double available = available_memory_bytes(device);
-  if (available <= 0) return;
   for (int64_t length : lengths) {
     const int64_t tokens = task.sequence_length(length);
-    const double need =
-        evaluation_memory_bytes(model, tokens, spec.sets.samples_per_length, spec.sets.max_batch_tokens, device);
-    if (need > available) {
-      const int64_t batch = evaluation_batch_size(model, tokens, spec.sets.max_batch_tokens);
-      throw ConfigError(fmt::format(
-          "evaluation at length {} needs about {} of {} ({} examples, {} at a time), but {} is available{}", length,
-          format_bytes(need), memory_of(device), spec.sets.samples_per_length, batch, format_bytes(available),
-          batch > 1 ? "; lower eval.max_batch_tokens or eval.samples_per_length" : "; evaluate shorter lengths"));
-    }
+    const int64_t batch = evaluation_batch_size(model, tokens, spec.sets.max_batch_tokens);
+    require_memory(
+        evaluation_memory_bytes(model, tokens, spec.sets.samples_per_length, spec.sets.max_batch_tokens, device),
+        device, fmt::format("evaluation at length {}", length),
+        fmt::format("{} examples, {} at a time", spec.sets.samples_per_length, batch),
+        batch > 1 ? "lower eval.max_batch_tokens or eval.samples_per_length" : "evaluate shorter lengths");
   }
 }
 
@@ -279,18 +279,38 @@ double training_memory_bytes(const Transformer& model, int64_t tokens, int64_t b
   return 16.0 * parameters + m.layers * per_layer;
 }
 
+double model_parameters_at_least(const ModelConfig& m, int64_t vocab_size) {
+  // The token table, the decoder's output head, and per block the attention's
+  // output projection and the feed-forward pair (the q/k/v projections, norms
+  // and the schemes' own parameters come on top).
+  const double D = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff);
+  const double V = static_cast<double>(vocab_size) + 2.0;
+  const double table = m.token_embedding == "numeric" ? 0.0 : V * D * (m.qkv == "embedded" ? 3.0 : 1.0);
+  const double head = m.kind == "encoder" ? 0.0 : D * V;
+  const double blocks =
+      static_cast<double>(m.layers + (m.kind == "encoder_decoder" ? m.decoder_layers : 0)) * (D * D + 2.0 * D * F);
+  return table + head + blocks;
+}
+
+void check_model_fits(const ModelConfig& m, int64_t vocab_size, torch::Device device, int copies) {
+  const double parameters = model_parameters_at_least(m, vocab_size);
+  const double V = static_cast<double>(vocab_size), D = static_cast<double>(m.d_model);
+  require_memory(copies * 16.0 * parameters, device,
+                 copies == 1 ? std::string("the model") : fmt::format("--nproc {}", copies),
+                 fmt::format("{}at least {:.3g} parameters at 4 bytes, with their gradients and AdamW's two moments",
+                             copies == 1 ? "" : fmt::format("{} ranks, each a model of ", copies), parameters),
+                 copies == 1 ? "lower model.d_model, model.d_ff or model.layers" +
+                                   std::string(V * D > parameters / 2 ? ", or the vocabulary (task.vocab_size)" : "")
+                             : "start fewer ranks");
+}
+
 void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device) {
-  const double available = available_memory_bytes(device);
-  if (available <= 0) return;
   const auto& m = model->config();
-  const double L = static_cast<double>(model->model_length(tokens));
-  const double need = training_memory_bytes(model, tokens, batch_size, device);
-  if (need > available)
-    throw ConfigError(
-        fmt::format("a training step at task.max_length needs about {} of {} ({} examples of {} tokens, {} layers x {} "
-                    "heads), but {} is available; lower train.batch_size or task.max_length",
-                    format_bytes(need), memory_of(device), batch_size, static_cast<int64_t>(L), m.layers, m.heads,
-                    format_bytes(available)));
+  require_memory(training_memory_bytes(model, tokens, batch_size, device), device, "a training step at task.max_length",
+                 fmt::format("{} examples of {} tokens, {} layers x {} heads, with the weights, gradients and "
+                             "AdamW's moments",
+                             batch_size, model->model_length(tokens), m.layers, m.heads),
+                 "lower train.batch_size or task.max_length");
 }
 
 double run_memory_bytes(const Config& cfg, torch::Device device) {
@@ -305,8 +325,6 @@ double run_memory_bytes(const Config& cfg, torch::Device device) {
 }
 
 void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tokens, torch::Device device) {
-  const double available = available_memory_bytes(device);
-  if (available <= 0) return;
   const auto& m = model->config();
   // With a KV cache: the prompt's forward pass, then the cached keys and values
   // (2 per layer, tokens x d_model) and one row of scores per step; without
@@ -315,11 +333,9 @@ void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tok
                           ? evaluation_memory_bytes(model, prompt, 1, prompt, device) +
                                 4.0 * (2.0 * m.layers * tokens * m.d_model + 4.0 * m.heads * tokens)
                           : evaluation_memory_bytes(model, tokens, 1, tokens, device);
-  if (need > available)
-    throw ConfigError(
-        fmt::format("generating up to {} tokens needs about {} of {}, but {} is available; ask for "
-                    "fewer --tokens or a shorter --prompt",
-                    tokens, format_bytes(need), memory_of(device), format_bytes(available)));
+  require_memory(need, device, fmt::format("generating up to {} tokens", tokens),
+                 model->supports_kv_cache() ? "with a KV cache" : "the whole sequence at each token",
+                 "ask for fewer --tokens or a shorter --prompt");
 }
 
 std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const EvaluationSpec& spec,

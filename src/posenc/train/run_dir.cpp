@@ -28,22 +28,6 @@ std::string resumable_changes_text() {
   return out;
 }
 
-void check_run_location(const fs::path& dir, const std::string& flag) {
-  std::error_code ec;
-  const fs::path where = fs::weakly_canonical(fs::absolute(dir, ec), ec);
-  fs::path first, second;  // the components under the root: "dev" and "shm" of /dev/shm/run
-  auto it = where.begin();
-  if (it != where.end() && ++it != where.end()) first = *it;
-  if (it != where.end() && ++it != where.end()) second = *it;
-  const bool root = where == where.root_path();
-  // /dev/shm is memory-backed scratch space, a fine place for a run.
-  const bool system = where.is_absolute() && ((first == "dev" && second != "shm") || first == "proc" || first == "sys");
-  if (!ec && (root || system))
-    throw ConfigError(flag + " " + dir.string() + ": a run needs a directory of its own, not " +
-                      (root ? std::string("the filesystem's root") : "/" + first.string() + ", the kernel's") +
-                      "; choose another");
-}
-
 void check_fresh_directory(const fs::path& dir, const Config& cfg) {
   if (fs::exists(dir / run_files::kCheckpoint))
     throw ConfigError(dir.string() +

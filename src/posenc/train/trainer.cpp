@@ -25,6 +25,7 @@
 #include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
 #include "posenc/util/io.h"
+#include "posenc/util/output_guard.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -221,9 +222,10 @@ class TrainingRun {
   /// Builds the model and checks everything that can be checked without
   /// touching the disk, then takes the directory's lock.
   void setup() {
-    check_run_location(dir_, "train.out_dir (--out)");
+    check_not_system_location(dir_, "train.out_dir (--out)");
     set_threads(cfg_.train.threads);
     torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+    check_model_fits(cfg_.model, task_->vocab_size(), device_);  // before a byte of it is allocated
     model_ = Transformer(cfg_.model, task_->vocab_size());
     model_->to(device_);
     const int64_t randomized = cfg_.model.positional.randomize_max_position;

@@ -112,6 +112,15 @@ std::string read_file(const std::string& path, std::uintmax_t max_bytes) {
   return out;
 }
 
+std::string without_bom(const std::string& text) { return text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text; }
+
+std::string read_text_file(const std::string& path, std::uintmax_t max_bytes) {
+  const std::string text = without_bom(read_file(path, max_bytes));
+  if (const std::string problem = utf8_problem(text); !problem.empty())
+    throw IoError("cannot read " + path + ": not UTF-8 text: " + problem);
+  return text;
+}
+
 AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
   create_parent(fs::path(path_));
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -187,35 +196,6 @@ std::string utf8_problem(const std::string& text) {
     i += len;
   }
   return "";
-}
-
-void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
-                         bool (*also_ours)(const nlohmann::json& object)) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const auto refuse = [&](const std::string& why) { throw ConfigError(flag + " " + path + ": " + why); };
-  if (fs::is_directory(target, ec)) refuse("is a directory; give a file name");
-  if (!fs::is_directory(dir, ec)) refuse("the directory " + dir.string() + " does not exist");
-  if (!fs::exists(fs::symlink_status(target, ec))) return;
-  const std::string keep = "; posenc does not replace a file it did not write for this purpose (choose another " +
-                           flag + ", or move that file away first)";
-  if (!fs::is_regular_file(target, ec)) refuse("exists and is not a regular file" + keep);
-  // Outputs are small; anything large is certainly not one of them.
-  constexpr std::uintmax_t kLargestOutput = std::uintmax_t{64} << 20;
-  const std::uintmax_t size = fs::file_size(target, ec);
-  if (ec || size > kLargestOutput) refuse("exists and was not written by " + writer + keep);
-  std::string text;
-  try {
-    text = read_file(path);
-  } catch (const IoError&) {
-    refuse("exists and cannot be read" + keep);
-  }
-  const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const bool ours = parsed.is_object() && parsed.contains(kWrittenBy) && parsed[kWrittenBy] == writer;
-  if (!ours && !(also_ours && parsed.is_object() && also_ours(parsed)))
-    refuse("exists and was not written by " + writer + keep);
 }
 
 }  // namespace posenc
