@@ -455,6 +455,11 @@ TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
   }
   // posenc attention: the encoder's maps over the source, and per decoder block its causal
   // self-attention over the target and its cross-attention to the source; every row a distribution.
+  for (const std::string kind : {"bogus", "shuffle"}) {  // kinds are the ordering task's, not silently ignored
+    r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 24 --kind " + kind);
+    EXPECT_EQ(r.code, 2) << r.output;
+    posenc::testing::expect_one_line_error(r.output, "--kind " + kind + ": the examples of task scan have no kinds");
+  }
   r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 24 --index 2 --json " + s.path("a.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto att = read_json_file(s.path("a.json"));

@@ -39,9 +39,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// NAME.tmp.PID files anywhere under dir.
+/// NAME.posenc-tmp.PID files anywhere under dir.
 std::vector<std::string> temporaries(const fs::path& dir) {
-  static const std::regex tmp(R"(.+\.tmp\.[0-9]+)");
+  static const std::regex tmp(R"(.+\.posenc-tmp\.[0-9]+)");
   std::vector<std::string> out;
   if (!fs::exists(dir)) return out;
   for (const auto& e : fs::recursive_directory_iterator(dir))
@@ -467,14 +467,20 @@ TEST(RunDirectory, AnotherRunsFilesACompareRootAndALiveTrainAreRefused) {
   const pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);
   posenc::testing::wait_child(gone);
-  const std::string dead_writer = (again / ("checkpoint.pt.tmp." + std::to_string(gone))).string();
-  const std::string live_writer = (again / ("notes.txt.tmp." + std::to_string(::getpid()))).string();
+  const std::string dead_writer =
+      (again / ("checkpoint.pt" + std::string(kTemporaryInfix) + std::to_string(gone))).string();
+  const std::string live_writer =
+      (again / ("notes.txt" + std::string(kTemporaryInfix) + std::to_string(::getpid()))).string();
+  // A user's own file of a name like a temporary's, whose number is no live process: not posenc's to remove.
+  const std::string users = (again / ("mynotes.tmp." + std::to_string(gone))).string();
+  write_file_atomic(users, "mine");
   write_file_atomic((again / "config.json").string(), config_to_json(small_config(again, {"train.steps=5"})).dump());
   write_file_atomic(dead_writer, "partial");
   write_file_atomic(live_writer, "being written");
   train(small_config(again, {"train.steps=5"}), opts);
   EXPECT_FALSE(fs::exists(dead_writer));
   EXPECT_TRUE(fs::exists(live_writer));
+  EXPECT_EQ(read_file(users), "mine");
   fs::remove(live_writer);
 
   // Two trains on one directory: the second is refused while the first runs.
@@ -675,6 +681,30 @@ TEST(EarlyChecks, NprocIsWeighedAgainstMemoryAndCoresBeforeAnyRankStarts) {
       << r.output;
 }
 
+// `posenc train ... | head -2`: the reader goes away after two lines; the run
+// goes on to its checkpoint and results instead of dying by SIGPIPE.
+TEST(Signals, AClosedStdoutDoesNotEndARun) {
+  Scratch s("sigpipe");
+  const std::string config = write_config(s, "c.json", {"train.steps=200", "train.log_every=1", "eval.lengths=[8]"});
+  const std::string cmd = std::string(POSENC_BINARY) + " train " + config + " --no-progress --out " + s.path("run") +
+                          " 2>&1 | head -2 > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  // head returns at once; the run finishes on its own.
+  EXPECT_TRUE(wait_for([&] { return fs::exists(s.path("run/results.json")); }, 120));
+  EXPECT_TRUE(fs::exists(s.path("run/checkpoint.pt")));
+}
+
+// A warmup longer than the run changes the learning rate throughout: said, not silent.
+TEST(Messages, AWarmupLongerThanTheRunIsSaid) {
+  Scratch s("warmup");
+  const std::string config = write_config(s, "c.json", {"train.steps=5", "train.warmup_steps=200", "eval.lengths=[8]"});
+  const auto r = run_cli("train " + config + " --no-progress --out " + s.path("run"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.warmup_steps=200 is more than train.steps=5: the learning rate rises"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(EarlyChecks, CompareDoesNotTakeOverATrainRunsDirectory) {
   Scratch s("compare_on_run");
   const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
@@ -831,7 +861,14 @@ TEST(NonFinite, NaNOutputsAreFlaggedPerLengthNotReportedAsScores) {
     const auto results = evaluate_lengths(model, *task, evaluation_spec(cfg), {8}, torch::kCPU);
     ASSERT_EQ(results.size(), 1u);
     EXPECT_EQ(results[0].non_finite, results[0].total.n) << kind;
-    EXPECT_EQ(length_results_to_json(results, *task)[0]["non_finite"], results[0].total.n) << kind;
+    const json j = json::parse(length_results_to_json(results, *task)[0].dump());  // as results.json holds it
+    EXPECT_EQ(j["non_finite"], results[0].total.n) << kind;
+    // Every output NaN: no score at all (null, "nan"), never the 0.5 of a coin.
+    EXPECT_TRUE(j["accuracy"].is_null()) << kind << ": " << j.dump();
+    EXPECT_TRUE(j["ci95"][0].is_null()) << kind << ": " << j.dump();
+    const std::string table = format_length_table(results, *task);
+    EXPECT_NE(table.find("nan"), std::string::npos) << table;
+    EXPECT_EQ(table.find("0.500"), std::string::npos) << table;
   }
 }
 

@@ -198,6 +198,11 @@ TEST(Sinusoidal, ConcatAndScaledTokensOptions) {
                               sinusoidal_table(torch::arange(3), 16).to(torch::kFloat32).unsqueeze(0),
                               tolerance::kFloat32Sum, tolerance::kFloat32Sum));
   EXPECT_THROW(scheme_with("sinusoidal", {8, 2, 4, 0}, {{"combine", "concat"}, {"concat_dim", 3}}), ConfigError);
+  // A width for a concatenation that does not happen is refused, not ignored.
+  EXPECT_NE(posenc::testing::error_of([] {
+              scheme_with("sinusoidal", {8, 2, 4, 0}, {{"concat_dim", 4}});
+            }).find("concat_dim has no effect with model.positional.combine=add"),
+            std::string::npos);
 }
 
 TEST(Learned, ScaledVariantNormalises) {

@@ -136,6 +136,30 @@ TEST(SlurmScript, TheGridsSlurmBlockIsCheckedLikeAnyConfig) {
                          read_slurm_settings({{"sbatch", {"qos=low"}}}, "g.json.slurm");
                        }),
                        "expected an sbatch option"));
+  // What posenc writes itself (the array, its logs, its requeue) cannot be given again.
+  for (const std::string own : {"--array=0-99", "-a 0-99", "--output=x.log", "-o x.log", "--wrap=true",
+                                "--signal=B:USR1", "--requeue", "--open-mode=truncate"}) {
+    const std::string e = error_of([&] { read_slurm_settings({{"sbatch", {own}}}, "g.json.slurm"); });
+    EXPECT_TRUE(contains(e, "is set by posenc itself")) << own << ": " << e;
+  }
+  EXPECT_NO_THROW(read_slurm_settings({{"sbatch", {"--qos=low", "--exclusive", "--mem=8G"}}}, "g.json.slurm"));
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"partition", std::string("gpu\0x", 5)}}, "g.json.slurm");
+                       }),
+                       "g.json.slurm.partition: holds a control character (byte 0)"));
+}
+
+// sbatch without --parsable (a site's wrapper drops it) says "Submitted batch
+// job N": that is a submission, recorded, not a failure.
+TEST(SlurmGrid, SbatchOutputWithoutParsableIsASubmission) {
+  Scratch s("slurmplain");
+  FakeSlurm slurm(s);
+  slurm.write_tool("sbatch", "echo 'Submitted batch job 4242'");
+  EXPECT_EQ(submit_with_sbatch(s.path("a.sh")), "4242");
+  slurm.write_tool("sbatch", "echo 'Submitted batch job 4243 on cluster c1'");
+  EXPECT_EQ(submit_with_sbatch(s.path("a.sh")), "4243");
+  slurm.write_tool("sbatch", "echo 'sbatch: error: invalid partition'; exit 1");
+  EXPECT_TRUE(contains(error_of([&] { submit_with_sbatch(s.path("a.sh")); }), "invalid partition"));
 }
 
 TEST(SlurmGrid, SubmittedArraysRunResumeAfterSigtermAndAreCollected) {

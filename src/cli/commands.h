@@ -109,7 +109,7 @@ int run_compare(const CompareOptions& o);
 struct AttentionOptions {
   std::string checkpoint;
   int64_t length = 16;
-  std::string kind = "sorted";
+  std::string kind;  ///< empty: not given (the ordering task's "sorted")
   int64_t index = 0;
   std::string json;
 };

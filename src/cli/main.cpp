@@ -1,5 +1,6 @@
 // posenc: train, evaluate and compare positional encodings.
 // The only place that configures logging; every error ends in one line and a non-zero exit.
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -32,6 +33,10 @@ void posenc::cli::emit_json(nlohmann::json j, const std::string& path, const std
 }
 
 int main(int argc, char** argv) {
+  // A reader of stdout that goes away (`posenc train ... | head`) must not kill
+  // a run between checkpoints: writes to the closed pipe fail quietly instead,
+  // and the run goes on to its checkpoint and results.
+  ::signal(SIGPIPE, SIG_IGN);
   posenc::tune_malloc_for_training();
   posenc::flush_denormals();
   CLI::App app{"posenc: study positional encodings in transformers"};

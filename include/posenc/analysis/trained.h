@@ -17,6 +17,7 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length)
 struct AttentionRequest {
   int64_t length = 16;          ///< tokens in the example (plus CLS with cls pooling)
   std::string kind = "sorted";  ///< "sorted" or a negative kind (shuffle, adjacent_swap, ...)
+  bool kind_given = false;      ///< --kind was given: refused where the task's examples have no kinds
   int64_t index = 0;            ///< which example of that kind in the fixed evaluation set
 };
 

@@ -15,7 +15,11 @@
 
 namespace posenc {
 
-/// Writes `bytes` to `path` atomically (PATH.tmp.PID, fsync, rename).
+/// What a temporary file's name adds to its target's, before the writer's pid:
+/// a name of posenc's own, so that clean-up never takes a user's NAME.tmp.N.
+inline constexpr const char* kTemporaryInfix = ".posenc-tmp.";
+
+/// Writes `bytes` to `path` atomically (PATH.posenc-tmp.PID, fsync, rename).
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 /// The key of posenc's JSON outputs that names the command that wrote them ("posenc eval").
@@ -54,7 +58,7 @@ class AppendFile {
   int fd_ = -1;
 };
 
-/// Deletes NAME.tmp.PID files left in `dir` (not recursive) by writes that a
+/// Deletes NAME.posenc-tmp.PID files left in `dir` (not recursive) by writes that a
 /// kill or a crash interrupted: only those whose process PID is gone. Call it only while holding the directory's
 /// lock, so that no live writer owns them. Returns how many it removed.
 int remove_stale_temporaries(const std::string& dir);

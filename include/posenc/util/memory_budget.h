@@ -11,8 +11,9 @@
 namespace posenc {
 
 struct MemoryBudget {
-  double bytes = 0;    ///< 0: nothing known, nothing to check
-  std::string source;  ///< which bound it is, for messages: "MemAvailable", "what the address-space limit, ulimit -v, leaves", ...
+  double bytes = 0;  ///< 0: nothing known, nothing to check
+  std::string
+      source;  ///< which bound it is, for messages: "MemAvailable", "what the address-space limit, ulimit -v, leaves", ...
 };
 
 /// The CPU's budget now.

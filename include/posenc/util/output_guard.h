@@ -35,10 +35,11 @@ void check_output_target(const std::string& path, const std::string& flag, const
 
 /// What a command fills one output directory with (compare's and bench's --out).
 struct OutputDirectory {
-  std::string flag;                  ///< "--out"
-  std::string writer;                ///< "posenc bench"
-  std::vector<std::string> files;    ///< the files it writes there, replaced on a rerun
-  std::vector<std::string> foreign;  ///< files that say the directory is another command's (a train run's checkpoint.pt)
+  std::string flag;                ///< "--out"
+  std::string writer;              ///< "posenc bench"
+  std::vector<std::string> files;  ///< the files it writes there, replaced on a rerun
+  std::vector<std::string>
+      foreign;  ///< files that say the directory is another command's (a train run's checkpoint.pt)
   /// True where the directory is already `writer`'s (its own earlier output),
   /// so that its `files` may be replaced.
   bool (*ours)(const std::filesystem::path& dir) = nullptr;

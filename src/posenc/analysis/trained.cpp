@@ -198,6 +198,9 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
   const std::unique_ptr<Task> task = make_task(cfg.task);
+  if (r.kind_given && (model->is_decoder() || task->kind_names().empty()))
+    throw ConfigError("--kind " + r.kind + ": the examples of task " + cfg.task.type +
+                      " have no kinds (--kind picks among the ordering task's: sorted, shuffle, ...); leave it out");
   model->check_length(task->sequence_length(r.length));
   if (model->is_encoder_decoder()) return seq2seq_attention_example(checkpoint, r, cfg, *task, model);
   check_maps_fit(model, cfg, task->sequence_length(r.length), r.length);

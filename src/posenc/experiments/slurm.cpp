@@ -30,7 +30,20 @@ std::string sbatch_value(const json& v, const std::string& where) {
   if (s.empty()) throw ConfigError(where + ": must not be empty");
   if (s.find_first_of("\n\r") != std::string::npos)
     throw ConfigError(where + ": must be one line (it goes on an #SBATCH line)");
+  for (const char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw ConfigError(where + ": holds a control character (byte " + std::to_string(static_cast<int>(c)) +
+                        "), which has no place on an #SBATCH line");
   return s;
+}
+
+/// The sbatch options posenc writes itself, for the array, its logs and its
+/// requeue on preemption: given again in "sbatch", they would break them.
+const std::vector<std::string>& options_posenc_sets() {
+  static const std::vector<std::string> names = {"--array",   "-a",           "--output",    "-o",
+                                                 "--error",   "-e",           "--wrap",      "--signal",
+                                                 "--requeue", "--no-requeue", "--open-mode", "--parsable"};
+  return names;
 }
 
 }  // namespace
@@ -54,6 +67,12 @@ SlurmSettings read_slurm_settings(const json& block, const std::string& where) {
       const std::string at = where + ".sbatch[" + std::to_string(i) + "]";
       const std::string line = sbatch_value(block["sbatch"][i], at);
       if (line.rfind("-", 0) != 0) throw ConfigError(at + ": expected an sbatch option such as --qos=low");
+      const std::string name = line.substr(0, line.find_first_of("= "));
+      for (const auto& own : options_posenc_sets())
+        if (name == own || (own.size() == 2 && line.rfind(own, 0) == 0))
+          throw ConfigError(at + ": " + name +
+                            " is set by posenc itself (the array over the runs, their logs and their requeue on "
+                            "preemption); leave it out");
       s.sbatch.push_back(line);
     }
   }
@@ -139,10 +158,11 @@ bool on_path(const std::string& program) {
 std::string submit_with_sbatch(const std::string& script) {
   std::string out;
   const int rc = run_command({"sbatch", "--parsable", script}, out);
-  // --parsable prints "JOBID" or "JOBID;CLUSTER".
+  // --parsable prints "JOBID" or "JOBID;CLUSTER"; a wrapper that drops it, "Submitted batch job JOBID".
   static const std::regex id(R"(^\s*([0-9]+)(;\S+)?\s*$)");
+  static const std::regex plain(R"(^\s*Submitted batch job ([0-9]+)\b[^\n]*\s*$)");
   std::smatch m;
-  if (rc != 0 || !std::regex_match(out, m, id))
+  if (rc != 0 || !(std::regex_match(out, m, id) || std::regex_match(out, m, plain)))
     throw ConfigError("sbatch " + script + " failed (exit " + std::to_string(rc) + "): " + one_line(out, 400));
   return m[1].str();
 }

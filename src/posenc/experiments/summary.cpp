@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -14,6 +15,16 @@
 namespace posenc {
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+
+/// A score of results.json, whose null is NaN: a length whose outputs were all
+/// non-finite (evaluate.h), which a mean then carries as NaN rather than a number.
+double number(const json& value) {
+  return value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
+}
+
+}  // namespace
 
 Stat stat_of(const std::vector<double>& xs) {
   Stat s;
@@ -89,16 +100,16 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
       const json& at = r.at("lengths").at(li);
       if (at.at("length") != ls.length)
         throw std::runtime_error("runs of one variant were evaluated at different lengths");
-      acc.push_back(at.at("accuracy"));
-      if (at.contains("perplexity")) perplexity.push_back(at.at("perplexity"));
-      if (at.contains("bleu")) bleu.push_back(at.at("bleu"));
+      acc.push_back(number(at.at("accuracy")));
+      if (at.contains("perplexity")) perplexity.push_back(number(at.at("perplexity")));
+      if (at.contains("bleu")) bleu.push_back(number(at.at("bleu")));
       if (at.contains("false_alarms")) {
         alarms.push_back(at["false_alarms"].at("position_rate"));
         alarmed.push_back(at["false_alarms"].at("sequence_rate"));
       }
       ls.correct += at.at("correct").get<int64_t>();
       ls.total += at.at("n").get<int64_t>();
-      for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(t.at("accuracy"));
+      for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(number(t.at("accuracy")));
     }
     ls.accuracy = stat_of(acc);
     if (!perplexity.empty()) ls.perplexity = stat_of(perplexity);

@@ -39,6 +39,12 @@ class SinusoidalImpl : public PositionalSchemeImpl {
         layout_(o.get_string("layout")),
         concat_(o.get_string("combine") == "concat"),
         token_scale_(o.get_bool("scale_tokens") ? std::sqrt(static_cast<double>(ctx.d_model)) : 1.0) {
+    // Like RoPE's factor without a scaling: a width for a concatenation that
+    // does not happen is a forgotten `combine`, not a setting to ignore.
+    if (!concat_ && o.get_int("concat_dim") > 0)
+      throw ConfigError(
+          "model.positional.concat_dim has no effect with model.positional.combine=add; set combine "
+          "to concat or leave concat_dim out");
     pe_dim_ = concat_ ? (o.get_int("concat_dim") > 0 ? o.get_int("concat_dim") : dim_ / 2) : dim_;
     if (pe_dim_ % 2 != 0 || pe_dim_ > dim_ || (concat_ && pe_dim_ == dim_))
       throw ConfigError("model.positional: sinusoidal needs an even encoding width below model.d_model " +

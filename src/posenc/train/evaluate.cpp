@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -430,17 +431,27 @@ Tally validation_accuracy(Transformer& model, const Task& task, const Evaluation
   return total;
 }
 
+namespace {
+
+/// A score over outputs that were all NaN or inf measures nothing: NaN (null
+/// in results.json, "nan" in the table), never the score of a model that guessed.
+double measured(const Tally& t, double score) {
+  return t.n > 0 && t.non_finite >= t.n ? std::numeric_limits<double>::quiet_NaN() : score;
+}
+
+}  // namespace
+
 nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& /*task*/) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json kinds = nlohmann::json::object();
     for (const auto& [name, t] : r.by_kind)
-      kinds[name] = {{"n", t.n}, {"correct", t.correct}, {"accuracy", t.accuracy()}};
+      kinds[name] = {{"n", t.n}, {"correct", t.correct}, {"accuracy", measured(t, t.accuracy())}};
     nlohmann::json j = {{"length", r.length},
                         {"n", r.total.n},
                         {"correct", r.total.correct},
-                        {"accuracy", r.total.accuracy()},
-                        {"ci95", {r.ci95.lo, r.ci95.hi}},
+                        {"accuracy", measured(r.total, r.total.accuracy())},
+                        {"ci95", {measured(r.total, r.ci95.lo), measured(r.total, r.ci95.hi)}},
                         {"by_kind", kinds},
                         {"beyond_training", r.beyond_training},
                         {"non_finite", r.non_finite},
@@ -449,7 +460,7 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, 
       j["tokens"] = r.tokens.n;
       j["token_accuracy"] = r.tokens.accuracy();
     }
-    if (r.metric == TaskMetric::ExactMatch) j["exact_match"] = r.total.accuracy();
+    if (r.metric == TaskMetric::ExactMatch) j["exact_match"] = measured(r.total, r.total.accuracy());
     if (r.has_bleu) j["bleu"] = r.bleu.score();
     if (r.has_oracle) j["oracle_length"] = {{"correct", r.oracle.correct}, {"exact_match", r.oracle.accuracy()}};
     if (r.has_false_alarms)
@@ -496,8 +507,9 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
     out << fmt::format("{:>7} {:>11} {:>17} {:>14}{}{}\n", "length", "exact match", "95% CI", "token accuracy",
                        bleu ? fmt::format(" {:>6}", "BLEU") : "", oracle ? fmt::format(" {:>13}", "length given") : "");
     for (const auto& r : results)
-      out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}{}{}\n", r.length, r.total.accuracy(),
-                         r.ci95.lo, r.ci95.hi, r.tokens.accuracy(),
+      out << fmt::format("{:>7} {:>11.3f}   [{:.3f}, {:.3f}] {:>14.3f}{}{}{}\n", r.length,
+                         measured(r.total, r.total.accuracy()), measured(r.total, r.ci95.lo),
+                         measured(r.total, r.ci95.hi), measured(r.tokens, r.tokens.accuracy()),
                          bleu ? fmt::format(" {:>6.1f}", r.bleu.score()) : "",
                          oracle ? fmt::format(" {:>13.3f}", r.oracle.accuracy()) : "", suffix(r));
     if (oracle)
@@ -531,10 +543,12 @@ std::string format_length_table(const std::vector<LengthResult>& results, const 
   if (alarms) out << fmt::format(" {:>15} {:>15}", "alarms/position", "alarms/sorted");
   out << "\n";
   for (const auto& r : results) {
-    out << fmt::format("{:>7} {:>9.3f}   [{:.3f}, {:.3f}] ", r.length, r.total.accuracy(), r.ci95.lo, r.ci95.hi);
+    out << fmt::format("{:>7} {:>9.3f}   [{:.3f}, {:.3f}] ", r.length, measured(r.total, r.total.accuracy()),
+                       measured(r.total, r.ci95.lo), measured(r.total, r.ci95.hi));
     for (const auto& k : kinds) {
       auto it = r.by_kind.find(k);
-      out << (it == r.by_kind.end() ? fmt::format(" {:>13}", "-") : fmt::format(" {:>13.3f}", it->second.accuracy()));
+      out << (it == r.by_kind.end() ? fmt::format(" {:>13}", "-")
+                                    : fmt::format(" {:>13.3f}", measured(it->second, it->second.accuracy())));
     }
     if (alarms)
       out << fmt::format(" {:>15.4f} {:>15.3f}", r.false_alarms.position_rate(), r.false_alarms.sequence_rate());

@@ -223,6 +223,14 @@ class TrainingRun {
   /// touching the disk, then takes the directory's lock.
   void setup() {
     check_not_system_location(dir_, "train.out_dir (--out)");
+    if (rank_ == 0 && cfg_.train.warmup_steps > cfg_.train.steps)
+      spdlog::warn(
+          "train.warmup_steps={} is more than train.steps={}: the learning rate rises for the whole run and "
+          "ends at {:.3g}, not train.lr={:.3g}",
+          cfg_.train.warmup_steps, cfg_.train.steps,
+          learning_rate(cfg_.train.steps - 1, cfg_.train.steps, cfg_.train.lr, cfg_.train.warmup_steps,
+                        cfg_.train.min_lr_ratio),
+          cfg_.train.lr);
     set_threads(cfg_.train.threads);
     torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
     check_model_fits(cfg_.model, task_->vocab_size(), device_);  // before a byte of it is allocated

@@ -64,7 +64,7 @@ bool injected_write_failure() {
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   const fs::path target(path);
   create_parent(target);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = path + kTemporaryInfix + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw write_error(path, errno);
   int err = write_all(fd, bytes.data(), bytes.size());
@@ -144,7 +144,7 @@ void AppendFile::write_line(const std::string& line) {
 }
 
 int remove_stale_temporaries(const std::string& dir) {
-  static const std::regex temporary(R"(.+\.tmp\.([0-9]+))");
+  static const std::regex temporary(R"(.+\.posenc-tmp\.([0-9]+))");  // posenc's own, not a user's NAME.tmp.N
   std::error_code ec;
   int removed = 0;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {

@@ -74,7 +74,8 @@ MemoryBudget cpu_memory_budget() {
     const double max = number_in_file(dir + "/memory.max");
     if (max < 0) continue;
     // The page cache the group holds is given back under pressure: not used.
-    const double used = std::max(number_in_file(dir + "/memory.current") - stat_value(dir + "/memory.stat", "file"), 0.0);
+    const double used =
+        std::max(number_in_file(dir + "/memory.current") - stat_value(dir + "/memory.stat", "file"), 0.0);
     consider(max - used, "what the memory.max of cgroup " + dir + " leaves");
   }
   return best;

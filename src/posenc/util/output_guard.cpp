@@ -31,7 +31,7 @@ void check_not_system_location(const fs::path& dir, const std::string& flag) {
 }
 
 void probe_writable(const fs::path& dir, const std::string& flag) {
-  const fs::path probe = dir / (".posenc-probe.tmp." + std::to_string(::getpid()));
+  const fs::path probe = dir / (std::string(".posenc-probe") + kTemporaryInfix + std::to_string(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     const int err = errno;
@@ -95,8 +95,10 @@ void check_output_directory(const std::string& dir, const OutputDirectory& spec)
   if (spec.ours && spec.ours(d)) return;
   for (const auto& name : spec.files)
     if (fs::exists(fs::symlink_status(d / name, ec)))
-      refuse("holds a " + name + " that " + spec.writer + " did not write; posenc does not replace it (choose "
-             "another " + spec.flag + ", or move that file away first)");
+      refuse("holds a " + name + " that " + spec.writer +
+             " did not write; posenc does not replace it (choose "
+             "another " +
+             spec.flag + ", or move that file away first)");
 }
 
 }  // namespace posenc
