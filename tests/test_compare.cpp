@@ -207,6 +207,20 @@ TEST(ComparePlan, BadGridsNameTheEntry) {
             }).find("unknown positional scheme"),
             std::string::npos);
   EXPECT_NE(err([](json& g) { g["schemes"] = {"rope", "rope"}; }).find("appears twice"), std::string::npos);
+  // A row train would refuse before its first step fails the plan, naming the row,
+  // instead of failing when its turn comes after the others trained.
+  const std::string short_table = err([](json& g) {
+    g["schemes"] = {
+        "rope",
+        {{"name", "short"}, {"set", {{"model.positional.type", "learned"}, {"model.positional.max_positions", 10}}}}};
+  });
+  EXPECT_NE(short_table.find("\"short\""), std::string::npos) << short_table;
+  EXPECT_NE(short_table.find("model.positional.max_positions"), std::string::npos) << short_table;
+  // A training config given to compare is named as one, not as a grid with unknown keys.
+  const std::string training = std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json";
+  const std::string e = error_of([&] { posenc::plan_comparison(training, "out", false, 1); });
+  EXPECT_NE(e.find("is a training config (it has model/task/train sections), not a comparison grid"), std::string::npos)
+      << e;
   EXPECT_NE(err([](json& g) {
               g["schemes"] = {{{"name", "a/b"}, {"set", json::object()}}};
             }).find("must be letters"),

@@ -369,6 +369,12 @@ TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   ::close(fd);
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "MASTER_PORT=" + held + ": the port is already in use");
+  // A name that does not resolve (.invalid never does) fails at once, not after collective_timeout_s of retries.
+  const auto start = std::chrono::steady_clock::now();
+  r = run_cli(args, "RANK=1 WORLD_SIZE=2 MASTER_ADDR=rank-zero.invalid MASTER_PORT=29998");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "MASTER_ADDR=rank-zero.invalid: the name does not resolve");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "waited for the timeout";
 }
 
 // The bar's cluster half: `srun -n 2 posenc train` on a real Slurm (the

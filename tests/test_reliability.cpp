@@ -448,10 +448,12 @@ TEST(RunDirectory, AnotherRunsFilesACompareRootAndALiveTrainAreRefused) {
               std::string::npos)
         << e.what();
   }
+  EXPECT_FALSE(fs::exists(other / "train.lock")) << "a refused train leaves no lock file behind";
   // results.json without a checkpoint.
   const fs::path done = s.dir / "done";
   write_file_atomic((done / "results.json").string(), "{}");
   EXPECT_THROW(train(small_config(done, {"train.steps=5"}), opts), ConfigError);
+  EXPECT_FALSE(fs::exists(done / "train.lock"));
   // A compare output root.
   const fs::path root = s.dir / "root";
   write_file_atomic((root / "compare.lock").string(), "");
@@ -517,7 +519,7 @@ TEST(Messages, BadFilesAndFlagsSayWhatIsWrong) {
 
   r = run_cli("train " + config + " --out ''");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("--out must not be empty"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--out: must not be empty"), std::string::npos) << r.output;  // the flag named once
 
   r = run_cli("train " + config + " --out " + s.path("bad\xff"));
   EXPECT_NE(r.code, 0);
@@ -552,11 +554,22 @@ TEST(Messages, SlipsAreNamedForWhatTheyAre) {
   r = run_cli("train " + config + " --set train.steps.x=1 --out " + s.path("x"));
   EXPECT_EQ(r.code, 2);
   expect_one_line_error(r.output, "'train.steps' is 3000, not a section with options");
+  // --device cuda without CUDA names the flag typed, not the config key it sets.
+  if (!torch::cuda::is_available()) {
+    r = run_cli("train " + config + " --device cuda --out " + s.path("x"));
+    EXPECT_EQ(r.code, 2);
+    expect_one_line_error(r.output, "--device cuda, but this LibTorch build sees no CUDA device");
+  }
   // A prompt is text, not a path.
   r = run_cli("generate " + config + " --prompt \"$(printf 'a\\377')\"");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("the prompt must be UTF-8 text"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("paths"), std::string::npos) << r.output;
+  // A 20 KB value is quoted by its start and its size, not echoed whole.
+  r = run_cli("train " + config + " --set " + std::string(20000, 'a') + " --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "... (20000 characters): expected path=value");
+  EXPECT_LT(r.output.size(), 1000u) << r.output.size();
 }
 
 TEST(Refused, APythonNamedInPosencPythonIsUsedOrRefusedNeverReplaced) {
@@ -918,6 +931,11 @@ TEST(Outputs, NoOutFlagReplacesACheckpointConfigOrResultsFile) {
   ASSERT_EQ(run_cli("inspect rope --json " + s.path("i.json")).code, 0);
   EXPECT_EQ(run_cli("inspect rope --json " + s.path("i.json")).code, 0);
   EXPECT_EQ(run_cli("eval " + ckpt + " --lengths 8 --out " + s.path("i.json")).code, 2);  // another command's file
+  // Without --out, a refusal names the default place, not the flag that was not given.
+  write_file_atomic(eval_file, R"({"mine": 1})");
+  const auto r2 = run_cli("eval " + ckpt + " --lengths 8 --samples 8");
+  EXPECT_EQ(r2.code, 2) << r2.output;
+  expect_one_line_error(r2.output, "the default output (no --out given) " + eval_file + ": exists and was not written");
 }
 
 // compare's and bench's --out go through the guard every output flag does: a

@@ -278,11 +278,11 @@ TEST(SchemePair, AMeaninglessPairIsRefusedWithBothNames) {
                 .find("model.positional.input.max_positions"),
             std::string::npos)
       << "the input scheme's options are checked against its registry entry";
-  EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"rope\"", "task.type=\"addition\"",
+  EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"xpos\"", "task.type=\"addition\"",
                    "task.positions=\"abacus\""})
-                .find("model.positional.type=rope cannot read the position ids task.positions=abacus defines; "
-                      "schemes that can: none, sinusoidal, learned, alibi, t5, kerple, fire (or put sinusoidal or "
-                      "learned in model.positional.input"),
+                .find("model.positional.type=xpos cannot read the position ids task.positions=abacus defines; "
+                      "schemes that can: none, sinusoidal, learned, rope, alibi, t5, kerple, fire, dape (or put "
+                      "sinusoidal or learned in model.positional.input"),
             std::string::npos);
   EXPECT_NE(error({"model.kind=\"decoder\"", "model.positional.type=\"fire\"", "task.type=\"addition\"",
                    "task.positions=\"abacus\"", "model.positional.input={\"type\": \"learned\", \"max_positions\": 16}",

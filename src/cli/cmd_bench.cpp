@@ -16,7 +16,7 @@ void setup_bench(CLI::App& app, BenchOptions& o) {
       ->check(CLI::IsMember({"auto", "explicit"}));
   app.add_flag_callback(
       "--no-python", [&o] { o.python = false; }, "skip the PyTorch-eager side (scripts/bench_eager.py)");
-  app.add_option("--out", o.out, "output directory")->check(non_empty_utf8("--out"));
+  app.add_option("--out", o.out, "output directory")->check(non_empty_utf8());
 }
 
 int run_bench(const BenchOptions& o) {

@@ -18,8 +18,7 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
       ->check(integer_in(1, 1024));
   app.add_option("--threads", o.threads, "intra-op threads per run")->check(integer_in(1, 1024));
   app.add_flag("--full", o.full, "use the grid's \"full\" block (more seeds and variants)");
-  app.add_option("--out", o.out, "output directory (default: runs/<config name>[-full])")
-      ->check(non_empty_utf8("--out"));
+  app.add_option("--out", o.out, "output directory (default: runs/<config name>[-full])")->check(non_empty_utf8());
   app.add_flag_callback(
       "--no-figures", [&o] { o.figures = false; }, "skip the matplotlib figures");
   o.progress = true;  // on a terminal; run_compare checks
@@ -40,7 +39,7 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
   auto* collect = app.add_flag("--collect", o.collect,
                                "write the summary, report and figures from the finished runs; train nothing");
   auto* run = app.add_option("--run", o.run_id, "train this one run of the grid (what each array task does)")
-                  ->check(non_empty_utf8("--run", "run names"));
+                  ->check(non_empty_utf8("run names"));
   slurm->excludes(status)->excludes(collect)->excludes(run);
   status->excludes(collect)->excludes(run);
   collect->excludes(run);
@@ -50,7 +49,7 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
                                           SlurmFlag{"--account", &o.slurm_flags.account, "Slurm account"}}) {
     app.add_option(flag, *value, std::string(what) + " (with --slurm; wins over the grid's \"slurm\" block)")
         ->needs(slurm)
-        ->check(non_empty_utf8(flag, "Slurm settings"));
+        ->check(non_empty_utf8("Slurm settings"));
   }
   app.add_option("--gpus-per-task", o.slurm_flags.gpus_per_task,
                  "GPUs per run (with --slurm; wins over the grid's \"slurm\" block)")

@@ -99,14 +99,14 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                  "examples per length, at least 2 (default: the checkpoint's eval.samples_per_length)")
       ->check(integer_in(2, int64_t{1} << 24));
   app.add_option("--out", o.out, "results file (default: results_eval.json beside the checkpoint)")
-      ->check(non_empty_utf8("--out"));
+      ->check(non_empty_utf8());
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--threads", o.threads, "intra-op threads")->check(integer_in(1, 1024));
 }
 
 int run_eval(const EvalOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between batches, write nothing
-  const torch::Device device = resolve_device(o.device);
+  const torch::Device device = resolve_device(o.device, "--device");
   set_threads(o.threads);
   log_environment();
   Config cfg = read_checkpoint_config(o.checkpoint);
@@ -126,7 +126,9 @@ int run_eval(const EvalOptions& o) {
       throw ConfigError("--lengths: " + std::to_string(lengths[i]) + " appears twice");
   const std::string out =
       o.out.empty() ? (std::filesystem::path(o.checkpoint).parent_path() / run_files::kEvalResults).string() : o.out;
-  check_output_target(out, "--out", kEvalWriter, written_by_an_older_eval);
+  // Without --out the results go beside the checkpoint: an error there names that place, not a flag not given.
+  check_output_target(out, o.out.empty() ? "the default output (no --out given)" : "--out", kEvalWriter,
+                      written_by_an_older_eval);
   const std::unique_ptr<Task> task = make_task(cfg.task);
   check_data_identity(*task, cfg, o.overrides);
   nlohmann::json j = {{kWrittenBy, kEvalWriter},

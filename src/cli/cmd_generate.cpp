@@ -19,9 +19,7 @@ namespace posenc::cli {
 
 void setup_generate(CLI::App& app, GenerateOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a charlm run")->required()->check(CLI::ExistingFile);
-  app.add_option("--prompt", o.prompt, "text to continue (UTF-8)")
-      ->required()
-      ->check(non_empty_utf8("--prompt", "the prompt"));
+  app.add_option("--prompt", o.prompt, "text to continue (UTF-8)")->required()->check(non_empty_utf8("the prompt"));
   app.add_option("--tokens", o.tokens, "characters (bytes) to generate")->check(integer_in(1, int64_t{1} << 20));
   app.add_option("--temperature", o.temperature, "softmax temperature: 0 (greedy) or 0.01 to 100")
       ->check(CLI::Validator(
@@ -35,7 +33,7 @@ void setup_generate(CLI::App& app, GenerateOptions& o) {
   app.add_option("--top-k", o.top_k, "sample among the k most likely characters only (0 = all)")
       ->check(integer_in(0, 1 << 20));
   app.add_option("--seed", o.seed, "sampling seed")->check(integer_in(0, int64_t{1} << 62));
-  app.add_option("--out", o.out, "also write prompt + continuation to this file")->check(non_empty_utf8("--out"));
+  app.add_option("--out", o.out, "also write prompt + continuation to this file")->check(non_empty_utf8());
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--threads", o.threads, "intra-op threads")->check(integer_in(1, 1024));
 }
@@ -44,7 +42,7 @@ int run_generate(const GenerateOptions& o) {
   // A text file has no "written_by": generate never replaces an existing file.
   if (!o.out.empty()) check_output_target(o.out, "--out", "posenc generate");
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM/SIGHUP: stop between tokens, keep the text so far
-  const torch::Device device = resolve_device(o.device);
+  const torch::Device device = resolve_device(o.device, "--device");
   set_threads(o.threads);
   flush_denormals();
   Config cfg;

@@ -28,7 +28,7 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("config", o.config, "JSON config (e.g. configs/ordering.json)")->required()->check(CLI::ExistingFile);
   app.add_option("--set", o.overrides, "override a config value: path=value (repeatable), e.g. train.steps=2000")
       ->allow_extra_args(false);
-  app.add_option("--out", o.out, "run directory (overrides train.out_dir)")->check(non_empty_utf8("--out"));
+  app.add_option("--out", o.out, "run directory (overrides train.out_dir)")->check(non_empty_utf8());
   app.add_option("--device", o.device, "auto | cpu | cuda (overrides train.device)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--threads", o.threads, "intra-op threads (overrides train.threads)")->check(integer_in(1, 1024));
@@ -169,6 +169,7 @@ int launch_local_ranks(const TrainOptions& o) {
 
 int run_train(const TrainOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: finish the step, checkpoint, exit 130/143
+  if (!o.device.empty()) resolve_device(o.device, "--device");  // a refusal names the flag the user typed
   if (o.nproc > 1) return launch_local_ranks(o);
   const Config cfg = load_config(o.config, train_overrides(o));
   posenc::TrainRequest options;

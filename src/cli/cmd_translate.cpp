@@ -25,7 +25,7 @@ void setup_translate(CLI::App& app, TranslateOptions& o) {
       ->required()
       ->check(CLI::ExistingFile);
   auto* input = app.add_option("--input", o.input, "one source, e.g. \"jump twice after walk left\"")
-                    ->check(non_empty_utf8("--input", "the source"));
+                    ->check(non_empty_utf8("the source"));
   auto* file = app.add_option("--file", o.file, "a UTF-8 file of sources, one a line")->check(CLI::ExistingFile);
   input->excludes(file);
   file->excludes(input);
@@ -68,7 +68,7 @@ void check_translation_fits(const Transformer& model, int64_t source, int64_t ma
 int run_translate(const TranslateOptions& o) {
   if (o.input.empty() && o.file.empty()) throw ConfigError("give a source with --input TEXT or --file FILE");
   const InterruptGuard stop_cleanly;  // a stop ends between lines; the lines printed stay
-  const torch::Device device = resolve_device(o.device);
+  const torch::Device device = resolve_device(o.device, "--device");
   set_threads(o.threads);
   flush_denormals();
   Config cfg;

@@ -23,7 +23,7 @@ CLI::Validator number_in(double min, double max);
 /// A flag's value must be non-empty and valid UTF-8: paths (run directories
 /// and results files are named in JSON), or text such as a prompt (`what`
 /// names it in the message).
-CLI::Validator non_empty_utf8(const std::string& flag, const std::string& what = "paths");
+CLI::Validator non_empty_utf8(const std::string& what = "paths");
 
 /// Refuses (ConfigError) a --json path that `posenc <command>` may not write (util/io.h check_output_target).
 void check_json_target(const std::string& path, const std::string& command);

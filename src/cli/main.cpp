@@ -95,7 +95,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help prints and exits 0; every bad flag, value or file named on the command line exits 2,
     // as for a bad config (CLI11's own codes, 105-109, would say nothing to a script).
-    return app.exit(e) == 0 ? 0 : posenc::kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);
+    // One "error: " line like every other refusal of posenc, then where to look.
+    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", e.what());
+    return posenc::kExitBadInput;
   }
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("posenc"));

@@ -42,12 +42,13 @@ CLI::Validator number_in(double min, double max) {
       "NUMBER in " + range);
 }
 
-CLI::Validator non_empty_utf8(const std::string& flag, const std::string& what) {
+// CLI11 puts the flag's name before the message: the message does not repeat it.
+CLI::Validator non_empty_utf8(const std::string& what) {
   return CLI::Validator(
-      [flag, what](std::string& value) -> std::string {
-        if (value.empty()) return flag + " must not be empty";
+      [what](std::string& value) -> std::string {
+        if (value.empty()) return "must not be empty";
         const std::string bad = utf8_problem(value);
-        return bad.empty() ? "" : flag + ": " + bad + " (" + what + " must be UTF-8 text)";
+        return bad.empty() ? "" : bad + " (" + what + " must be UTF-8 text)";
       },
       what == "paths" ? "PATH" : "TEXT");
 }

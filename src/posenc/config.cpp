@@ -647,10 +647,14 @@ void set_json_path(json& j, const std::string& path, const json& value, const st
 }
 
 void apply_override(json& j, const std::string& assignment) {
+  // Errors quote the assignment; a long one (a pasted file) is cut, not echoed whole.
+  const std::string shown = assignment.size() <= 160 ? assignment
+                                                     : assignment.substr(0, 120) + "... (" +
+                                                           std::to_string(assignment.size()) + " characters)";
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw ConfigError("--set " + assignment + ": expected path=value, e.g. train.steps=2000");
-  const std::string context = "--set " + assignment;
+    throw ConfigError("--set " + shown + ": expected path=value, e.g. train.steps=2000");
+  const std::string context = "--set " + shown;
   if (const std::string bad = utf8_problem(assignment); !bad.empty()) throw ConfigError("--set: " + bad);
   const std::string text = assignment.substr(eq + 1);
   bool is_json = true;

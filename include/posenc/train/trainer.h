@@ -67,7 +67,7 @@ struct TrainResult {
 };
 
 /// "auto" -> CUDA when available; "cuda" without CUDA is a DeviceError.
-torch::Device resolve_device(const std::string& name);
+torch::Device resolve_device(const std::string& name, const std::string& flag = "train.device");
 
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
 FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train);

@@ -17,8 +17,15 @@ class DirectoryLock {
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
+  /// For a command refused before it wrote anything: removes the lock file if
+  /// this lock created it, and the directory if it created that and it is
+  /// empty, so that a refused command leaves nothing behind.
+  void remove_if_created();
+
  private:
+  std::string dir_, path_;
   int fd_ = -1;
+  bool created_ = false, created_dir_ = false;
 };
 
 }  // namespace posenc

@@ -6,6 +6,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/evaluate.h"
 #include "posenc/train/run_dir.h"
 #include "posenc/train/trainer.h"
 
@@ -73,6 +74,15 @@ GridFile read_grid_file(const std::string& path, bool full) {
   GridFile g;
   g.path = path;
   g.spec = read_json_file(path);
+  // A training config given by mistake: say what it is, not that "model" is an unknown key.
+  if (g.spec.is_object() && !g.spec.contains("base") &&
+      (g.spec.contains("model") || g.spec.contains("train") || g.spec.contains("task")))
+    throw ConfigError(path +
+                      " is a training config (it has model/task/train sections), not a comparison grid: run "
+                      "it with `posenc train " +
+                      path +
+                      "`, or give compare a grid, whose \"base\" names such "
+                      "a config (configs/*_compare.json)");
   check_keys(g.spec, kTopKeys, path);
   if (!g.spec.contains("base") || !g.spec["base"].is_string())
     throw ConfigError(path + ".base: expected the path of a training config, relative to this file");
@@ -165,9 +175,23 @@ PlannedRun plan_run(const ComparePlan& plan, const GridFile& g, const GridEntry&
 }
 
 /// Why a variant cannot train (an empty string when it can): building the model decides.
+/// What train checks before its first step is checked here too, so that a row
+/// that cannot run fails now, not when its turn comes after the others trained:
+/// the model's memory (on the CPU), its position table against the training
+/// and evaluation lengths, and the lengths the task can make (charlm's held-out text).
 std::string incompatibility(const PlannedRun& run, const std::string& where) {
+  const Config& cfg = run.config;
   try {
-    Transformer probe(run.config.model, task_vocab_size(run.config.task));
+    if (cfg.train.device != "cuda") check_model_fits(cfg.model, task_vocab_size(cfg.task), torch::kCPU);
+    Transformer probe(cfg.model, task_vocab_size(cfg.task));
+    const auto task = make_task(cfg.task);
+    const EvaluationSpec spec = evaluation_spec(cfg);
+    probe->check_length(task->sequence_length(cfg.task.max_length), spec.training_positions_end > 0);
+    task->check_training_lengths(cfg.task.min_length, cfg.task.max_length);
+    for (const int64_t length : cfg.eval.lengths) {
+      task->check_eval_length(length);
+      probe->check_length(task->sequence_length(length), spec.training_positions_end > 0);
+    }
   } catch (const IncompatibleConfig& e) {
     return e.what();
   } catch (const ConfigError& e) {

@@ -1,5 +1,7 @@
 #include "posenc/train/data_parallel.h"
 
+#include <netdb.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -57,12 +59,22 @@ std::string resolve_backend(const std::string& name, c10::Device device) {
 namespace {
 
 /// "rank 1: the gradient all-reduce failed: <why> (rank 0 ended or lost its connection)".
+/// LibTorch's message in one line without its C++ backtrace ("Exception raised
+/// from ...", "frame #..."), which says nothing to a user.
+std::string without_backtrace(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string what = torch_error ? torch_error->what_without_backtrace() : e.what();
+  for (const char* cut : {"Exception raised from", "frame #"})
+    if (const auto at = what.find(cut); at != std::string::npos) what.resize(at);
+  return one_line(what, 160);
+}
+
 [[noreturn]] void collective_failed(int rank, int world, const std::string& what, const std::exception& e) {
   const std::string who = world == 2 ? fmt::format("rank {}", 1 - rank) : std::string("another rank");
   throw CollectiveError(
       fmt::format("rank {}: {} with the other ranks failed: {} ({} ended, hung or lost its "
                   "connection; its own output says why)",
-                  rank, what, one_line(e.what(), 160), who));
+                  rank, what, without_backtrace(e), who));
 }
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const Launch& launch, std::chrono::milliseconds timeout) {
@@ -76,10 +88,21 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const Launch& launch, std::chrono::mi
   opts.useLibUV = false;
 #endif
   const std::string where = fmt::format("{}:{}", launch.master_addr, launch.master_port);
+  // A name that does not resolve never will: LibTorch would retry it, with a
+  // warning a second, for the whole timeout.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(launch.master_addr.c_str(), nullptr, &hints, &found); rc != 0)
+    throw ConfigError(
+        fmt::format("MASTER_ADDR={}: the name does not resolve ({}); set it to rank 0's host name or "
+                    "address",
+                    launch.master_addr, ::gai_strerror(rc)));
+  ::freeaddrinfo(found);
   try {
     return c10::make_intrusive<c10d::TCPStore>(launch.master_addr, opts);
   } catch (const std::exception& e) {
-    const std::string why = one_line(e.what(), 160);
+    const std::string why = without_backtrace(e);
     if (launch.rank == 0 && why.find("in use") != std::string::npos)
       throw ConfigError(
           fmt::format("MASTER_PORT={}: the port is already in use on this machine, where rank 0 "

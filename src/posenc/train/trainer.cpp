@@ -30,15 +30,16 @@
 namespace posenc {
 namespace fs = std::filesystem;
 
-torch::Device resolve_device(const std::string& name) {
+torch::Device resolve_device(const std::string& name, const std::string& flag) {
   if (name == "cpu") return torch::kCPU;
   if (name == "cuda") {
     if (!torch::cuda::is_available())
-      throw DeviceError("train.device=cuda, but this LibTorch build sees no CUDA device (use cpu or auto)");
+      throw DeviceError(flag + (flag.rfind("--", 0) == 0 ? " " : "=") +
+                        "cuda, but this LibTorch build sees no CUDA device (use cpu or auto)");
     return torch::kCUDA;
   }
   if (name == "auto") return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
-  throw ConfigError("train.device: \"" + name + "\" is not one of auto, cpu, cuda");
+  throw ConfigError(flag + ": \"" + name + "\" is not one of auto, cpu, cuda");
 }
 
 void set_threads(int64_t threads) {
@@ -211,7 +212,11 @@ class TrainingRun {
   /// removes the config.json and metrics.jsonl it wrote, so that the same
   /// command, corrected, can use the directory again.
   ~TrainingRun() {
-    if (!started_files_ || std::uncaught_exceptions() == 0) return;  // only rank 0 starts them
+    if (std::uncaught_exceptions() == 0) return;
+    // Refused before anything was written (a held directory, another run's
+    // files): the lock file and the directory this run created go too.
+    if (!started_files_ && lock_) lock_->remove_if_created();
+    if (!started_files_) return;  // only rank 0 starts them
     std::error_code ec;
     if (fs::exists(ckpt_, ec) || fs::exists(dir_ / run_files::kDiverged, ec)) return;
     metrics_.reset();
@@ -222,7 +227,13 @@ class TrainingRun {
   /// Builds the model and checks everything that can be checked without
   /// touching the disk, then takes the directory's lock.
   void setup() {
-    check_not_system_location(dir_, "train.out_dir (--out)");
+    // The one output guard: not the root or a kernel directory, not a file,
+    // somewhere a file can be written (what may be replaced inside is
+    // check_fresh_directory's, under the lock).
+    OutputDirectory where;
+    where.flag = "train.out_dir (--out)";
+    where.writer = "posenc train";
+    check_output_directory(dir_.string(), where);
     if (rank_ == 0 && cfg_.train.warmup_steps > cfg_.train.steps)
       spdlog::warn(
           "train.warmup_steps={} is more than train.steps={}: the learning rate rises for the whole run and "

@@ -1,0 +1,275 @@
+// Every command and every flag of the CLI, read from its own --help, held to
+// the promises every command keeps (docs/reliability.md):
+// - an output flag never replaces a user's file, never writes into "/", and a
+//   place where nothing can be written fails before the work;
+// - an input file is a regular file: /dev/zero (never ends), a FIFO (would
+//   block) and a directory are refused with one line, exit 2.
+// A command or flag that --help lists without a line in kCommands below fails
+// the first test, the way a scheme without its README row fails the registry's:
+// a new flag joins the contract when it is added.
+#include <gtest/gtest.h>
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "posenc/util/io.h"
+#include "reliability_helpers.h"
+
+using namespace posenc;
+using posenc::testing::expect_one_line_error;
+using posenc::testing::run_cli;
+using posenc::testing::Scratch;
+namespace fs = std::filesystem;
+
+namespace {
+
+enum class Kind {
+  Other,       ///< a value or a switch: validated by the command's own tests
+  InputFile,   ///< a file the command reads
+  OutputFile,  ///< a file the command writes
+  OutputDir,   ///< a directory the command fills
+};
+
+struct Command {
+  /// The command line that runs it, with {NAME} where each file argument goes.
+  std::string line;
+  /// Every argument its --help lists (positionals by name), but --help.
+  std::map<std::string, Kind> args;
+};
+
+const std::map<std::string, Command>& commands() {
+  static const std::map<std::string, Command> table = {
+      {"train",
+       {"train {config} --no-progress --out {--out}",
+        {{"config", Kind::InputFile},
+         {"--set", Kind::Other},
+         {"--out", Kind::OutputDir},
+         {"--device", Kind::Other},
+         {"--threads", Kind::Other},
+         {"--resume", Kind::Other},
+         {"--no-progress", Kind::Other},
+         {"--nproc", Kind::Other}}}},
+      {"eval",
+       {"eval {checkpoint} --lengths 8 --samples 8 --out {--out}",
+        {{"checkpoint", Kind::InputFile},
+         {"--lengths", Kind::Other},
+         {"--set", Kind::Other},
+         {"--samples", Kind::Other},
+         {"--out", Kind::OutputFile},
+         {"--device", Kind::Other},
+         {"--threads", Kind::Other}}}},
+      {"generate",
+       {"generate {checkpoint} --prompt ab --tokens 4 --out {--out}",
+        {{"checkpoint", Kind::InputFile},
+         {"--prompt", Kind::Other},
+         {"--tokens", Kind::Other},
+         {"--temperature", Kind::Other},
+         {"--top-k", Kind::Other},
+         {"--seed", Kind::Other},
+         {"--out", Kind::OutputFile},
+         {"--device", Kind::Other},
+         {"--threads", Kind::Other}}}},
+      {"translate",
+       {"translate {checkpoint} --file {--file} --max-tokens 4",
+        {{"checkpoint", Kind::InputFile},
+         {"--input", Kind::Other},
+         {"--file", Kind::InputFile},
+         {"--beam", Kind::Other},
+         {"--length-penalty", Kind::Other},
+         {"--max-tokens", Kind::Other},
+         {"--device", Kind::Other},
+         {"--threads", Kind::Other}}}},
+      {"list", {"list", {{"--json", Kind::Other}}}},
+      {"inspect",
+       {"inspect --checkpoint {--checkpoint} --length 8 --json {--json}",
+        {{"scheme", Kind::Other},
+         {"--checkpoint", Kind::InputFile},
+         {"--length", Kind::Other},
+         {"--heads", Kind::Other},
+         {"--dim", Kind::Other},
+         {"--set", Kind::Other},
+         {"--seed", Kind::Other},
+         {"--json", Kind::OutputFile}}}},
+      {"compare",
+       {"compare {config} --no-progress --no-figures --out {--out}",
+        {{"config", Kind::InputFile},         {"--jobs", Kind::Other},          {"--threads", Kind::Other},
+         {"--full", Kind::Other},             {"--out", Kind::OutputDir},       {"--no-figures", Kind::Other},
+         {"--no-progress", Kind::Other},      {"--inspect-length", Kind::Other}, {"--attention-length", Kind::Other},
+         {"--slurm", Kind::Other},            {"--status", Kind::Other},        {"--collect", Kind::Other},
+         {"--run", Kind::Other},              {"--partition", Kind::Other},     {"--time", Kind::Other},
+         {"--account", Kind::Other},          {"--gpus-per-task", Kind::Other}, {"--sbatch", Kind::Other}}}},
+      {"attention",
+       {"attention {checkpoint} --length 8 --json {--json}",
+        {{"checkpoint", Kind::InputFile},
+         {"--length", Kind::Other},
+         {"--kind", Kind::Other},
+         {"--index", Kind::Other},
+         {"--json", Kind::OutputFile}}}},
+      {"bench",
+       {"bench {config} --no-python --out {--out}",
+        {{"config", Kind::InputFile},
+         {"--sizes", Kind::Other},
+         {"--schemes", Kind::Other},
+         {"--threads", Kind::Other},
+         {"--device", Kind::Other},
+         {"--bf16", Kind::Other},
+         {"--attention", Kind::Other},
+         {"--no-python", Kind::Other},
+         {"--out", Kind::OutputDir}}}},
+  };
+  return table;
+}
+
+/// The indented first words of a --help section ("Subcommands:", "Options:", "Positionals:").
+std::vector<std::string> section_words(const std::string& help, const std::string& section) {
+  std::vector<std::string> words;
+  std::istringstream in(help);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != ' ') {
+      inside = line.rfind(section, 0) == 0;
+      continue;
+    }
+    if (!inside || line.size() < 3 || line[2] == ' ') continue;  // a wrapped description
+    std::string word = line.substr(2, line.find(' ', 2) - 2);
+    if (const auto comma = word.find(','); comma != std::string::npos) word = word.substr(comma + 1);  // -j,--jobs
+    words.push_back(word);
+  }
+  return words;
+}
+
+/// Tiny runs whose files the commands read: an ordering run, a charlm run and an encoder_decoder.
+struct Fixtures {
+  Scratch s{"cli_contract"};
+  std::map<std::string, std::string> defaults;  ///< "{command}/{arg}" or "{arg}" -> a value that works
+
+  Fixtures() {
+    const std::string src = POSENC_SOURCE_DIR;
+    const std::string config = posenc::testing::write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
+    EXPECT_EQ(run_cli("train " + config + " --no-progress --out " + s.path("run")).code, 0);
+    std::string corpus;
+    for (int i = 0; i < 80; ++i) corpus += "abcdefgh ";
+    write_file_atomic(s.path("corpus.txt"), corpus);
+    EXPECT_EQ(run_cli("train " + src + "/configs/charlm.json --no-progress --set task.path=" + s.path("corpus.txt") +
+                      " --set task.min_length=16 --set task.max_length=16 --set model.d_model=16 --set model.heads=2"
+                      " --set model.layers=1 --set model.d_ff=32 --set train.steps=2 --set train.val_samples=4"
+                      " --set eval.lengths=[16] --out " +
+                      s.path("lm"))
+                  .code,
+              0);
+    EXPECT_EQ(run_cli("train " + src +
+                      "/configs/scan.json --set model.d_model=16 --set model.heads=2 --set model.layers=1"
+                      " --set model.decoder_layers=1 --set model.d_ff=32 --set train.steps=2 --set train.batch_size=8"
+                      " --set train.val_samples=8 --set eval.lengths=[24] --set eval.samples_per_length=4"
+                      " --no-progress --out " +
+                      s.path("seq2seq"))
+                  .code,
+              0);
+    write_file_atomic(s.path("sources.txt"), "walk\n");
+    nlohmann::json grid = posenc::testing::tiny_grid();
+    write_file_atomic(s.path("grid.json"), grid.dump());
+    defaults = {{"train/config", config},
+                {"compare/config", s.path("grid.json")},
+                {"bench/config", src + "/configs/bench.json"},
+                {"generate/checkpoint", s.path("lm/checkpoint.pt")},
+                {"translate/checkpoint", s.path("seq2seq/checkpoint.pt")},
+                {"checkpoint", s.path("run/checkpoint.pt")},
+                {"--checkpoint", s.path("run/checkpoint.pt")},
+                {"--file", s.path("sources.txt")}};
+  }
+
+  /// `command`'s line with `arg` set to `value` and every other file argument to one that works.
+  std::string line(const std::string& command, const std::string& arg, const std::string& value) {
+    const Command& c = commands().at(command);
+    std::string out = c.line;
+    for (const auto& [name, kind] : c.args) {
+      const std::string placeholder = "{" + name + "}";
+      const auto at = out.find(placeholder);
+      if (at == std::string::npos) continue;
+      std::string v = value;
+      if (name != arg) {
+        const auto own = defaults.find(command + "/" + name);
+        v = own != defaults.end() ? own->second
+            : defaults.count(name) ? defaults.at(name)
+                                   : s.path("fresh-" + command + "-" + name.substr(name.find_first_not_of('-')));
+      }
+      out.replace(at, placeholder.size(), v);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST(CliContract, EveryCommandAndFlagOfTheHelpIsInTheContract) {
+  const auto top = run_cli("--help");
+  std::set<std::string> listed;
+  for (const auto& command : section_words(top.output, "Subcommands:")) {
+    listed.insert(command);
+    ASSERT_TRUE(commands().count(command)) << "posenc " << command << " is not in tests/test_cli_contract.cpp";
+    const auto help = run_cli(command + " --help").output;
+    std::set<std::string> args;
+    for (const auto& section : {"Positionals:", "Options:"})
+      for (const auto& word : section_words(help, section))
+        if (word != "--help") args.insert(word);
+    std::set<std::string> known;
+    for (const auto& [name, kind] : commands().at(command).args) known.insert(name);
+    EXPECT_EQ(args, known) << "posenc " << command
+                           << ": --help and tests/test_cli_contract.cpp list different arguments; give each new one "
+                              "its kind there (and its guarantees in the command)";
+  }
+  for (const auto& [name, c] : commands()) EXPECT_TRUE(listed.count(name)) << name << " is no longer a command";
+}
+
+TEST(CliContract, EveryInputFileRefusesADeviceAFifoAndADirectory) {
+  Fixtures f;
+  ASSERT_EQ(::mkfifo(f.s.path("fifo").c_str(), 0600), 0);
+  fs::create_directories(f.s.path("a-directory"));
+  for (const auto& [command, c] : commands())
+    for (const auto& [arg, kind] : c.args) {
+      if (kind != Kind::InputFile) continue;
+      for (const std::string& bad : {std::string("/dev/zero"), f.s.path("fifo"), f.s.path("a-directory")}) {
+        const std::string line = f.line(command, arg, bad);
+        const auto r = run_cli(line, "timeout 120");
+        EXPECT_EQ(r.code, 2) << line << ":\n" << r.output.substr(0, 2000);
+        EXPECT_NE(r.output.find("rror"), std::string::npos) << line << ":\n" << r.output.substr(0, 2000);
+      }
+    }
+}
+
+TEST(CliContract, EveryOutputKeepsAUsersFilesAndRefusesTheRootAndAReadOnlyPlace) {
+  Fixtures f;
+  // A user's own files, named as outputs of the commands are.
+  const std::vector<std::string> names = {"summary.md", "report.md",   "summary.csv",  "bench.md", "bench.json",
+                                          "config.json", "results.json", "metrics.jsonl"};
+  for (const auto& name : names) write_file_atomic(f.s.path("users/" + name), "mine\n");
+  write_file_atomic(f.s.path("users-file.json"), "mine\n");
+  const fs::path ro = f.s.dir / "ro";
+  fs::create_directories(ro);
+  const bool read_only = ::mount("tmpfs", ro.c_str(), "tmpfs", MS_RDONLY, "size=64k") == 0;
+  for (const auto& [command, c] : commands())
+    for (const auto& [arg, kind] : c.args) {
+      if (kind != Kind::OutputFile && kind != Kind::OutputDir) continue;
+      std::vector<std::string> targets = {"/", kind == Kind::OutputDir ? f.s.path("users") : f.s.path("users-file.json")};
+      if (kind == Kind::OutputDir) targets.push_back(f.s.path("users-file.json"));  // a file given as a directory
+      if (read_only) targets.push_back((ro / (command + "-out")).string());
+      for (const auto& target : targets) {
+        const std::string line = f.line(command, arg, target);
+        const auto r = run_cli(line, "timeout 300");
+        EXPECT_EQ(r.code, 2) << line << ":\n" << r.output.substr(0, 2000);
+        expect_one_line_error(r.output, arg);
+      }
+    }
+  if (read_only) ::umount(ro.c_str());
+  for (const auto& name : names) EXPECT_EQ(read_file(f.s.path("users/" + name)), "mine\n") << name;
+  EXPECT_EQ(read_file(f.s.path("users-file.json")), "mine\n");
+  EXPECT_TRUE(fs::is_empty(f.s.dir / "ro")) << "something was written under the read-only place";
+}
