@@ -12,6 +12,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -128,20 +129,34 @@ const std::map<std::string, Command>& commands() {
   return table;
 }
 
-/// The indented first words of a --help section ("Subcommands:", "Options:", "Positionals:").
+/// `text` in lower case (ASCII).
+std::string lower(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+/// The indented first words of a --help section ("Subcommands:", "Options:",
+/// "Positionals:"; CLI11 2.4 writes them in capitals).
 std::vector<std::string> section_words(const std::string& help, const std::string& section) {
   std::vector<std::string> words;
   std::istringstream in(help);
   bool inside = false;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line[0] != ' ') {
-      inside = line.rfind(section, 0) == 0;
+      inside = lower(line).rfind(lower(section), 0) == 0;
       continue;
     }
     if (!inside || line.size() < 3 || line[2] == ' ') continue;  // a wrapped description
-    std::string word = line.substr(2, line.find(' ', 2) - 2);
-    if (const auto comma = word.find(','); comma != std::string::npos) word = word.substr(comma + 1);  // -j,--jobs
-    words.push_back(word);
+    // "checkpoint TEXT:FILE", "--out TEXT", "-j,--jobs INT", "-h,     --help": the long name, else the first.
+    std::istringstream tokens(line);
+    std::string token, name;
+    for (bool more = true; more && tokens >> token;) {
+      more = token.back() == ',';
+      std::istringstream parts(token);
+      for (std::string part; std::getline(parts, part, ',');)
+        if (!part.empty() && (name.empty() || part.rfind("--", 0) == 0)) name = part;
+    }
+    if (!name.empty()) words.push_back(name);
   }
   return words;
 }
