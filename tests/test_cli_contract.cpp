@@ -101,12 +101,24 @@ const std::map<std::string, Command>& commands() {
          {"--json", Kind::OutputFile}}}},
       {"compare",
        {"compare {config} --no-progress --no-figures --out {--out}",
-        {{"config", Kind::InputFile},         {"--jobs", Kind::Other},          {"--threads", Kind::Other},
-         {"--full", Kind::Other},             {"--out", Kind::OutputDir},       {"--no-figures", Kind::Other},
-         {"--no-progress", Kind::Other},      {"--inspect-length", Kind::Other}, {"--attention-length", Kind::Other},
-         {"--slurm", Kind::Other},            {"--status", Kind::Other},        {"--collect", Kind::Other},
-         {"--run", Kind::Other},              {"--partition", Kind::Other},     {"--time", Kind::Other},
-         {"--account", Kind::Other},          {"--gpus-per-task", Kind::Other}, {"--sbatch", Kind::Other}}}},
+        {{"config", Kind::InputFile},
+         {"--jobs", Kind::Other},
+         {"--threads", Kind::Other},
+         {"--full", Kind::Other},
+         {"--out", Kind::OutputDir},
+         {"--no-figures", Kind::Other},
+         {"--no-progress", Kind::Other},
+         {"--inspect-length", Kind::Other},
+         {"--attention-length", Kind::Other},
+         {"--slurm", Kind::Other},
+         {"--status", Kind::Other},
+         {"--collect", Kind::Other},
+         {"--run", Kind::Other},
+         {"--partition", Kind::Other},
+         {"--time", Kind::Other},
+         {"--account", Kind::Other},
+         {"--gpus-per-task", Kind::Other},
+         {"--sbatch", Kind::Other}}}},
       {"attention",
        {"attention {checkpoint} --length 8 --json {--json}",
         {{"checkpoint", Kind::InputFile},
@@ -212,7 +224,7 @@ struct Fixtures {
       std::string v = value;
       if (name != arg) {
         const auto own = defaults.find(command + "/" + name);
-        v = own != defaults.end() ? own->second
+        v = own != defaults.end()  ? own->second
             : defaults.count(name) ? defaults.at(name)
                                    : s.path("fresh-" + command + "-" + name.substr(name.find_first_not_of('-')));
       }
@@ -263,8 +275,8 @@ TEST(CliContract, EveryInputFileRefusesADeviceAFifoAndADirectory) {
 TEST(CliContract, EveryOutputKeepsAUsersFilesAndRefusesTheRootAndAReadOnlyPlace) {
   Fixtures f;
   // A user's own files, named as outputs of the commands are.
-  const std::vector<std::string> names = {"summary.md", "report.md",   "summary.csv",  "bench.md", "bench.json",
-                                          "config.json", "results.json", "metrics.jsonl"};
+  const std::vector<std::string> names = {"summary.md", "report.md",   "summary.csv",  "bench.md",
+                                          "bench.json", "config.json", "results.json", "metrics.jsonl"};
   for (const auto& name : names) write_file_atomic(f.s.path("users/" + name), "mine\n");
   write_file_atomic(f.s.path("users-file.json"), "mine\n");
   const fs::path ro = f.s.dir / "ro";
@@ -273,7 +285,8 @@ TEST(CliContract, EveryOutputKeepsAUsersFilesAndRefusesTheRootAndAReadOnlyPlace)
   for (const auto& [command, c] : commands())
     for (const auto& [arg, kind] : c.args) {
       if (kind != Kind::OutputFile && kind != Kind::OutputDir) continue;
-      std::vector<std::string> targets = {"/", kind == Kind::OutputDir ? f.s.path("users") : f.s.path("users-file.json")};
+      std::vector<std::string> targets = {"/",
+                                          kind == Kind::OutputDir ? f.s.path("users") : f.s.path("users-file.json")};
       if (kind == Kind::OutputDir) targets.push_back(f.s.path("users-file.json"));  // a file given as a directory
       if (read_only) targets.push_back((ro / (command + "-out")).string());
       for (const auto& target : targets) {
