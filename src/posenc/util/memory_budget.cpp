@@ -2,22 +2,25 @@
 
 #include <sys/resource.h>
 
-#include <fstream>
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "posenc/util/text.h"
 
 namespace posenc {
 namespace {
 
-/// A "Key: N kB" line of a /proc file, in bytes; -1 where absent.
-double proc_kb(const std::string& file, const std::string& key) {
+/// The number after `key` on a "key N ..." line of `file` (/proc/meminfo,
+/// /proc/self/status, a cgroup's memory.stat), read line by line so that lines
+/// whose value is not a number ("Name: posenc") are passed over; -1 where absent.
+double keyed_value(const std::string& file, const std::string& key) {
   std::ifstream in(file);
-  std::string k, unit;
-  double kb = 0;
-  while (in >> k >> kb) {
-    std::getline(in, unit);
-    if (k == key) return kb * 1024.0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string k;
+    double value = 0;
+    if (fields >> k >> value && k == key) return value;
   }
   return -1;
 }
@@ -33,16 +36,6 @@ double number_in_file(const std::string& path) {
   } catch (const std::exception&) {
     return -1;
   }
-}
-
-/// A "key N" line of a cgroup's memory.stat; 0 where absent.
-double stat_value(const std::string& file, const std::string& key) {
-  std::ifstream in(file);
-  std::string k;
-  double v = 0;
-  while (in >> k >> v)
-    if (k == key) return v;
-  return 0;
 }
 
 /// The cgroup (v2) directory of this process, from /proc/self/cgroup's "0::/path".
@@ -61,11 +54,12 @@ MemoryBudget cpu_memory_budget() {
     if (bytes < 0) return;
     if (best.source.empty() || bytes < best.bytes) best = {std::max(bytes, 1.0), source};
   };
-  consider(proc_kb("/proc/meminfo", "MemAvailable:"), "MemAvailable");
+  const double available_kb = keyed_value("/proc/meminfo", "MemAvailable:");
+  consider(available_kb < 0 ? -1 : available_kb * 1024.0, "MemAvailable");
   // ulimit -v: what is left of the address space after what is mapped now.
   rlimit as{};
   if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-    const double mapped = std::max(proc_kb("/proc/self/status", "VmSize:"), 0.0);
+    const double mapped = std::max(keyed_value("/proc/self/status", "VmSize:"), 0.0) * 1024.0;
     consider(static_cast<double>(as.rlim_cur) - mapped, "what the address-space limit, ulimit -v, leaves");
   }
   // The cgroup's limit, of this process's group and each one above it.
@@ -74,8 +68,8 @@ MemoryBudget cpu_memory_budget() {
     const double max = number_in_file(dir + "/memory.max");
     if (max < 0) continue;
     // The page cache the group holds is given back under pressure: not used.
-    const double used =
-        std::max(number_in_file(dir + "/memory.current") - stat_value(dir + "/memory.stat", "file"), 0.0);
+    const double used = std::max(
+        number_in_file(dir + "/memory.current") - std::max(keyed_value(dir + "/memory.stat", "file"), 0.0), 0.0);
     consider(max - used, "what the memory.max of cgroup " + dir + " leaves");
   }
   return best;
