@@ -22,6 +22,8 @@ inline constexpr const char* kDiverged = "diverged.json";         ///< instead o
 inline constexpr const char* kTrainLock = "train.lock";           ///< held while a `posenc train` works there
 inline constexpr const char* kCompareLock = "compare.lock";       ///< held while a `posenc compare` works there
 inline constexpr const char* kEvalResults = "results_eval.json";  ///< `posenc eval`'s default output
+/// Files whose presence says a directory is a train run's (another command's --out refuses it).
+inline std::vector<std::string> train_run_files() { return {kCheckpoint, kConfig, kTrainLock, kResults}; }
 }  // namespace run_files
 
 /// JSON pointers of the config parts that --resume accepts changed.

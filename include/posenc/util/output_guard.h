@@ -33,6 +33,12 @@ void probe_writable(const std::filesystem::path& dir, const std::string& flag);
 void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
                          bool (*also_ours)(const nlohmann::json& object) = nullptr);
 
+/// True where `path` is a JSON object that `writer` wrote (its "written_by"),
+/// or one `also_ours` accepts (files from before the marker); false for
+/// anything else, a file that cannot be read or one larger than any output.
+bool written_by(const std::string& path, const std::string& writer,
+                bool (*also_ours)(const nlohmann::json& object) = nullptr);
+
 /// What a command fills one output directory with (compare's and bench's --out).
 struct OutputDirectory {
   std::string flag;                ///< "--out"

@@ -212,19 +212,13 @@ OutputDirectory bench_outputs() {
   spec.flag = "--out";
   spec.writer = "posenc bench";
   spec.files = {"bench.json", "bench.txt", "bench.md"};
-  spec.foreign = {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults,
-                  run_files::kCompareLock};
+  spec.foreign = run_files::train_run_files();
+  spec.foreign.push_back(run_files::kCompareLock);
   spec.ours = [](const fs::path& dir) {
-    std::string text;
-    try {
-      text = read_file((dir / "bench.json").string(), std::uintmax_t{64} << 20);
-    } catch (const IoError&) {
-      return false;
-    }
-    const json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
     // Reports written before bench.json carried "written_by" have its other keys.
-    return report.is_object() && (report.value(kWrittenBy, "") == "posenc bench" ||
-                                  (report.contains("matmul_peak_gflops") && report.contains("cases")));
+    return written_by((dir / "bench.json").string(), "posenc bench", [](const json& report) {
+      return report.contains("matmul_peak_gflops") && report.contains("cases");
+    });
   };
   return spec;
 }

@@ -435,7 +435,8 @@ OutputDirectory compare_outputs() {
   spec.flag = "--out";
   spec.writer = "posenc compare";
   spec.files = {"summary.json", "summary.csv", "summary.md", "report.md"};
-  spec.foreign = {run_files::kCheckpoint, run_files::kConfig, run_files::kTrainLock, run_files::kResults, "bench.json"};
+  spec.foreign = run_files::train_run_files();
+  spec.foreign.push_back("bench.json");
   // compare's lock file stays in its root: a directory that has one is compare's.
   spec.ours = [](const fs::path& dir) { return fs::exists(dir / run_files::kCompareLock); };
   return spec;

@@ -42,6 +42,19 @@ void probe_writable(const fs::path& dir, const std::string& flag) {
   fs::remove(probe, ec);
 }
 
+bool written_by(const std::string& path, const std::string& writer, bool (*also_ours)(const nlohmann::json& object)) {
+  constexpr std::uintmax_t kLargestOutput = std::uintmax_t{64} << 20;  // outputs are small
+  std::string text;
+  try {
+    text = read_file(path, kLargestOutput);
+  } catch (const IoError&) {
+    return false;
+  }
+  const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) return false;
+  return (parsed.contains(kWrittenBy) && parsed[kWrittenBy] == writer) || (also_ours && also_ours(parsed));
+}
+
 void check_output_target(const std::string& path, const std::string& flag, const std::string& writer,
                          bool (*also_ours)(const nlohmann::json& object)) {
   std::error_code ec;
@@ -56,20 +69,7 @@ void check_output_target(const std::string& path, const std::string& flag, const
   const std::string keep = "; posenc does not replace a file it did not write for this purpose (choose another " +
                            flag + ", or move that file away first)";
   if (!fs::is_regular_file(target, ec)) refuse("exists and is not a regular file" + keep);
-  // Outputs are small; anything large is certainly not one of them.
-  constexpr std::uintmax_t kLargestOutput = std::uintmax_t{64} << 20;
-  const std::uintmax_t size = fs::file_size(target, ec);
-  if (ec || size > kLargestOutput) refuse("exists and was not written by " + writer + keep);
-  std::string text;
-  try {
-    text = read_file(path);
-  } catch (const IoError&) {
-    refuse("exists and cannot be read" + keep);
-  }
-  const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const bool ours = parsed.is_object() && parsed.contains(kWrittenBy) && parsed[kWrittenBy] == writer;
-  if (!ours && !(also_ours && parsed.is_object() && also_ours(parsed)))
-    refuse("exists and was not written by " + writer + keep);
+  if (!written_by(path, writer, also_ours)) refuse("exists and was not written by " + writer + keep);
 }
 
 void check_output_directory(const std::string& dir, const OutputDirectory& spec) {
