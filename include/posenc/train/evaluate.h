@@ -119,6 +119,12 @@ Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Devi
 void require_memory(double need, torch::Device device, const std::string& what, const std::string& detail,
                     const std::string& advice);
 
+/// Throws ConfigError if a length cannot be evaluated at all: longer than the
+/// model's position table, more than the task can make (charlm's held-out
+/// text), or eval.oracle_length on a task without an end token.
+void check_evaluation_lengths(const Transformer& model, const Task& task, const EvaluationSpec& spec,
+                              const std::vector<int64_t>& lengths);
+
 /// Throws ConfigError before anything runs if a length cannot fit: longer than
 /// the model's position table, more than the task can make (charlm's held-out
 /// text), or more memory than there is (require_memory).

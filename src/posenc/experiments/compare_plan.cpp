@@ -188,10 +188,7 @@ std::string incompatibility(const PlannedRun& run, const std::string& where) {
     const EvaluationSpec spec = evaluation_spec(cfg);
     probe->check_length(task->sequence_length(cfg.task.max_length), spec.training_positions_end > 0);
     task->check_training_lengths(cfg.task.min_length, cfg.task.max_length);
-    for (const int64_t length : cfg.eval.lengths) {
-      task->check_eval_length(length);
-      probe->check_length(task->sequence_length(length), spec.training_positions_end > 0);
-    }
+    check_evaluation_lengths(probe, *task, spec, cfg.eval.lengths);
   } catch (const IncompatibleConfig& e) {
     return e.what();
   } catch (const ConfigError& e) {

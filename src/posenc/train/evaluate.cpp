@@ -245,8 +245,8 @@ void require_memory(double need, torch::Device device, const std::string& what, 
                                 detail, describe_budget(budget), advice));
 }
 
-void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
-                           const std::vector<int64_t>& lengths, torch::Device device) {
+void check_evaluation_lengths(const Transformer& model, const Task& task, const EvaluationSpec& spec,
+                              const std::vector<int64_t>& lengths) {
   if (spec.sets.oracle_length && (task.info().metric != TaskMetric::ExactMatch || task.end_token() == 0))
     throw ConfigError("eval.oracle_length: task " + task.info().name +
                       "'s answers do not end with an end token, so there is no end to hold back (it applies to "
@@ -255,6 +255,11 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
     task.check_eval_length(length);
     model->check_length(task.sequence_length(length), spec.training_positions_end > 0);
   }
+}
+
+void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
+                           const std::vector<int64_t>& lengths, torch::Device device) {
+  check_evaluation_lengths(model, task, spec, lengths);
   for (int64_t length : lengths) {
     const int64_t tokens = task.sequence_length(length);
     const int64_t batch = evaluation_batch_size(model, tokens, spec.sets.max_batch_tokens);
