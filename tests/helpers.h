@@ -19,10 +19,13 @@
 namespace posenc::testing {
 
 /// A config from the defaults with `path=value` overrides applied.
-inline Config config_with(std::initializer_list<std::string> overrides) {
+inline Config config_with(const std::vector<std::string>& overrides) {
   json j = json::object();
   for (const auto& o : overrides) apply_override(j, o);
   return config_from_json(j);
+}
+inline Config config_with(std::initializer_list<std::string> overrides) {
+  return config_with(std::vector<std::string>(overrides));
 }
 
 /// A scheme built from its registry entry with default options (plus overrides).

@@ -96,6 +96,11 @@ std::set<std::string> core_config_keys() {
   collect_keys(config_to_json(posenc::testing::config_with(
                    {"task.type=\"addition\"", "model.kind=\"decoder\"", "eval.operand_grid=[2,4]"})),
                "", all);
+  collect_keys(config_to_json(posenc::testing::config_with(
+                   {"task.type=\"addition\"", "model.kind=\"decoder\"", "task.positions=\"coupled\"",
+                    "model.positional.type=\"kerple\"", "model.positional.input=\"learned\"",
+                    "model.positional.task_ids=\"both\""})),
+               "", all);
   const auto scheme_options = declared_scheme_options();
   std::set<std::string> core;
   for (const auto& key : all) {

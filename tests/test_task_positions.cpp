@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "helpers.h"
 #include "posenc/analysis/trained.h"
@@ -85,11 +86,22 @@ TEST(TaskPositions, TrainingOffsetsStayInRangeAndLeaveTheTokensAlone) {
   }
 }
 
-/// A decoder on addition whose input slot holds `input` beside `scheme` in attention.
+/// The overrides of a decoder on addition whose input slot holds `input`
+/// beside `scheme` in attention.
+std::vector<std::string> pair_options(const std::string& scheme, const std::string& input,
+                                      const std::string& positions) {
+  return {"model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64",
+          "model.positional.type=\"" + scheme + "\"", "model.positional.input=\"" + input + "\"",
+          "task.type=\"addition\"", "task.positions=\"" + positions + "\"", "eval.lengths=[4,8]"};
+}
+
+std::vector<std::string> with_task_ids(std::vector<std::string> options, const std::string& task_ids) {
+  options.push_back("model.positional.task_ids=\"" + task_ids + "\"");
+  return options;
+}
+
 Config pair_config(const std::string& scheme, const std::string& input, const std::string& positions) {
-  return config_with({"model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64",
-                      "model.positional.type=\"" + scheme + "\"", "model.positional.input=\"" + input + "\"",
-                      "task.type=\"addition\"", "task.positions=\"" + positions + "\"", "eval.lengths=[4,8]"});
+  return config_with(pair_options(scheme, input, positions));
 }
 
 /// The model of `c` reads a task's ids: rows of 0..L-1 give what the model's own
@@ -208,6 +220,52 @@ TEST_P(EverySchemeWithTaskPositions, EachRowsAttentionTermIsThatOfItsIds) {
       << "the ids, not the count, must decide the term";
 }
 
+// With model.positional.task_ids "both", the scheme in attention reads the
+// ids the input slot reads: with the input table at zero, the pair computes
+// what the scheme alone computes over those ids; with "input" (the default),
+// what it computes over the model's own count.
+TEST_P(EverySchemeWithTaskPositions, BesideTheInputSlotReadsTheIdsTooWhenTaskIdsIsBoth) {
+  const std::string scheme = GetParam();
+  const SchemeInfo& info = find_scheme(scheme);
+  if (info.default_placement != Placement::EveryLayer) GTEST_SKIP() << "not a scheme for attention beside the input slot";
+  if (!info.reads_task_positions) {
+    const std::string error = error_of([&] { config_with(with_task_ids(pair_options(scheme, "learned", "coupled"), "both")); });
+    EXPECT_NE(error.find("model.positional.type=" + scheme + " cannot read the position ids task.positions=coupled"),
+              std::string::npos)
+        << error;
+    return;
+  }
+  const Config both = config_with(with_task_ids(pair_options(scheme, "learned", "coupled"), "both"));
+  SCOPED_TRACE(scheme + " beside model.positional.input=learned, task_ids=both");
+  expect_reads_task_ids(both, true);
+  // The scheme alone over the ids, and alone over its own count (its causal
+  // options then, as beside an input slot that keeps the ids).
+  const Config input = pair_config(scheme, "learned", "coupled");
+  const Config alone_with_ids = decoder_config(scheme, "coupled"), alone_counting = decoder_config(scheme, "sequence");
+  torch::NoGradGuard no_grad;
+  const auto set = find_task("addition").make(input.task)->fixed_set(4, 3, 1);  // (3, 15)
+  for (const auto& [paired_config, alone_config, with_ids] :
+       {std::tuple{&both, &alone_with_ids, true}, std::tuple{&input, &alone_counting, false}}) {
+    torch::manual_seed(0);
+    Transformer single(alone_config->model, task_vocab_size(alone_config->task));
+    Transformer pair(paired_config->model, task_vocab_size(paired_config->task));
+    single->eval(), pair->eval();
+    const auto source = single->named_parameters();
+    for (auto& p : pair->named_parameters()) {
+      if (p.key().rfind("input_positional", 0) == 0) {
+        p.value().zero_();  // the input slot adds nothing
+        continue;
+      }
+      ASSERT_TRUE(source.contains(p.key())) << p.key();
+      p.value().copy_(source[p.key()]);
+    }
+    const auto got = pair->forward(set.tokens, {}, set.positions);
+    const auto expected = with_ids ? single->forward(set.tokens, {}, set.positions) : single->forward(set.tokens);
+    EXPECT_TRUE(torch::allclose(got, expected, tolerance::kFloat32Model, tolerance::kFloat32Model))
+        << "task_ids=" << paired_config->model.positional.task_ids;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeWithTaskPositions, ::testing::ValuesIn(scheme_names()),
                          [](const auto& info) { return info.param; });
 
@@ -295,7 +353,26 @@ TEST(SchemePair, AMeaninglessPairIsRefusedWithBothNames) {
             std::string::npos);
 }
 
+TEST(SchemePair, TaskIdsIsRefusedWhereItWouldDoNothing) {
+  const auto error = [](std::vector<std::string> o) { return error_of([&] { config_with(o); }); };
+  EXPECT_EQ(error(with_task_ids(pair_options("kerple", "learned", "coupled"), "both")), "(no error)");
+  EXPECT_NE(error(with_task_ids(pair_options("kerple", "learned", "coupled"), "every"))
+                .find("model.positional.task_ids"),
+            std::string::npos);
+  auto alone = with_task_ids(pair_options("kerple", "none", "coupled"), "both");
+  EXPECT_NE(error(alone).find("model.positional.task_ids: says which of two slots reads a task's position ids, but "
+                              "model.positional.input is none"),
+            std::string::npos)
+      << error(alone);
+  const auto sequence = error(with_task_ids(pair_options("kerple", "learned", "sequence"), "both"));
+  EXPECT_NE(sequence.find("model.positional.task_ids=both: the task defines no position ids"), std::string::npos)
+      << sequence;
+}
+
 TEST(SchemePair, ThePairIsWrittenIntoTheRunsConfigAndReadBack) {
+  const Config both = config_with(with_task_ids(pair_options("kerple", "learned", "coupled"), "both"));
+  EXPECT_EQ(config_to_json(both)["model"]["positional"]["task_ids"], "both");
+  EXPECT_EQ(config_from_json(config_to_json(both)).model.positional.task_ids, "both");
   const Config c = pair_config("fire", "learned", "abacus");
   const json written = config_to_json(c);
   EXPECT_EQ(written["model"]["positional"]["input"]["type"], "learned");

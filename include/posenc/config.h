@@ -46,6 +46,11 @@ struct PositionalConfig {
   /// reads them and `type` counts 0..L-1. "none": `type` alone.
   std::string input = "none";
   json input_options = json::object();
+  /// Where the input slot holds a scheme and the task defines position ids:
+  /// "input" (the input scheme reads them; `type` counts 0..L-1) or "both"
+  /// (`type` reads them in attention too, e.g. coupled ids at the input and a
+  /// bias over their differences).
+  std::string task_ids = "input";
 };
 
 /// The values of model.pooling and model.token_embedding, with what each does

@@ -110,7 +110,8 @@ int run_list(const ListOptions& o) {
   std::printf(
       "Pairs: model.positional.input = one of %s (before block 1), beside a scheme of placement every_layer in "
       "model.positional.type\nTask-defined positions (task.positions): read by %s, alone or in the input slot, "
-      "and by %s alone, in attention, as a function of the difference of two ids\n",
+      "and by %s in attention, as a function of the difference of two ids: alone, or beside the input slot "
+      "with model.positional.task_ids = both\n",
       input_slot.c_str(), task_ids.c_str(), task_id_attention.c_str());
   std::printf("\nTasks (task.type; model.kind must be one it names):\n\n");
   for (const auto& t : tasks) {

@@ -179,7 +179,7 @@ void check_scheme_pair(const PositionalConfig& p, const std::string& path) {
 
 /// `causal`: a decoder, where options with a causal value (t5's bidirectional)
 /// take it. Not where the scheme in `type` reads ids a task defines
-/// (`task_ids`, no input slot): ids are not in token order, and a key earlier
+/// (`task_ids`, with no input slot or with task_ids "both"): ids are not in token order, and a key earlier
 /// in the sequence may hold a larger id than its query.
 PositionalConfig parse_positional(const json& j, const std::string& path, bool causal, bool task_ids) {
   PositionalConfig p;
@@ -205,10 +205,20 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
   if (r.has("cross")) parse_scheme_slot(r.raw("cross"), r.child("cross"), /*causal=*/false, p.cross, p.cross_options);
   if (r.has("input")) parse_scheme_slot(r.raw("input"), r.child("input"), causal, p.input, p.input_options);
   check_scheme_pair(p, path);
+  if (r.has("task_ids")) {
+    r.read("task_ids", p.task_ids, {"input", "both"});
+    if (p.input == "none")
+      throw ConfigError(r.child("task_ids") + ": says which of two slots reads a task's position ids, but " + path +
+                        ".input is none, so " + path + ".type=" + p.type + " reads them alone; leave task_ids out");
+    if (!task_ids)
+      throw ConfigError(r.child("task_ids") + "=" + p.task_ids +
+                        ": the task defines no position ids (task.positions); leave task_ids out");
+  }
+  const bool type_reads_task_ids = task_ids && (p.input == "none" || p.task_ids == "both");
   // Everything else belongs to the scheme and is validated by its registry entry.
   json user = json::object();
   for (const auto& key : r.unread()) user[key] = r.raw(key);
-  p.options = resolve_scheme_options(info, user, path, causal && !(task_ids && p.input == "none")).json();
+  p.options = resolve_scheme_options(info, user, path, causal && !type_reads_task_ids).json();
   return p;
 }
 
@@ -399,6 +409,43 @@ EvalConfig parse_eval(const json& j, const std::string& path) {
 
 namespace {
 
+/// The scheme in `key` reads the ids of `what`: it can, and a table of
+/// positions among its `options` holds the largest id of training (with its
+/// offsets) and of every evaluation length. `input_slot`: the scheme is the
+/// input slot's (for the hint of where else an embedding scheme could go).
+void check_scheme_reads_task_ids(const Config& c, const TaskInfo& task, const std::string& what,
+                                 const std::string& key, const std::string& name, const json& options,
+                                 bool input_slot) {
+  const SchemeInfo& scheme = find_scheme(name);
+  if (!scheme.reads_task_positions) {
+    std::vector<std::string> can, embed;
+    for (const auto& s : scheme_registry())
+      if (s.reads_task_positions) {
+        can.push_back(s.name);
+        if (s.default_placement == Placement::Input && s.name != "none") embed.push_back(s.name);
+      }
+    const bool alone = !input_slot && c.model.positional.input == "none";
+    throw ConfigError(key + "=" + scheme.name + " cannot read the position ids " + what +
+                      " defines; schemes that can: " + join(can, ", ") +
+                      (alone ? " (or put " + join(embed, " or ") +
+                                   " in model.positional.input, beside a scheme in attention)"
+                             : input_slot ? "" : " (or leave model.positional.task_ids out: then only the input reads them)"));
+  }
+  const auto rows = options.find("max_positions");
+  if (rows == options.end()) return;
+  std::vector<int64_t> lengths = c.eval.lengths;
+  lengths.push_back(c.task.max_length);
+  lengths.insert(lengths.end(), c.eval.operand_grid.begin(), c.eval.operand_grid.end());
+  const std::string table = input_slot ? "model.positional.input" : "model.positional";
+  for (const int64_t length : lengths) {
+    const int64_t end = task.positions_end(c.task, length);
+    if (end > rows->get<int64_t>())
+      throw ConfigError(table + ".max_positions=" + std::to_string(rows->get<int64_t>()) + ": " + what +
+                        " gives length " + std::to_string(length) + " ids up to " + std::to_string(end - 1) +
+                        "; the table needs at least " + std::to_string(end) + " rows");
+  }
+}
+
 /// A task that defines its own position ids (TaskInfo::positions_end): what
 /// the model must be to read them.
 void check_task_positions(const Config& c, const TaskInfo& task) {
@@ -410,40 +457,14 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
   if (c.model.positional.randomize_max_position > 0)
     throw ConfigError("model.positional.randomize: " + what +
                       " gives every token its position already; leave randomize out");
-  // The scheme that reads them: the input slot's where there is one (then
-  // model.positional.type acts in attention over 0..L-1), else the one scheme.
-  const bool paired = c.model.positional.input != "none";
-  const std::string key = paired ? "model.positional.input" : "model.positional.type";
-  const SchemeInfo& scheme = find_scheme(paired ? c.model.positional.input : c.model.positional.type);
-  const json& options = paired ? c.model.positional.input_options : c.model.positional.options;
-  if (!scheme.reads_task_positions) {
-    std::vector<std::string> can, embed;
-    for (const auto& s : scheme_registry())
-      if (s.reads_task_positions) {
-        can.push_back(s.name);
-        if (s.default_placement == Placement::Input && s.name != "none") embed.push_back(s.name);
-      }
-    throw ConfigError(
-        key + "=" + scheme.name + " cannot read the position ids " + what +
-        " defines; schemes that can: " + join(can, ", ") +
-        (paired ? ""
-                : " (or put " + join(embed, " or ") + " in model.positional.input, beside a scheme in attention)"));
-  }
-  // A table of positions must hold the largest id of training (with its
-  // offsets) and of every evaluation length.
-  const auto rows = options.find("max_positions");
-  if (rows == options.end()) return;
-  std::vector<int64_t> lengths = c.eval.lengths;
-  lengths.push_back(c.task.max_length);
-  lengths.insert(lengths.end(), c.eval.operand_grid.begin(), c.eval.operand_grid.end());
-  for (const int64_t length : lengths) {
-    const int64_t end = task.positions_end(c.task, length);
-    if (end > rows->get<int64_t>())
-      throw ConfigError(std::string(paired ? "model.positional.input" : "model.positional") +
-                        ".max_positions=" + std::to_string(rows->get<int64_t>()) + ": " + what + " gives length " +
-                        std::to_string(length) + " ids up to " + std::to_string(end - 1) +
-                        "; the table needs at least " + std::to_string(end) + " rows");
-  }
+  // The schemes that read them: the input slot's where there is one (then
+  // model.positional.type acts in attention over 0..L-1, unless task_ids is
+  // "both"), else the one scheme.
+  const PositionalConfig& p = c.model.positional;
+  const bool paired = p.input != "none";
+  if (paired) check_scheme_reads_task_ids(c, task, what, "model.positional.input", p.input, p.input_options, true);
+  if (!paired || p.task_ids == "both")
+    check_scheme_reads_task_ids(c, task, what, "model.positional.type", p.type, p.options, false);
 }
 
 }  // namespace
@@ -510,6 +531,7 @@ json config_to_json(const Config& c) {
     json input = c.model.positional.input_options;
     input["type"] = c.model.positional.input;
     positional["input"] = input;
+    if (c.model.positional.task_ids != "input") positional["task_ids"] = c.model.positional.task_ids;
   }
   json out = {
       {"model",

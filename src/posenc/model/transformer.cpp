@@ -183,8 +183,9 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
           : ids;
   Positions pos{ids, keys, end, &memo, padding};
   // A task's own ids (B, L) go to the embedding scheme (the input slot's, where
-  // model.positional.input holds one), or, with no input slot, to the biases
-  // of attention, whose causal mask still counts as above.
+  // model.positional.input holds one), and, with no input slot or with
+  // model.positional.task_ids "both", to the scheme in attention, whose causal
+  // mask still counts as above.
   Positions embed_pos = pos;
   if (task_positions.defined()) {
     TORCH_CHECK(task_positions.device().is_cpu() && task_positions.dim() == 2 &&
@@ -194,7 +195,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
     const int64_t task_end = task_positions.numel() ? task_positions.max().item<int64_t>() + 1 : 0;  // a CPU read
     embed_pos.q = embed_pos.k = task_positions.to(tokens.device());
     embed_pos.end = task_end;
-    if (input_scheme_ == nullptr) {
+    if (input_scheme_ == nullptr || cfg_.positional.task_ids == "both") {
       pos.task_q = embed_pos.q;  // (B, L)
       pos.task_k = pos.task_q;
       pos.task_end = task_end;
