@@ -115,7 +115,8 @@ TEST(Translation, TheExampleFileSplitsIntoHeldOutAndTrainingPairs) {
   // An evaluation set of length 24 holds held-out pairs whose targets have 24 characters.
   const auto set = task->fixed_set(24, 1000, 0);
   ASSERT_GT(set.tokens.size(0), 0);
-  EXPECT_EQ(set.tokens.size(1), task->sequence_length(24));
+  EXPECT_LE(set.tokens.size(1), task->sequence_length(24)) << "no wider than the longest source makes it";
+  EXPECT_EQ(set.tokens.size(1), set.answer_start + 24 + 1) << "sources, SEP, 24 characters and the end token";
   for (int64_t r = 0; r < set.tokens.size(0); ++r) {
     const std::string target = answer_text(*task, set, r);
     EXPECT_EQ(task->encode_text(target).size(), 24u) << target;
@@ -251,6 +252,43 @@ TEST(Translation, TrainingLengthsWithoutPairsAreRefusedUpFront) {
   const std::string kind = error_of([&] { config_from_json(j); });
   EXPECT_NE(kind.find("model.kind=decoder"), std::string::npos) << kind;
   EXPECT_NE(kind.find("encoder_decoder"), std::string::npos) << kind;
+}
+
+// A batch is as wide as its own longest source: one long line in the file
+// widens the batches that hold it, not every batch.
+TEST(Translation, ABatchIsAsWideAsItsOwnLongestSource) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "a" + std::to_string(i) + " b\tc" + std::to_string(i) + " d\n";
+  std::string long_source = "a";
+  for (int i = 0; i < 250; ++i) long_source += " b";
+  text += long_source + "\tc d\n";  // line 41: a source of 251 words
+  const std::string path = file_with("long_source.tsv", text);
+  const auto task = translation_task({"task.tokens=\"word\"", "task.path=" + json(path).dump(), "task.min_length=2",
+                                      "task.max_length=2", "task.val_fraction=0.1"});
+  EXPECT_EQ(task->sequence_length(2), 251 + 1 + 2 + 1) << "the longest example the task can make";
+  int64_t narrow = 0, wide = 0;
+  for (int64_t step = 0; step < 40; ++step) {
+    const TaskBatch b = task->train_batch(step, 4, 0);
+    EXPECT_TRUE(b.answer_start == 2 + 1 || b.answer_start == 251 + 1) << "step " << step << ": " << b.answer_start;
+    (b.answer_start == 3 ? narrow : wide) += 1;
+    EXPECT_EQ(b.tokens.size(1), b.answer_start + 2 + 1);
+  }
+  EXPECT_GT(narrow, 0) << "batches without the long line are as wide as their own sources";
+  const std::string error = error_of([&] {
+    posenc::testing::Scratch s("translation_wide");
+    json j = json::object();
+    for (const std::string o : {"model.kind=encoder_decoder", "task.type=translation", "task.tokens=\"word\"",
+                                "task.min_length=2", "task.max_length=2", "task.val_fraction=0.1",
+                                "train.batch_size=1048576", "eval.lengths=[2]"})
+      apply_override(j, o);
+    apply_override(j, "task.path=" + json(path).dump());
+    apply_override(j, "train.out_dir=" + json(s.path("run")).dump());
+    train(config_from_json(j), TrainRequest{});
+  });
+  EXPECT_NE(error.find("a training step at task.max_length with the longest source, 251 words at " + path + " line 41"),
+            std::string::npos)
+      << "the memory error names the line that makes the batches wide, not task.max_length alone: " << error;
+  EXPECT_NE(error.find("shorten or leave out that line"), std::string::npos) << error;
 }
 
 TEST(Translation, ShortRunLearnsTheExampleAndScoresItsBleu) {

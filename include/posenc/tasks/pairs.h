@@ -20,10 +20,12 @@ struct TokenPair {
 /// fixed random n of them (a pure function of seed and length), in pool order.
 std::vector<size_t> fixed_sample(std::vector<size_t> pool, int64_t n, int64_t seed, int64_t length);
 
-/// Rows `chosen` of `pairs`: (n, source_width + 1 + A + 1) tokens, A the longest
-/// target and at least `min_answer`, answer_start = source_width + 1, padded =
-/// true. SEP is `eos` + 1.
-TaskBatch pair_rows(const std::vector<TokenPair>& pairs, const std::vector<size_t>& chosen, int64_t source_width,
+/// Rows `chosen` of `pairs`: (n, S + 1 + A + 1) tokens, S the longest source of
+/// these rows and at least `min_source_width`, A the longest target and at
+/// least `min_answer`; answer_start = S + 1, padded = true. SEP is `eos` + 1.
+/// A batch is as wide as its own rows need: one long line in a file widens only
+/// the batches that hold it.
+TaskBatch pair_rows(const std::vector<TokenPair>& pairs, const std::vector<size_t>& chosen, int64_t min_source_width,
                     int64_t eos, int64_t min_answer = 0);
 
 }  // namespace posenc

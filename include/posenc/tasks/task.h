@@ -76,6 +76,10 @@ class Task {
   virtual nlohmann::json data_identity() const { return nlohmann::json::object(); }
   /// The token that ends an answer of varying length (0: answers have a fixed length).
   virtual int64_t end_token() const { return 0; }
+  /// Where the task's data, not the length, makes an example wide (translation:
+  /// "the longest source, N words at FILE line L"), for memory errors to name
+  /// the cause; empty for tasks whose width follows from the length alone.
+  virtual std::string widest_data() const { return {}; }
   /// The longest length training saw, for marking evaluation lengths beyond it:
   /// task.max_length (`configured`), unless the task's data decides it (SCAN's split).
   virtual int64_t longest_training_length(int64_t configured) const { return configured; }

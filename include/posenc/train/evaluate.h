@@ -143,7 +143,10 @@ void check_model_fits(const ModelConfig& model, int64_t vocab_size, torch::Devic
 /// `tokens` tokens would need more memory than there is (as above), by an
 /// upper estimate: weights, gradients, AdamW's moments and what the backward
 /// pass keeps per layer.
-void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device);
+/// `widest`: what in the task's data makes the examples that wide
+/// (Task::widest_data), named in the error; empty where the length decides it.
+void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device,
+                         const std::string& widest = {});
 /// That upper estimate, in bytes.
 double training_memory_bytes(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device);
 /// The peak of one run of `cfg` on `device` by the same estimates: its training

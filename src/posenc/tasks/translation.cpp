@@ -99,6 +99,11 @@ class TranslationTask : public Task {
   int64_t vocab_size() const override { return eos(); }
   int64_t end_token() const override { return eos(); }
   int64_t sequence_length(int64_t length) const override { return data().source_width + 1 + length + 1; }
+  std::string widest_data() const override {
+    const Data& d = data();
+    return fmt::format("the longest source, {} {} at {} line {}", d.source_width, tokens_word(), path_,
+                       d.source_width_line);
+  }
 
   nlohmann::json data_identity() const override {
     return {{"bytes", static_cast<int64_t>(data().bytes)},
@@ -113,7 +118,7 @@ class TranslationTask : public Task {
     std::uniform_int_distribution<size_t> pick(0, d.train.size() - 1);
     std::vector<size_t> chosen;
     for (int64_t i = 0; i < batch_size; ++i) chosen.push_back(d.train[pick(rng)]);
-    return pair_rows(d.pairs, chosen, d.source_width, eos());
+    return pair_rows(d.pairs, chosen, 0, eos());
   }
 
   /// Up to n held-out pairs whose target has `length` tokens (none: an empty set).
@@ -121,7 +126,7 @@ class TranslationTask : public Task {
     const Data& d = data();
     const auto it = d.held_out_by_length.find(length);
     std::vector<size_t> pool = it == d.held_out_by_length.end() ? std::vector<size_t>{} : it->second;
-    return pair_rows(d.pairs, fixed_sample(std::move(pool), n, seed, length), d.source_width, eos(), length);
+    return pair_rows(d.pairs, fixed_sample(std::move(pool), n, seed, length), 0, eos(), length);
   }
 
   void check_eval_length(int64_t length) const override {
@@ -172,7 +177,8 @@ class TranslationTask : public Task {
     std::vector<TokenPair> pairs;
     std::vector<size_t> train;  // pairs to train on: not held out, target within the training lengths
     std::map<int64_t, std::vector<size_t>> train_by_length, held_out_by_length;
-    int64_t source_width = 0;  // the longest source, in tokens
+    int64_t source_width = 0;       // the longest source, in tokens
+    size_t source_width_line = 0;   // its line in the file (1-based)
     size_t bytes = 0;
     std::string checksum;
   };
@@ -252,7 +258,10 @@ class TranslationTask : public Task {
       const std::string why = "the run's vocabulary (the file has changed since the run recorded its vocabulary)";
       for (const auto& t : lines[i].first) p.source.push_back(token_id(t, where, why));
       for (const auto& t : lines[i].second) p.target.push_back(token_id(t, where, why));
-      d.source_width = std::max(d.source_width, static_cast<int64_t>(p.source.size()));
+      if (static_cast<int64_t>(p.source.size()) > d.source_width) {
+        d.source_width = static_cast<int64_t>(p.source.size());
+        d.source_width_line = i + 1;
+      }
       d.pairs.push_back(std::move(p));
     }
 

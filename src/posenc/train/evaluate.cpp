@@ -263,11 +263,14 @@ void check_evaluation_fits(const Transformer& model, const Task& task, const Eva
   for (int64_t length : lengths) {
     const int64_t tokens = task.sequence_length(length);
     const int64_t batch = evaluation_batch_size(model, tokens, spec.sets.max_batch_tokens);
+    const std::string widest = task.widest_data();
     require_memory(
         evaluation_memory_bytes(model, tokens, spec.sets.samples_per_length, spec.sets.max_batch_tokens, device),
-        device, fmt::format("evaluation at length {}", length),
+        device, fmt::format("evaluation at length {}{}", length, widest.empty() ? "" : " with " + widest),
         fmt::format("{} examples, {} at a time", spec.sets.samples_per_length, batch),
-        batch > 1 ? "lower eval.max_batch_tokens or eval.samples_per_length" : "evaluate shorter lengths");
+        !widest.empty() ? "shorten or leave out that line"
+        : batch > 1     ? "lower eval.max_batch_tokens or eval.samples_per_length"
+                        : "evaluate shorter lengths");
   }
 }
 
@@ -310,13 +313,17 @@ void check_model_fits(const ModelConfig& m, int64_t vocab_size, torch::Device de
                              : "start fewer ranks");
 }
 
-void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device) {
+void check_training_fits(const Transformer& model, int64_t tokens, int64_t batch_size, torch::Device device,
+                         const std::string& widest) {
   const auto& m = model->config();
-  require_memory(training_memory_bytes(model, tokens, batch_size, device), device, "a training step at task.max_length",
+  require_memory(training_memory_bytes(model, tokens, batch_size, device), device,
+                 widest.empty() ? std::string("a training step at task.max_length")
+                                : "a training step at task.max_length with " + widest,
                  fmt::format("{} examples of {} tokens, {} layers x {} heads, with the weights, gradients and "
                              "AdamW's moments",
                              batch_size, model->model_length(tokens), m.layers, m.heads),
-                 "lower train.batch_size or task.max_length");
+                 widest.empty() ? "lower train.batch_size or task.max_length"
+                                : "shorten or leave out that line, or lower train.batch_size");
 }
 
 double run_memory_bytes(const Config& cfg, torch::Device device) {

@@ -256,7 +256,8 @@ class TrainingRun {
                         std::to_string(longest) + " positions of the longest training example (task.max_length)");
     record_data_identity();
     check_batch_divides(cfg_.train, world_);
-    check_training_fits(model_, task_->sequence_length(cfg_.task.max_length), cfg_.train.batch_size / world_, device_);
+    check_training_fits(model_, task_->sequence_length(cfg_.task.max_length), cfg_.train.batch_size / world_, device_,
+                        task_->widest_data());
     // A length that cannot be evaluated fails now, not after the training: the
     // validation sets (of up to task.max_length) and the final evaluation's.
     task_->check_training_lengths(cfg_.task.min_length, cfg_.task.max_length);
