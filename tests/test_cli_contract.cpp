@@ -141,6 +141,30 @@ const std::map<std::string, Command>& commands() {
   return table;
 }
 
+/// How each command meets a stop signal: the line of a run long enough to be
+/// stopped (placeholders as in commands(), filled the same way), or, for a
+/// command with no long loop, why it has none. Every command has an entry, so a
+/// new one states how it stops.
+struct LongRun {
+  std::string line;
+  std::string why_none;
+};
+
+const std::map<std::string, LongRun>& long_runs() {
+  static const std::map<std::string, LongRun> table = {
+      {"train", {"train {config} --no-progress --set train.steps=10000000 --out {--out}", ""}},
+      {"eval", {"eval {checkpoint} --lengths 256 --samples 100000 --out {--out}", ""}},
+      {"generate", {"generate {checkpoint} --prompt ab --tokens 1000000 --out {--out}", ""}},
+      {"translate", {"translate {checkpoint} --input walk --beam 8 --max-tokens 65536", ""}},
+      {"compare", {"compare {config} --jobs 1 --no-progress --no-figures --out {--out}", ""}},
+      {"bench", {"bench {config} --no-python --out {--out}", ""}},
+      {"list", {"", "prints the registries"}},
+      {"inspect", {"", "one scheme's tensors, capped at 4,194,304 numbers"}},
+      {"attention", {"", "one forward pass, capped at 4,194,304 numbers"}},
+  };
+  return table;
+}
+
 /// `text` in lower case (ASCII).
 std::string lower(std::string text) {
   for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -215,8 +239,14 @@ struct Fixtures {
 
   /// `command`'s line with `arg` set to `value` and every other file argument to one that works.
   std::string line(const std::string& command, const std::string& arg, const std::string& value) {
+    return fill(command, commands().at(command).line, arg, value);
+  }
+
+  /// `text` (a line of `command`) with its placeholders filled as line() does.
+  std::string fill(const std::string& command, const std::string& text, const std::string& arg = "",
+                   const std::string& value = "") {
     const Command& c = commands().at(command);
-    std::string out = c.line;
+    std::string out = text;
     for (const auto& [name, kind] : c.args) {
       const std::string placeholder = "{" + name + "}";
       const auto at = out.find(placeholder);
@@ -300,4 +330,31 @@ TEST(CliContract, EveryOutputKeepsAUsersFilesAndRefusesTheRootAndAReadOnlyPlace)
   for (const auto& name : names) EXPECT_EQ(read_file(f.s.path("users/" + name)), "mine\n") << name;
   EXPECT_EQ(read_file(f.s.path("users-file.json")), "mine\n");
   EXPECT_TRUE(fs::is_empty(f.s.dir / "ro")) << "something was written under the read-only place";
+}
+
+// Every long loop polls the one stop flag: SIGTERM (Slurm, `timeout`) during a
+// long run of each command ends it with its own "stopped by SIGTERM" line and
+// exit 143, within seconds, never by the default action or a hang.
+TEST(CliContract, EveryLongRunStopsOnSigtermWithItsOwnLine) {
+  for (const auto& [command, c] : commands())
+    ASSERT_TRUE(long_runs().count(command)) << "posenc " << command << " has no entry in long_runs()";
+  Fixtures f;
+  nlohmann::json grid = posenc::testing::tiny_grid();
+  grid["set"]["train.steps"] = 10000000;
+  write_file_atomic(f.s.path("long-grid.json"), grid.dump());
+  f.defaults["compare/config"] = f.s.path("long-grid.json");
+  for (const auto& [command, run] : long_runs()) {
+    if (run.line.empty()) {
+      EXPECT_FALSE(run.why_none.empty()) << command;
+      continue;
+    }
+    const std::string line = f.fill(command, run.line);
+    // SIGTERM after 5 s to the command's process group (as Slurm and a terminal
+    // signal a whole job), SIGKILL 60 s later if it does not end: exit 137.
+    const auto r = run_cli(line, "timeout --preserve-status -k 60 -s TERM 5");
+    EXPECT_EQ(r.code, 128 + 15) << line << ":\n" << r.output.substr(0, 3000);
+    EXPECT_NE(r.output.find("stopped by SIGTERM"), std::string::npos)
+        << line << ": the command's own line, not the default action:\n"
+        << r.output.substr(0, 3000);
+  }
 }

@@ -13,6 +13,7 @@
 #include "posenc/bench/bench.h"
 #include "posenc/bench/python_worker.h"
 #include "posenc/train/run_dir.h"
+#include "posenc/util/interrupt.h"
 #include "posenc/util/python.h"
 #include "posenc/util/text.h"
 #include "posenc/util/io.h"
@@ -107,6 +108,7 @@ TimedCase time_case(const BenchOptions& o, const std::vector<BenchCase>& cases, 
   TimedCase t;
   const int rounds = worker ? 2 : 1;
   for (int round = 0; round < rounds; ++round) {
+    throw_if_interrupted();
     const BenchResult now = run_bench_case(c, o.bf16, explicit_attention);
     if (round == 0 || now.train_ms < t.cpp.train_ms) t.cpp = now;
     if (!with_python) continue;
@@ -235,8 +237,20 @@ int run_benchmark(const BenchOptions& o) {
   spdlog::info("bench {}: {} cases on {}, {} thread(s){}; matrix-product peak {:.1f} GFLOP/s", o.config, cases.size(),
                o.device, o.threads, o.bf16 ? ", bf16 autocast" : "", peak);
   json rows = json::array();
+  const InterruptGuard stop_cleanly;  // a signal stops between measurements; nothing is written
   for (size_t i = 0; i < cases.size(); ++i) {
-    const TimedCase t = cases[i].skipped.empty() ? time_case(o, cases, i, worker.get()) : TimedCase{};
+    TimedCase t;
+    try {
+      if (cases[i].skipped.empty()) t = time_case(o, cases, i, worker.get());
+    } catch (const std::exception&) {
+      // A stop, or the PyTorch worker ended by the same signal (it shares the terminal's process group).
+      const int sig = interrupt_signal();
+      if (sig == 0) throw;
+      worker.reset();
+      spdlog::info("bench stopped by {} after {} of {} cases: no results written to {}", signal_name(sig), i,
+                   cases.size(), o.out);
+      throw Interrupted(sig);
+    }
     log_case(cases[i], t, peak);
     rows.push_back(case_row(cases[i], t, peak));
   }
