@@ -205,6 +205,26 @@ TEST(Signals, SigintGivesExit130AndASecondSignalStopsAtOnce) {
   EXPECT_TRUE(temporaries(s.dir).empty());
 }
 
+// Slurm's `scancel --signal=TERM --full` and partition preemption signal every
+// process of the job, and the job script forwards the same signal: a run gets
+// SIGTERM two or three times for one stop, and must still checkpoint.
+TEST(Signals, ARepeatedSigtermIsTheSameStopAndStillCheckpoints) {
+  Scratch s("sigterm_twice");
+  const std::string config = write_config(s, "c.json", {"train.steps=100000", "train.checkpoint_every=100000"});
+  const fs::path run = s.dir / "run";
+  const pid_t pid = posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
+  ASSERT_TRUE(wait_for([&] { return logged_step(run) >= 20; }, 120));
+  for (int i = 0; i < 3; ++i) {  // apart, so that they do not merge into one pending signal
+    ::kill(pid, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto end = posenc::testing::wait_child(pid);
+  const std::string log = posenc::tail_lines(s.path("log"), 10);
+  EXPECT_EQ(end.code, 143) << "signal " << end.signal << "\n" << log;
+  EXPECT_NE(log.find("stopped by SIGTERM at step"), std::string::npos) << log;
+  EXPECT_NO_THROW(load_model((run / "checkpoint.pt").string(), torch::kCPU)) << "the stop's checkpoint";
+}
+
 TEST(Signals, EvalStoppedBySignalWritesNoResultsFile) {
   Scratch s("sigeval");
   const std::string config = write_config(s, "c.json", {"train.steps=10", "eval.lengths=[8]"});

@@ -1,8 +1,10 @@
 // SIGINT, SIGTERM and SIGHUP as a request to stop cleanly. While an InterruptGuard is
 // alive, the first signal only sets a flag that long loops poll (training
 // finishes its step and writes a checkpoint; evaluation stops between
-// batches); a second signal of either kind ends the process at once with the
-// default action. Nothing is lost either way: every file is written atomically.
+// batches); a second SIGINT (Ctrl-C again) or a signal of another kind ends
+// the process at once with the default action, while a repeat of the SIGTERM
+// or SIGHUP that asked to stop is the same stop (a cluster can deliver it
+// twice: to every process of a job step, and through the job script). Nothing is lost either way: every file is written atomically.
 // No torch here.
 #pragma once
 

@@ -16,8 +16,13 @@ struct sigaction g_old[3];
 
 extern "C" void on_stop_signal(int sig) {
   if (g_requested.load()) {
-    // The second signal: stop now, as if no handler were installed (it is
-    // delivered when this handler returns and unblocks it).
+    // A repeat of SIGTERM or SIGHUP is the same stop arriving twice: Slurm
+    // signals every process of a job step and the job script forwards the
+    // same signal, and a cluster's hard stop comes as SIGKILL after its grace
+    // anyway. Ctrl-C pressed again, or another signal, means stop now.
+    if (sig == g_signal.load() && sig != SIGINT) return;
+    // Stop now, as if no handler were installed (the signal is delivered
+    // when this handler returns and unblocks it).
     ::signal(sig, SIG_DFL);
     ::raise(sig);
     return;
@@ -39,7 +44,16 @@ InterruptGuard::InterruptGuard() {
 }
 
 InterruptGuard::~InterruptGuard() {
-  for (size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &g_old[i], nullptr);
+  // After a stop by SIGTERM or SIGHUP the process is on its way out with
+  // 128 + signal: later repeats of that signal stay ignored, not fatal.
+  const int stopping = interrupt_signal();
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) {
+    if (kStopSignals[i] == stopping && stopping != SIGINT) {
+      ::signal(stopping, SIG_IGN);
+      continue;
+    }
+    ::sigaction(kStopSignals[i], &g_old[i], nullptr);
+  }
 }
 
 int interrupt_signal() { return g_requested.load() ? g_signal.load() : 0; }
