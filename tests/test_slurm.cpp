@@ -99,7 +99,7 @@ TEST(SlurmScript, OneArrayTaskPerRunWithThrottleGraceSignalAndRequeue) {
   s.sbatch = {"--qos=low"};
   const std::string script = array_script(a, s);
   for (const char* line :
-       {"#SBATCH --array=0-3%2\n", "#SBATCH --cpus-per-task=3\n", "#SBATCH --signal=B:TERM@120\n",
+       {"#SBATCH --array=0-3%2\n", "#SBATCH --cpus-per-task=3\n", "#SBATCH --signal=B:USR1@120\n",
         "#SBATCH --requeue\n", "#SBATCH --output=/shared/out/logs/slurm-%A_%a.log\n", "#SBATCH --partition=short\n",
         "#SBATCH --time=1:00:00\n", "#SBATCH --gpus-per-task=1\n", "#SBATCH --qos=low\n", "'it'\\''s'",
         "cd '/shared/work dir' || exit 1", "'/opt/posenc' 'compare' '/shared/grid.json' '--run' \"$run\"",
@@ -113,6 +113,26 @@ TEST(SlurmScript, OneArrayTaskPerRunWithThrottleGraceSignalAndRequeue) {
 
   EXPECT_EQ(split_into_arrays({"a", "b", "c", "d", "e"}, 2),
             (std::vector<std::vector<std::string>>{{"a", "b"}, {"c", "d"}, {"e"}}));
+}
+
+// Slurm's time formats, and a limit that leaves nothing before the grace
+// signal refused: each segment would be stopped as it starts.
+TEST(SlurmScript, ATimeLimitMustLeaveTimeBeforeTheGraceSignal) {
+  using posenc::slurm_time_seconds;
+  EXPECT_EQ(slurm_time_seconds("90"), 90 * 60);
+  EXPECT_EQ(slurm_time_seconds("2:30"), 2 * 60 + 30);
+  EXPECT_EQ(slurm_time_seconds("1:00:00"), 3600);
+  EXPECT_EQ(slurm_time_seconds("1-0"), 86400);
+  EXPECT_EQ(slurm_time_seconds("1-2:03"), 86400 + 2 * 3600 + 3 * 60);
+  EXPECT_EQ(slurm_time_seconds("0-0:01:30"), 90);
+  EXPECT_EQ(slurm_time_seconds("UNLIMITED"), -1);
+  EXPECT_EQ(error_of([] { posenc::check_time_beyond_grace("2", "--time"); }),
+            "--time=2 is 120 s, not more than the 120 s before the time limit at which Slurm signals each run to "
+            "checkpoint: every segment would be stopped as it starts; give more time (e.g. 1:00:00)");
+  EXPECT_NE(error_of([] { posenc::check_time_beyond_grace("0:01:30", "g.json.slurm.time"); }).find("g.json.slurm.time=0:01:30 is 90 s"),
+            std::string::npos);
+  EXPECT_EQ(error_of([] { posenc::check_time_beyond_grace("2:01", "--time"); }), "(no error)");
+  EXPECT_EQ(error_of([] { posenc::check_time_beyond_grace("infinite", "--time"); }), "(no error)");
 }
 
 TEST(SlurmScript, TheGridsSlurmBlockIsCheckedLikeAnyConfig) {
@@ -271,7 +291,62 @@ bool wait_for_queue_to_empty(const std::string& job, double seconds) {
   return false;
 }
 
+/// How many times `what` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+/// Waits until `file` holds `what` at least `n` times (or `seconds` pass).
+bool wait_for_lines(const std::string& file, const std::string& what, size_t n, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (fs::exists(file) && occurrences(read_file(file), what) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
 }  // namespace
+
+// Every way Slurm stops a task: SIGTERM to every process of the job
+// (`scancel --full`, as PreemptMode=REQUEUE does) and USR1 to the script (the
+// time limit's `--signal=B:USR1@grace`). Each time the run checkpoints, the
+// script says what the run wrote and requeues it, and it resumes.
+TEST(SlurmCluster, EveryWayTheClusterStopsATaskCheckpointsAndRequeuesIt) {
+  if (!posenc::testing::slurm_cluster_up())
+    GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
+  Scratch s("slurmstops");
+  json grid = posenc::testing::tiny_grid();
+  grid["schemes"] = {"none"};
+  grid["set"]["train.steps"] = 100000000;  // ended below with SIGKILL, which is never requeued
+  grid["set"]["train.checkpoint_every"] = 100000000;
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const std::string out = s.path("out"), compare = "compare " + s.path("grid.json") + " --out " + out;
+  ASSERT_EQ(run_cli(compare + " --slurm --no-progress").code, 0);
+  const std::string job = read_json_file(out + "/slurm/jobs.json")["arrays"][0]["job_id"];
+  const std::string log = out + "/logs/none-projected-max-s0.log", slurm_log = out + "/logs/slurm-" + job + "_0.log";
+  const std::vector<std::vector<std::string>> stops = {{"--signal=TERM", "--full"}, {"--signal=USR1", "--batch"}};
+  for (size_t k = 0; k < stops.size(); ++k) {
+    SCOPED_TRACE(stops[k][0] + " " + stops[k][1]);
+    // This segment runs: its first log lines are there, and a few steps.
+    ASSERT_TRUE(wait_for_lines(log, k == 0 ? "train dir=" : "resuming", k == 0 ? 1 : k, 120))
+        << run_cli(compare + " --status").output;
+    ASSERT_TRUE(wait_for_lines(log, "info step ", 1, 60));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::string said;
+    ASSERT_EQ(posenc::run_command({"scancel", stops[k][0], stops[k][1], job + "_0"}, said), 0) << said;
+    EXPECT_TRUE(wait_for_lines(log, "stopped by SIGTERM at step", k + 1, 60)) << read_file(log);
+    EXPECT_TRUE(wait_for_lines(slurm_log, "checkpoint written to", k + 1, 60))
+        << "the script says what the run wrote:\n"
+        << read_file(slurm_log);
+  }
+  EXPECT_TRUE(wait_for_lines(log, "resuming", stops.size(), 120)) << read_file(log);
+  std::string said;
+  posenc::run_command({"scancel", "--signal=KILL", "--full", job}, said);
+  EXPECT_TRUE(wait_for_queue_to_empty(job, 120)) << run_cli(compare + " --status").output;
+}
 
 TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {
   if (!posenc::testing::slurm_cluster_up())

@@ -32,7 +32,17 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("--device", o.device, "auto | cpu | cuda (overrides train.device)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--threads", o.threads, "intra-op threads (overrides train.threads)")->check(integer_in(1, 1024));
-  app.add_flag("--resume", o.resume, "continue the run in the run directory from its checkpoint");
+  // --resume alone (CLI11 gives it the default_str, "yes"), or --resume=auto.
+  app.add_option("--resume", o.resume,
+                 "continue the run in the run directory from its checkpoint; --resume=auto: continue it if the "
+                 "directory holds a checkpoint, else start it (for jobs that a cluster may requeue)")
+      ->expected(0, 1)
+      ->default_str("yes")
+      ->check([](const std::string& v) {
+        return v.empty() || v == "yes" || v == "auto" ? std::string()
+                                        : "takes no value (continue the run) or =auto (continue it if there is a "
+                                          "checkpoint, else start it), not \"" + v + "\"; give the config before it";
+      });
   app.add_flag("--no-progress", o.no_progress, "log lines instead of the updating progress line");
   app.add_option("--nproc", o.nproc,
                  "train one model on N local processes (data parallel, as torchrun --standalone "
@@ -42,12 +52,33 @@ void setup_train(CLI::App& app, TrainOptions& o) {
 
 namespace {
 
-/// The --set overrides plus those of --out, --device and --threads.
+/// SLURM_CPUS_PER_TASK (sbatch/srun --cpus-per-task) where it is a count of
+/// 1..1024, else 0.
+int slurm_cpus_per_task() {
+  const char* value = std::getenv("SLURM_CPUS_PER_TASK");
+  if (value == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || n < 1 || n > 1024) {
+    spdlog::warn("SLURM_CPUS_PER_TASK={} is not a count of CPUs; train.threads stays the config's", value);
+    return 0;
+  }
+  return static_cast<int>(n);
+}
+
+/// The --set overrides plus those of --out, --device and --threads (or, under
+/// Slurm without --threads, SLURM_CPUS_PER_TASK).
 std::vector<std::string> train_overrides(const TrainOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (!o.out.empty()) overrides.push_back("train.out_dir=" + nlohmann::json(o.out).dump());
   if (!o.device.empty()) overrides.push_back("train.device=" + o.device);
-  if (o.threads > 0) overrides.push_back("train.threads=" + std::to_string(o.threads));
+  if (o.threads > 0) {
+    overrides.push_back("train.threads=" + std::to_string(o.threads));
+  } else if (const int cpus = slurm_cpus_per_task(); cpus > 0) {
+    // Under Slurm the CPUs the job was given are the default, not the config's count.
+    spdlog::info("train.threads={} from SLURM_CPUS_PER_TASK (--threads overrides it)", cpus);
+    overrides.push_back("train.threads=" + std::to_string(cpus));
+  }
   return overrides;
 }
 
@@ -58,9 +89,20 @@ std::vector<std::string> rank_command(const TrainOptions& o) {
   if (!o.out.empty()) argv.insert(argv.end(), {"--out", o.out});
   if (!o.device.empty()) argv.insert(argv.end(), {"--device", o.device});
   if (o.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
-  if (o.resume) argv.push_back("--resume");
+  if (!o.resume.empty()) argv.push_back(o.resume == "auto" ? "--resume=auto" : "--resume");
   if (o.no_progress) argv.push_back("--no-progress");
   return argv;
+}
+
+/// Whether this run continues from a checkpoint: --resume, or --resume=auto
+/// where the run directory holds one (said in the log either way).
+bool resume_requested(const TrainOptions& o, const Config& cfg) {
+  if (o.resume != "auto") return !o.resume.empty();
+  const auto checkpoint = std::filesystem::path(cfg.train.out_dir) / run_files::kCheckpoint;
+  const bool found = std::filesystem::exists(checkpoint);
+  spdlog::info("--resume=auto: {}", found ? checkpoint.string() + " is there: continuing the run"
+                                          : "no checkpoint in " + cfg.train.out_dir + ": starting the run");
+  return found;
 }
 
 bool stopped_by_request(int code) { return code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP; }
@@ -179,7 +221,7 @@ int run_train(const TrainOptions& o) {
     spdlog::set_level(spdlog::level::warn);
   }
   log_environment();
-  options.resume = o.resume;
+  options.resume = resume_requested(o, cfg);
   options.progress = !o.no_progress && ::isatty(STDERR_FILENO) && options.launch.rank == 0;
   train(cfg, options);
   return 0;

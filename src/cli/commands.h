@@ -37,7 +37,9 @@ struct TrainOptions {
   std::string out;
   std::string device;
   int threads = 0;
-  bool resume = false;
+  /// "" (start a run), "yes" (--resume: continue it) or "auto" (--resume=auto:
+  /// continue the run if the directory holds a checkpoint, else start it).
+  std::string resume;
   bool no_progress = false;
   int nproc = 1;
 };

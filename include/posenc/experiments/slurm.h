@@ -27,6 +27,9 @@ struct SlurmSettings {
 /// would break the script (line breaks) are ConfigErrors naming `where`.
 SlurmSettings read_slurm_settings(const nlohmann::json& block, const std::string& where);
 
+/// How long before its time limit a task is signalled to checkpoint.
+constexpr int kSlurmGraceSeconds = 120;
+
 /// One job array: task i trains run_ids[i].
 struct ArraySpec {
   std::string job_name;
@@ -36,8 +39,17 @@ struct ArraySpec {
   std::string log_dir;                    ///< absolute; Slurm's own log and one log per run
   std::string workdir;                    ///< absolute; where each task starts
   std::vector<std::string> task_command;  ///< `posenc compare GRID ... --run`; the run id is appended
-  int grace_s = 120;                      ///< SIGTERM this long before the time limit: the run checkpoints
+  int grace_s = kSlurmGraceSeconds;       ///< signalled this long before the time limit: the run checkpoints
 };
+
+/// A Slurm time limit ("minutes", "minutes:seconds", "hours:minutes:seconds",
+/// "days-hours", "days-hours:minutes", "days-hours:minutes:seconds") in
+/// seconds; -1 for "UNLIMITED"/"INFINITE" or a form left for sbatch to judge.
+int64_t slurm_time_seconds(const std::string& time);
+
+/// Throws ConfigError naming `where` if `time` leaves no time to train before
+/// the grace signal (at or below kSlurmGraceSeconds).
+void check_time_beyond_grace(const std::string& time, const std::string& where);
 
 /// The sbatch script of one job array. A task stopped by the SIGTERM that
 /// Slurm sends before the time limit (or on preemption) has checkpointed, and

@@ -276,6 +276,7 @@ SlurmSettings merged_settings(const ComparePlan& plan, const SlurmSettings& flag
       throw ConfigError("--sbatch " + one_line(line, 80) + ": expected one sbatch option such as --qos=low");
   if (!flags.partition.empty()) s.partition = flags.partition;
   if (!flags.time.empty()) s.time = flags.time;
+  if (!s.time.empty()) check_time_beyond_grace(s.time, flags.time.empty() ? plan.source + ".slurm.time" : "--time");
   if (!flags.account.empty()) s.account = flags.account;
   if (flags.gpus_per_task > 0) s.gpus_per_task = flags.gpus_per_task;
   s.sbatch.insert(s.sbatch.end(), flags.sbatch.begin(), flags.sbatch.end());

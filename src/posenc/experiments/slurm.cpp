@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "posenc/config_overlay.h"
@@ -79,6 +80,27 @@ SlurmSettings read_slurm_settings(const json& block, const std::string& where) {
   return s;
 }
 
+int64_t slurm_time_seconds(const std::string& time) {
+  static const std::regex days(R"(^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$)");
+  static const std::regex clock(R"(^(\d+)(?::(\d+))?(?::(\d+))?$)");
+  std::smatch m;
+  const auto n = [&](size_t i) { return m[i].matched ? std::stoll(m[i].str()) : 0LL; };
+  if (time.size() > 24) return -1;
+  if (std::regex_match(time, m, days)) return ((n(1) * 24 + n(2)) * 60 + n(3)) * 60 + n(4);
+  if (!std::regex_match(time, m, clock)) return -1;  // UNLIMITED, INFINITE, or a form sbatch judges
+  if (m[3].matched) return (n(1) * 60 + n(2)) * 60 + n(3);  // hours:minutes:seconds
+  return n(1) * 60 + n(2);                                   // minutes[:seconds]
+}
+
+void check_time_beyond_grace(const std::string& time, const std::string& where) {
+  const int64_t seconds = slurm_time_seconds(time);
+  if (seconds < 0 || seconds > kSlurmGraceSeconds) return;
+  throw ConfigError(fmt::format(
+      "{}={} is {} s, not more than the {} s before the time limit at which Slurm signals each run to "
+      "checkpoint: every segment would be stopped as it starts; give more time (e.g. 1:00:00)",
+      where, time, seconds, kSlurmGraceSeconds));
+}
+
 std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
   if (a.run_ids.empty()) throw std::invalid_argument("array_script: no runs");
   std::ostringstream o;
@@ -92,7 +114,7 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
     << "#SBATCH --cpus-per-task=" << a.cpus_per_task << "\n"
     << "#SBATCH --output=" << (fs::path(a.log_dir) / "slurm-%A_%a.log").string() << "\n"
     << "#SBATCH --open-mode=append\n"
-    << "#SBATCH --signal=B:TERM@" << a.grace_s << "\n"
+    << "#SBATCH --signal=B:USR1@" << a.grace_s << "\n"
     << "#SBATCH --requeue\n";
   if (!s.partition.empty()) o << "#SBATCH --partition=" << s.partition << "\n";
   if (!s.time.empty()) o << "#SBATCH --time=" << s.time << "\n";
@@ -105,12 +127,19 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
     << "run=${runs[$SLURM_ARRAY_TASK_ID]}\n"
     << "cd " << shell_quote(a.workdir) << " || exit 1\n"
     << "echo \"$(date '+%F %T') task $SLURM_ARRAY_TASK_ID of job $SLURM_ARRAY_JOB_ID on $(hostname): $run\"\n";
+  const std::string log = shell_quote(a.log_dir + "/") + "\"$run.log\"";
+  o << "log=" << log << "\n"
+    << "before=$(cat \"$log\" 2>/dev/null | wc -l)\n";
   for (const auto& arg : a.task_command) o << shell_quote(arg) << " ";
-  o << "\"$run\" >>" << shell_quote(a.log_dir + "/") << "\"$run.log\" 2>&1 &\n"
+  o << "\"$run\" >>\"$log\" 2>&1 &\n"
     << "child=$!\n"
-    << "# Slurm signals this script " << a.grace_s << " s before the time limit and on preemption: posenc then\n"
-    << "# checkpoints the current step and exits 143.\n"
-    << "trap 'kill -TERM \"$child\" 2>/dev/null' TERM\n"
+    << "# Slurm sends USR1 to this script " << a.grace_s << " s before the time limit; preemption and scancel send\n"
+    << "# TERM, to this script or (--full, PreemptMode=REQUEUE) to every process of the job. Either way posenc gets\n"
+    << "# exactly one SIGTERM from here (a repeat from Slurm itself is the same stop to posenc): it checkpoints\n"
+    << "# the current step and exits 143.\n"
+    << "forwarded=\n"
+    << "stop() { [ -n \"$forwarded\" ] && return; forwarded=1; kill -TERM \"$child\" 2>/dev/null; }\n"
+    << "trap stop USR1 TERM\n"
     << "wait \"$child\"\n"
     << "status=$?\n"
     << "while kill -0 \"$child\" 2>/dev/null; do\n"
@@ -118,7 +147,11 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
     << "  status=$?\n"
     << "done\n"
     << "if [ \"$status\" -eq 143 ]; then\n"
-    << "  echo \"$(date '+%F %T') $run checkpointed after SIGTERM; back in the queue to resume\"\n"
+    << "  # What the run wrote, from its own log (this segment's lines only).\n"
+    << "  said=$(tail -n +$((before + 1)) \"$log\" 2>/dev/null | grep -a 'stopped by SIG' | tail -n 1)\n"
+    << "  said=${said#* info }\n"
+    << "  echo \"$(date '+%F %T') $run: ${said:-ended by SIGTERM without a checkpoint line in $log; it resumes from "
+       "its last checkpoint, if any}; back in the queue\"\n"
     << "  scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"\n"
     << "fi\n"
     << "exit \"$status\"\n";
