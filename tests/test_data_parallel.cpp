@@ -298,6 +298,30 @@ TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
   expect_same_training(straight, run);
 }
 
+// Ctrl-C on the terminal reaches the launcher alone (the ranks have process
+// groups of their own), which passes it on as the same signal: every rank
+// stops at one step, checkpoints, and the command exits 130, as one process does.
+TEST(DataParallel, CtrlCToTheLauncherStopsEveryRankAsSigint) {
+  Scratch s("dp_ctrl_c");
+  const std::string cfg = posenc::testing::write_config(
+      s, "c.json",
+      {"train.steps=100000", "train.log_every=10", "train.eval_every=100000", "train.checkpoint_every=100000",
+       "eval.lengths=[8]", "train.device=\"cpu\""});
+  const auto run = s.dir / "run";
+  const std::string log = s.path("launcher.log");
+  const pid_t launcher =
+      posenc::testing::start_cli({"train", cfg, "--no-progress", "--nproc", "2", "--out", run.string()}, log);
+  ASSERT_TRUE(wait_for_training(run)) << read_file(log);
+  ::kill(launcher, SIGINT);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const std::string out = read_file(log);
+  EXPECT_EQ(exit_status(status), 130) << out;
+  EXPECT_NE(out.find("stopped by SIGINT at step"), std::string::npos) << out;
+  EXPECT_EQ(out.find("SIGTERM"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(run / "checkpoint.pt")) << out;
+}
+
 // A rank killed outright: the other fails on its own (not killed by a
 // launcher) well within a minute, with an error that names the lost rank.
 TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {

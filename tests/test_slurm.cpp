@@ -275,6 +275,30 @@ TEST(SlurmGrid, WithoutSbatchTheScriptIsWrittenAndTheCommandShown) {
   EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --slurm --status").code, 2);
 }
 
+// A job that a cluster may requeue runs `train --resume=auto`: the first start
+// starts the run, a requeued one continues it. Under Slurm the CPUs the job was
+// given (SLURM_CPUS_PER_TASK) are train.threads unless --threads says otherwise.
+TEST(SlurmRecipe, ResumeAutoStartsOrContinuesAndThreadsFollowTheCpusGiven) {
+  Scratch s("resume_auto");
+  const std::string config = posenc::testing::write_config(s, "c.json", {"train.steps=20", "eval.lengths=[8]"});
+  const std::string run = s.path("run"), train = "train " + config + " --no-progress --out " + run;
+  auto r = run_cli(train + " --resume=auto", "SLURM_CPUS_PER_TASK=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "--resume=auto: no checkpoint in " + run + ": starting the run")) << r.output;
+  EXPECT_TRUE(contains(r.output, "train.threads=2 from SLURM_CPUS_PER_TASK")) << r.output;
+  EXPECT_EQ(read_json_file(run + "/config.json")["train"]["threads"], 2);
+  r = run_cli(train + " --resume=auto --set train.steps=30 --threads 1", "SLURM_CPUS_PER_TASK=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "is there: continuing the run")) << r.output;
+  EXPECT_TRUE(contains(r.output, "resuming " + run + " at step 20")) << r.output;
+  EXPECT_FALSE(contains(r.output, "from SLURM_CPUS_PER_TASK")) << "--threads decides";
+  r = run_cli(train + " --resume=maybe");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "--resume");
+  r = run_cli(train + " --resume=auto --set train.steps=30", "SLURM_CPUS_PER_TASK=lots");
+  EXPECT_TRUE(contains(r.output, "SLURM_CPUS_PER_TASK=lots is not a count of CPUs")) << r.output;
+}
+
 // ---------------------------------------------------------------- a real cluster
 
 namespace {

@@ -174,9 +174,10 @@ int launch_local_ranks(const TrainOptions& o) {
   // When to kill the ranks still running after one failed; max() while none has.
   Clock::time_point kill_at = Clock::time_point::max();
   while (!rank_of.empty()) {
-    // Each stop request once to every rank (a second one ends them, as it would one process).
-    if (interrupt_signal() != 0 && !passed_stop) {
-      for (const auto& [pid, _] : rank_of) ::kill(pid, SIGTERM);
+    // Each stop request once to every rank, as the signal it came as (Ctrl-C
+    // stays SIGINT: exit 130), since the ranks' process groups are their own.
+    if (const int sig = interrupt_signal(); sig != 0 && !passed_stop) {
+      for (const auto& [pid, _] : rank_of) ::kill(pid, sig);
       passed_stop = true;
     }
     if (Clock::now() > kill_at) {

@@ -79,9 +79,9 @@ pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::s
   for (auto& a : added) env.push_back(a.data());
   env.push_back(nullptr);
   // Each child in a process group of its own: a Ctrl-C on the terminal reaches
-  // only the parent, which passes one SIGTERM on; a child that got the
-  // terminal's SIGINT as well would take the parent's SIGTERM as a second
-  // signal and stop without its checkpoint.
+  // only the parent, which passes the stop on once; a child that got the
+  // terminal's SIGINT as well would take the parent's signal as a second one
+  // and stop without its checkpoint.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
