@@ -38,6 +38,7 @@ void setup_train(CLI::App& app, TrainOptions& o) {
                  "directory holds a checkpoint, else start it (for jobs that a cluster may requeue)")
       ->expected(0, 1)
       ->default_str("yes")
+      ->option_text("[=auto]")
       ->check([](const std::string& v) {
         return v.empty() || v == "yes" || v == "auto" ? std::string()
                                         : "takes no value (continue the run) or =auto (continue it if there is a "
