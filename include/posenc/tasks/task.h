@@ -50,7 +50,9 @@ class Task {
   /// Data tokens are 1..vocab_size(); the model's table has vocab_size() + 2 rows.
   virtual int64_t vocab_size() const = 0;
   /// Tokens of one example whose task length is `length` (the model reads one
-  /// fewer as a decoder: the last answer token is predicted, never fed).
+  /// fewer as a decoder: the last answer token is predicted, never fed); where
+  /// the data decides an example's width (widest_data), of the widest one, and
+  /// a batch is as wide as its own rows need, at most this.
   virtual int64_t sequence_length(int64_t length) const { return length; }
   /// A training batch for `step`: one length drawn from [min_length, max_length].
   virtual TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const = 0;
