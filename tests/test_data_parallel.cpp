@@ -303,10 +303,10 @@ TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
 // stops at one step, checkpoints, and the command exits 130, as one process does.
 TEST(DataParallel, CtrlCToTheLauncherStopsEveryRankAsSigint) {
   Scratch s("dp_ctrl_c");
-  const std::string cfg = posenc::testing::write_config(
-      s, "c.json",
-      {"train.steps=100000", "train.log_every=10", "train.eval_every=100000", "train.checkpoint_every=100000",
-       "eval.lengths=[8]", "train.device=\"cpu\""});
+  const std::string cfg =
+      posenc::testing::write_config(s, "c.json",
+                                    {"train.steps=100000", "train.log_every=10", "train.eval_every=100000",
+                                     "train.checkpoint_every=100000", "eval.lengths=[8]", "train.device=\"cpu\""});
   const auto run = s.dir / "run";
   const std::string log = s.path("launcher.log");
   const pid_t launcher =

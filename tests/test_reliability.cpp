@@ -212,7 +212,8 @@ TEST(Signals, ARepeatedSigtermIsTheSameStopAndStillCheckpoints) {
   Scratch s("sigterm_twice");
   const std::string config = write_config(s, "c.json", {"train.steps=100000", "train.checkpoint_every=100000"});
   const fs::path run = s.dir / "run";
-  const pid_t pid = posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
+  const pid_t pid =
+      posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
   ASSERT_TRUE(wait_for([&] { return logged_step(run) >= 20; }, 120));
   for (int i = 0; i < 3; ++i) {  // apart, so that they do not merge into one pending signal
     ::kill(pid, SIGTERM);

@@ -129,7 +129,9 @@ TEST(SlurmScript, ATimeLimitMustLeaveTimeBeforeTheGraceSignal) {
   EXPECT_EQ(error_of([] { posenc::check_time_beyond_grace("2", "--time"); }),
             "--time=2 is 120 s, not more than the 120 s before the time limit at which Slurm signals each run to "
             "checkpoint: every segment would be stopped as it starts; give more time (e.g. 1:00:00)");
-  EXPECT_NE(error_of([] { posenc::check_time_beyond_grace("0:01:30", "g.json.slurm.time"); }).find("g.json.slurm.time=0:01:30 is 90 s"),
+  EXPECT_NE(error_of([] {
+              posenc::check_time_beyond_grace("0:01:30", "g.json.slurm.time");
+            }).find("g.json.slurm.time=0:01:30 is 90 s"),
             std::string::npos);
   EXPECT_EQ(error_of([] { posenc::check_time_beyond_grace("2:01", "--time"); }), "(no error)");
   EXPECT_EQ(error_of([] { posenc::check_time_beyond_grace("infinite", "--time"); }), "(no error)");

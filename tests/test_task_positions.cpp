@@ -90,9 +90,16 @@ TEST(TaskPositions, TrainingOffsetsStayInRangeAndLeaveTheTokensAlone) {
 /// beside `scheme` in attention.
 std::vector<std::string> pair_options(const std::string& scheme, const std::string& input,
                                       const std::string& positions) {
-  return {"model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=2", "model.d_ff=64",
-          "model.positional.type=\"" + scheme + "\"", "model.positional.input=\"" + input + "\"",
-          "task.type=\"addition\"", "task.positions=\"" + positions + "\"", "eval.lengths=[4,8]"};
+  return {"model.kind=\"decoder\"",
+          "model.d_model=32",
+          "model.heads=2",
+          "model.layers=2",
+          "model.d_ff=64",
+          "model.positional.type=\"" + scheme + "\"",
+          "model.positional.input=\"" + input + "\"",
+          "task.type=\"addition\"",
+          "task.positions=\"" + positions + "\"",
+          "eval.lengths=[4,8]"};
 }
 
 std::vector<std::string> with_task_ids(std::vector<std::string> options, const std::string& task_ids) {
@@ -227,9 +234,11 @@ TEST_P(EverySchemeWithTaskPositions, EachRowsAttentionTermIsThatOfItsIds) {
 TEST_P(EverySchemeWithTaskPositions, BesideTheInputSlotReadsTheIdsTooWhenTaskIdsIsBoth) {
   const std::string scheme = GetParam();
   const SchemeInfo& info = find_scheme(scheme);
-  if (info.default_placement != Placement::EveryLayer) GTEST_SKIP() << "not a scheme for attention beside the input slot";
+  if (info.default_placement != Placement::EveryLayer)
+    GTEST_SKIP() << "not a scheme for attention beside the input slot";
   if (!info.reads_task_positions) {
-    const std::string error = error_of([&] { config_with(with_task_ids(pair_options(scheme, "learned", "coupled"), "both")); });
+    const std::string error =
+        error_of([&] { config_with(with_task_ids(pair_options(scheme, "learned", "coupled"), "both")); });
     EXPECT_NE(error.find("model.positional.type=" + scheme + " cannot read the position ids task.positions=coupled"),
               std::string::npos)
         << error;
@@ -356,9 +365,9 @@ TEST(SchemePair, AMeaninglessPairIsRefusedWithBothNames) {
 TEST(SchemePair, TaskIdsIsRefusedWhereItWouldDoNothing) {
   const auto error = [](std::vector<std::string> o) { return error_of([&] { config_with(o); }); };
   EXPECT_EQ(error(with_task_ids(pair_options("kerple", "learned", "coupled"), "both")), "(no error)");
-  EXPECT_NE(error(with_task_ids(pair_options("kerple", "learned", "coupled"), "every"))
-                .find("model.positional.task_ids"),
-            std::string::npos);
+  EXPECT_NE(
+      error(with_task_ids(pair_options("kerple", "learned", "coupled"), "every")).find("model.positional.task_ids"),
+      std::string::npos);
   auto alone = with_task_ids(pair_options("kerple", "none", "coupled"), "both");
   EXPECT_NE(error(alone).find("model.positional.task_ids: says which of two slots reads a task's position ids, but "
                               "model.positional.input is none"),

@@ -277,9 +277,9 @@ TEST(Translation, ABatchIsAsWideAsItsOwnLongestSource) {
   const std::string error = error_of([&] {
     posenc::testing::Scratch s("translation_wide");
     json j = json::object();
-    for (const std::string o : {"model.kind=encoder_decoder", "task.type=translation", "task.tokens=\"word\"",
-                                "task.min_length=2", "task.max_length=2", "task.val_fraction=0.1",
-                                "train.batch_size=1048576", "eval.lengths=[2]"})
+    for (const std::string o :
+         {"model.kind=encoder_decoder", "task.type=translation", "task.tokens=\"word\"", "task.min_length=2",
+          "task.max_length=2", "task.val_fraction=0.1", "train.batch_size=1048576", "eval.lengths=[2]"})
       apply_override(j, o);
     apply_override(j, "task.path=" + json(path).dump());
     apply_override(j, "train.out_dir=" + json(s.path("run")).dump());

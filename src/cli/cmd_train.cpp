@@ -40,9 +40,11 @@ void setup_train(CLI::App& app, TrainOptions& o) {
       ->default_str("yes")
       ->option_text("[=auto]")
       ->check([](const std::string& v) {
-        return v.empty() || v == "yes" || v == "auto" ? std::string()
-                                        : "takes no value (continue the run) or =auto (continue it if there is a "
-                                          "checkpoint, else start it), not \"" + v + "\"; give the config before it";
+        return v.empty() || v == "yes" || v == "auto"
+                   ? std::string()
+                   : "takes no value (continue the run) or =auto (continue it if there is a "
+                     "checkpoint, else start it), not \"" +
+                         v + "\"; give the config before it";
       });
   app.add_flag("--no-progress", o.no_progress, "log lines instead of the updating progress line");
   app.add_option("--nproc", o.nproc,

@@ -413,9 +413,8 @@ namespace {
 /// positions among its `options` holds the largest id of training (with its
 /// offsets) and of every evaluation length. `input_slot`: the scheme is the
 /// input slot's (for the hint of where else an embedding scheme could go).
-void check_scheme_reads_task_ids(const Config& c, const TaskInfo& task, const std::string& what,
-                                 const std::string& key, const std::string& name, const json& options,
-                                 bool input_slot) {
+void check_scheme_reads_task_ids(const Config& c, const TaskInfo& task, const std::string& what, const std::string& key,
+                                 const std::string& name, const json& options, bool input_slot) {
   const SchemeInfo& scheme = find_scheme(name);
   if (!scheme.reads_task_positions) {
     std::vector<std::string> can, embed;
@@ -425,11 +424,12 @@ void check_scheme_reads_task_ids(const Config& c, const TaskInfo& task, const st
         if (s.default_placement == Placement::Input && s.name != "none") embed.push_back(s.name);
       }
     const bool alone = !input_slot && c.model.positional.input == "none";
-    throw ConfigError(key + "=" + scheme.name + " cannot read the position ids " + what +
-                      " defines; schemes that can: " + join(can, ", ") +
-                      (alone ? " (or put " + join(embed, " or ") +
-                                   " in model.positional.input, beside a scheme in attention)"
-                             : input_slot ? "" : " (or leave model.positional.task_ids out: then only the input reads them)"));
+    throw ConfigError(
+        key + "=" + scheme.name + " cannot read the position ids " + what +
+        " defines; schemes that can: " + join(can, ", ") +
+        (alone        ? " (or put " + join(embed, " or ") + " in model.positional.input, beside a scheme in attention)"
+         : input_slot ? ""
+                      : " (or leave model.positional.task_ids out: then only the input reads them)"));
   }
   const auto rows = options.find("max_positions");
   if (rows == options.end()) return;

@@ -87,18 +87,18 @@ int64_t slurm_time_seconds(const std::string& time) {
   const auto n = [&](size_t i) { return m[i].matched ? std::stoll(m[i].str()) : 0LL; };
   if (time.size() > 24) return -1;
   if (std::regex_match(time, m, days)) return ((n(1) * 24 + n(2)) * 60 + n(3)) * 60 + n(4);
-  if (!std::regex_match(time, m, clock)) return -1;  // UNLIMITED, INFINITE, or a form sbatch judges
+  if (!std::regex_match(time, m, clock)) return -1;         // UNLIMITED, INFINITE, or a form sbatch judges
   if (m[3].matched) return (n(1) * 60 + n(2)) * 60 + n(3);  // hours:minutes:seconds
-  return n(1) * 60 + n(2);                                   // minutes[:seconds]
+  return n(1) * 60 + n(2);                                  // minutes[:seconds]
 }
 
 void check_time_beyond_grace(const std::string& time, const std::string& where) {
   const int64_t seconds = slurm_time_seconds(time);
   if (seconds < 0 || seconds > kSlurmGraceSeconds) return;
-  throw ConfigError(fmt::format(
-      "{}={} is {} s, not more than the {} s before the time limit at which Slurm signals each run to "
-      "checkpoint: every segment would be stopped as it starts; give more time (e.g. 1:00:00)",
-      where, time, seconds, kSlurmGraceSeconds));
+  throw ConfigError(
+      fmt::format("{}={} is {} s, not more than the {} s before the time limit at which Slurm signals each run to "
+                  "checkpoint: every segment would be stopped as it starts; give more time (e.g. 1:00:00)",
+                  where, time, seconds, kSlurmGraceSeconds));
 }
 
 std::string array_script(const ArraySpec& a, const SlurmSettings& s) {

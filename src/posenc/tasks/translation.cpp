@@ -177,8 +177,8 @@ class TranslationTask : public Task {
     std::vector<TokenPair> pairs;
     std::vector<size_t> train;  // pairs to train on: not held out, target within the training lengths
     std::map<int64_t, std::vector<size_t>> train_by_length, held_out_by_length;
-    int64_t source_width = 0;       // the longest source, in tokens
-    size_t source_width_line = 0;   // its line in the file (1-based)
+    int64_t source_width = 0;      // the longest source, in tokens
+    size_t source_width_line = 0;  // its line in the file (1-based)
     size_t bytes = 0;
     std::string checksum;
   };
