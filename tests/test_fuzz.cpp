@@ -321,3 +321,88 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
   for (const auto& name : kept) EXPECT_EQ(read_file(run + "/" + name), before[name]) << name << " was changed";
   EXPECT_EQ(read_file(s.path("mine.txt")), "a user's own file");
 }
+
+// The same for the commands that came later: translate (sources, beams, length
+// penalties, output lengths, files that are not text), inspect (schemes, sizes
+// up to its caps, scheme options, JSON targets) and compare --out (a user's
+// directory, a run's, files, places that cannot be written). Every outcome is
+// exit 0 or exit 2 with one line; no crash, no hang, no allocator error; the
+// user's and the runs' files are untouched.
+TEST(Fuzz, RandomTranslateInspectAndCompareFlagsExitZeroOrTwoWithOneLine) {
+  Scratch s("clifuzz2");
+  const std::string src = POSENC_SOURCE_DIR, seq2seq = s.path("seq2seq"), ckpt = seq2seq + "/checkpoint.pt";
+  ASSERT_EQ(run_cli("train " + src +
+                    "/configs/scan.json --set model.d_model=16 --set model.heads=2 --set model.layers=1"
+                    " --set model.decoder_layers=1 --set model.d_ff=32 --set train.steps=2 --set train.batch_size=8"
+                    " --set train.val_samples=8 --set eval.lengths=[24] --set eval.samples_per_length=4"
+                    " --no-progress --out " +
+                    seq2seq)
+                .code,
+            0);
+  const std::vector<std::string> kept = {"checkpoint.pt", "config.json", "results.json", "metrics.jsonl"};
+  std::map<std::string, std::string> before;
+  for (const auto& name : kept) before[name] = read_file(seq2seq + "/" + name);
+  write_file_atomic(s.path("mine.txt"), "a user's own file");
+  write_file_atomic(s.path("users/summary.md"), "mine\n");
+  write_file_atomic(s.path("sources.txt"), "jump\nwalk twice\n");
+  write_file_atomic(s.path("bom.txt"), "\xEF\xBB\xBFjump\n");
+  write_file_atomic(s.path("binary.txt"), std::string("jump\0\x01\xff", 7));
+  nlohmann::json grid = posenc::testing::tiny_grid();
+  grid["schemes"] = {"none"};
+  grid["set"]["train.steps"] = 4;
+  grid["set"]["train.eval_every"] = 4;
+  grid["set"]["eval.lengths"] = {8};
+  write_file_atomic(s.path("grid.json"), grid.dump());
+
+  std::mt19937 rng(20261126);
+  const auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
+  const std::vector<std::string> inputs = {"jump", "walk twice", "''", "'jump jump jump jump jump'", "unknownword",
+                                           "\"$(printf 'jump\\001')\"", "\"$(head -c 3000 /dev/zero | tr '\\0' a)\""};
+  const std::vector<std::string> files = {s.path("sources.txt"), s.path("bom.txt"), s.path("binary.txt"),
+                                          "/dev/zero",           s.dir.string(),    s.path("missing.txt")};
+  const std::vector<std::string> beams = {"1", "4", "0", "257", "x", "-1"};
+  const std::vector<std::string> penalties = {"0", "0.6", "10", "11", "-1", "nan", "inf", "x"};
+  const std::vector<std::string> max_tokens = {"0", "1", "8", "1048577", "-3", "x"};
+  const std::vector<std::string> schemes = {"rope", "alibi", "learned", "sinusoidal", "fire", "t5", "nope", "''"};
+  const std::vector<std::string> sizes = {"1", "8", "64", "4096", "65536", "65537", "0", "-1", "x"};
+  const std::vector<std::string> scheme_sets = {"base=1000", "layout=interleaved", "max_positions=4", "bogus=1",
+                                                "base=nan", "scaling=yarn", "factor=8"};
+  const std::vector<std::string> outs = {s.path("fresh.json"), s.path("mine.txt"), ckpt, seq2seq + "/config.json",
+                                         "/proc/version",      s.path("missing/x.json"), "/", "''"};
+  const std::vector<std::string> compare_outs = {s.path("fresh-compare"), s.path("users"), seq2seq,
+                                                 s.path("mine.txt"),      "/",             "/proc/sys"};
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 36; ++i) {
+    std::string args;
+    if (i % 9 == 8) {
+      args = "compare " + s.path("grid.json") + " --no-progress --no-figures --out " + pick(compare_outs);
+    } else if (i % 2 == 0) {
+      args = "translate " + ckpt + (rng() % 3 ? " --input " + pick(inputs) : " --file " + pick(files));
+      if (rng() % 2) args += " --beam " + pick(beams);
+      if (rng() % 2) args += " --length-penalty " + pick(penalties);
+      if (rng() % 2) args += " --max-tokens " + pick(max_tokens);
+    } else {
+      args = "inspect " + pick(schemes) + " --length " + pick(sizes);
+      if (rng() % 2) args += " --heads " + pick(sizes);
+      if (rng() % 2) args += " --dim " + pick(sizes);
+      if (rng() % 2) args += " --set " + pick(scheme_sets);
+      args += " --json " + pick(outs);
+    }
+    const auto r = run_cli(args, "timeout 120");
+    if (r.code == 0) {
+      ++ok;
+    } else {
+      ++refused;
+      EXPECT_EQ(r.code, 2) << "posenc " << args << "\n" << r.output.substr(0, 2000);
+      if (r.output.find("error: ") != std::string::npos) expect_one_line_error(r.output, "");
+    }
+    for (const char* leak : {"terminate called", "Aborted", "Segmentation", "bad_alloc", "tried to allocate"})
+      EXPECT_EQ(r.output.find(leak), std::string::npos) << "posenc " << args << "\n" << r.output.substr(0, 2000);
+  }
+  std::printf("translate/inspect/compare flag fuzz: 36 runs, %d ran, %d refused with status 2\n", ok, refused);
+  EXPECT_GE(ok, 3) << "some of the draws are valid and must run";
+  EXPECT_GT(refused, 10);
+  for (const auto& name : kept) EXPECT_EQ(read_file(seq2seq + "/" + name), before[name]) << name << " was changed";
+  EXPECT_EQ(read_file(s.path("mine.txt")), "a user's own file");
+  EXPECT_EQ(read_file(s.path("users/summary.md")), "mine\n");
+}
