@@ -356,10 +356,17 @@ TEST(SlurmCluster, EveryWayTheClusterStopsATaskCheckpointsAndRequeuesIt) {
   const std::vector<std::vector<std::string>> stops = {{"--signal=TERM", "--full"}, {"--signal=USR1", "--batch"}};
   for (size_t k = 0; k < stops.size(); ++k) {
     SCOPED_TRACE(stops[k][0] + " " + stops[k][1]);
-    // This segment runs: its first log lines are there, and a few steps.
-    ASSERT_TRUE(wait_for_lines(log, k == 0 ? "train dir=" : "resuming", k == 0 ? 1 : k, 120))
-        << run_cli(compare + " --status").output;
-    ASSERT_TRUE(wait_for_lines(log, "info step ", 1, 60));
+    // This segment trains: its train line is there (after posenc's signal
+    // handlers are in), and a step logged after it.
+    ASSERT_TRUE(wait_for_lines(log, "train dir=", k + 1, 120)) << run_cli(compare + " --status").output;
+    const std::string text = read_file(log);
+    const size_t steps_before = occurrences(text.substr(text.rfind("train dir=")), "info step ");
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      const std::string now = read_file(log);
+      if (occurrences(now.substr(now.rfind("train dir=")), "info step ") > steps_before) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     std::this_thread::sleep_for(std::chrono::seconds(1));
     std::string said;
     ASSERT_EQ(posenc::run_command({"scancel", stops[k][0], stops[k][1], job + "_0"}, said), 0) << said;
@@ -369,9 +376,13 @@ TEST(SlurmCluster, EveryWayTheClusterStopsATaskCheckpointsAndRequeuesIt) {
         << read_file(slurm_log);
   }
   EXPECT_TRUE(wait_for_lines(log, "resuming", stops.size(), 120)) << read_file(log);
+  // SIGKILL, which nothing requeues, until the job is gone (it may be pending between segments).
   std::string said;
-  posenc::run_command({"scancel", "--signal=KILL", "--full", job}, said);
-  EXPECT_TRUE(wait_for_queue_to_empty(job, 120)) << run_cli(compare + " --status").output;
+  for (int i = 0; i < 30 && !wait_for_queue_to_empty(job, 2); ++i) {
+    posenc::run_command({"scancel", "--signal=KILL", "--full", job}, said);
+    posenc::run_command({"scancel", "--state=PENDING", job}, said);
+  }
+  EXPECT_TRUE(wait_for_queue_to_empty(job, 60)) << run_cli(compare + " --status").output;
 }
 
 TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {
