@@ -356,8 +356,13 @@ TEST(Fuzz, RandomTranslateInspectAndCompareFlagsExitZeroOrTwoWithOneLine) {
 
   std::mt19937 rng(20261126);
   const auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
-  const std::vector<std::string> inputs = {"jump", "walk twice", "''", "'jump jump jump jump jump'", "unknownword",
-                                           "\"$(printf 'jump\\001')\"", "\"$(head -c 3000 /dev/zero | tr '\\0' a)\""};
+  const std::vector<std::string> inputs = {"jump",
+                                           "walk twice",
+                                           "''",
+                                           "'jump jump jump jump jump'",
+                                           "unknownword",
+                                           "\"$(printf 'jump\\001')\"",
+                                           "\"$(head -c 3000 /dev/zero | tr '\\0' a)\""};
   const std::vector<std::string> files = {s.path("sources.txt"), s.path("bom.txt"), s.path("binary.txt"),
                                           "/dev/zero",           s.dir.string(),    s.path("missing.txt")};
   const std::vector<std::string> beams = {"1", "4", "0", "257", "x", "-1"};
@@ -366,11 +371,11 @@ TEST(Fuzz, RandomTranslateInspectAndCompareFlagsExitZeroOrTwoWithOneLine) {
   const std::vector<std::string> schemes = {"rope", "alibi", "learned", "sinusoidal", "fire", "t5", "nope", "''"};
   const std::vector<std::string> sizes = {"1", "8", "64", "4096", "65536", "65537", "0", "-1", "x"};
   const std::vector<std::string> scheme_sets = {"base=1000", "layout=interleaved", "max_positions=4", "bogus=1",
-                                                "base=nan", "scaling=yarn", "factor=8"};
-  const std::vector<std::string> outs = {s.path("fresh.json"), s.path("mine.txt"), ckpt, seq2seq + "/config.json",
-                                         "/proc/version",      s.path("missing/x.json"), "/", "''"};
-  const std::vector<std::string> compare_outs = {s.path("fresh-compare"), s.path("users"), seq2seq,
-                                                 s.path("mine.txt"),      "/",             "/proc/sys"};
+                                                "base=nan",  "scaling=yarn",       "factor=8"};
+  const std::vector<std::string> outs = {s.path("fresh.json"), s.path("mine.txt"),       ckpt, seq2seq + "/config.json",
+                                         "/proc/version",      s.path("missing/x.json"), "/",  "''"};
+  const std::vector<std::string> compare_outs = {
+      s.path("fresh-compare"), s.path("users"), seq2seq, s.path("mine.txt"), "/", "/proc/sys"};
   int ok = 0, refused = 0;
   for (int i = 0; i < 36; ++i) {
     std::string args;
