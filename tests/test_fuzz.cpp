@@ -324,11 +324,12 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
 
 // The same for the commands that came later: translate (sources, beams, length
 // penalties, output lengths, files that are not text), inspect (schemes, sizes
-// up to its caps, scheme options, JSON targets) and compare --out (a user's
-// directory, a run's, files, places that cannot be written). Every outcome is
+// up to its caps, scheme options, JSON targets), bench (sizes, schemes,
+// threads, attention) and compare --out and bench --out (a user's directory, a
+// run's, files, places that cannot be written). Every outcome is
 // exit 0 or exit 2 with one line; no crash, no hang, no allocator error; the
 // user's and the runs' files are untouched.
-TEST(Fuzz, RandomTranslateInspectAndCompareFlagsExitZeroOrTwoWithOneLine) {
+TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
   Scratch s("clifuzz2");
   const std::string src = POSENC_SOURCE_DIR, seq2seq = s.path("seq2seq"), ckpt = seq2seq + "/checkpoint.pt";
   ASSERT_EQ(run_cli("train " + src +
@@ -381,6 +382,11 @@ TEST(Fuzz, RandomTranslateInspectAndCompareFlagsExitZeroOrTwoWithOneLine) {
     std::string args;
     if (i % 9 == 8) {
       args = "compare " + s.path("grid.json") + " --no-progress --no-figures --out " + pick(compare_outs);
+    } else if (i % 9 == 4) {
+      args = "bench " + src + "/configs/bench.json --no-python --sizes " +
+             pick({"small", "huge", "''", "small,small"}) + " --schemes " + pick({"none", "rope", "nope", "''"}) +
+             " --threads " + pick({"1", "0", "x"}) + " --attention " + pick({"auto", "explicit", "fused"}) + " --out " +
+             pick(compare_outs);
     } else if (i % 2 == 0) {
       args = "translate " + ckpt + (rng() % 3 ? " --input " + pick(inputs) : " --file " + pick(files));
       if (rng() % 2) args += " --beam " + pick(beams);
@@ -404,7 +410,7 @@ TEST(Fuzz, RandomTranslateInspectAndCompareFlagsExitZeroOrTwoWithOneLine) {
     for (const char* leak : {"terminate called", "Aborted", "Segmentation", "bad_alloc", "tried to allocate"})
       EXPECT_EQ(r.output.find(leak), std::string::npos) << "posenc " << args << "\n" << r.output.substr(0, 2000);
   }
-  std::printf("translate/inspect/compare flag fuzz: 36 runs, %d ran, %d refused with status 2\n", ok, refused);
+  std::printf("translate/inspect/bench/compare flag fuzz: 36 runs, %d ran, %d refused with status 2\n", ok, refused);
   EXPECT_GE(ok, 3) << "some of the draws are valid and must run";
   EXPECT_GT(refused, 10);
   for (const auto& name : kept) EXPECT_EQ(read_file(seq2seq + "/" + name), before[name]) << name << " was changed";
