@@ -88,6 +88,23 @@ json mutate(json doc, std::mt19937& rng) {
 
 }  // namespace
 
+/// One fuzzed command line's outcome: it ran (exit 0, counted in `ok`) or was
+/// refused with exit 2 and one error line (counted in `refused`), and its
+/// output shows none of `leaks` (a crash, an allocator error).
+static void expect_ran_or_refused(const std::string& args, const posenc::testing::CliRun& r,
+                                  std::initializer_list<const char*> leaks, int& ok, int& refused) {
+  if (r.code == 0) {
+    ++ok;
+  } else {
+    ++refused;
+    EXPECT_EQ(r.code, 2) << "posenc " << args << "\n" << r.output.substr(0, 2000);
+    // CLI11's own messages (a flag's value) come without "error: "; posenc's are one line.
+    if (r.output.find("error: ") != std::string::npos) expect_one_line_error(r.output, "");
+  }
+  for (const char* leak : leaks)
+    EXPECT_EQ(r.output.find(leak), std::string::npos) << "posenc " << args << "\n" << r.output.substr(0, 2000);
+}
+
 TEST(Fuzz, MutatedConfigsAreValidatedOrRejectedWithAConfigError) {
   std::mt19937 rng(20261122);
   // The three kinds of run: the default encoder, the decoder of the sequence
@@ -302,17 +319,8 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
       if (rng() % 2) args += " --top-k " + pick(top_ks);
       if (rng() % 2) args += " --out " + pick(outs);
     }
-    const auto r = run_cli(args);
-    if (r.code == 0) {
-      ++ok;
-    } else {
-      ++refused;
-      EXPECT_EQ(r.code, 2) << "posenc " << args << "\n" << r.output;
-      // CLI11's own messages (a flag's value) come without "error: "; posenc's are one line.
-      if (r.output.find("error: ") != std::string::npos) expect_one_line_error(r.output, "");
-    }
-    for (const char* leak : {"terminate called", "Aborted", "Segmentation", "bad_alloc"})
-      EXPECT_EQ(r.output.find(leak), std::string::npos) << "posenc " << args << "\n" << r.output;
+    expect_ran_or_refused(args, run_cli(args), {"terminate called", "Aborted", "Segmentation", "bad_alloc"}, ok,
+                          refused);
   }
   std::printf("eval/generate flag fuzz: 48 runs, %d ran, %d refused with status 2\n", ok, refused);
   EXPECT_GT(ok, 3);
@@ -399,16 +407,9 @@ TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
       if (rng() % 2) args += " --set " + pick(scheme_sets);
       args += " --json " + pick(outs);
     }
-    const auto r = run_cli(args, "timeout 120");
-    if (r.code == 0) {
-      ++ok;
-    } else {
-      ++refused;
-      EXPECT_EQ(r.code, 2) << "posenc " << args << "\n" << r.output.substr(0, 2000);
-      if (r.output.find("error: ") != std::string::npos) expect_one_line_error(r.output, "");
-    }
-    for (const char* leak : {"terminate called", "Aborted", "Segmentation", "bad_alloc", "tried to allocate"})
-      EXPECT_EQ(r.output.find(leak), std::string::npos) << "posenc " << args << "\n" << r.output.substr(0, 2000);
+    expect_ran_or_refused(args, run_cli(args, "timeout 120"),
+                          {"terminate called", "Aborted", "Segmentation", "bad_alloc", "tried to allocate"}, ok,
+                          refused);
   }
   std::printf("translate/inspect/bench/compare flag fuzz: 36 runs, %d ran, %d refused with status 2\n", ok, refused);
   EXPECT_GE(ok, 3) << "some of the draws are valid and must run";

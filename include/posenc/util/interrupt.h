@@ -4,7 +4,8 @@
 // batches); a second SIGINT (Ctrl-C again) or a signal of another kind ends
 // the process at once with the default action, while a repeat of the SIGTERM
 // or SIGHUP that asked to stop is the same stop (a cluster can deliver it
-// twice: to every process of a job step, and through the job script). Nothing is lost either way: every file is written atomically.
+// twice: to every process of a job step, and through the job script).
+// Nothing is lost either way: every file is written atomically.
 // No torch here.
 #pragma once
 
