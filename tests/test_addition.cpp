@@ -10,6 +10,10 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/objective.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::config_error;
 using posenc::testing::config_with;
@@ -239,3 +243,5 @@ TEST(Addition, IndexHintsMarkEachSignificanceAlikeInAllThreeNumbers) {
             std::string::npos)
       << "a task without digits has no hints";
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -10,6 +10,10 @@
 #include "posenc/compat.h"
 #include "posenc/model/batched_matmul.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using posenc::batched_matmul;
 using posenc::uses_small_matmul_kernel;
 
@@ -103,3 +107,5 @@ TEST(BatchedMatmul, WorksInInferenceModeAndWithSeveralThreads) {
   at::set_num_threads(threads);
   EXPECT_TRUE(torch::allclose(parallel, expected, tolerance::kFloat32Sum, tolerance::kFloat32Sum));
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -20,6 +20,10 @@
 #include "posenc/train/trainer.h"
 #include "posenc/util/python.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 namespace fs = std::filesystem;
 using posenc::Config;
 using posenc::json;
@@ -172,3 +176,5 @@ TEST(Bench, AllStandsForEveryRegisteredScheme) {
   EXPECT_EQ(names, posenc::scheme_names());
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -14,6 +14,10 @@
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/registry.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 namespace {
 
 using posenc::testing::CliRun;
@@ -150,3 +154,5 @@ TEST(Cli, CharLmTrainsEvaluatesAndGenerates) {
   EXPECT_NE(refused.output.find("charlm"), std::string::npos) << refused.output;
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -24,6 +24,10 @@
 #include "posenc/util/io.h"
 #include "reliability_helpers.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::expect_one_line_error;
 using posenc::testing::run_cli;
@@ -358,3 +362,5 @@ TEST(CliContract, EveryLongRunStopsOnSigtermWithItsOwnLine) {
         << r.output.substr(0, 3000);
   }
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -20,6 +20,10 @@
 #include "posenc/train/trainer.h"
 #include "posenc/util/dir_lock.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 namespace fs = std::filesystem;
 using posenc::ComparePlan;
 using posenc::ConfigError;
@@ -628,3 +632,5 @@ TEST(CompareCli, StatusShowsARunThatAPosencTrainHolds) {
               r.output.find("1 running") != std::string::npos)
       << r.output;
 }
+
+}  // namespace POSENC_TEST_UNIT

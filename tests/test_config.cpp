@@ -7,6 +7,10 @@
 #include "posenc/config.h"
 #include "posenc/util/io.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using posenc::ConfigError;
 using posenc::json;
 
@@ -137,3 +141,5 @@ TEST(Config, AtomicWriteReplacesWholeFile) {
   std::string all((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(all, "second\n");
 }
+
+}  // namespace POSENC_TEST_UNIT

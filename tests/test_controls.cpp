@@ -15,6 +15,10 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::config_with;
 using posenc::testing::error_of;
@@ -273,3 +277,5 @@ TEST(ControlsGrid, TheShipped32xConfigIsTheHalfTiesRowEvaluatedTo512) {
   EXPECT_EQ(posenc::config_to_json(shipped), posenc::config_to_json(trained));
   EXPECT_EQ(shipped.eval.lengths.back(), 512);
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -4,6 +4,10 @@
 #include "helpers.h"
 #include "posenc/model/transformer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::arange_positions;
 using posenc::testing::scheme_with;
@@ -120,3 +124,5 @@ TEST(Cope, ATrainedModelStillRunsFarPastItsTrainingLength) {
   auto logits = model->forward(torch::randint(1, 17, {2, 512}, torch::kLong));
   EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -19,6 +19,10 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::config_with;
 using posenc::testing::fresh_dir;
@@ -155,3 +159,5 @@ TEST(Cuda, CheckpointWrittenOnCudaEvaluatesOnCpuAndResumesThere) {
   EXPECT_TRUE(load_model(ckpt, torch::kCPU)->parameters().front().is_cpu());
   fs::remove_all(dir);
 }
+
+}  // namespace POSENC_TEST_UNIT

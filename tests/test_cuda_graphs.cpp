@@ -18,6 +18,10 @@
 #include "posenc/train/objective.h"
 #include "posenc/train/trainer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::error_of;
 using posenc::testing::fresh_dir;
@@ -229,3 +233,5 @@ TEST(CudaGraphs, ResumeWorksAcrossGraphedAndEagerSteps) {
   fs::remove_all(whole);
   fs::remove_all(pieces);
 }
+
+}  // namespace POSENC_TEST_UNIT

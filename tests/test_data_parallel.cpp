@@ -26,6 +26,10 @@
 #include "posenc/util/io.h"
 #include "posenc/util/launch.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::expect_one_line_error;
 using posenc::testing::parameters_of;
@@ -418,3 +422,5 @@ TEST(DataParallel, AnSrunStepOfTwoTasksTrainsLikeOneProcess) {
   EXPECT_NE(out.find("ranks=2 backend=gloo (launched by srun)"), std::string::npos) << out;
   expect_same_training(one, two);
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -10,6 +10,10 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 
 namespace {
@@ -163,3 +167,5 @@ TEST(Decoder, ShortRunLearnsToCopyAndDecodesGreedily) {
   EXPECT_EQ(stored.at("lengths").at(0).at("exact_match"), stored.at("lengths").at(0).at("accuracy"));
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -24,6 +24,10 @@
 #include "posenc/tasks/registry.h"
 #include "posenc/train/run_dir.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 namespace fs = std::filesystem;
 
@@ -274,3 +278,5 @@ TEST(Docs, TheTreeSaysWhatPosencIsNotHowItWasMade) {
   for (const auto& hit : lines_holding(doc_pages(), {"this machine", "these 2 cores", "this 2-core"}))
     ADD_FAILURE() << hit << " (name the machine: CPU, cores, OS)";
 }
+
+}  // namespace POSENC_TEST_UNIT

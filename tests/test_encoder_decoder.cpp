@@ -23,6 +23,10 @@
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 
 namespace {
@@ -537,3 +541,5 @@ TEST(EncoderDecoder, ACompareGridOfEncoderDecoderRunsWritesItsSummaryAndReport) 
   EXPECT_EQ(attention.at("length"), 24);
   EXPECT_EQ(attention.at("target").size(), 25u);
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -9,6 +9,10 @@
 #include "tolerances.h"
 #include "posenc/train/fused_adamw.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 namespace {
 
 /// Two groups as the trainer makes them: matrices with weight decay, vectors without.
@@ -124,3 +128,5 @@ TEST(FusedAdamW, HandsWhatItDoesNotFuseToTorchAdamW) {
     expect_close(fused, reference, "strided gradients");
   }
 }
+
+}  // namespace POSENC_TEST_UNIT

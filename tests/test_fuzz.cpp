@@ -16,6 +16,10 @@
 #include "posenc/train/trainer.h"
 #include "posenc/util/io.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::expect_one_line_error;
 using posenc::testing::fresh_dir;
@@ -418,3 +422,5 @@ TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
   EXPECT_EQ(read_file(s.path("mine.txt")), "a user's own file");
   EXPECT_EQ(read_file(s.path("users/summary.md")), "mine\n");
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -7,6 +7,10 @@
 #include "posenc/positional/relative.h"
 #include "posenc/positional/tables.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 
 namespace {
@@ -327,3 +331,5 @@ TEST(Golden, EverySchemeThatComputesSomethingHasAFixture) {
         << name << " has no golden fixture: add its formula to scripts/golden.py and a test in tests/test_golden.cpp";
   }
 }
+
+}  // namespace POSENC_TEST_UNIT

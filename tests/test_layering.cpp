@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -117,3 +121,5 @@ TEST(Layering, OnlyCompatTestsTheTorchVersion) {
 }
 
 }  // namespace
+
+}  // namespace POSENC_TEST_UNIT

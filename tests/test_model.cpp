@@ -5,6 +5,10 @@
 #include "helpers.h"
 #include "posenc/model/transformer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::config_with;
 
@@ -112,3 +116,5 @@ TEST(Model, AttentionMapsAreKeptOnRequest) {
   EXPECT_EQ(maps[0].sizes(), (std::vector<int64_t>{2, 4, 6, 6}));
   EXPECT_TRUE(torch::allclose(maps[1].sum(-1), torch::ones({2, 4, 6})));
 }
+
+}  // namespace POSENC_TEST_UNIT

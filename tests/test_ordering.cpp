@@ -5,6 +5,10 @@
 
 #include "posenc/tasks/ordering.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using posenc::Batch;
 using posenc::OrderingTask;
 
@@ -99,3 +103,5 @@ TEST(Ordering, TrainBatchesAreBalancedInRangeAndPureFunctionsOfStep) {
   EXPECT_TRUE(torch::equal(task.train_batch(17, 64, 3).tokens, task.train_batch(17, 64, 3).tokens));
   EXPECT_FALSE(torch::equal(task.train_batch(17, 64, 3).tokens, task.train_batch(17, 64, 4).tokens));
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -7,6 +7,10 @@
 #include "helpers.h"
 #include "posenc/model/transformer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 
 class EveryScheme : public ::testing::TestWithParam<std::string> {
@@ -128,3 +132,5 @@ TEST_P(EveryScheme, HasARowInTheReadmesSchemeTable) {
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryScheme, ::testing::ValuesIn(scheme_names()),
                          [](const auto& info) { return info.param; });
+
+}  // namespace POSENC_TEST_UNIT

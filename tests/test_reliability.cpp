@@ -27,6 +27,10 @@
 #include "posenc/util/memory_budget.h"
 #include "posenc/util/python.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::expect_one_line_error;
 using posenc::testing::fresh_dir;
@@ -1125,3 +1129,5 @@ TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
   EXPECT_EQ(r.code, 2);
   expect_one_line_error(r.output, "--set may change only options that add or remove no parameter");
 }
+
+}  // namespace POSENC_TEST_UNIT

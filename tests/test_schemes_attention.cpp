@@ -9,6 +9,10 @@
 #include "posenc/positional/relative.h"
 #include "posenc/positional/tables.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::arange_positions;
 using posenc::testing::scheme_with;
@@ -211,3 +215,5 @@ TEST(Learned, ScaledVariantNormalises) {
   EXPECT_TRUE(torch::allclose(out.mean(-1), torch::zeros({2, 5}), tolerance::kFloat32Sum,
                               tolerance::kFloat32Sum));  // LayerNorm at init
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -7,6 +7,10 @@
 #include "posenc/positional/relative.h"
 #include "posenc/train/trainer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::arange_positions;
 using posenc::testing::scheme_with;
@@ -338,3 +342,5 @@ TEST(Dape, EachPairIsRefinedFromItsOwnScoresAlone) {
   EXPECT_GT(moved.select(2, 4).select(2, 2).sum().item<float>() - moved[0][1][4][2].item<float>(), 0.0f)
       << "the MLP mixes the heads of one pair";
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -8,6 +8,10 @@
 #include "helpers.h"
 #include "posenc/positional/tables.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::arange_positions;
 using posenc::testing::scheme_with;
@@ -166,3 +170,5 @@ TEST(ForwardCache, TablesAreKeptApartPerDtype) {
   EXPECT_EQ(cache.size(), 4u);  // cos/sin for q and for k, each in float32 and in bf16
   EXPECT_TRUE(torch::allclose(q16.to(torch::kFloat), q32, tolerance::kBf16, tolerance::kBf16));
 }
+
+}  // namespace POSENC_TEST_UNIT

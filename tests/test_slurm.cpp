@@ -24,6 +24,10 @@
 #include "posenc/util/io.h"
 #include "posenc/util/process.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::error_of;
 using posenc::testing::expect_one_line_error;
@@ -437,3 +441,5 @@ TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {
   EXPECT_TRUE(contains(log, "resuming")) << log;
   EXPECT_TRUE(fs::exists(run / "results.json")) << log;
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -15,6 +15,10 @@
 #include "posenc/train/decode.h"
 #include "posenc/train/objective.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::config_error;
 using posenc::testing::config_with;
@@ -465,3 +469,5 @@ TEST(TaskPositions, ATableNeedsRowsForTheTasksIdsNotForEveryToken) {
             }).find("encodes at most 32"),
             std::string::npos);
 }
+
+}  // namespace POSENC_TEST_UNIT

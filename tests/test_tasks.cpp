@@ -7,6 +7,10 @@
 #include "helpers.h"
 #include "posenc/tasks/task.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 
 namespace {
@@ -243,3 +247,5 @@ TEST(Tasks, OldConfigsNamingTheTaskStillLoad) {
     EXPECT_NE(std::string(e.what()).find("copy"), std::string::npos) << e.what();  // lists the known tasks
   }
 }
+
+}  // namespace POSENC_TEST_UNIT

@@ -11,6 +11,10 @@
 #include "posenc/train/schedule.h"
 #include "posenc/train/trainer.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::config_with;
 namespace fs = std::filesystem;
@@ -152,3 +156,5 @@ TEST(Train, ShortRunLearnsTheTask) {
   for (std::string line; std::getline(metrics, line);) ++lines;
   EXPECT_EQ(lines, 40 + 1);  // 40 log lines + the final validation line
 }
+
+}  // namespace POSENC_TEST_UNIT

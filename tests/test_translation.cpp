@@ -14,6 +14,10 @@
 #include "posenc/util/io.h"
 #include "reliability_helpers.h"
 
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
 using namespace posenc;
 using posenc::testing::error_of;
 
@@ -362,3 +366,5 @@ TEST(Translation, TrainEvalAndTranslateFromTheCommandLineWithoutTheFile) {
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "is not the text");
 }
+
+}  // namespace POSENC_TEST_UNIT
