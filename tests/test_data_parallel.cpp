@@ -3,6 +3,9 @@
 // with another number of ranks, and a rank that dies.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,6 +16,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <regex>
 #include <thread>
 
@@ -176,12 +180,34 @@ TEST(Launch, ReadsAnSrunStepButNotTheBatchScriptAroundIt) {
   EXPECT_EQ(l.world_size, 2);
   EXPECT_EQ(l.local_rank, 1);
   EXPECT_EQ(l.master_addr, "gpu07");
-  EXPECT_EQ(l.master_port, 29500 + 77 * 16 + 3);
+  EXPECT_EQ(l.master_port, slurm_step_port(77, 3));
   step["MASTER_PORT"] = "31000";
   EXPECT_EQ(launch_from(step).master_port, 31000);
   step["RANK"] = "0";  // torchrun's variables win
   step["WORLD_SIZE"] = "1";
   EXPECT_FALSE(launch_from(step).distributed());
+}
+
+TEST(Launch, StepPortsStayBelowTheEphemeralRangeAndApartForNearbyJobs) {
+  // Every step of the jobs that can share a node at one time (ids within 1,000
+  // of each other, steps 0-4) gets its own port, below 32768, where the kernel
+  // takes no port for outgoing connections.
+  std::set<int> ports;
+  for (int64_t job = 2'000'000; job < 2'001'000; ++job)
+    for (int64_t step = 0; step < 5; ++step) {
+      const int port = slurm_step_port(job, step);
+      EXPECT_GE(port, 20000);
+      EXPECT_LT(port, 32768);
+      ports.insert(port);
+    }
+  EXPECT_EQ(ports.size(), 5000u) << "two steps of nearby jobs share a port";
+  for (int64_t step = 0; step < 8; ++step)  // steps 0-7, in both orders
+    for (int64_t other = 0; other < 8; ++other)
+      for (int64_t apart = step == other ? 1 : 0; apart < 1291; ++apart)
+        ASSERT_NE(slurm_step_port(5000, step), slurm_step_port(5000 + apart, other))
+            << "step " << step << " and step " << other << " of a job " << apart << " later";
+  EXPECT_NE(slurm_step_port(77, 0), slurm_step_port(2077, 0)) << "job ids 2000 apart met under the old formula";
+  EXPECT_EQ(slurm_step_port(77, 0), slurm_step_port(77 + 12768, 0)) << "the range wraps after 12,768 jobs";
 }
 
 TEST(Launch, FirstHostOfASlurmNodeList) {
@@ -403,6 +429,60 @@ TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "MASTER_ADDR=rank-zero.invalid: the name does not resolve");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "waited for the timeout";
+}
+
+/// An IPv4 address of this machine other than loopback ("" if it has none).
+std::string non_loopback_address() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (const ifaddrs* a = all; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || (a->ifa_flags & IFF_LOOPBACK) ||
+        !(a->ifa_flags & IFF_UP))
+      continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+// Gloo binds each rank to the address of its machine's own name, and where
+// that name resolves to nothing, LibTorch falls back to loopback, which the
+// other machines cannot reach: the ranks then failed and blamed each other.
+// Such a rank binds instead to the address from which it reaches MASTER_ADDR,
+// and says so.
+TEST(DataParallel, ARankWhoseOwnHostNameDoesNotResolveBindsWhereItReachesRankZero) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give the ranks a host name of their own (unshare --uts)";
+  const std::string address = non_loopback_address();
+  if (address.empty()) GTEST_SKIP() << "this machine has no IPv4 address besides loopback";
+  Scratch s("dp_own_name");
+  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=5"});
+  const std::string train = std::string(POSENC_BINARY) + " train " + cfg + " --no-progress --out " + s.path("run");
+  const std::string script =
+      "hostname posenc-rank-host.invalid || exit 77\n"
+      "export WORLD_SIZE=2 MASTER_ADDR=" +
+      address + " MASTER_PORT=" + std::to_string(free_local_port()) + "\n" + "RANK=0 timeout 120 " + train + " >" +
+      s.path("rank0.log") + " 2>&1 &\n" + "RANK=1 timeout 120 " + train + " >" + s.path("rank1.log") +
+      " 2>&1; one=$?\n" +
+      "wait $!; zero=$?\n"
+      "echo \"$zero $one\"\n";
+  std::string out;
+  if (posenc::run_command({"unshare", "--uts", "sh", "-c", script}, out) == 77 || out.find("unshare") == 0)
+    GTEST_SKIP() << "cannot set a host name here: " << out;
+  EXPECT_EQ(out, "0 0\n") << "exit codes of rank 0 and rank 1";
+  for (const char* log : {"rank0.log", "rank1.log"}) {
+    const std::string text = read_file(s.path(log));
+    const std::string rank = std::string("rank ") + log[4];
+    EXPECT_NE(text.find(rank +
+                        ": this machine's own name \"posenc-rank-host.invalid\" gives no address of this "
+                        "machine; Gloo binds to " +
+                        address + ", the address from which it reaches MASTER_ADDR"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("loopback address as fallback"), std::string::npos) << text;
+  }
 }
 
 // The bar's cluster half: `srun -n 2 posenc train` on a real Slurm (the

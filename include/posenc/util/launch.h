@@ -38,6 +38,13 @@ Launch read_launch_from_environment();
 /// Throws ConfigError on a list it cannot read.
 std::string first_slurm_host(const std::string& nodelist);
 
+/// The rendezvous port of an srun step without MASTER_PORT, the same on every
+/// rank of the step: in [20000, 32768), below the kernel's ephemeral ports;
+/// steps 0-7 of jobs whose ids are less than 1,291 apart never share a port;
+/// the same step of two jobs does only when their ids are a multiple of 12,768
+/// apart.
+int slurm_step_port(int64_t job_id, int64_t step_id);
+
 /// The variables that place a child process as `rank` of `world_size` local
 /// ranks whose rendezvous is 127.0.0.1:port (what `posenc train --nproc` sets).
 std::vector<std::string> local_rank_environment(int rank, int world_size, int port);

@@ -1,12 +1,17 @@
 #include "posenc/train/data_parallel.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -121,16 +126,91 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const Launch& launch, std::chrono::mi
 }
 
 #if POSENC_HAS_GLOO
+std::string own_host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+/// Whether `host` resolves to an address that a socket here can bind to (what
+/// Gloo's default device needs of this machine's own name).
+bool binds_locally(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool binds = false;
+  for (const addrinfo* a = found; a != nullptr && !binds; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    binds = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;  // port 0, as getaddrinfo left it
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return binds;
+}
+
+/// The address of this machine that the kernel would send from to reach
+/// `addr` ("" if there is no route). A UDP connect sends nothing.
+std::string address_towards(const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(addr.c_str(), "9", &hints, &found) != 0) return "";
+  std::string local;
+  for (const addrinfo* a = found; a != nullptr && local.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    sockaddr_storage me{};
+    socklen_t len = sizeof me;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0) {
+      const void* raw = me.ss_family == AF_INET
+                            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&me)->sin_addr)
+                            : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&me)->sin6_addr);
+      if (::inet_ntop(me.ss_family, raw, text, sizeof text) != nullptr) local = text;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return local;
+}
+
 c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, const Launch& launch,
                                       std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   const std::string& addr = launch.master_addr;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  else if (addr == "localhost" || addr.rfind("127.", 0) == 0)
+  // Which address of this machine Gloo binds to is this rank's own affair: a
+  // failure here is named as such, not blamed on the other ranks.
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    try {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    } catch (const std::exception& e) {
+      throw ConfigError(fmt::format("rank {}: GLOO_SOCKET_IFNAME={}: Gloo cannot use that interface here: {}",
+                                    launch.rank, ifname, without_backtrace(e)));
+    }
+  } else if (addr == "localhost" || addr.rfind("127.", 0) == 0) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  else
+  } else if (const std::string host = own_host_name(); binds_locally(host)) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  } else {
+    // Gloo's default binds to the address of this machine's own name and, when
+    // that name gives none, falls back to loopback, which no other machine can
+    // reach. Take instead the address this machine reaches MASTER_ADDR from.
+    const std::string local = address_towards(addr);
+    if (local.empty())
+      throw ConfigError(
+          fmt::format("rank {}: this machine's own name \"{}\" gives Gloo no address to bind to, and no route to "
+                      "MASTER_ADDR={} gives one either: add the name to /etc/hosts with this machine's address, or set "
+                      "GLOO_SOCKET_IFNAME to the network interface to use (e.g. eth0)",
+                      launch.rank, host, addr));
+    spdlog::warn(
+        "rank {}: this machine's own name \"{}\" gives no address of this machine; Gloo binds to {}, the "
+        "address from which it reaches MASTER_ADDR={} (GLOO_SOCKET_IFNAME picks another)",
+        launch.rank, host, local, addr);
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
+  }
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, launch.rank, launch.world_size, options);
 }
 #endif
@@ -212,6 +292,8 @@ DataParallel::DataParallel(const Launch& launch, const std::string& backend, c10
 #if POSENC_HAS_NCCL
     if (impl_->backend_name == "nccl") impl_->group = make_nccl(impl_->store, launch, timeout);
 #endif
+  } catch (const ConfigError&) {
+    throw;  // this rank's own set-up, named by make_gloo
   } catch (const std::exception& e) {
     collective_failed(launch.rank, launch.world_size, "connecting " + impl_->backend_name, e);
   }

@@ -79,9 +79,8 @@ Launch from_srun(const std::function<const char*(const char*)>& getenv) {
   } else {
     const char* job = getenv("SLURM_JOB_ID");
     const char* step = getenv("SLURM_STEP_ID");
-    const long job_id = job ? std::strtol(job, nullptr, 10) : 0;
-    const long step_id = step ? std::strtol(step, nullptr, 10) : 0;
-    l.master_port = static_cast<int>(29500 + (job_id % 2000) * 16 + step_id % 16);
+    l.master_port =
+        slurm_step_port(job ? std::strtoll(job, nullptr, 10) : 0, step ? std::strtoll(step, nullptr, 10) : 0);
   }
   return l;
 }
@@ -96,6 +95,17 @@ Launch read_launch(const std::function<const char*(const char*)>& getenv) {
 
 Launch read_launch_from_environment() {
   return read_launch([](const char* name) { return std::getenv(name); });
+}
+
+int slurm_step_port(int64_t job_id, int64_t step_id) {
+  // Below Linux's ephemeral range (32768-60999), where the kernel picks the
+  // ports of outgoing connections. Jobs on one node at one time have ids close
+  // together, so the job id moves the port by 1 and wraps only after 12,768
+  // jobs; a later step of the same job moves it by a stride coprime with the
+  // range (7,919), so that steps 0-7 of jobs less than 1,291 apart never meet.
+  constexpr int64_t kFirst = 20000, kCount = 32768 - 20000, kStepStride = 7919;
+  const int64_t slot = ((job_id % kCount) + (step_id % kCount) * kStepStride) % kCount;
+  return static_cast<int>(kFirst + (slot < 0 ? slot + kCount : slot));
 }
 
 std::string first_slurm_host(const std::string& nodelist) {
