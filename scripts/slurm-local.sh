@@ -6,8 +6,9 @@
 #                                  a minimal configuration with its own ports and
 #                                  key, starts munged, slurmctld and slurmd, and
 #                                  waits until the node is idle
-#   scripts/slurm-local.sh stop    ends exactly the daemons that `start` began,
-#                                  by their pid files
+#   scripts/slurm-local.sh stop    ends the job steps, then the daemons of this
+#                                  cluster (found by its directory, not only by
+#                                  pid files), and says what it ended
 #   scripts/slurm-local.sh env     prints the line that points Slurm's commands
 #                                  (sbatch, squeue, ...) at this cluster
 #
@@ -29,21 +30,76 @@ daemon_pids() {
   return 0
 }
 
-stop() {
-  local pid name
-  # slurmd and slurmctld first, munged (their authentication) last.
-  for name in slurmd slurmctld munged; do
-    [ -s "$dir/$name.pid" ] || continue
-    pid=$(cat "$dir/$name.pid")
-    # Only a process of that name: a pid file left by a crash may name a new process.
-    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
-      kill "$pid"
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-      say "stopped $name ($pid)"
+# Every process of this cluster, whatever its pid files say: the daemons
+# (started with this directory on their command line or SLURM_CONF in their
+# environment), the slurmstepd of each job step (slurmd starts them detached,
+# so they outlive it) and every process below those. "PID NAME" lines.
+cluster_processes() {
+  local p pid comm ours=() child parent
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    comm=$(cat "$p/comm" 2>/dev/null) || continue
+    case "$comm" in munged | slurmctld | slurmscriptd | slurmd | slurmstepd) ;; *) continue ;; esac
+    if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$dir/" ||
+       { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF -- "SLURM_CONF=$conf"; then
+      ours+=("$pid")
     fi
-    rm -f "$dir/$name.pid"
   done
+  # Their descendants (a job's own processes), by parent pid, until none is new.
+  local found=1
+  while [ $found -eq 1 ]; do
+    found=0
+    for p in /proc/[0-9]*; do
+      child=${p#/proc/}
+      parent=$(awk '{print $4}' "$p/stat" 2>/dev/null) || continue
+      [[ " ${ours[*]} " == *" $parent "* && " ${ours[*]} " != *" $child "* ]] || continue
+      ours+=("$child"); found=1
+    done
+  done
+  for pid in "${ours[@]}"; do echo "$pid $(cat "/proc/$pid/comm" 2>/dev/null || echo gone)"; done
+}
+
+# Ends the job steps first, then slurmd and slurmctld, munged (their
+# authentication) last; each gets SIGTERM, then SIGKILL after 5 s. Says what it
+# ended, and fails if anything of the cluster is still there.
+stop() {
+  local order name pid left ended=0
+  # Cancel what the controller knows of while it still answers (quietly; it may be gone).
+  if [ -s "$conf" ] && command -v squeue >/dev/null; then
+    SLURM_CONF=$conf timeout 5 squeue -h -o %A 2>/dev/null | sort -u |
+      xargs -r env SLURM_CONF="$conf" timeout 5 scancel --full 2>/dev/null || true
+  fi
+  for order in job slurmd slurmctld munged; do
+    local pids=()
+    while read -r pid name; do
+      case "$order:$name" in
+        job:munged | job:slurmctld | job:slurmscriptd | job:slurmd) ;;
+        job:*) pids+=("$pid") ;;
+        slurmctld:slurmctld | slurmctld:slurmscriptd | slurmd:slurmd | munged:munged) pids+=("$pid") ;;
+      esac
+    done < <(cluster_processes)
+    [ ${#pids[@]} -gt 0 ] || continue
+    local names=""
+    for pid in "${pids[@]}"; do names+=" $(cat "/proc/$pid/comm" 2>/dev/null || echo gone)($pid)"; done
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+      left=0
+      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && left=1; done
+      [ $left -eq 0 ] && break
+      sleep 0.1
+    done
+    [ $left -eq 1 ] && kill -KILL "${pids[@]}" 2>/dev/null
+    say "ended$names"
+    ended=1
+  done
+  rm -f "$dir"/munged.pid "$dir"/slurmctld.pid "$dir"/slurmd.pid
+  sleep 0.2
+  if left=$(cluster_processes) && [ -n "$left" ]; then
+    say "still running after SIGKILL: $(echo "$left" | tr '\n' ' ')"
+    return 1
+  fi
+  [ $ended -eq 1 ] || say "nothing of the cluster in $dir was running"
+  return 0
 }
 
 # A free TCP port from the kernel's ephemeral range, not one Slurm's defaults use.
@@ -58,8 +114,8 @@ free_port() {
 
 start() {
   [ "$(id -u)" -eq 0 ] || { say "run as root (slurmd starts jobs as their user)"; exit 2; }
-  if [ -n "$(daemon_pids)" ]; then
-    say "already started (pid files in $dir); run '$0 stop' first"; exit 2
+  if [ -n "$(cluster_processes)" ]; then
+    say "already running (in $dir); run '$0 stop' first"; exit 2
   fi
   if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     say "installing slurm-wlm and munge"

@@ -212,6 +212,11 @@ TEST(SlurmGrid, SubmittedArraysRunResumeAfterSigtermAndAreCollected) {
   const std::string script = read_file(first);
   for (const char* line : {"#SBATCH --array=0-2%2", "#SBATCH --partition=debug", "#SBATCH --time=0:30:00"})
     EXPECT_TRUE(contains(script, line)) << line << "\n" << script;
+  // --jobs 2 holds for the grid: the second array starts once the first has ended.
+  EXPECT_FALSE(contains(script, "--dependency")) << script;
+  EXPECT_TRUE(contains(read_file(second), "#SBATCH --array=0-0%2\n")) << read_file(second);
+  EXPECT_TRUE(contains(read_file(second), "#SBATCH --dependency=afterany:4242\n")) << read_file(second);
+  EXPECT_TRUE(contains(r.output, "job 4243, to start once job 4242 has ended")) << r.output;
   EXPECT_TRUE(fs::is_directory(out + "/logs"));  // Slurm does not make --output's directory
 
   // While a task is queued, neither a local compare nor a second submission starts anything.
@@ -265,6 +270,42 @@ TEST(SlurmGrid, SubmittedArraysRunResumeAfterSigtermAndAreCollected) {
                        "finished already"));
 }
 
+// Runs whose array posenc did not get into the queue are "unsubmitted", with
+// why, not "pending"; an array the user then submits by hand is followed by
+// its script; without --jobs there is no throttle, and the log says so.
+TEST(SlurmGrid, AnArrayNotSubmittedSaysWhyAndOneSubmittedByHandIsFollowed) {
+  Scratch s("slurmunsubmitted");
+  FakeSlurm slurm(s);
+  slurm.write_tool("sbatch",
+                   "echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2; "
+                   "exit 1");
+  write_file_atomic(s.path("grid.json"), posenc::testing::tiny_grid().dump());
+  const std::string out = s.path("out"), compare = "compare " + s.path("grid.json") + " --out " + out;
+  auto r = run_cli(compare + " --slurm --no-progress");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "failed (exit 1): sbatch: error: Batch job submission failed: Invalid partition"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "as many at a time as Slurm allows (--jobs N caps it)")) << r.output;
+  const json jobs = read_json_file(out + "/slurm/jobs.json");
+  ASSERT_EQ(jobs["arrays"].size(), 1u);
+  const std::string script = jobs["arrays"][0]["script"];
+  EXPECT_TRUE(contains(read_file(script), "#SBATCH --array=0-1\n")) << "no --jobs, no throttle:\n" << read_file(script);
+  r = run_cli(compare + " --status");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "2 unsubmitted")) << r.output;
+  EXPECT_TRUE(contains(r.output, "Invalid partition name specified")) << r.output;
+  EXPECT_FALSE(contains(r.output, "pending")) << r.output;
+
+  // The user submits the script by hand (job 5000): squeue knows it by its script.
+  slurm.queue("5000_0 RUNNING " + script + "\n5000_1 PENDING " + script + "\n");
+  r = run_cli(compare + " --status");
+  EXPECT_TRUE(contains(r.output, "RUNNING (job 5000_0, submitted by hand)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 pending, 1 starting")) << r.output;
+  r = run_cli(compare + " --no-progress");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "2 Slurm array task(s) of a job submitted by hand (5000) still pending or running");
+}
+
 TEST(SlurmGrid, WithoutSbatchTheScriptIsWrittenAndTheCommandShown) {
   Scratch s("slurmnosbatch");
   const std::string old_path = std::getenv("PATH");
@@ -276,6 +317,12 @@ TEST(SlurmGrid, WithoutSbatchTheScriptIsWrittenAndTheCommandShown) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "sbatch " + s.path("out") + "/slurm/array-0.sh")) << r.output;
   EXPECT_TRUE(fs::exists(s.path("out") + "/slurm/array-0.sh"));
+  ::setenv("PATH", (s.dir / "empty").c_str(), 1);
+  const auto status = run_cli("compare " + s.path("grid.json") + " --out " + s.path("out") + " --status");
+  ::setenv("PATH", old_path.c_str(), 1);
+  EXPECT_TRUE(contains(status.output, "2 unsubmitted")) << status.output;
+  EXPECT_TRUE(contains(status.output, "submit it with `sbatch " + s.path("out") + "/slurm/array-0.sh`"))
+      << status.output;
   // --slurm needs nothing of a local run; the cluster flags need --slurm.
   EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --partition x").code, 2);
   EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --slurm --status").code, 2);

@@ -40,6 +40,9 @@ struct ArraySpec {
   std::string workdir;                    ///< absolute; where each task starts
   std::vector<std::string> task_command;  ///< `posenc compare GRID ... --run`; the run id is appended
   int grace_s = kSlurmGraceSeconds;       ///< signalled this long before the time limit: the run checkpoints
+  /// Starts once this job (the grid's previous array) has ended: a grid split
+  /// into several arrays keeps `throttle` tasks at once in all. Empty: no wait.
+  std::string after_job;
 };
 
 /// A Slurm time limit ("minutes", "minutes:seconds", "hours:minutes:seconds",
@@ -78,5 +81,14 @@ struct QueueState {
   std::map<std::string, std::string> tasks;
 };
 QueueState queue_state(const std::vector<std::string>& job_ids);
+
+/// The array tasks in the queue whose batch script is one of `scripts`
+/// (absolute paths): "JOBID_TASK" -> {script, state}. This finds an array that
+/// was submitted by hand, whose job id posenc never saw. Empty when squeue is
+/// not there or fails.
+struct ScriptTask {
+  std::string script, state;
+};
+std::map<std::string, ScriptTask> queue_by_script(const std::vector<std::string>& scripts);
 
 }  // namespace posenc

@@ -249,6 +249,16 @@ std::vector<std::string> recorded_jobs(const std::string& out) {
 /// in the queue: they would train the same runs twice.
 void refuse_while_arrays_run(const std::string& out, const std::string& command) {
   const auto ids = recorded_jobs(out);
+  if (fs::exists(jobs_file(out))) {  // arrays submitted by hand: found by their scripts
+    std::vector<std::string> scripts;
+    for (const auto& a : read_json_file(jobs_file(out).string()).value("arrays", nlohmann::json::array()))
+      if (!a.contains("job_id")) scripts.push_back(a.value("script", ""));
+    if (const auto by_hand = queue_by_script(scripts); !by_hand.empty())
+      throw ConfigError(fmt::format(
+          "{} Slurm array task(s) of a job submitted by hand ({}) still pending or running on this grid; `{} "
+          "--status` shows them",
+          by_hand.size(), by_hand.begin()->first.substr(0, by_hand.begin()->first.find('_')), command));
+  }
   if (ids.empty()) return;
   const QueueState q = queue_state(ids);
   std::string jobs;
@@ -310,11 +320,28 @@ int submit_arrays(const ComparePlan& plan, const CompareOptions& o, const std::s
                                                      : nlohmann::json{{kWrittenBy, "posenc compare --slurm"}};
   if (!record.contains("arrays")) record["arrays"] = nlohmann::json::array();
   const auto arrays = split_into_arrays(ids, sbatch ? cluster_max_array_size() : 1001);
+  // --jobs N holds for the grid, not per array: each later array waits for the
+  // one before it to end (a short tail of fewer than N at the seam).
+  const bool chained = o.jobs > 0 && arrays.size() > 1;
+  if (chained)
+    for (const auto& line : settings.sbatch)
+      if (line.rfind("--dependency", 0) == 0 || line.rfind("-d", 0) == 0)
+        throw ConfigError(fmt::format(
+            "{}: the grid's {} runs need {} job arrays, which posenc chains with --dependency so that --jobs {} "
+            "holds for all of them; leave this option out, or leave out --jobs",
+            line, ids.size(), arrays.size(), o.jobs));
+  if (chained && !sbatch)
+    spdlog::warn(
+        "the grid needs {} job arrays: submit each after the one before it has ended (sbatch "
+        "--dependency=afterany:JOB), or more than --jobs {} tasks run at once",
+        arrays.size(), o.jobs);
+  std::string previous_job;
   for (size_t i = 0; i < arrays.size(); ++i) {
     ArraySpec a;
     a.job_name = "posenc-" + fs::path(plan.source).stem().string();
     a.run_ids = arrays[i];
     a.throttle = o.jobs;
+    if (chained) a.after_job = previous_job;
     a.cpus_per_task = o.threads;
     a.log_dir = (abs_out / "logs").string();
     a.workdir = fs::current_path().string();
@@ -324,8 +351,17 @@ int submit_arrays(const ComparePlan& plan, const CompareOptions& o, const std::s
     fs::permissions(script, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
     nlohmann::json entry = {{"script", script}, {"runs", a.run_ids}};
     if (sbatch) {
-      entry["job_id"] = submit_with_sbatch(script);
-      spdlog::info("submitted {} ({} run(s)): job {}", script, a.run_ids.size(), entry["job_id"].get<std::string>());
+      try {
+        entry["job_id"] = submit_with_sbatch(script);
+      } catch (const ConfigError& e) {  // recorded, so that --status says why these runs do not start
+        entry["sbatch_error"] = one_line(e.what(), 400);
+        record["arrays"].push_back(entry);
+        write_file_atomic(jobs_file(out).string(), record.dump(2) + "\n");
+        throw;
+      }
+      previous_job = entry["job_id"].get<std::string>();
+      spdlog::info("submitted {} ({} run(s)): job {}{}", script, a.run_ids.size(), previous_job,
+                   a.after_job.empty() ? "" : ", to start once job " + a.after_job + " has ended");
     } else {
       spdlog::warn("sbatch is not on PATH here: submit it from a login node with `sbatch {}`", script);
     }
@@ -367,16 +403,42 @@ int show_status(const ComparePlan& plan, const std::string& out) {
   const std::vector<std::string> jobs = recorded_jobs(out);
   const QueueState q = queue_state(jobs);
   std::map<std::string, std::string> queue_of_run;  // run id -> "PENDING (job 12_3)"
-  if (!jobs.empty()) {
-    const nlohmann::json j = read_json_file(jobs_file(out).string());
-    for (const auto& a : j.value("arrays", nlohmann::json::array())) {
-      if (!a.contains("job_id")) continue;
-      const auto& runs = a.at("runs");
-      for (size_t i = 0; i < runs.size(); ++i) {
-        const std::string task = a["job_id"].get<std::string>() + "_" + std::to_string(i);
+  std::map<std::string, std::string> unsubmitted;   // run id -> why its array is not in the queue
+  const nlohmann::json record = fs::exists(jobs_file(out)) ? read_json_file(jobs_file(out).string()) : nlohmann::json{};
+  // Arrays posenc wrote but did not submit (no sbatch here, or it failed): a
+  // user may have submitted them by hand, which squeue shows by their script.
+  std::vector<std::string> unrecorded_scripts;
+  for (const auto& a : record.value("arrays", nlohmann::json::array()))
+    if (!a.contains("job_id")) unrecorded_scripts.push_back(a.value("script", ""));
+  const auto by_script = queue_by_script(unrecorded_scripts);
+  for (const auto& a : record.value("arrays", nlohmann::json::array())) {
+    const auto& runs = a.at("runs");
+    const std::string script = a.value("script", "");
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const std::string index = "_" + std::to_string(i);
+      queue_of_run.erase(runs[i]);  // the latest array that holds a run speaks for it
+      unsubmitted.erase(runs[i]);
+      if (a.contains("job_id")) {
+        const std::string task = a["job_id"].get<std::string>() + index;
         const auto t = q.tasks.find(task);
         if (t != q.tasks.end()) queue_of_run[runs[i]] = t->second + " (job " + task + ")";
+        continue;
       }
+      bool queued = false;
+      for (const auto& [task, st] : by_script)
+        if (st.script == script && task.size() > index.size() &&
+            task.compare(task.size() - index.size(), index.size(), index) == 0) {
+          queue_of_run[runs[i]] = st.state + " (job " + task + ", submitted by hand)";
+          queued = true;
+        }
+      if (queued) continue;
+      std::string why = "written where sbatch was not on PATH: submit it with `sbatch " + script + "`";
+      if (a.contains("sbatch_error")) {  // "sbatch SCRIPT failed (exit 1): ..." without the script's path
+        why = a["sbatch_error"].get<std::string>();
+        if (const std::string path = "sbatch " + script + " "; why.rfind(path, 0) == 0)
+          why = "sbatch " + why.substr(path.size());
+      }
+      unsubmitted[runs[i]] = why;
     }
   }
   Table table = {{"run", "state", "step", "slurm", "note"}};
@@ -407,6 +469,8 @@ int show_status(const ComparePlan& plan, const std::string& out) {
         state = "failed", note = one_line(tail_lines(plan.log_path(run), 1), 100);
       else if (queue_of_run.count(run.id) && queue_of_run[run.id].rfind("RUNNING", 0) == 0)
         state = "starting";  // its task runs; its directory is not there yet
+      else if (unsubmitted.count(run.id))
+        state = "unsubmitted", note = one_line(unsubmitted[run.id], 200);
       else
         state = "pending";
     } catch (const ConfigError& e) {
@@ -487,11 +551,14 @@ int run_comparison(const CompareOptions& o) {
   refuse_while_arrays_run(out, command);
 
   const Work w = work_to_do(plan);
+  // Without --jobs a Slurm grid has no throttle: the scheduler decides.
+  const std::string slurm_at_once = o.slurm && o.jobs == 0 ? "as many at a time as Slurm allows (--jobs N caps it)"
+                                                           : fmt::format("{} at a time", jobs);
   spdlog::info(
       "compare {} -> {}: {} runs ({} finished already, {} diverged already, {} to resume, {} to start, {} not "
-      "buildable), {} {} at a time, {} thread(s) each",
+      "buildable), {} {}, {} thread(s) each",
       o.config, out, plan.runs.size() - w.skipped, w.finished, w.diverged, w.resumed, w.todo.size() - w.resumed,
-      w.skipped, o.slurm ? "as Slurm array tasks," : "locally,", jobs, o.threads);
+      w.skipped, o.slurm ? "as Slurm array tasks," : "locally,", slurm_at_once, o.threads);
   std::set<std::string> told;
   for (const auto& run : plan.runs)
     if (!run.skipped.empty() && told.insert(run.variant).second)

@@ -120,6 +120,7 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
   if (!s.time.empty()) o << "#SBATCH --time=" << s.time << "\n";
   if (!s.account.empty()) o << "#SBATCH --account=" << s.account << "\n";
   if (s.gpus_per_task > 0) o << "#SBATCH --gpus-per-task=" << s.gpus_per_task << "\n";
+  if (!a.after_job.empty()) o << "#SBATCH --dependency=afterany:" << a.after_job << "\n";
   for (const auto& line : s.sbatch) o << "#SBATCH " << line << "\n";
   o << "\nset -u\nruns=(\n";
   for (const auto& id : a.run_ids) o << "  " << shell_quote(id) << "\n";
@@ -216,8 +217,28 @@ QueueState queue_state(const std::vector<std::string>& job_ids) {
   q.known = true;
   if (rc != 0) return q;
   std::istringstream lines(out);
-  for (std::string task, state; lines >> task >> state;) q.tasks[task] = state;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string task, state;
+    if (fields >> task >> state) q.tasks[task] = state;
+  }
   return q;
+}
+
+std::map<std::string, ScriptTask> queue_by_script(const std::vector<std::string>& scripts) {
+  std::map<std::string, ScriptTask> found;
+  if (scripts.empty()) return found;
+  std::string out;
+  // %o: the batch script as Slurm holds it (absolute); -r: one line per array task.
+  if (run_command({"squeue", "-h", "-r", "-o", "%i %T %o"}, out) != 0) return found;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string task, state, script;
+    if (!(fields >> task >> state >> script)) continue;
+    if (std::find(scripts.begin(), scripts.end(), script) != scripts.end()) found[task] = {script, state};
+  }
+  return found;
 }
 
 }  // namespace posenc
