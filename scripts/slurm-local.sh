@@ -12,9 +12,10 @@
 #   scripts/slurm-local.sh env     prints the line that points Slurm's commands
 #                                  (sbatch, squeue, ...) at this cluster
 #
-# Everything lives in $POSENC_SLURM_DIR (default /tmp/posenc-slurm). Nothing
-# under /etc changes, except a line for this host in /etc/hosts where the
-# host name does not resolve (a fresh debootstrap root). Clients find the
+# Everything it writes lives in $POSENC_SLURM_DIR (default /tmp/posenc-slurm),
+# except a line for this host in /etc/hosts where the host name does not
+# resolve (a fresh debootstrap root); the packages' own install adds users,
+# /etc/munge, /etc/slurm and services (docs/cluster.md). Clients find the
 # cluster through SLURM_CONF:
 #   eval "$(scripts/slurm-local.sh env)"; sbatch ...
 set -euo pipefail
