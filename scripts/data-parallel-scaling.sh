@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Two-rank data parallel scaling on this machine: the same run on 1 and on 2
-# ranks (posenc train --nproc), one intra-op thread per rank, and a table of
-# steps per second, scaling efficiency, the time in gradient all-reduces and
-# the validation time (split over the ranks, against one process doing it all).
+# Two-rank data parallel scaling on this machine, four rows: one process with
+# one thread, one process with two threads (the same cores as two ranks), one
+# process at half the batch (each rank's share), and two ranks with one thread
+# each (posenc train --nproc 2). A table of steps and sequences per second, the
+# time in gradient all-reduces and the validation time (split over the ranks).
+# Run it with nothing else on the machine.
 #
 # Usage: scripts/data-parallel-scaling.sh [OUT_DIR] [-- --set path=value ...]
 #   default: the character LM at width 256, 4 layers, context 256, batch 32,
@@ -21,29 +23,38 @@ sets=(--set model.d_model=256 --set model.heads=4 --set model.layers=4 --set mod
       --set eval.lengths=[256] --set eval.samples_per_length=16 "$@")
 rm -rf "$out"
 mkdir -p "$out"
-for n in 1 2; do
-  echo "data-parallel-scaling: $n rank(s)" >&2
-  "$posenc" train configs/charlm.json "${sets[@]}" --nproc "$n" --no-progress --out "$out/ranks-$n" \
-    > "$out/ranks-$n.log" 2>&1 || { cat "$out/ranks-$n.log" >&2; exit 1; }
+# name, ranks, threads per rank, global batch: two ranks against one process
+# with the same two cores (two threads), and against one rank at each rank's
+# share of the batch (what two independent processes would each do).
+rows=("1x1:1:1:32" "1x2:1:2:32" "1x1-half:1:1:16" "2x1:2:1:32")
+for row in "${rows[@]}"; do
+  IFS=: read -r name ranks threads batch <<<"$row"
+  echo "data-parallel-scaling: $ranks rank(s) x $threads thread(s), batch $batch" >&2
+  "$posenc" train configs/charlm.json "${sets[@]}" --set train.threads="$threads" --set train.batch_size="$batch" \
+    --nproc "$ranks" --no-progress --out "$out/$name" > "$out/$name.log" 2>&1 || { cat "$out/$name.log" >&2; exit 1; }
 done
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" "${rows[@]}" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
-rows = {}
-for n in (1, 2):
-    run = out / f"ranks-{n}"
+rows = []
+for spec in sys.argv[2:]:
+    name, ranks, threads, batch = spec.split(":")
+    run = out / name
     res = json.loads((run / "results.json").read_text())
     lines = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
     # steps/s of the second log window: the first includes warm-up (allocations, first-touch pages).
     rate = [l["steps_per_s"] for l in lines if "steps_per_s" in l][-1]
     val = [l["val_seconds"] for l in lines if "val_seconds" in l][-1]
-    rows[n] = dict(rate=rate, train=res["train_seconds"], allreduce=res.get("allreduce_seconds", 0.0),
-                   val=val, params=res["parameters"], loss=res["final_train_loss"])
-print(f"model: {rows[1]['params']:,} parameters; global batch 32 x 256 tokens\n")
-print("| ranks | steps/s | speed-up | efficiency | all-reduce share of training | validation (s) | final loss |")
-print("|---|---|---|---|---|---|---|")
-for n, r in rows.items():
-    speedup = r["rate"] / rows[1]["rate"]
-    print(f"| {n} | {r['rate']:.3f} | {speedup:.2f}x | {100 * speedup / n:.0f}% | "
-          f"{100 * r['allreduce'] / r['train']:.1f}% | {r['val']:.2f} | {r['loss']:.4f} |")
+    rows.append(dict(ranks=int(ranks), threads=int(threads), batch=int(batch), rate=rate,
+                     examples=rate * int(batch), train=res["train_seconds"],
+                     allreduce=res.get("allreduce_seconds", 0.0), val=val, params=res["parameters"],
+                     loss=res["final_train_loss"]))
+base = rows[0]["examples"]
+print(f"model: {rows[0]['params']:,} parameters; sequences of 256 tokens\n")
+print("| ranks x threads | global batch | steps/s | sequences/s | against 1 x 1 | all-reduce share of training | validation (s) | final loss |")
+print("|---|---|---|---|---|---|---|---|")
+for r in rows:
+    share = f"{100 * r['allreduce'] / r['train']:.1f}%" if r["ranks"] > 1 else "-"
+    print(f"| {r['ranks']} x {r['threads']} | {r['batch']} | {r['rate']:.3f} | {r['examples']:.2f} | "
+          f"{r['examples'] / base:.2f}x | {share} | {r['val']:.2f} | {r['loss']:.7f} |")
 PY

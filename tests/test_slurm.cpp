@@ -121,6 +121,46 @@ TEST(SlurmScript, OneArrayTaskPerRunWithThrottleGraceSignalAndRequeue) {
 
 // Slurm's time formats, and a limit that leaves nothing before the grace
 // signal refused: each segment would be stopped as it starts.
+TEST(SlurmScript, RanksPerRunStartWithSrunAndAreStoppedThroughScancel) {
+  ArraySpec a;
+  a.job_name = "posenc-grid";
+  a.run_ids = {"r0"};
+  a.cpus_per_task = 2;
+  a.log_dir = "/runs/logs";
+  a.workdir = "/runs";
+  a.task_command = {"/bin/posenc", "compare", "/g.json", "--run"};
+  SlurmSettings settings;
+  const std::string one = array_script(a, settings);
+  EXPECT_TRUE(contains(one, "#SBATCH --ntasks=1\n")) << one;
+  EXPECT_FALSE(contains(one, "srun")) << one;
+  EXPECT_TRUE(contains(one, "kill -TERM \"$child\"")) << one;
+  settings.ntasks_per_run = 4;
+  const std::string four = array_script(a, settings);
+  EXPECT_TRUE(contains(four, "#SBATCH --ntasks=4\n")) << four;
+  EXPECT_TRUE(contains(four, "srun --ntasks=4 --cpus-per-task=2 --kill-on-bad-exit=0 '/bin/posenc' 'compare'")) << four;
+  EXPECT_TRUE(contains(four, "scancel --signal=TERM \"$SLURM_JOB_ID\"")) << four;
+  EXPECT_FALSE(contains(four, "kill -TERM \"$child\"")) << "a SIGTERM to srun cancels the step:\n" << four;
+  // The grid's block and the flag; a batch the ranks cannot share is refused before anything is written.
+  EXPECT_EQ(read_slurm_settings(json{{"ntasks_per_run", 2}}, "g.json.slurm").ntasks_per_run, 2);
+  for (const json& bad : {json(0), json(2.5), json("2"), json(2000)})
+    EXPECT_THROW(read_slurm_settings(json{{"ntasks_per_run", bad}}, "g.json.slurm"), ConfigError) << bad;
+  EXPECT_THROW(read_slurm_settings(json{{"sbatch", {"--ntasks=2"}}}, "g.json.slurm"), ConfigError);
+  Scratch s("slurmranks_batch");
+  json grid = posenc::testing::tiny_grid();
+  grid["set"]["train.batch_size"] = 30;
+  grid["slurm"] = {{"ntasks_per_run", 4}};
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const auto r = run_cli("compare " + s.path("grid.json") + " --out " + s.path("out") + " --slurm --no-progress");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "ntasks_per_run=4: run none-projected-max-s0 has train.batch_size=30");
+  EXPECT_FALSE(fs::exists(s.path("out") + "/slurm")) << "nothing written";
+  EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --out " + s.path("out") +
+                    " --slurm --ntasks-per-run 3 "
+                    "--no-progress")
+                .code,
+            2);
+}
+
 TEST(SlurmScript, ATimeLimitMustLeaveTimeBeforeTheGraceSignal) {
   using posenc::slurm_time_seconds;
   EXPECT_EQ(slurm_time_seconds("90"), 90 * 60);
@@ -434,6 +474,38 @@ TEST(SlurmCluster, EveryWayTheClusterStopsATaskCheckpointsAndRequeuesIt) {
     posenc::run_command({"scancel", "--state=PENDING", job}, said);
   }
   EXPECT_TRUE(wait_for_queue_to_empty(job, 60)) << run_cli(compare + " --status").output;
+}
+
+// A grid row may train data parallel: "ntasks_per_run" ranks per run, started
+// by srun. The time limit's USR1 reaches the ranks through scancel (a SIGTERM
+// to srun itself would cancel the step): they stop at one step, rank 0
+// checkpoints, the task requeues, and both ranks resume and finish the run.
+TEST(SlurmCluster, ARunOfTwoRanksStopsAtOneStepRequeuesAndFinishes) {
+  if (!posenc::testing::slurm_cluster_up())
+    GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
+  Scratch s("slurmranks");
+  json grid = posenc::testing::tiny_grid();
+  grid["schemes"] = {"none"};
+  grid["set"]["train.steps"] = 1200;
+  grid["set"]["train.eval_every"] = 1200;
+  grid["set"]["train.checkpoint_every"] = 100000;  // only the stop writes one
+  grid["slurm"] = {{"ntasks_per_run", 2}};
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const std::string out = s.path("out"), compare = "compare " + s.path("grid.json") + " --out " + out;
+  ASSERT_EQ(run_cli(compare + " --slurm --no-progress").code, 0);
+  const std::string job = read_json_file(out + "/slurm/jobs.json")["arrays"][0]["job_id"];
+  const std::string log = out + "/logs/none-projected-max-s0.log", slurm_log = out + "/logs/slurm-" + job + "_0.log";
+  ASSERT_TRUE(wait_for_lines(log, "info step ", 2, 120)) << run_cli(compare + " --status").output;
+  EXPECT_TRUE(contains(read_file(log), "ranks=2 backend=gloo (launched by srun)")) << read_file(log);
+  std::string said;
+  ASSERT_EQ(posenc::run_command({"scancel", "--signal=USR1", "--batch", job + "_0"}, said), 0) << said;
+  EXPECT_TRUE(wait_for_lines(slurm_log, "checkpoint written to", 1, 60)) << read_file(slurm_log) << read_file(log);
+  EXPECT_TRUE(wait_for_lines(log, "resuming " + out + "/runs/none-projected-max-s0 at step", 1, 180)) << read_file(log);
+  ASSERT_TRUE(wait_for_queue_to_empty(job, 180)) << run_cli(compare + " --status").output;
+  EXPECT_TRUE(fs::exists(out + "/runs/none-projected-max-s0/results.json")) << read_file(log);
+  EXPECT_EQ(occurrences(read_file(log), "ranks=2 backend=gloo (launched by srun)"), 2u) << read_file(log);
+  EXPECT_EQ(occurrences(read_file(log), "stopped by SIGTERM at step"), 1u) << "one line for both ranks:\n"
+                                                                           << read_file(log);
 }
 
 TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {

@@ -55,6 +55,11 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
                  "GPUs per run (with --slurm; wins over the grid's \"slurm\" block)")
       ->needs(slurm)
       ->check(integer_in(1, 64));
+  app.add_option("--ntasks-per-run", o.slurm_flags.ntasks_per_run,
+                 "ranks per run: each run trains data parallel on N Slurm tasks started with srun (with --slurm; "
+                 "wins over the grid's \"slurm\" block)")
+      ->needs(slurm)
+      ->check(integer_in(1, 1024));
   app.add_option("--sbatch", o.slurm_flags.sbatch,
                  "another #SBATCH option for the arrays, e.g. --sbatch=--qos=low (repeatable, with --slurm)")
       ->needs(slurm)

@@ -15,15 +15,18 @@
 namespace posenc {
 
 struct SlurmSettings {
-  std::string partition;            ///< --partition (empty: the cluster's default)
-  std::string time;                 ///< --time limit per task, e.g. "2:00:00"
-  std::string account;              ///< --account
-  int64_t gpus_per_task = 0;        ///< --gpus-per-task (0: none asked for)
+  std::string partition;      ///< --partition (empty: the cluster's default)
+  std::string time;           ///< --time limit per task, e.g. "2:00:00"
+  std::string account;        ///< --account
+  int64_t gpus_per_task = 0;  ///< --gpus-per-task (0: none asked for); per rank
+  /// Ranks per run: each run trains data parallel on this many Slurm tasks,
+  /// started with srun (each rank gets its SLURM_PROCID); 1: one process.
+  int64_t ntasks_per_run = 1;
   std::vector<std::string> sbatch;  ///< more #SBATCH options, as written after "#SBATCH " ("--qos=low")
 };
 
 /// The grid file's "slurm" block: {"partition", "time", "account",
-/// "gpus_per_task", "sbatch": ["--qos=low", ...]}. Unknown keys and values that
+/// "gpus_per_task", "ntasks_per_run", "sbatch": ["--qos=low", ...]}. Unknown keys and values that
 /// would break the script (line breaks) are ConfigErrors naming `where`.
 SlurmSettings read_slurm_settings(const nlohmann::json& block, const std::string& where);
 

@@ -289,6 +289,14 @@ SlurmSettings merged_settings(const ComparePlan& plan, const SlurmSettings& flag
   if (!s.time.empty()) check_time_beyond_grace(s.time, flags.time.empty() ? plan.source + ".slurm.time" : "--time");
   if (!flags.account.empty()) s.account = flags.account;
   if (flags.gpus_per_task > 0) s.gpus_per_task = flags.gpus_per_task;
+  if (flags.ntasks_per_run > 0) s.ntasks_per_run = flags.ntasks_per_run;
+  // Each rank trains an equal slice of every batch: refused now, not in the queue.
+  for (const auto& run : plan.runs)
+    if (run.skipped.empty() && run.config.train.batch_size % s.ntasks_per_run != 0)
+      throw ConfigError(
+          fmt::format("ntasks_per_run={}: run {} has train.batch_size={}, which {} ranks cannot share "
+                      "evenly; choose a number of ranks that divides it",
+                      s.ntasks_per_run, run.id, run.config.train.batch_size, s.ntasks_per_run));
   s.sbatch.insert(s.sbatch.end(), flags.sbatch.begin(), flags.sbatch.end());
   return s;
 }

@@ -41,9 +41,9 @@ std::string sbatch_value(const json& v, const std::string& where) {
 /// The sbatch options posenc writes itself, for the array, its logs and its
 /// requeue on preemption: given again in "sbatch", they would break them.
 const std::vector<std::string>& options_posenc_sets() {
-  static const std::vector<std::string> names = {"--array",   "-a",           "--output",    "-o",
-                                                 "--error",   "-e",           "--wrap",      "--signal",
-                                                 "--requeue", "--no-requeue", "--open-mode", "--parsable"};
+  static const std::vector<std::string> names = {"--array",     "-a",         "--output", "-o",        "--error",
+                                                 "-e",          "--wrap",     "--signal", "--requeue", "--no-requeue",
+                                                 "--open-mode", "--parsable", "--ntasks", "-n"};
   return names;
 }
 
@@ -51,7 +51,7 @@ const std::vector<std::string>& options_posenc_sets() {
 
 SlurmSettings read_slurm_settings(const json& block, const std::string& where) {
   SlurmSettings s;
-  check_keys(block, {"partition", "time", "account", "gpus_per_task", "sbatch"}, where);
+  check_keys(block, {"partition", "time", "account", "gpus_per_task", "ntasks_per_run", "sbatch"}, where);
   if (block.contains("partition")) s.partition = sbatch_value(block["partition"], where + ".partition");
   if (block.contains("time")) s.time = sbatch_value(block["time"], where + ".time");
   if (block.contains("account")) s.account = sbatch_value(block["account"], where + ".account");
@@ -60,6 +60,12 @@ SlurmSettings read_slurm_settings(const json& block, const std::string& where) {
     if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > 64)
       throw ConfigError(where + ".gpus_per_task: expected an integer in [0, 64], got " + one_line(g.dump(), 80));
     s.gpus_per_task = g.get<int64_t>();
+  }
+  if (block.contains("ntasks_per_run")) {
+    const json& n = block["ntasks_per_run"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 1024)
+      throw ConfigError(where + ".ntasks_per_run: expected an integer in [1, 1024], got " + one_line(n.dump(), 80));
+    s.ntasks_per_run = n.get<int64_t>();
   }
   if (block.contains("sbatch")) {
     if (!block["sbatch"].is_array())
@@ -110,7 +116,7 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
     << "# resumes from its checkpoint, or is done.\n"
     << "#SBATCH --job-name=" << a.job_name << "\n"
     << "#SBATCH --array=0-" << a.run_ids.size() - 1 << (a.throttle > 0 ? "%" + std::to_string(a.throttle) : "") << "\n"
-    << "#SBATCH --ntasks=1\n"
+    << "#SBATCH --ntasks=" << s.ntasks_per_run << "\n"
     << "#SBATCH --cpus-per-task=" << a.cpus_per_task << "\n"
     << "#SBATCH --output=" << (fs::path(a.log_dir) / "slurm-%A_%a.log").string() << "\n"
     << "#SBATCH --open-mode=append\n"
@@ -131,6 +137,10 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
   const std::string log = shell_quote(a.log_dir + "/") + "\"$run.log\"";
   o << "log=" << log << "\n"
     << "before=$(cat \"$log\" 2>/dev/null | wc -l)\n";
+  if (s.ntasks_per_run > 1)
+    o << "# The run's " << s.ntasks_per_run << " ranks, one per task: srun gives each its SLURM_PROCID. A rank that\n"
+      << "# exits first must not end the others while rank 0 writes the checkpoint (--kill-on-bad-exit=0).\n"
+      << "srun --ntasks=" << s.ntasks_per_run << " --cpus-per-task=" << a.cpus_per_task << " --kill-on-bad-exit=0 ";
   for (const auto& arg : a.task_command) o << shell_quote(arg) << " ";
   o << "\"$run\" >>\"$log\" 2>&1 &\n"
     << "child=$!\n"
@@ -138,9 +148,15 @@ std::string array_script(const ArraySpec& a, const SlurmSettings& s) {
     << "# TERM, to this script or (--full, PreemptMode=REQUEUE) to every process of the job. Either way posenc gets\n"
     << "# exactly one SIGTERM from here (a repeat from Slurm itself is the same stop to posenc): it checkpoints\n"
     << "# the current step and exits 143.\n"
-    << "forwarded=\n"
-    << "stop() { [ -n \"$forwarded\" ] && return; forwarded=1; kill -TERM \"$child\" 2>/dev/null; }\n"
-    << "trap stop USR1 TERM\n"
+    << "forwarded=\n";
+  if (s.ntasks_per_run > 1)
+    o << "# A SIGTERM to srun itself cancels the step, killing the ranks before they checkpoint: the ranks get it\n"
+      << "# from scancel, which without --batch or --full signals the step's tasks only. (Where Slurm signals every\n"
+      << "# process, srun too, the ranks are killed and the run resumes from its last periodic checkpoint.)\n"
+      << "stop() { [ -n \"$forwarded\" ] && return; forwarded=1; scancel --signal=TERM \"$SLURM_JOB_ID\"; }\n";
+  else
+    o << "stop() { [ -n \"$forwarded\" ] && return; forwarded=1; kill -TERM \"$child\" 2>/dev/null; }\n";
+  o << "trap stop USR1 TERM\n"
     << "wait \"$child\"\n"
     << "status=$?\n"
     << "while kill -0 \"$child\" 2>/dev/null; do\n"
