@@ -122,6 +122,7 @@ const std::map<std::string, Command>& commands() {
          {"--time", Kind::Other},
          {"--account", Kind::Other},
          {"--gpus-per-task", Kind::Other},
+         {"--ntasks-per-run", Kind::Other},
          {"--sbatch", Kind::Other}}}},
       {"attention",
        {"attention {checkpoint} --length 8 --json {--json}",
