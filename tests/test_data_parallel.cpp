@@ -476,13 +476,120 @@ TEST(DataParallel, ARankWhoseOwnHostNameDoesNotResolveBindsWhereItReachesRankZer
     const std::string text = read_file(s.path(log));
     const std::string rank = std::string("rank ") + log[4];
     EXPECT_NE(text.find(rank +
-                        ": this machine's own name \"posenc-rank-host.invalid\" gives no address of this "
-                        "machine; Gloo binds to " +
+                        ": this machine's own name \"posenc-rank-host.invalid\" gives no address that other "
+                        "machines can reach (none, or loopback); Gloo binds to " +
                         address + ", the address from which it reaches MASTER_ADDR"),
               std::string::npos)
         << text;
     EXPECT_EQ(text.find("loopback address as fallback"), std::string::npos) << text;
   }
+}
+
+/// Two network namespaces joined by a veth pair, each with its own address:
+/// two "hosts" on one machine, for ranks that talk over a real interface.
+/// Removed (with the pair) on destruction. `error` says why it could not be made.
+struct TwoHosts {
+  std::string ip, a, b, address_a, address_b, error;
+  TwoHosts() {
+    for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+      if (::access(p, X_OK) == 0) ip = p;
+    if (ip.empty()) {
+      error = "no ip command (iproute2)";
+      return;
+    }
+    const std::string id = std::to_string(::getpid() % 100000);
+    a = "posenc" + id + "a", b = "posenc" + id + "b";
+    const std::string subnet = "10.213." + std::to_string(::getpid() % 250) + ".";
+    address_a = subnet + "1", address_b = subnet + "2";
+    const std::string va = "pe" + id + "x", vb = "pe" + id + "y";
+    const std::string script = "set -e\n" + ip + " netns add " + a + "\n" + ip + " netns add " + b + "\n" + ip +
+                               " link add " + va + " type veth peer name " + vb + "\n" + ip + " link set " + va +
+                               " netns " + a + "\n" + ip + " link set " + vb + " netns " + b + "\n" + ip + " -n " + a +
+                               " addr add " + address_a + "/24 dev " + va + "\n" + ip + " -n " + b + " addr add " +
+                               address_b + "/24 dev " + vb + "\n" + "for n in " + a + " " + b + "; do " + ip +
+                               " -n $n link set lo up; done\n" + ip + " -n " + a + " link set " + va + " up\n" + ip +
+                               " -n " + b + " link set " + vb + " up\n";
+    std::string out;
+    if (posenc::run_command({"sh", "-c", script}, out) != 0) error = "cannot make two network namespaces: " + out;
+  }
+  ~TwoHosts() {
+    std::string out;
+    if (!a.empty()) posenc::run_command({"sh", "-c", ip + " netns del " + a + "; " + ip + " netns del " + b}, out);
+  }
+  /// Starts `posenc ARGS` as `rank` of two inside host a (rank 0) or b (rank 1).
+  pid_t start_rank(int rank, const std::vector<std::string>& args, int port, const std::string& log) const {
+    std::vector<std::string> argv = {ip, "netns", "exec", rank == 0 ? a : b, POSENC_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string why;
+    return spawn_child(argv,
+                       {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=0", "MASTER_ADDR=" + address_a,
+                        "MASTER_PORT=" + std::to_string(port)},
+                       log, &why);
+  }
+};
+
+int wait_exit_within(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return exit_status(status);
+}
+
+// Every c10d path so far ran over loopback. Here each rank has its own network
+// namespace and address, joined by a veth pair, as two nodes are: the
+// rendezvous, the all-reduce, a stop and a rank's death all cross a real
+// interface. Runs as root (CI); skipped elsewhere.
+TEST(DataParallel, TwoRanksOnTwoHostsTrainStopAndSurviveADeathOverARealInterface) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to make two network namespaces";
+  const TwoHosts hosts;
+  if (!hosts.error.empty()) GTEST_SKIP() << hosts.error;
+  Scratch s("dp_two_hosts");
+  // 1. Training: the same as one process.
+  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=40", "train.log_every=10"});
+  ASSERT_EQ(run_cli("train " + cfg + " --no-progress --out " + s.path("one")).code, 0);
+  const std::vector<std::string> args = {"train", cfg, "--no-progress", "--out", s.path("two")};
+  int port = free_local_port();
+  const pid_t r1 = hosts.start_rank(1, args, port, s.path("train1.log"));
+  const pid_t r0 = hosts.start_rank(0, args, port, s.path("train0.log"));
+  ASSERT_GT(r0, 0);
+  ASSERT_GT(r1, 0);
+  EXPECT_EQ(wait_exit_within(r0, 120), 0) << read_file(s.path("train0.log"));
+  EXPECT_EQ(wait_exit_within(r1, 120), 0) << read_file(s.path("train1.log"));
+  expect_same_training(s.dir / "one", s.dir / "two");
+
+  // 2. SIGTERM to rank 1's host stops both at one step; rank 0 checkpoints.
+  const std::string endless = posenc::testing::write_config(
+      s, "endless.json", {"train.steps=100000000", "train.log_every=10", "train.checkpoint_every=100000000"});
+  const std::vector<std::string> endless_args = {"train", endless, "--no-progress", "--out", s.path("stopped")};
+  port = free_local_port();
+  pid_t ranks[2] = {hosts.start_rank(0, endless_args, port, s.path("stop0.log")),
+                    hosts.start_rank(1, endless_args, port, s.path("stop1.log"))};
+  ASSERT_TRUE(wait_for_training(s.dir / "stopped")) << read_file(s.path("stop0.log"));
+  ::kill(ranks[1], SIGTERM);
+  EXPECT_EQ(wait_exit_within(ranks[1], 60), 143) << read_file(s.path("stop1.log"));
+  EXPECT_EQ(wait_exit_within(ranks[0], 60), 143) << read_file(s.path("stop0.log"));
+  EXPECT_NE(read_file(s.path("stop0.log")).find("stopped by SIGTERM at step"), std::string::npos)
+      << read_file(s.path("stop0.log"));
+  EXPECT_TRUE(fs::exists(s.dir / "stopped" / "checkpoint.pt"));
+
+  // 3. Rank 1 killed: rank 0 ends with an error that names it, within a minute.
+  const std::vector<std::string> killed_args = {"train", endless, "--no-progress", "--out", s.path("killed")};
+  port = free_local_port();
+  ranks[0] = hosts.start_rank(0, killed_args, port, s.path("kill0.log"));
+  ranks[1] = hosts.start_rank(1, killed_args, port, s.path("kill1.log"));
+  ASSERT_TRUE(wait_for_training(s.dir / "killed")) << read_file(s.path("kill0.log"));
+  ::kill(ranks[1], SIGKILL);
+  ::waitpid(ranks[1], nullptr, 0);
+  EXPECT_EQ(wait_exit_within(ranks[0], 60), 1) << read_file(s.path("kill0.log"));
+  EXPECT_NE(read_file(s.path("kill0.log")).find("(rank 1 ended, hung or lost its connection"), std::string::npos)
+      << read_file(s.path("kill0.log"));
 }
 
 // The bar's cluster half: `srun -n 2 posenc train` on a real Slurm (the

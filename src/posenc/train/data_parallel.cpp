@@ -132,15 +132,22 @@ std::string own_host_name() {
   return host;
 }
 
-/// Whether `host` resolves to an address that a socket here can bind to (what
-/// Gloo's default device needs of this machine's own name).
-bool binds_locally(const std::string& host) {
+/// Whether `host` resolves to an address other than loopback that a socket
+/// here can bind to: what Gloo's default device needs of this machine's own
+/// name for other machines to reach it. (Debian writes "127.0.1.1 NAME" into
+/// /etc/hosts: Gloo would bind to loopback and advertise it.)
+bool binds_reachably(const std::string& host) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
   bool binds = false;
   for (const addrinfo* a = found; a != nullptr && !binds; a = a->ai_next) {
+    const bool loopback = (a->ai_family == AF_INET &&
+                           (ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
+                          (a->ai_family == AF_INET6 &&
+                           IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr));
+    if (loopback) continue;
     const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
     if (fd < 0) continue;
     binds = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;  // port 0, as getaddrinfo left it
@@ -192,22 +199,24 @@ c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& sto
     }
   } else if (addr == "localhost" || addr.rfind("127.", 0) == 0) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  } else if (const std::string host = own_host_name(); binds_locally(host)) {
+  } else if (const std::string host = own_host_name(); binds_reachably(host)) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   } else {
-    // Gloo's default binds to the address of this machine's own name and, when
-    // that name gives none, falls back to loopback, which no other machine can
-    // reach. Take instead the address this machine reaches MASTER_ADDR from.
+    // Gloo's default binds to the address of this machine's own name: where
+    // that name gives none, or only loopback, it binds to loopback, which no
+    // other machine can reach. Take the address this machine reaches
+    // MASTER_ADDR from instead.
     const std::string local = address_towards(addr);
     if (local.empty())
       throw ConfigError(
-          fmt::format("rank {}: this machine's own name \"{}\" gives Gloo no address to bind to, and no route to "
-                      "MASTER_ADDR={} gives one either: add the name to /etc/hosts with this machine's address, or set "
-                      "GLOO_SOCKET_IFNAME to the network interface to use (e.g. eth0)",
+          fmt::format("rank {}: this machine's own name \"{}\" gives Gloo no address that other machines can "
+                      "reach, and no route to MASTER_ADDR={} gives one either: add the name to /etc/hosts with this "
+                      "machine's address, or set GLOO_SOCKET_IFNAME to the network interface to use (e.g. eth0)",
                       launch.rank, host, addr));
     spdlog::warn(
-        "rank {}: this machine's own name \"{}\" gives no address of this machine; Gloo binds to {}, the "
-        "address from which it reaches MASTER_ADDR={} (GLOO_SOCKET_IFNAME picks another)",
+        "rank {}: this machine's own name \"{}\" gives no address that other machines can reach (none, or "
+        "loopback); Gloo binds to {}, the address from which it reaches MASTER_ADDR={} (GLOO_SOCKET_IFNAME picks "
+        "another)",
         launch.rank, host, local, addr);
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
   }
