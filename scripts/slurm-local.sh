@@ -177,7 +177,16 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 MaxArraySize=1001
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+# Preemption by partition priority, to try what a cluster's preemption does to
+# a run: a job in "high" preempts one in "low-requeue" (Slurm requeues it) or
+# "low-cancel" (Slurm cancels it; posenc's script requeues it), each after a
+# 30 s grace time. Jobs in "debug", the default, are never preempted.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=OFF
+PartitionName=low-requeue Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=30
+PartitionName=low-cancel Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL GraceTime=30
+PartitionName=high Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2
 EOF
   export SLURM_CONF=$conf
   slurmctld -f "$conf"

@@ -154,11 +154,11 @@ TEST(SlurmScript, RanksPerRunStartWithSrunAndAreStoppedThroughScancel) {
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "ntasks_per_run=4: run none-projected-max-s0 has train.batch_size=30");
   EXPECT_FALSE(fs::exists(s.path("out") + "/slurm")) << "nothing written";
-  EXPECT_EQ(run_cli("compare " + s.path("grid.json") + " --out " + s.path("out") +
-                    " --slurm --ntasks-per-run 3 "
-                    "--no-progress")
-                .code,
-            2);
+  // The flag wins over the block (and is checked the same way).
+  const auto flag = run_cli("compare " + s.path("grid.json") + " --out " + s.path("out") +
+                            " --slurm --ntasks-per-run 7 --no-progress");
+  EXPECT_EQ(flag.code, 2) << flag.output;
+  expect_one_line_error(flag.output, "ntasks_per_run=7: run none-projected-max-s0 has train.batch_size=30");
 }
 
 TEST(SlurmScript, ATimeLimitMustLeaveTimeBeforeTheGraceSignal) {
@@ -506,6 +506,65 @@ TEST(SlurmCluster, ARunOfTwoRanksStopsAtOneStepRequeuesAndFinishes) {
   EXPECT_EQ(occurrences(read_file(log), "ranks=2 backend=gloo (launched by srun)"), 2u) << read_file(log);
   EXPECT_EQ(occurrences(read_file(log), "stopped by SIGTERM at step"), 1u) << "one line for both ranks:\n"
                                                                            << read_file(log);
+}
+
+// Real preemption by partition priority, in both modes that end a job
+// (scripts/slurm-local.sh's partitions low-requeue and low-cancel, under
+// "high"): a job in "high" that needs every CPU preempts one task of each; each
+// run checkpoints at a step within the grace time, is requeued (by Slurm, or
+// by its script), and resumes at that step.
+TEST(SlurmCluster, PartitionPreemptionInBothModesCheckpointsAndResumesAtTheStep) {
+  if (!posenc::testing::slurm_cluster_up())
+    GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
+  std::string partitions;
+  posenc::run_command({"sinfo", "-h", "-o", "%P"}, partitions);
+  if (!contains(partitions, "low-requeue") || !contains(partitions, "low-cancel") || !contains(partitions, "high"))
+    GTEST_SKIP() << "the cluster has no partitions low-requeue, low-cancel and high (scripts/slurm-local.sh makes "
+                    "them): "
+                 << partitions;
+  std::string cpus;
+  posenc::run_command({"sinfo", "-h", "-N", "-o", "%c"}, cpus);
+  Scratch s("slurmpreempt");
+  json grid = posenc::testing::tiny_grid();
+  grid["schemes"] = {"none"};
+  grid["set"]["train.steps"] = 100000000;  // ended below with SIGKILL
+  grid["set"]["train.checkpoint_every"] = 100000000;
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const std::vector<std::string> modes = {"low-requeue", "low-cancel"};
+  std::vector<std::string> jobs, logs;
+  for (const auto& partition : modes) {
+    const std::string out = s.path(partition);
+    ASSERT_EQ(run_cli("compare " + s.path("grid.json") + " --out " + out + " --slurm --partition " + partition +
+                      " --no-progress")
+                  .code,
+              0);
+    jobs.push_back(read_json_file(out + "/slurm/jobs.json")["arrays"][0]["job_id"]);
+    logs.push_back(out + "/logs/none-projected-max-s0.log");
+  }
+  for (const auto& log : logs) ASSERT_TRUE(wait_for_lines(log, "info step ", 3, 120)) << read_file(log);
+  std::string said;
+  ASSERT_EQ(posenc::run_command({"sbatch", "-p", "high", "-c", std::to_string(std::stoi(cpus)), "-o",
+                                 s.path("high.log"), "--wrap", "sleep 3"},
+                                said),
+            0)
+      << said;
+  for (size_t k = 0; k < modes.size(); ++k) {
+    SCOPED_TRACE(modes[k]);
+    ASSERT_TRUE(wait_for_lines(logs[k], "stopped by SIGTERM at step ", 1, 90)) << read_file(logs[k]);
+    const std::string text = read_file(logs[k]);
+    const size_t at = text.find("stopped by SIGTERM at step ") + std::string("stopped by SIGTERM at step ").size();
+    const std::string step = text.substr(at, text.find(':', at) - at);
+    EXPECT_TRUE(wait_for_lines(logs[k], " at step " + step + "\n", 1, 180)) << "resumes at step " << step << ":\n"
+                                                                            << read_file(logs[k]);
+    EXPECT_TRUE(
+        contains(read_file(logs[k]), "resuming " + s.path(modes[k]) + "/runs/none-projected-max-s0 at step " + step))
+        << read_file(logs[k]);
+  }
+  for (int i = 0; i < 30 && !(wait_for_queue_to_empty(jobs[0], 1) && wait_for_queue_to_empty(jobs[1], 1)); ++i)
+    for (const auto& job : jobs) {
+      posenc::run_command({"scancel", "--signal=KILL", "--full", job}, said);
+      posenc::run_command({"scancel", "--state=PENDING", job}, said);
+    }
 }
 
 TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {

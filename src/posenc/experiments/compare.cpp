@@ -412,7 +412,8 @@ int show_status(const ComparePlan& plan, const std::string& out) {
   const QueueState q = queue_state(jobs);
   std::map<std::string, std::string> queue_of_run;  // run id -> "PENDING (job 12_3)"
   std::map<std::string, std::string> unsubmitted;   // run id -> why its array is not in the queue
-  const nlohmann::json record = fs::exists(jobs_file(out)) ? read_json_file(jobs_file(out).string()) : nlohmann::json{};
+  const nlohmann::json record =
+      fs::exists(jobs_file(out)) ? read_json_file(jobs_file(out).string()) : nlohmann::json::object();
   // Arrays posenc wrote but did not submit (no sbatch here, or it failed): a
   // user may have submitted them by hand, which squeue shows by their script.
   std::vector<std::string> unrecorded_scripts;
