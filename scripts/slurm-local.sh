@@ -23,14 +23,6 @@ dir=${POSENC_SLURM_DIR:-/tmp/posenc-slurm}
 conf=$dir/slurm.conf
 say() { echo "slurm-local: $*" >&2; }
 
-daemon_pids() {
-  local f
-  for f in "$dir"/munged.pid "$dir"/slurmctld.pid "$dir"/slurmd.pid; do
-    [ -s "$f" ] && echo "$(cat "$f") $(basename "$f" .pid)"
-  done
-  return 0
-}
-
 # Every process of this cluster, whatever its pid files say: the daemons
 # (started with this directory on their command line or SLURM_CONF in their
 # environment), the slurmstepd of each job step (slurmd starts them detached,

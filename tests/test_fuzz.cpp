@@ -90,6 +90,15 @@ json mutate(json doc, std::mt19937& rng) {
   return doc;
 }
 
+/// The files of a trained run directory, with their contents: a command that
+/// runs or is refused must leave every one of them as it was.
+std::map<std::string, std::string> run_files_of(const std::string& run) {
+  std::map<std::string, std::string> files;
+  for (const char* name : {"checkpoint.pt", "config.json", "results.json", "metrics.jsonl"})
+    files[name] = read_file(run + "/" + name);
+  return files;
+}
+
 }  // namespace
 
 /// One fuzzed command line's outcome: it ran (exit 0, counted in `ok`) or was
@@ -279,9 +288,7 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
                     run)
                 .code,
             0);
-  const std::vector<std::string> kept = {"checkpoint.pt", "config.json", "results.json", "metrics.jsonl"};
-  std::map<std::string, std::string> before;
-  for (const auto& name : kept) before[name] = read_file(run + "/" + name);
+  const auto before = run_files_of(run);
   write_file_atomic(s.path("mine.txt"), "a user's own file");
 
   std::mt19937 rng(20261123);
@@ -330,7 +337,7 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
   EXPECT_GT(ok, 3);
   EXPECT_GT(refused, 20);
   // Whatever the flags, the run's own files and a user's file are as they were.
-  for (const auto& name : kept) EXPECT_EQ(read_file(run + "/" + name), before[name]) << name << " was changed";
+  for (const auto& [name, text] : run_files_of(run)) EXPECT_EQ(text, before.at(name)) << name << " was changed";
   EXPECT_EQ(read_file(s.path("mine.txt")), "a user's own file");
 }
 
@@ -352,9 +359,7 @@ TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
                     seq2seq)
                 .code,
             0);
-  const std::vector<std::string> kept = {"checkpoint.pt", "config.json", "results.json", "metrics.jsonl"};
-  std::map<std::string, std::string> before;
-  for (const auto& name : kept) before[name] = read_file(seq2seq + "/" + name);
+  const auto before = run_files_of(seq2seq);
   write_file_atomic(s.path("mine.txt"), "a user's own file");
   write_file_atomic(s.path("users/summary.md"), "mine\n");
   write_file_atomic(s.path("sources.txt"), "jump\nwalk twice\n");
@@ -418,7 +423,7 @@ TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
   std::printf("translate/inspect/bench/compare flag fuzz: 36 runs, %d ran, %d refused with status 2\n", ok, refused);
   EXPECT_GE(ok, 3) << "some of the draws are valid and must run";
   EXPECT_GT(refused, 10);
-  for (const auto& name : kept) EXPECT_EQ(read_file(seq2seq + "/" + name), before[name]) << name << " was changed";
+  for (const auto& [name, text] : run_files_of(seq2seq)) EXPECT_EQ(text, before.at(name)) << name << " was changed";
   EXPECT_EQ(read_file(s.path("mine.txt")), "a user's own file");
   EXPECT_EQ(read_file(s.path("users/summary.md")), "mine\n");
 }

@@ -409,6 +409,17 @@ bool wait_for_queue_to_empty(const std::string& job, double seconds) {
 }
 
 /// How many times `what` occurs in `text`.
+/// Ends `job` with SIGKILL, which nothing requeues, until it has left the
+/// queue (it may be pending between two segments); whether it has.
+bool kill_until_gone(const std::string& job) {
+  std::string said;
+  for (int i = 0; i < 30 && !wait_for_queue_to_empty(job, 2); ++i) {
+    posenc::run_command({"scancel", "--signal=KILL", "--full", job}, said);
+    posenc::run_command({"scancel", "--state=PENDING", job}, said);
+  }
+  return wait_for_queue_to_empty(job, 60);
+}
+
 size_t occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
@@ -467,13 +478,7 @@ TEST(SlurmCluster, EveryWayTheClusterStopsATaskCheckpointsAndRequeuesIt) {
         << read_file(slurm_log);
   }
   EXPECT_TRUE(wait_for_lines(log, "resuming", stops.size(), 120)) << read_file(log);
-  // SIGKILL, which nothing requeues, until the job is gone (it may be pending between segments).
-  std::string said;
-  for (int i = 0; i < 30 && !wait_for_queue_to_empty(job, 2); ++i) {
-    posenc::run_command({"scancel", "--signal=KILL", "--full", job}, said);
-    posenc::run_command({"scancel", "--state=PENDING", job}, said);
-  }
-  EXPECT_TRUE(wait_for_queue_to_empty(job, 60)) << run_cli(compare + " --status").output;
+  EXPECT_TRUE(kill_until_gone(job)) << run_cli(compare + " --status").output;
 }
 
 // A grid row may train data parallel: "ntasks_per_run" ranks per run, started
@@ -560,11 +565,7 @@ TEST(SlurmCluster, PartitionPreemptionInBothModesCheckpointsAndResumesAtTheStep)
         contains(read_file(logs[k]), "resuming " + s.path(modes[k]) + "/runs/none-projected-max-s0 at step " + step))
         << read_file(logs[k]);
   }
-  for (int i = 0; i < 30 && !(wait_for_queue_to_empty(jobs[0], 1) && wait_for_queue_to_empty(jobs[1], 1)); ++i)
-    for (const auto& job : jobs) {
-      posenc::run_command({"scancel", "--signal=KILL", "--full", job}, said);
-      posenc::run_command({"scancel", "--state=PENDING", job}, said);
-    }
+  for (const auto& job : jobs) EXPECT_TRUE(kill_until_gone(job)) << "job " << job;
 }
 
 TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {

@@ -233,32 +233,41 @@ int write_outputs(const ComparePlan& plan, const CompareOptions& o, const std::s
 
 fs::path jobs_file(const std::string& out) { return fs::path(out) / "slurm" / "jobs.json"; }
 
-/// The job ids compare --slurm recorded in OUT (oldest first).
-std::vector<std::string> recorded_jobs(const std::string& out) {
+/// What compare --slurm recorded in OUT (slurm/jobs.json), or an empty object.
+nlohmann::json jobs_record(const std::string& out) {
+  return fs::exists(jobs_file(out)) ? read_json_file(jobs_file(out).string()) : nlohmann::json::object();
+}
+
+/// The job ids of a jobs record (oldest first).
+std::vector<std::string> recorded_jobs(const nlohmann::json& record) {
   std::vector<std::string> ids;
-  if (!fs::exists(jobs_file(out))) return ids;
-  const nlohmann::json j = read_json_file(jobs_file(out).string());
-  for (const auto& a : j.value("arrays", nlohmann::json::array()))
+  for (const auto& a : record.value("arrays", nlohmann::json::array()))
     if (a.contains("job_id") && a["job_id"].is_string() &&
         std::find(ids.begin(), ids.end(), a["job_id"].get<std::string>()) == ids.end())
       ids.push_back(a["job_id"]);
   return ids;
 }
 
+/// The array tasks in the queue that run a script of the record which posenc
+/// did not submit (no sbatch where it ran, or sbatch failed): the user
+/// submitted it by hand.
+std::map<std::string, ScriptTask> tasks_submitted_by_hand(const nlohmann::json& record) {
+  std::vector<std::string> scripts;
+  for (const auto& a : record.value("arrays", nlohmann::json::array()))
+    if (!a.contains("job_id")) scripts.push_back(a.value("script", ""));
+  return queue_by_script(scripts);
+}
+
 /// Refuses to train or submit while arrays recorded in OUT still have tasks
 /// in the queue: they would train the same runs twice.
 void refuse_while_arrays_run(const std::string& out, const std::string& command) {
-  const auto ids = recorded_jobs(out);
-  if (fs::exists(jobs_file(out))) {  // arrays submitted by hand: found by their scripts
-    std::vector<std::string> scripts;
-    for (const auto& a : read_json_file(jobs_file(out).string()).value("arrays", nlohmann::json::array()))
-      if (!a.contains("job_id")) scripts.push_back(a.value("script", ""));
-    if (const auto by_hand = queue_by_script(scripts); !by_hand.empty())
-      throw ConfigError(fmt::format(
-          "{} Slurm array task(s) of a job submitted by hand ({}) still pending or running on this grid; `{} "
-          "--status` shows them",
-          by_hand.size(), by_hand.begin()->first.substr(0, by_hand.begin()->first.find('_')), command));
-  }
+  const nlohmann::json record = jobs_record(out);
+  if (const auto by_hand = tasks_submitted_by_hand(record); !by_hand.empty())
+    throw ConfigError(
+        fmt::format("{} Slurm array task(s) of a job submitted by hand ({}) still pending or running on this grid; `{} "
+                    "--status` shows them",
+                    by_hand.size(), by_hand.begin()->first.substr(0, by_hand.begin()->first.find('_')), command));
+  const auto ids = recorded_jobs(record);
   if (ids.empty()) return;
   const QueueState q = queue_state(ids);
   std::string jobs;
@@ -408,18 +417,12 @@ int run_one(const ComparePlan& plan, const std::string& id) {
 /// Where each run stands: from its directory (results, checkpoint, the train
 /// lock, its log) and, for recorded arrays, from squeue.
 int show_status(const ComparePlan& plan, const std::string& out) {
-  const std::vector<std::string> jobs = recorded_jobs(out);
+  const nlohmann::json record = jobs_record(out);
+  const std::vector<std::string> jobs = recorded_jobs(record);
   const QueueState q = queue_state(jobs);
   std::map<std::string, std::string> queue_of_run;  // run id -> "PENDING (job 12_3)"
   std::map<std::string, std::string> unsubmitted;   // run id -> why its array is not in the queue
-  const nlohmann::json record =
-      fs::exists(jobs_file(out)) ? read_json_file(jobs_file(out).string()) : nlohmann::json::object();
-  // Arrays posenc wrote but did not submit (no sbatch here, or it failed): a
-  // user may have submitted them by hand, which squeue shows by their script.
-  std::vector<std::string> unrecorded_scripts;
-  for (const auto& a : record.value("arrays", nlohmann::json::array()))
-    if (!a.contains("job_id")) unrecorded_scripts.push_back(a.value("script", ""));
-  const auto by_script = queue_by_script(unrecorded_scripts);
+  const auto by_script = tasks_submitted_by_hand(record);
   for (const auto& a : record.value("arrays", nlohmann::json::array())) {
     const auto& runs = a.at("runs");
     const std::string script = a.value("script", "");
