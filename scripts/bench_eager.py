@@ -560,7 +560,6 @@ class Dape(Scheme):
 
 SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope, "xpos": Xpos,
            "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "ape": Ape, "decay": Decay, "da": Da, "dape": Dape}
-INPUT_SCHEMES = {"none", "sinusoidal", "learned", "dynamic"}  # the registry's Placement::Input
 
 # ---------------------------------------------------------------------------
 # Model (mirrors src/posenc/model/attention.cpp and transformer.cpp)
@@ -635,7 +634,8 @@ class Block(nn.Module):
 
 
 class EncoderClassifier(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, placement):
+        """placement: where the scheme acts when model.positional.apply_to is auto, from posenc's registry."""
         super().__init__()
         m = cfg["model"]
         self.m, self.vocab = m, cfg["task"]["vocab_size"]
@@ -646,7 +646,7 @@ class EncoderClassifier(nn.Module):
         p = dict(m["positional"])
         kind, apply_to, shared = p.pop("type"), p.pop("apply_to"), p.pop("share_across_layers")
         if apply_to == "auto":
-            apply_to = "input" if kind in INPUT_SCHEMES else "every_layer"
+            apply_to = placement
         layers = [0] if apply_to == "input" else list(range(m["layers"]))
         self.embed_at = [None] * m["layers"]
         self.attend_with = [None] * m["layers"]
@@ -730,7 +730,7 @@ def run_case(case, bf16):
     device = resolve_device(cfg["train"].get("device", "cpu"))
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.manual_seed(cfg["train"]["seed"])
-    model = EncoderClassifier(cfg)
+    model = EncoderClassifier(cfg, case["placement"])
     result = {"index": case["index"], "device": str(device)}
     B, L = case["batch"], case["length"]
     if "parity_dir" in case:

@@ -343,7 +343,7 @@ def plot_scheme(d, out):
     return True
 
 
-def plot_seq2seq_attention(d, out):
+def plot_encoder_decoder_attention(d, out):
     """An encoder_decoder's maps: a row per encoder block (source x source), then per decoder
     block a row of causal self-attention (target x target) and one of cross-attention (target x source)."""
     rows = [(f"encoder {b + 1}", m, d["source"], d["source"]) for b, m in enumerate(d["encoder"])]
@@ -377,7 +377,7 @@ def plot_seq2seq_attention(d, out):
 
 def plot_attention(d, out):
     if d.get("encoder_decoder"):
-        return plot_seq2seq_attention(d, out)
+        return plot_encoder_decoder_attention(d, out)
     layers = np.array(d["layers"])  # (blocks, heads, L, L)
     n_blocks, n_heads = layers.shape[:2]
     labels = (["CLS"] if d.get("cls") else []) + [str(t) for t in d["tokens"]]

@@ -37,12 +37,15 @@ TEST(Cli, ListShowsEverySchemeAndTaskFromTheRegistries) {
   EXPECT_EQ(listed.at("schemes").size(), posenc::scheme_names().size());
   EXPECT_EQ(listed.at("tasks").size(), posenc::task_names().size());
   for (const auto& name : posenc::task_names()) EXPECT_NE(r.output.find("\n" + name + "\n"), std::string::npos) << name;
-  // The model's choices (pooling, token embedding) are listed from the list the config reader checks against.
-  EXPECT_EQ(listed.at("model").size(), posenc::model_choices().size());
-  for (const auto& c : posenc::model_choices()) {
-    const std::string line = "model." + c.key;
-    EXPECT_NE(r.output.find(line), std::string::npos) << line;
-    EXPECT_NO_THROW(posenc::testing::config_with({"model." + c.key + "=" + c.value})) << c.key << "=" << c.value;
+  // The config keys are listed block by block from the declarations the reader checks against.
+  const auto& blocks = posenc::config_blocks();
+  ASSERT_EQ(listed.at("config").size(), blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    EXPECT_EQ(listed["config"][i]["block"], blocks[i].path);
+    EXPECT_NE(r.output.find("\n" + blocks[i].path + ": "), std::string::npos) << blocks[i].path;
+    ASSERT_EQ(listed["config"][i]["keys"].size(), blocks[i].keys.size()) << blocks[i].path;
+    for (const auto& key : blocks[i].keys)
+      EXPECT_NE(r.output.find("\n  " + key.name + " ("), std::string::npos) << blocks[i].path << "." << key.name;
   }
 }
 
@@ -106,6 +109,35 @@ TEST(Cli, TrainThenEvalAtNewLengths) {
   const CliRun again = run("train " + config_path() + " --set train.steps=20 --out " + dir.string());
   EXPECT_EQ(again.code, 2);
   EXPECT_NE(again.output.find("--resume"), std::string::npos);
+}
+
+TEST(Cli, EvalAveragesTheWeightsOfCheckpointsOfOneModel) {
+  const auto dir = posenc::testing::fresh_dir("cli_average");
+  const auto train_run = [&](const std::string& name, const std::string& extra) {
+    const CliRun t = run("train " + config_path() +
+                         " --set train.steps=20 --set eval.lengths=[8] --set eval.samples_per_length=50 " + extra +
+                         " --no-progress --out " + (dir / name).string());
+    EXPECT_EQ(t.code, 0) << t.output;
+    return (dir / name / "checkpoint.pt").string();
+  };
+  const std::string a = train_run("a", "--set train.seed=1"), b = train_run("b", "--set train.seed=2"),
+                    wide = train_run("wide", "--set model.d_ff=128");
+  const auto lengths = [&](const std::string& args, const std::string& out) {
+    const CliRun e = run("eval " + args + " --lengths 8,16 --samples 60 --out " + (dir / out).string());
+    EXPECT_EQ(e.code, 0) << e.output;
+    return posenc::read_json_file((dir / out).string());
+  };
+  const auto alone = lengths(a, "alone.json");
+  // The mean of a model with itself is that model: (w + w) / 2 is w exactly.
+  EXPECT_EQ(lengths(a + " --average " + a, "self.json")["lengths"], alone["lengths"]);
+  // A mean does not depend on the order of its terms.
+  const auto ab = lengths(a + " --average " + b, "ab.json");
+  EXPECT_EQ(ab["lengths"], lengths(b + " --average " + a, "ba.json")["lengths"]);
+  EXPECT_EQ(ab["averaged_with"], nlohmann::json::array({b}));
+  const CliRun other = run("eval " + a + " --average " + wide + " --lengths 8 --out " + (dir / "x.json").string());
+  EXPECT_EQ(other.code, 2) << other.output;
+  EXPECT_NE(other.output.find("not the model of " + a + " (their configs differ at /model/d_ff)"), std::string::npos)
+      << other.output;
 }
 
 TEST(Cli, CharLmTrainsEvaluatesAndGenerates) {

@@ -63,8 +63,9 @@ const std::map<std::string, Command>& commands() {
          {"--no-progress", Kind::Other},
          {"--nproc", Kind::Other}}}},
       {"eval",
-       {"eval {checkpoint} --lengths 8 --samples 8 --out {--out}",
+       {"eval {checkpoint} --average {--average} --lengths 8 --samples 8 --out {--out}",
         {{"checkpoint", Kind::InputFile},
+         {"--average", Kind::InputFile},
          {"--lengths", Kind::Other},
          {"--set", Kind::Other},
          {"--samples", Kind::Other},
@@ -92,7 +93,7 @@ const std::map<std::string, Command>& commands() {
          {"--max-tokens", Kind::Other},
          {"--device", Kind::Other},
          {"--threads", Kind::Other}}}},
-      {"list", {"list", {{"--json", Kind::Other}}}},
+      {"list", {"list", {{"--json", Kind::Other}, {"--markdown", Kind::Other}}}},
       {"inspect",
        {"inspect --checkpoint {--checkpoint} --length 8 --json {--json}",
         {{"scheme", Kind::Other},
@@ -163,7 +164,7 @@ const std::map<std::string, LongRun>& long_runs() {
       {"translate", {"translate {checkpoint} --input walk --beam 8 --max-tokens 65536", ""}},
       {"compare", {"compare {config} --jobs 1 --no-progress --no-figures --out {--out}", ""}},
       {"bench", {"bench {config} --no-python --out {--out}", ""}},
-      {"list", {"", "prints the registries"}},
+      {"list", {"", "prints the config keys and the registries"}},
       {"inspect", {"", "one scheme's tensors, capped at 4,194,304 numbers"}},
       {"attention", {"", "one forward pass, capped at 4,194,304 numbers"}},
   };
@@ -226,7 +227,7 @@ struct Fixtures {
                       " --set model.decoder_layers=1 --set model.d_ff=32 --set train.steps=2 --set train.batch_size=8"
                       " --set train.val_samples=8 --set eval.lengths=[24] --set eval.samples_per_length=4"
                       " --no-progress --out " +
-                      s.path("seq2seq"))
+                      s.path("encoder_decoder"))
                   .code,
               0);
     write_file_atomic(s.path("sources.txt"), "walk\n");
@@ -236,9 +237,10 @@ struct Fixtures {
                 {"compare/config", s.path("grid.json")},
                 {"bench/config", src + "/configs/bench.json"},
                 {"generate/checkpoint", s.path("lm/checkpoint.pt")},
-                {"translate/checkpoint", s.path("seq2seq/checkpoint.pt")},
+                {"translate/checkpoint", s.path("encoder_decoder/checkpoint.pt")},
                 {"checkpoint", s.path("run/checkpoint.pt")},
                 {"--checkpoint", s.path("run/checkpoint.pt")},
+                {"--average", s.path("run/checkpoint.pt")},
                 {"--file", s.path("sources.txt")}};
   }
 

@@ -71,7 +71,7 @@ TEST(ComparePlan, ExpandsTheGridAndSkipsWhatTheModelCannotBuild) {
     EXPECT_EQ(r.id, r.scheme + "-" + r.qkv + "-max-s" + std::to_string(r.seed));
     EXPECT_EQ(r.config.train.steps, 20);
     EXPECT_EQ(r.config.train.seed, r.seed);
-    EXPECT_EQ(r.config.model.qkv, r.qkv);
+    EXPECT_EQ(posenc::name_of(r.config.model.qkv), r.qkv);
     EXPECT_EQ(r.config.train.out_dir, (s.dir / "out" / "runs" / r.id).string());
     if (!r.skipped.empty()) skipped.insert(r.id);
   }
@@ -107,8 +107,8 @@ TEST(ComparePlan, ADecoderTaskGetsOneRunWhateverThePoolingAxis) {
   EXPECT_EQ(ids, (std::vector<std::string>{"ordering-none-projected-max-s0", "ordering-none-projected-cls-s0",
                                            "ordering-rope-projected-max-s0", "ordering-rope-projected-cls-s0",
                                            "copy-none-projected-max-s0", "copy-rope-projected-max-s0"}));
-  EXPECT_EQ(plan.runs.back().config.model.kind, "decoder");
-  EXPECT_EQ(plan.runs[1].config.model.pooling, "cls");
+  EXPECT_EQ(plan.runs.back().config.model.kind, posenc::ModelKind::Decoder);
+  EXPECT_EQ(plan.runs[1].config.model.pooling, posenc::Pooling::Cls);
   // Outside a grid, a decoder config that asks for a pooling is refused.
   json copy = posenc::read_json_file(std::string(POSENC_SOURCE_DIR) + "/configs/copy.json");
   copy["model"]["pooling"] = "cls";
@@ -117,7 +117,7 @@ TEST(ComparePlan, ADecoderTaskGetsOneRunWhateverThePoolingAxis) {
             }).find("model.kind=decoder predicts a token at every target position"),
             std::string::npos);
   copy["model"]["pooling"] = "max";  // what posenc wrote into decoder configs before: still read
-  EXPECT_EQ(posenc::config_from_json(copy).model.kind, "decoder");
+  EXPECT_EQ(posenc::config_from_json(copy).model.kind, posenc::ModelKind::Decoder);
 }
 
 TEST(CompareSummary, ExactMatchHasChanceZeroAndPerplexityIsShown) {
@@ -187,7 +187,7 @@ TEST(ComparePlan, TasksAxisPrefixesRunsAndSetsTheModelKind) {
   EXPECT_EQ(plan.runs[3].id, "sort-v8-rope-projected-max-s0");
   EXPECT_EQ(plan.runs[3].config.task.type, "sort");
   EXPECT_EQ(task_vocab_size(plan.runs[3].config.task), 8);
-  for (const auto& r : plan.runs) EXPECT_EQ(r.config.model.kind, "decoder");
+  for (const auto& r : plan.runs) EXPECT_EQ(r.config.model.kind, posenc::ModelKind::Decoder);
   grid["tasks"] = {"copy", "parity"};
   EXPECT_NE(error_of([&] { posenc::plan_comparison(s.write("bad.json", grid), "out", false, 1); }).find("tasks[1]"),
             std::string::npos);

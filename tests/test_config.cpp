@@ -102,7 +102,7 @@ TEST(Config, OverridesApplyInOrderAndParseJson) {
   posenc::apply_override(j, "eval.lengths=[4,8]");
   const auto c = posenc::config_from_json(j);
   EXPECT_EQ(c.train.steps, 20);
-  EXPECT_EQ(c.model.pooling, "cls");
+  EXPECT_EQ(c.model.pooling, posenc::Pooling::Cls);
   EXPECT_EQ(c.model.positional.type, "learned");
   EXPECT_EQ(c.eval.lengths, (std::vector<int64_t>{4, 8}));
   EXPECT_THROW(posenc::apply_override(j, "train.steps"), ConfigError);

@@ -182,7 +182,7 @@ TEST(LsePooling, LiesBetweenMeanAndMaxByItsTemperature) {
   auto tokens = torch::randint(1, 65, {4, 12}, torch::kLong);
   const auto with_pooling = [&](const std::string& pooling) {
     auto cfg = lse_cfg;
-    cfg.model.pooling = pooling;
+    cfg.model.pooling = posenc::choice_from_name<posenc::Pooling>(pooling);
     Transformer other(cfg.model, 64);
     other->eval();
     torch::NoGradGuard no_grad;
@@ -248,9 +248,9 @@ TEST(ControlsGrid, EachRowSetsItsOwnControlAndTheRunsSayWhich) {
     const auto& m = run.config.model;
     const auto& t = run.config.task.options;
     const std::string pooling = run.task == "lse" || run.task == "mean" ? run.task : "max";
-    EXPECT_EQ(m.pooling, pooling) << run.id;
-    EXPECT_NE(run.id.find("-" + m.pooling + "-s"), std::string::npos) << run.id;
-    EXPECT_EQ(m.token_embedding, run.task.rfind("numeric", 0) == 0 ? "numeric" : "table") << run.id;
+    EXPECT_EQ(name_of(m.pooling), pooling) << run.id;
+    EXPECT_NE(run.id.find("-" + name_of(m.pooling) + "-s"), std::string::npos) << run.id;
+    EXPECT_EQ(name_of(m.token_embedding), run.task.rfind("numeric", 0) == 0 ? "numeric" : "table") << run.id;
     EXPECT_EQ(t.get_int("vocab_size"), run.task.rfind("numeric-wide", 0) == 0 ? 100000 : 64) << run.id;
     EXPECT_EQ(t.get_int("value_window"), run.task == "ties" || run.task == "half-ties" ? 8 : 0) << run.id;
     EXPECT_EQ(t.get_float("value_window_share"), run.task == "half-ties" ? 0.5 : 1.0) << run.id;

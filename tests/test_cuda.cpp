@@ -152,7 +152,7 @@ TEST(Cuda, CheckpointWrittenOnCudaEvaluatesOnCpuAndResumesThere) {
   // The run continues on the CPU (with a fresh dropout stream, said in a warning).
   opts.resume = true;
   auto cpu_cfg = cfg;
-  cpu_cfg.train.device = "cpu";
+  cpu_cfg.train.device = posenc::Device::Cpu;
   cpu_cfg.train.steps = 220;
   const auto resumed = train(cpu_cfg, opts);
   EXPECT_EQ(resumed.steps, 220);

@@ -155,8 +155,8 @@ TEST(CudaGraphs, TheCapturedStepEqualsTheEagerStepOnTheCpu) {
 }
 
 TEST(CudaGraphs, TheKeyTakesAutoOnOrOff) {
-  EXPECT_EQ(posenc::testing::config_with({}).train.cuda_graphs, "auto");
-  EXPECT_EQ(posenc::testing::config_with({"train.cuda_graphs=\"off\""}).train.cuda_graphs, "off");
+  EXPECT_EQ(posenc::testing::config_with({}).train.cuda_graphs, posenc::CudaGraphs::Auto);
+  EXPECT_EQ(posenc::testing::config_with({"train.cuda_graphs=\"off\""}).train.cuda_graphs, posenc::CudaGraphs::Off);
   const std::string e = error_of([] { posenc::testing::config_with({"train.cuda_graphs=\"always\""}); });
   EXPECT_NE(e.find("train.cuda_graphs"), std::string::npos) << e;
   for (const char* choice : {"auto", "on", "off"}) EXPECT_NE(e.find(choice), std::string::npos) << e;

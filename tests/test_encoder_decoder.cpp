@@ -31,7 +31,7 @@ using namespace posenc;
 
 namespace {
 
-Config seq2seq_config(const std::string& scheme, std::initializer_list<std::string> extra = {}) {
+Config encoder_decoder_config(const std::string& scheme, std::initializer_list<std::string> extra = {}) {
   json j = json::object();
   for (const std::string o : {"model.kind=encoder_decoder", "task.type=copy", "task.vocab_size=16", "model.d_model=32",
                               "model.heads=4", "model.layers=2", "model.decoder_layers=2", "model.d_ff=64"})
@@ -66,40 +66,42 @@ double answer_log_prob(Transformer& model, const torch::Tensor& prompt, const st
 
 }  // namespace
 
-class EverySchemeInSeq2Seq : public ::testing::TestWithParam<std::string> {};
+class EverySchemeInEncoderDecoder : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(EverySchemeInSeq2Seq, LaterTargetTokensDoNotChangeEarlierLogits) {
-  auto model = random_model(seq2seq_config(GetParam()), 1);
+TEST_P(EverySchemeInEncoderDecoder, LaterTargetTokensDoNotChangeEarlierLogits) {
+  auto model = random_model(encoder_decoder_config(GetParam()), 1);
   torch::NoGradGuard no_grad;
   auto source = torch::randint(1, 17, {3, 9}, torch::kLong), target = torch::randint(1, 17, {3, 12}, torch::kLong);
   auto changed = target.clone();
   changed.narrow(1, 7, 5).random_(1, 17);
-  const auto a = model->seq2seq_forward(source, target), b = model->seq2seq_forward(source, changed);  // (3, 12, 18)
+  const auto a = model->encoder_decoder_forward(source, target),
+             b = model->encoder_decoder_forward(source, changed);  // (3, 12, 18)
   EXPECT_LT(max_difference(a.narrow(1, 0, 7), b.narrow(1, 0, 7)), tolerance::kFloat32Sum);
   EXPECT_GT(max_difference(a.narrow(1, 7, 5), b.narrow(1, 7, 5)), tolerance::kFloat32Sum);
   // The decoder reads the source: another source changes every position.
-  const auto c = model->seq2seq_forward(torch::randint(1, 17, {3, 9}, torch::kLong), target);
+  const auto c = model->encoder_decoder_forward(torch::randint(1, 17, {3, 9}, torch::kLong), target);
   EXPECT_GT(max_difference(a.narrow(1, 0, 1), c.narrow(1, 0, 1)), tolerance::kFloat32Sum);
 }
 
-TEST_P(EverySchemeInSeq2Seq, SourcePaddingChangesNothing) {
-  auto model = random_model(seq2seq_config(GetParam()), 2);
+TEST_P(EverySchemeInEncoderDecoder, SourcePaddingChangesNothing) {
+  auto model = random_model(encoder_decoder_config(GetParam()), 2);
   if (!model->supports_kv_cache())
     GTEST_SKIP() << "the scheme's encoding depends on the sequence's length, which padding changes";
   torch::NoGradGuard no_grad;
   auto source = torch::randint(1, 17, {2, 7}, torch::kLong), target = torch::randint(1, 17, {2, 6}, torch::kLong);
   auto padded = torch::cat({source, torch::zeros({2, 4}, torch::kLong)}, 1);  // (2, 11)
-  EXPECT_LT(max_difference(model->seq2seq_forward(source, target), model->seq2seq_forward(padded, target)),
-            tolerance::kFloat32Model);
+  EXPECT_LT(
+      max_difference(model->encoder_decoder_forward(source, target), model->encoder_decoder_forward(padded, target)),
+      tolerance::kFloat32Model);
 }
 
-TEST_P(EverySchemeInSeq2Seq, KvCacheGivesTheWholeTargetsLogits) {
-  auto model = random_model(seq2seq_config(GetParam()), 3);
+TEST_P(EverySchemeInEncoderDecoder, KvCacheGivesTheWholeTargetsLogits) {
+  auto model = random_model(encoder_decoder_config(GetParam()), 3);
   if (!model->supports_kv_cache()) GTEST_SKIP() << "decodes by rerunning the whole target";
   torch::NoGradGuard no_grad;
   auto source = torch::randint(1, 17, {2, 8}, torch::kLong), target = torch::randint(1, 17, {2, 10}, torch::kLong);
-  source[1][6] = 0, source[1][7] = 0;                         // a shorter second source
-  const auto whole = model->seq2seq_forward(source, target);  // (2, 10, 18)
+  source[1][6] = 0, source[1][7] = 0;                                 // a shorter second source
+  const auto whole = model->encoder_decoder_forward(source, target);  // (2, 10, 18)
   KVCache cache;
   model->start_decoding(source, cache);
   std::vector<torch::Tensor> steps = {model->decode(target.narrow(1, 0, 3), cache)};
@@ -109,8 +111,8 @@ TEST_P(EverySchemeInSeq2Seq, KvCacheGivesTheWholeTargetsLogits) {
   EXPECT_LT(max_difference(cached, whole), tolerance::kFloat32Model);
 }
 
-TEST_P(EverySchemeInSeq2Seq, GreedyIsBeamOneAndReproducesItsOwnAnswers) {
-  const Config cfg = seq2seq_config(GetParam());
+TEST_P(EverySchemeInEncoderDecoder, GreedyIsBeamOneAndReproducesItsOwnAnswers) {
+  const Config cfg = encoder_decoder_config(GetParam());
   auto model = random_model(cfg, 4);
   const auto task = make_task(cfg.task);
   TaskBatch set = task->fixed_set(5, 4, 5);
@@ -128,26 +130,27 @@ TEST_P(EverySchemeInSeq2Seq, GreedyIsBeamOneAndReproducesItsOwnAnswers) {
   EXPECT_EQ(tokens.correct, tokens.n);  // a random model may emit padding, which is never scored
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeInSeq2Seq, ::testing::ValuesIn(scheme_names()),
+INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeInEncoderDecoder, ::testing::ValuesIn(scheme_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(EncoderDecoder, CrossAttentionTakesASchemeThatActsInAttentionOnly) {
   torch::NoGradGuard no_grad;
   auto source = torch::randint(1, 17, {2, 6}, torch::kLong), target = torch::randint(1, 17, {2, 5}, torch::kLong);
-  const Config plain = seq2seq_config("rope");
+  const Config plain = encoder_decoder_config("rope");
   EXPECT_EQ(plain.model.positional.cross, "none");
-  const Config with_t5 = seq2seq_config("rope", {"model.positional.cross=t5"});
+  const Config with_t5 = encoder_decoder_config("rope", {"model.positional.cross=t5"});
   EXPECT_EQ(with_t5.model.positional.cross_options.at("bidirectional"), true);  // nothing is masked there
   auto a = random_model(plain, 5), b = random_model(with_t5, 5);
-  EXPECT_GT(max_difference(a->seq2seq_forward(source, target), b->seq2seq_forward(source, target)),
+  EXPECT_GT(max_difference(a->encoder_decoder_forward(source, target), b->encoder_decoder_forward(source, target)),
             tolerance::kFloat32Value);
   // Options of the cross scheme, as an object.
-  const Config alibi = seq2seq_config("rope", {"model.positional.cross={\"type\": \"alibi\", \"directional\": true}"});
+  const Config alibi =
+      encoder_decoder_config("rope", {"model.positional.cross={\"type\": \"alibi\", \"directional\": true}"});
   EXPECT_EQ(alibi.model.positional.cross, "alibi");
   EXPECT_EQ(alibi.model.positional.cross_options.at("directional"), true);
   // A scheme that only adds to the residual stream has nothing to act on there.
   try {
-    Transformer bad(seq2seq_config("rope", {"model.positional.cross=sinusoidal"}).model, 16);
+    Transformer bad(encoder_decoder_config("rope", {"model.positional.cross=sinusoidal"}).model, 16);
     ADD_FAILURE() << "sinusoidal accepted in cross-attention";
   } catch (const IncompatibleConfig& e) {
     EXPECT_NE(std::string(e.what()).find("model.positional.cross=sinusoidal"), std::string::npos) << e.what();
@@ -157,7 +160,7 @@ TEST(EncoderDecoder, CrossAttentionTakesASchemeThatActsInAttentionOnly) {
                                                "task": {"type": "copy"}})")),
                ConfigError);
   try {
-    seq2seq_config("rope", {"model.positional.cross=\"nope\""});
+    encoder_decoder_config("rope", {"model.positional.cross=\"nope\""});
     ADD_FAILURE();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model.positional.cross"), std::string::npos) << e.what();
@@ -165,7 +168,7 @@ TEST(EncoderDecoder, CrossAttentionTakesASchemeThatActsInAttentionOnly) {
 }
 
 TEST(EncoderDecoder, TheDecoderTakesTheCausalValueOfDirectionalOptions) {
-  const Config cfg = seq2seq_config("t5");
+  const Config cfg = encoder_decoder_config("t5");
   EXPECT_EQ(cfg.model.positional.options.at("bidirectional"), true);  // the encoder's own
   auto model = random_model(cfg, 6);
   // A one-sided decoder: later target tokens still change nothing before them (checked per scheme above);
@@ -179,7 +182,7 @@ TEST(EncoderDecoder, TheDecoderTakesTheCausalValueOfDirectionalOptions) {
 TEST(EncoderDecoder, KindsEmbeddedQkvAndRandomizedPositionsAreCheckedUpFront) {
   const auto error = [](std::initializer_list<std::string> extra) {
     try {
-      seq2seq_config("rope", extra);
+      encoder_decoder_config("rope", extra);
     } catch (const ConfigError& e) {
       return std::string(e.what());
     }
@@ -342,12 +345,12 @@ TEST(EncoderDecoder, GivenTheLengthAModelThatEndsEarlyIsScoredOnItsContent) {
 }
 
 TEST(EncoderDecoder, ShortRunLearnsToReverseAndBeamFourNeverScoresBelowGreedy) {
-  const auto dir = posenc::testing::fresh_dir("seq2seq_learns");
-  Config cfg =
-      seq2seq_config("rope", {"task.type=reverse", "task.vocab_size=8", "task.min_length=4", "task.max_length=8",
-                              "model.d_model=64", "train.lr=0.003", "train.steps=800", "train.batch_size=32",
-                              "train.warmup_steps=50", "train.log_every=100", "train.eval_every=800",
-                              "train.val_samples=200", "eval.lengths=[8]", "eval.samples_per_length=100"});
+  const auto dir = posenc::testing::fresh_dir("encoder_decoder_learns");
+  Config cfg = encoder_decoder_config(
+      "rope",
+      {"task.type=reverse", "task.vocab_size=8", "task.min_length=4", "task.max_length=8", "model.d_model=64",
+       "train.lr=0.003", "train.steps=800", "train.batch_size=32", "train.warmup_steps=50", "train.log_every=100",
+       "train.eval_every=800", "train.val_samples=200", "eval.lengths=[8]", "eval.samples_per_length=100"});
   cfg.train.out_dir = dir.string();
   const TrainResult result = train(cfg, TrainRequest{});
   EXPECT_GT(result.val_accuracy, 0.9) << "exact match in distribution (teacher-forced)";
@@ -382,7 +385,7 @@ TEST(EncoderDecoder, ShortRunLearnsToReverseAndBeamFourNeverScoresBelowGreedy) {
 // A long decoding polls the stop flag at every step: a signal ends a
 // translation of a million tokens at the next one, not after the last.
 TEST(EncoderDecoder, BeamSearchEndsAtTheNextStepOnceAStopIsRequested) {
-  const Config cfg = seq2seq_config("rope");
+  const Config cfg = encoder_decoder_config("rope");
   Transformer model = random_model(cfg, 0);
   const auto prompt = torch::tensor({3, 4, 5, 17}, torch::kLong).unsqueeze(0);  // (1, 4): a source and SEP
   {
@@ -395,7 +398,7 @@ TEST(EncoderDecoder, BeamSearchEndsAtTheNextStepOnceAStopIsRequested) {
 }
 
 TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
-  posenc::testing::Scratch s("seq2seq_cli");
+  posenc::testing::Scratch s("encoder_decoder_cli");
   const std::string run = s.path("run");
   const std::string tiny =
       " --set model.d_model=32 --set model.heads=4 --set model.layers=1 --set model.decoder_layers=1"
@@ -509,7 +512,7 @@ TEST(EncoderDecoder, TrainEvalAndTranslateFromTheCommandLine) {
 }
 
 TEST(EncoderDecoder, ACompareGridOfEncoderDecoderRunsWritesItsSummaryAndReport) {
-  posenc::testing::Scratch s("seq2seq_compare");
+  posenc::testing::Scratch s("encoder_decoder_compare");
   const nlohmann::json grid = {{"base", std::string(POSENC_SOURCE_DIR) + "/configs/scan.json"},
                                {"set",
                                 {{"model.d_model", 32},

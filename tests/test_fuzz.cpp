@@ -350,16 +350,17 @@ TEST(Fuzz, RandomEvalAndGenerateFlagsAndOutTargetsExitZeroOrTwoWithOneLine) {
 // user's and the runs' files are untouched.
 TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
   Scratch s("clifuzz2");
-  const std::string src = POSENC_SOURCE_DIR, seq2seq = s.path("seq2seq"), ckpt = seq2seq + "/checkpoint.pt";
+  const std::string src = POSENC_SOURCE_DIR, encoder_decoder = s.path("encoder_decoder"),
+                    ckpt = encoder_decoder + "/checkpoint.pt";
   ASSERT_EQ(run_cli("train " + src +
                     "/configs/scan.json --set model.d_model=16 --set model.heads=2 --set model.layers=1"
                     " --set model.decoder_layers=1 --set model.d_ff=32 --set train.steps=2 --set train.batch_size=8"
                     " --set train.val_samples=8 --set eval.lengths=[24] --set eval.samples_per_length=4"
                     " --no-progress --out " +
-                    seq2seq)
+                    encoder_decoder)
                 .code,
             0);
-  const auto before = run_files_of(seq2seq);
+  const auto before = run_files_of(encoder_decoder);
   write_file_atomic(s.path("mine.txt"), "a user's own file");
   write_file_atomic(s.path("users/summary.md"), "mine\n");
   write_file_atomic(s.path("sources.txt"), "jump\nwalk twice\n");
@@ -390,10 +391,11 @@ TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
   const std::vector<std::string> sizes = {"1", "8", "64", "4096", "65536", "65537", "0", "-1", "x"};
   const std::vector<std::string> scheme_sets = {"base=1000", "layout=interleaved", "max_positions=4", "bogus=1",
                                                 "base=nan",  "scaling=yarn",       "factor=8"};
-  const std::vector<std::string> outs = {s.path("fresh.json"), s.path("mine.txt"),       ckpt, seq2seq + "/config.json",
-                                         "/proc/version",      s.path("missing/x.json"), "/",  "''"};
+  const std::vector<std::string> outs = {
+      s.path("fresh.json"), s.path("mine.txt"),       ckpt, encoder_decoder + "/config.json",
+      "/proc/version",      s.path("missing/x.json"), "/",  "''"};
   const std::vector<std::string> compare_outs = {
-      s.path("fresh-compare"), s.path("users"), seq2seq, s.path("mine.txt"), "/", "/proc/sys"};
+      s.path("fresh-compare"), s.path("users"), encoder_decoder, s.path("mine.txt"), "/", "/proc/sys"};
   int ok = 0, refused = 0;
   for (int i = 0; i < 36; ++i) {
     std::string args;
@@ -423,7 +425,8 @@ TEST(Fuzz, RandomTranslateInspectBenchAndCompareFlagsExitZeroOrTwoWithOneLine) {
   std::printf("translate/inspect/bench/compare flag fuzz: 36 runs, %d ran, %d refused with status 2\n", ok, refused);
   EXPECT_GE(ok, 3) << "some of the draws are valid and must run";
   EXPECT_GT(refused, 10);
-  for (const auto& [name, text] : run_files_of(seq2seq)) EXPECT_EQ(text, before.at(name)) << name << " was changed";
+  for (const auto& [name, text] : run_files_of(encoder_decoder))
+    EXPECT_EQ(text, before.at(name)) << name << " was changed";
   EXPECT_EQ(read_file(s.path("mine.txt")), "a user's own file");
   EXPECT_EQ(read_file(s.path("users/summary.md")), "mine\n");
 }

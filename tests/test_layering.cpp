@@ -27,7 +27,7 @@ const fs::path kRoot = POSENC_SOURCE_DIR;
 /// include/posenc/ or src/posenc/ ("util/io.h" -> util). Lower layers never
 /// include higher ones:
 ///   0 util/, errors.h, compat.h, environment.h   no posenc dependencies
-///   1 options.h, positional/registry.h,
+///   1 options.h, choices.h, positional/registry.h,
 ///     tasks/registry.h                           the torch-free name tables and their options
 ///   2 config*.h                                  typed config, overlays
 ///   3 tasks/, positional/                        (siblings: neither includes the other)
@@ -42,7 +42,8 @@ struct Layer {
 };
 
 Layer layer_of(const std::string& rel) {
-  if (rel == "positional/registry.h" || rel == "tasks/registry.h" || rel == "options.h" || rel == "options.cpp")
+  if (rel == "positional/registry.h" || rel == "tasks/registry.h" || rel == "options.h" || rel == "options.cpp" ||
+      rel == "choices.h" || rel == "choices.cpp")
     return {1, "registries"};
   const auto slash = rel.find('/');
   if (slash == std::string::npos) {

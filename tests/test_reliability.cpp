@@ -318,7 +318,7 @@ TEST(Divergence, APoisonedWeightStopsTheRunAndKeepsTheLastFiniteCheckpoint) {
   poison.poison_at_step = 25;
   const Config cfg = small_config(dir, {"train.steps=100", "train.checkpoint_every=10", "train.log_every=10"});
   try {
-    train(cfg, TrainRequest{}, poison);
+    train_with_hooks(cfg, TrainRequest{}, poison);
     FAIL() << "a NaN weight must stop the run";
   } catch (const Diverged& e) {
     const std::string what = e.what();
@@ -372,8 +372,8 @@ TEST(Divergence, FoundWithoutGradientClippingAndBeforeAnyCheckpoint) {
   TrainHooks poison;
   poison.poison_at_step = 3;
   try {
-    train(small_config(dir, {"train.steps=50", "train.grad_clip=0", "train.checkpoint_every=40"}), TrainRequest{},
-          poison);
+    train_with_hooks(small_config(dir, {"train.steps=50", "train.grad_clip=0", "train.checkpoint_every=40"}),
+                     TrainRequest{}, poison);
     FAIL();
   } catch (const Diverged& e) {
     EXPECT_NE(std::string(e.what()).find("at step 3; no checkpoint was written before it"), std::string::npos)
@@ -899,7 +899,7 @@ TEST(NonFinite, NaNOutputsAreFlaggedPerLengthNotReportedAsScores) {
     const auto results = evaluate_lengths(model, *task, evaluation_spec(cfg), {8}, torch::kCPU);
     ASSERT_EQ(results.size(), 1u);
     EXPECT_EQ(results[0].non_finite, results[0].total.n) << kind;
-    const json j = json::parse(length_results_to_json(results, *task)[0].dump());  // as results.json holds it
+    const json j = json::parse(length_results_to_json(results)[0].dump());  // as results.json holds it
     EXPECT_EQ(j["non_finite"], results[0].total.n) << kind;
     // Every output NaN: no score at all (null, "nan"), never the 0.5 of a coin.
     EXPECT_TRUE(j["accuracy"].is_null()) << kind << ": " << j.dump();

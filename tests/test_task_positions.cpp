@@ -385,7 +385,7 @@ TEST(SchemePair, TaskIdsIsRefusedWhereItWouldDoNothing) {
 TEST(SchemePair, ThePairIsWrittenIntoTheRunsConfigAndReadBack) {
   const Config both = config_with(with_task_ids(pair_options("kerple", "learned", "coupled"), "both"));
   EXPECT_EQ(config_to_json(both)["model"]["positional"]["task_ids"], "both");
-  EXPECT_EQ(config_from_json(config_to_json(both)).model.positional.task_ids, "both");
+  EXPECT_EQ(config_from_json(config_to_json(both)).model.positional.task_ids, posenc::TaskIds::Both);
   const Config c = pair_config("fire", "learned", "abacus");
   const json written = config_to_json(c);
   EXPECT_EQ(written["model"]["positional"]["input"]["type"], "learned");

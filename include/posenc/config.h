@@ -3,8 +3,11 @@
 // Every key is known: an unknown key, a wrong type or an out-of-range value is
 // a ConfigError naming the JSON path and what was expected. The resolved
 // config (all defaults filled in) round-trips through to_json().
-// Not here: the options of a positional scheme or a task, which their registry
-// entries declare (options.h validates them).
+//
+// A key is its field here (type and default) and one row of its block's key
+// table in config.cpp (name, bounds or choices, doc); that row drives parsing,
+// config_to_json, `posenc list` and docs/configs.md. The options of a
+// positional scheme or a task are declared by their registry entries instead.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "posenc/choices.h"
 #include "posenc/errors.h"
 #include "posenc/options.h"
+#include "posenc/tasks/registry.h"
 
 namespace posenc {
 
@@ -25,8 +30,7 @@ using json = nlohmann::json;
 struct PositionalConfig {
   /// Scheme name from the registry (`posenc list`).
   std::string type = "rope";
-  /// "input" (before block 1 only), "every_layer", or "auto" (the scheme's natural place).
-  std::string apply_to = "auto";
+  ApplyTo apply_to = ApplyTo::Auto;
   /// One scheme module for all layers, or one per layer.
   bool share_across_layers = true;
   /// The scheme's own options, resolved against its registry entry (defaults filled in).
@@ -50,22 +54,12 @@ struct PositionalConfig {
   /// "input" (the input scheme reads them; `type` counts 0..L-1) or "both"
   /// (`type` reads them in attention too, e.g. coupled ids at the input and a
   /// bias over their differences).
-  std::string task_ids = "input";
+  TaskIds task_ids = TaskIds::Input;
 };
-
-/// The values of model.pooling and model.token_embedding, with what each does
-/// (for the config reader and `posenc list`).
-struct ModelChoice {
-  std::string key, value, doc;
-};
-const std::vector<ModelChoice>& model_choices();
 
 struct ModelConfig {
-  /// "encoder" (bidirectional, pooled, classifies) | "decoder" (causal mask,
-  /// next-token head) | "encoder_decoder" (a bidirectional encoder over the
-  /// source, a causal decoder with cross-attention over the target); a task
-  /// names the kinds it trains (tasks/registry.h).
-  std::string kind = "encoder";
+  /// A task names the kinds it trains (tasks/registry.h).
+  ModelKind kind = ModelKind::Encoder;
   int64_t d_model = 64;
   int64_t heads = 4;
   /// Blocks of the encoder, or of the decoder for model.kind=decoder.
@@ -74,28 +68,13 @@ struct ModelConfig {
   int64_t decoder_layers = 0;
   int64_t d_ff = 256;
   double dropout = 0.0;
-  /// "cls" | "mean" | "max" | "lse" (the encoder's; the decoder predicts at
-  /// every position). lse: per feature, tau * log(mean_i exp(x_i / tau)) with a
-  /// learned temperature tau per feature, between mean (large tau) and max (small).
-  std::string pooling = "max";
-  /// "table" (one learned row per token) | "numeric" (an encoder's token values
-  /// through fixed sinusoidal features and a learned projection: model/numeric_embedding.h)
-  std::string token_embedding = "table";
-  /// "projected" (W_qkv) | "embedded" (after Attention Positional Encoding, Bhorania: the token table yields q, k, v for block 1)
-  std::string qkv = "projected";
+  /// The encoder's (a decoder predicts at every position and pools nothing).
+  Pooling pooling = Pooling::Max;
+  /// numeric: model/numeric_embedding.h.
+  TokenEmbedding token_embedding = TokenEmbedding::Table;
+  /// model.attention.qkv.
+  Qkv qkv = Qkv::Projected;
   PositionalConfig positional;
-};
-
-/// The task (tasks/registry.h). Each task takes type, min_length, max_length
-/// and the options its registry entry declares (`posenc list`); any other key
-/// is an error naming the task.
-struct TaskConfig {
-  std::string type = "ordering";
-  /// Training lengths, in the task's unit (tokens; digits for addition; context for charlm).
-  int64_t min_length = 4;
-  int64_t max_length = 16;
-  /// The task's own options, resolved against its registry entry (defaults filled in).
-  Options options;
 };
 
 struct TrainConfig {
@@ -110,22 +89,21 @@ struct TrainConfig {
   int64_t eval_every = 500;
   int64_t val_samples = 1000;
   int64_t checkpoint_every = 1000;
+  /// Step from which the final evaluation scores the mean of the weights at
+  /// every checkpoint step instead of the last weights; 0: off.
+  int64_t average_from = 0;
   int64_t log_every = 100;
   int64_t seed = 0;
-  /// "auto" | "cpu" | "cuda"
-  std::string device = "auto";
+  Device device = Device::Auto;
   /// Intra-op threads; 1 is fastest for the small models on 2 cores (docs/benchmarks.md).
   int64_t threads = 1;
-  /// "float32" | "bf16" (autocast of the forward pass to bfloat16; weights and optimizer stay float32)
-  std::string precision = "float32";
-  /// "auto" | "on" | "off": capture the training step as a CUDA graph per batch
-  /// shape and replay it (train/cuda_graphs.h); auto = on for CUDA where the
-  /// shapes repeat and nothing in the step is decided on the host.
-  std::string cuda_graphs = "auto";
+  Precision precision = Precision::Float32;
+  /// train/cuda_graphs.h.
+  CudaGraphs cuda_graphs = CudaGraphs::Auto;
   std::string out_dir = "runs/ordering";
   /// Several processes on one run (train/data_parallel.h; how many comes from
-  /// the launcher, not the config): "auto" (gloo on the CPU, nccl on CUDA) | "gloo" | "nccl"
-  std::string backend = "auto";
+  /// the launcher, not the config).
+  CollectiveBackend backend = CollectiveBackend::Auto;
   /// Gradients are all-reduced in flat buckets of at most this many MiB.
   double bucket_mb = 25;
   /// A collective (or the rendezvous) that waits longer than this fails.
@@ -156,6 +134,19 @@ struct Config {
   TrainConfig train;
   EvalConfig eval;
 };
+
+/// One object of a config file ("train", "model.positional", ...) and its
+/// declared keys, for `posenc list` and docs/configs.md. `owner_options`: the
+/// block also takes the options its scheme or task declares.
+struct ConfigBlock {
+  std::string path;
+  std::string doc;
+  std::vector<OptionSpec> keys;
+  /// What a key shows as its default where the struct's is not the whole story ("per task").
+  std::map<std::string, std::string> shown_defaults;
+  std::string owner_options;
+};
+const std::vector<ConfigBlock>& config_blocks();
 
 /// Parses a full config; throws ConfigError naming the JSON path.
 Config config_from_json(const json& j);

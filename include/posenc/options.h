@@ -22,6 +22,8 @@ enum class OptionKind {
   String,   ///< non-empty; one of `choices` when those are given
   Path,     ///< a file's path, non-empty; made absolute when read, so a run works from any directory
   Weights,  ///< an object {choice: weight}: keys from `choices`, weights in [min, max], at least one positive
+  IntList,  ///< a non-empty array of at most `max_items` distinct integers, each in [min, max]
+  Scheme,   ///< a scheme's name, or {"type": name, its options}; the config reader resolves it
 };
 
 /// One declared option: its type, default, bounds or choices, and a one-line doc.
@@ -37,6 +39,8 @@ struct OptionSpec {
   /// right of the query are masked there); it is the default there, and any
   /// other value is an error.
   nlohmann::json causal_value = nullptr;
+  std::vector<std::string> choice_docs;  ///< String: what each of `choices` does (empty: undocumented)
+  size_t max_items = 0;                  ///< IntList: the most elements
 };
 
 /// Options after validation: every declared option present, typed.
@@ -63,11 +67,19 @@ class Options {
 Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::json& user, const std::string& path,
                         const std::string& owner, const std::vector<std::string>& also_known = {}, bool causal = false);
 
+/// The one typed-value check: `v` against `spec`, as the value to keep (a
+/// path made absolute, weights with their defaults filled in). Errors are
+/// ConfigErrors that start with `at`, the key's JSON path.
+nlohmann::json checked_value(const OptionSpec& spec, const nlohmann::json& v, const std::string& at);
+
+/// A bound of `spec` as a config would write it (integers without a fraction).
+std::string shown_bound(const OptionSpec& spec, double bound);
+
 /// A value as JSON for an error message, cut to its first 80 characters (a
 /// mistyped 10 MB value is not echoed whole).
 std::string shown_value(const nlohmann::json& v);
 
-/// "an integer", "a number", "true or false", "a string", "an object of weights".
+/// "an integer", "a number", "true or false", "a string", "an object of weights", ...
 std::string option_kind_name(OptionKind kind);
 
 }  // namespace posenc

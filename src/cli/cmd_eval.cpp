@@ -84,6 +84,26 @@ void check_data_identity(const Task& task, const Config& cfg, const std::vector<
       path, difference);
 }
 
+/// --average: the model's parameters replaced by their mean over its
+/// checkpoint and `others` (a uniform weight average, as stochastic weight
+/// averaging takes it over the checkpoints of one run). Each must hold the same
+/// model and task; training and evaluation settings may differ.
+void average_weights(Transformer& model, const Config& cfg, const std::string& checkpoint,
+                     const std::vector<std::string>& others, torch::Device device) {
+  if (others.empty()) return;
+  torch::NoGradGuard no_grad;
+  auto mine = model->named_parameters();
+  for (const auto& path : others) {
+    const std::string differs = first_difference(read_checkpoint_config(path), cfg, {"/train", "/eval"});
+    if (!differs.empty())
+      throw ConfigError("--average " + path + ": not the model of " + checkpoint + " (their configs differ at " +
+                        differs + ")");
+    const Transformer other = load_model_as(path, device, cfg);
+    for (const auto& p : other->named_parameters()) mine[p.key()].add_(p.value());
+  }
+  for (auto& p : mine) p.value().div_(static_cast<double>(others.size() + 1));
+}
+
 }  // namespace
 
 void setup_eval(CLI::App& app, EvalOptions& o) {
@@ -91,6 +111,11 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)")
       ->delimiter(',')
       ->check(integer_in(2, int64_t{1} << 20));
+  app.add_option("--average", o.average,
+                 "comma-separated checkpoints of the same model whose weights are averaged with the checkpoint's "
+                 "before evaluating (e.g. one run's last few)")
+      ->delimiter(',')
+      ->check(CLI::ExistingFile);
   app.add_option("--set", o.overrides,
                  "evaluation-time change of the stored config (repeatable): eval.* or a scheme option that adds no "
                  "parameter, e.g. model.positional.scaling=yarn")
@@ -119,6 +144,7 @@ int run_eval(const EvalOptions& o) {
       throw ConfigError(std::string(e.what()) + "; --set may change only options that add or remove no parameter");
     }
   }();
+  average_weights(model, cfg, o.checkpoint, o.average, device);
   if (o.samples > 0) cfg.eval.samples_per_length = o.samples;
   const std::vector<int64_t> lengths = o.lengths.empty() ? cfg.eval.lengths : o.lengths;
   for (size_t i = 0; i < lengths.size(); ++i)
@@ -139,6 +165,7 @@ int run_eval(const EvalOptions& o) {
                       {"train_lengths", {cfg.task.min_length, cfg.task.max_length}},
                       {"eval_seed", cfg.eval.seed},
                       {"overrides", o.overrides},
+                      {"averaged_with", o.average},
                       {"positional", config_to_json(cfg)["model"]["positional"]}};
   check_evaluation_fits(model, *task, evaluation_spec(cfg), lengths, device);  // every length, before the first runs
   // One length at a time: a failure at a long length keeps the shorter ones' results.
@@ -153,7 +180,7 @@ int run_eval(const EvalOptions& o) {
     } catch (const std::exception& e) {
       if (results.empty()) throw;
       const std::string reason = e.what();
-      j["lengths"] = length_results_to_json(results, *task);
+      j["lengths"] = length_results_to_json(results);
       if (task->info().bleu) j["bleu"] = corpus_bleu_json(results);
       j["failed"] = {{"length", length}, {"error", reason.substr(0, reason.find('\n'))}};
       write_file_atomic(out, j.dump(2) + "\n");
@@ -164,7 +191,7 @@ int run_eval(const EvalOptions& o) {
     }
   }
   std::printf("%s", format_length_table(results, *task).c_str());
-  j["lengths"] = length_results_to_json(results, *task);
+  j["lengths"] = length_results_to_json(results);
   if (task->info().bleu) j["bleu"] = corpus_bleu_json(results);
   if (!cfg.eval.operand_grid.empty()) {  // a checkpoint's own, or --set eval.operand_grid=[...]
     const OperandGrid grid = evaluate_operand_grid(model, *task, evaluation_spec(cfg), cfg.eval.operand_grid, device);

@@ -1,4 +1,6 @@
-// posenc list [--json]: the positional schemes and the tasks, with their options, from the registries.
+// posenc list [--json | --markdown]: the config keys, the positional schemes
+// and the tasks, with their options, from their declarations. `--markdown` is
+// docs/configs.md (a test checks that the page in the tree equals it).
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -8,10 +10,14 @@
 #include "posenc/positional/registry.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/tasks/registry.h"
+#include "posenc/util/text.h"
 
 namespace posenc::cli {
 
-void setup_list(CLI::App& app, ListOptions& o) { app.add_flag("--json", o.json, "print as JSON"); }
+void setup_list(CLI::App& app, ListOptions& o) {
+  auto* json = app.add_flag("--json", o.json, "print as JSON");
+  app.add_flag("--markdown", o.markdown, "print the config reference page (docs/configs.md)")->excludes(json);
+}
 
 namespace {
 
@@ -23,26 +29,44 @@ const char* kind_name(OptionKind k) {
     case OptionKind::String: return "string";
     case OptionKind::Path: return "path";
     case OptionKind::Weights: return "weights";
+    case OptionKind::IntList: return "int list";
+    case OptionKind::Scheme: return "scheme";
   }
   return "?";
 }
 
-nlohmann::json describe_options(const std::vector<OptionSpec>& specs) {
-  nlohmann::json options = nlohmann::json::array();
-  for (const auto& o : specs) {
-    nlohmann::json j = {{"name", o.name}, {"type", kind_name(o.kind)}, {"default", o.default_value}, {"doc", o.doc}};
-    if (!o.choices.empty()) j["choices"] = o.choices;
-    options.push_back(j);
-  }
-  return options;
+/// "[1, 1024]", "one of a, b", "" (no bounds).
+std::string allowed(const OptionSpec& o) {
+  if (!o.choices.empty()) return (o.kind == OptionKind::Weights ? "keys " : "one of ") + join(o.choices, ", ");
+  const bool bounded = o.min > -1e300 || o.max < 1e300;
+  if (!bounded || o.kind == OptionKind::Bool) return "";
+  return "[" + shown_bound(o, o.min) + ", " + shown_bound(o, o.max) + "]" +
+         (o.kind == OptionKind::IntList ? ", at most " + std::to_string(o.max_items) + ", none twice" : "");
 }
 
-void print_options(const nlohmann::json& options) {
-  for (const auto& opt : options)
-    std::printf("%s\n",
-                fmt::format("    {:<14} {:<7} default {:<12} {}", opt["name"].get<std::string>(),
-                            opt["type"].get<std::string>(), opt["default"].dump(), opt["doc"].get<std::string>())
-                    .c_str());
+/// One option as JSON: name, type, default (or what stands for it), bounds or choices, doc.
+nlohmann::json describe_option(const OptionSpec& o, const std::string& shown_default = "") {
+  nlohmann::json j = {{"name", o.name}, {"type", kind_name(o.kind)}, {"default", o.default_value}, {"doc", o.doc}};
+  if (!shown_default.empty()) j["default"] = shown_default;
+  if (!o.choices.empty()) j["choices"] = o.choices;
+  if (!o.choice_docs.empty()) j["choice_docs"] = o.choice_docs;
+  if (const std::string a = allowed(o); !a.empty()) j["allowed"] = a;
+  return j;
+}
+
+nlohmann::json describe_options(const std::vector<OptionSpec>& specs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& o : specs) out.push_back(describe_option(o));
+  return out;
+}
+
+nlohmann::json describe_block(const ConfigBlock& b) {
+  nlohmann::json keys = nlohmann::json::array();
+  for (const auto& o : b.keys) {
+    const auto shown = b.shown_defaults.find(o.name);
+    keys.push_back(describe_option(o, shown == b.shown_defaults.end() ? "" : shown->second));
+  }
+  return {{"block", b.path}, {"doc", b.doc}, {"keys", keys}};
 }
 
 /// Builds the scheme once with its defaults to read what it does (hooks, direction).
@@ -50,22 +74,22 @@ nlohmann::json describe(const SchemeInfo& info) {
   const SchemeContext ctx{64, 4, 16, 0};
   const auto scheme = info.make(ctx, resolve_scheme_options(info, nlohmann::json::object(), info.name));
   const Capabilities c = scheme->capabilities();
-  const nlohmann::json options = describe_options(info.options);
   return {{"name", info.name},
           {"description", info.description},
           {"hooks", c.hook_names()},
           {"placement", info.default_placement == Placement::Input ? "input" : "every_layer"},
           {"directional", scheme->directional()},
           {"reads_task_positions", info.reads_task_positions},
-          {"options", options}};
+          {"options", describe_options(info.options)}};
 }
 
 nlohmann::json describe_task(const TaskInfo& t) {
-  std::vector<std::string> keys = {"type", "min_length", "max_length"};
+  std::vector<std::string> keys = {"type", "min_length", "max_length"}, kinds;
   for (const auto& o : t.options) keys.push_back(o.name);
+  for (const ModelKind k : t.model_kinds) kinds.push_back(name_of(k));
   return {{"name", t.name},
           {"description", t.description},
-          {"model_kinds", t.model_kinds},
+          {"model_kinds", kinds},
           {"metric", metric_name(t.metric)},
           {"keys", keys},
           {"options", describe_options(t.options)},
@@ -74,62 +98,131 @@ nlohmann::json describe_task(const TaskInfo& t) {
           {"default_eval_lengths", t.default_eval_lengths}};
 }
 
+std::string text_of(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+/// An option's doc followed by what each of its choices does.
+std::string doc_with_choices(const nlohmann::json& opt, const std::string& quote) {
+  std::string doc = opt["doc"].get<std::string>();
+  if (!opt.contains("choice_docs")) return doc;
+  for (size_t i = 0; i < opt["choices"].size(); ++i)
+    doc += (i ? "; " : ". ") + quote + opt["choices"][i].get<std::string>() + quote + ": " +
+           opt["choice_docs"][i].get<std::string>();
+  return doc;
+}
+
+void print_options(const nlohmann::json& options, const std::string& indent) {
+  for (const auto& opt : options) {
+    const std::string a = opt.contains("allowed") ? "; " + opt["allowed"].get<std::string>() : "";
+    std::printf("%s\n", fmt::format("{}{} ({}, default {}{})\n{}    {}", indent, opt["name"].get<std::string>(),
+                                    opt["type"].get<std::string>(), text_of(opt["default"]), a, indent,
+                                    doc_with_choices(opt, ""))
+                            .c_str());
+  }
+}
+
+/// Markdown rows: key, type, default, allowed, meaning.
+std::string markdown_options(const nlohmann::json& options, const std::string& prefix) {
+  Table rows = {{"key", "type", "default", "allowed", "meaning"}};
+  for (const auto& opt : options)
+    rows.push_back({"`" + prefix + opt["name"].get<std::string>() + "`", opt["type"].get<std::string>(),
+                    opt["default"].is_string() && opt["type"] != "string" && opt["type"] != "path"
+                        ? opt["default"].get<std::string>()
+                        : "`" + opt["default"].dump() + "`",
+                    opt.contains("allowed") ? opt["allowed"].get<std::string>() : "", doc_with_choices(opt, "`")});
+  return render_markdown(rows, 5);
+}
+
+void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes, const nlohmann::json& tasks) {
+  std::printf(
+      "# Configs\n\n"
+      "<!-- Written by `build/posenc list --markdown > docs/configs.md` from the declarations of the config\n"
+      "     keys (src/posenc/config.cpp), the schemes and the tasks; change those, not this page. -->\n\n"
+      "A config is one JSON object of four blocks: `model`, `task`, `train` and `eval`. Every key is checked: an\n"
+      "unknown key, a wrong type or an out-of-range value is an error naming the JSON path, e.g.\n\n"
+      "```\n$ build/posenc train configs/ordering.json --set model.heads=3\n"
+      "error: configs/ordering.json: model.heads: 3 does not divide model.d_model 64\n```\n\n"
+      "`--set path=value` overrides any key (repeatable); the value is parsed as JSON and taken as a string\n"
+      "otherwise (`--set model.pooling=cls`, `--set eval.lengths=[8,16,512]`). A key left out takes its\n"
+      "default. `posenc list` prints the same in the terminal.\n");
+  for (const auto& b : blocks) {
+    const std::string path = b["block"].get<std::string>();
+    std::printf("\n## `%s`\n\n%s.\n\n%s", path.c_str(), b["doc"].get<std::string>().c_str(),
+                markdown_options(b["keys"], path + ".").c_str());
+  }
+  std::printf("\n## Task options\n\nEach task takes `task.type`, `task.min_length`, `task.max_length` and these.\n");
+  for (const auto& t : tasks) {
+    std::printf("\n### `%s`\n\n%s. Trains %s; metric: %s; length: %s (default training %s, evaluation %s).\n",
+                t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(),
+                join(t["model_kinds"].get<std::vector<std::string>>(), " or ").c_str(),
+                t["metric"].get<std::string>().c_str(), t["length_unit"].get<std::string>().c_str(),
+                t["default_lengths"].dump().c_str(), t["default_eval_lengths"].dump().c_str());
+    if (!t["options"].empty()) std::printf("\n%s", markdown_options(t["options"], "task.").c_str());
+  }
+  std::printf(
+      "\n## Scheme options\n\nEach scheme's own options go beside `model.positional.type` (and beside `type` in\n"
+      "`model.positional.input` or `.cross`). What each scheme computes: [schemes.md](schemes.md).\n");
+  for (const auto& s : schemes) {
+    std::printf("\n### `%s`\n\n%s.\n", s["name"].get<std::string>().c_str(),
+                s["description"].get<std::string>().c_str());
+    if (!s["options"].empty()) std::printf("\n%s", markdown_options(s["options"], "model.positional.").c_str());
+  }
+}
+
 }  // namespace
 
 int run_list(const ListOptions& o) {
-  nlohmann::json all = nlohmann::json::array(), tasks = nlohmann::json::array(), model = nlohmann::json::array();
-  for (const auto& info : scheme_registry()) all.push_back(describe(info));
+  nlohmann::json schemes = nlohmann::json::array(), tasks = nlohmann::json::array(), blocks = nlohmann::json::array();
+  for (const auto& info : scheme_registry()) schemes.push_back(describe(info));
   for (const auto& info : task_registry()) tasks.push_back(describe_task(info));
-  for (const auto& c : model_choices())
-    model.push_back({{"key", "model." + c.key}, {"value", c.value}, {"doc", c.doc}});
+  for (const auto& b : config_blocks()) blocks.push_back(describe_block(b));
   if (o.json) {
-    std::printf("%s\n", nlohmann::json{{"schemes", all}, {"tasks", tasks}, {"model", model}}.dump(2).c_str());
+    std::printf("%s\n", nlohmann::json{{"schemes", schemes}, {"tasks", tasks}, {"config", blocks}}.dump(2).c_str());
     return 0;
   }
-  std::printf("Positional schemes (model.positional.type); options go beside type in model.positional:\n\n");
-  for (const auto& s : all) {
-    std::string hooks;
-    for (const auto& h : s["hooks"]) hooks += (hooks.empty() ? "" : ",") + h.get<std::string>();
+  if (o.markdown) {
+    print_markdown(blocks, schemes, tasks);
+    return 0;
+  }
+  std::printf("Config keys, a block at a time (--set BLOCK.KEY=VALUE; docs/configs.md has the same):\n");
+  for (const auto& b : blocks) {
+    std::printf("\n%s: %s\n", b["block"].get<std::string>().c_str(), b["doc"].get<std::string>().c_str());
+    print_options(b["keys"], "  ");
+  }
+  std::printf("\nPositional schemes (model.positional.type); options go beside type in model.positional:\n\n");
+  for (const auto& s : schemes) {
+    const std::string hooks = join(s["hooks"].get<std::vector<std::string>>(), ",");
     std::printf("%s\n  %s\n  hooks: %s; placement: %s; directional: %s\n", s["name"].get<std::string>().c_str(),
                 s["description"].get<std::string>().c_str(), hooks.empty() ? "-" : hooks.c_str(),
                 s["placement"].get<std::string>().c_str(), s["directional"].get<bool>() ? "yes" : "no");
-    print_options(s["options"]);
+    print_options(s["options"], "    ");
     std::printf("\n");
   }
-  std::printf(
-      "Common: model.positional.apply_to = auto|input|every_layer, model.positional.share_across_layers = "
-      "true|false\n");
-  std::string input_slot, task_ids, task_id_attention;
-  const auto append = [](std::string& list, const std::string& name) { list += (list.empty() ? "" : ", ") + name; };
-  for (const auto& s : all) {
+  std::vector<std::string> input_slot, task_ids, task_id_attention;
+  for (const auto& s : schemes) {
     const std::string name = s["name"].get<std::string>();
     const bool input = s["placement"] == "input";
-    if (input && name != "none") append(input_slot, name);
-    if (s["reads_task_positions"].get<bool>() && name != "none") append(input ? task_ids : task_id_attention, name);
+    if (input && name != "none") input_slot.push_back(name);
+    if (s["reads_task_positions"].get<bool>() && name != "none") (input ? task_ids : task_id_attention).push_back(name);
   }
   std::printf(
       "Pairs: model.positional.input = one of %s (before block 1), beside a scheme of placement every_layer in "
       "model.positional.type\nTask-defined positions (task.positions): read by %s, alone or in the input slot, "
       "and by %s in attention, as a function of the difference of two ids: alone, or beside the input slot "
       "with model.positional.task_ids = both\n",
-      input_slot.c_str(), task_ids.c_str(), task_id_attention.c_str());
+      join(input_slot, ", ").c_str(), join(task_ids, ", ").c_str(), join(task_id_attention, ", ").c_str());
   std::printf("\nTasks (task.type; model.kind must be one it names):\n\n");
   for (const auto& t : tasks) {
-    std::string keys, kinds;
-    for (const auto& k : t["model_kinds"]) kinds += (kinds.empty() ? "" : " or ") + k.get<std::string>();
-    for (const auto& k : t["keys"]) keys += (keys.empty() ? "" : ", ") + std::string("task.") + k.get<std::string>();
+    std::vector<std::string> keys;
+    for (const auto& k : t["keys"]) keys.push_back("task." + k.get<std::string>());
     std::printf("%s\n  %s\n  model.kind: %s; metric: %s; length: %s (default training %s, evaluation %s)\n  keys: %s\n",
-                t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(), kinds.c_str(),
+                t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(),
+                join(t["model_kinds"].get<std::vector<std::string>>(), " or ").c_str(),
                 t["metric"].get<std::string>().c_str(), t["length_unit"].get<std::string>().c_str(),
-                t["default_lengths"].dump().c_str(), t["default_eval_lengths"].dump().c_str(), keys.c_str());
-    print_options(t["options"]);
+                t["default_lengths"].dump().c_str(), t["default_eval_lengths"].dump().c_str(),
+                join(keys, ", ").c_str());
+    print_options(t["options"], "    ");
     std::printf("\n");
   }
-  std::printf("Model choices (the encoder's pooling and token embedding):\n\n");
-  for (const auto& c : model)
-    std::printf("%s\n", fmt::format("  {:<22} {:<8} {}", c["key"].get<std::string>(), c["value"].get<std::string>(),
-                                    c["doc"].get<std::string>())
-                            .c_str());
   return 0;
 }
 

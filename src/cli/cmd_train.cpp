@@ -126,7 +126,7 @@ void check_ranks_fit(const Config& cfg, int nproc) {
       throw ConfigError(
           fmt::format("--nproc {} with train.device={}: this machine has {} CUDA device(s), and each "
                       "rank takes one; start at most {} rank(s)",
-                      nproc, cfg.train.device, gpus, gpus));
+                      nproc, name_of(cfg.train.device), gpus, gpus));
     check_model_fits(cfg.model, task_vocab_size(cfg.task), device);
     return;
   }

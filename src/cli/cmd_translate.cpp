@@ -74,8 +74,8 @@ int run_translate(const TranslateOptions& o) {
   Config cfg;
   Transformer model = load_model(o.checkpoint, device, &cfg);
   if (!model->is_encoder_decoder())
-    throw ConfigError(o.checkpoint + " is a model.kind=" + cfg.model.kind + " checkpoint (task.type=" + cfg.task.type +
-                      "); translate needs an encoder_decoder");
+    throw ConfigError(o.checkpoint + " is a model.kind=" + name_of(cfg.model.kind) +
+                      " checkpoint (task.type=" + cfg.task.type + "); translate needs an encoder_decoder");
   const std::unique_ptr<Task> task = make_task(cfg.task);
   int64_t max_tokens = o.max_tokens;
   if (max_tokens == 0)

@@ -48,6 +48,7 @@ int run_train(const TrainOptions& o);
 
 struct EvalOptions {
   std::string checkpoint;
+  std::vector<std::string> average;
   std::vector<std::string> overrides;
   std::vector<int64_t> lengths;
   int64_t samples = 0;
@@ -87,6 +88,7 @@ int run_translate(const TranslateOptions& o);
 
 struct ListOptions {
   bool json = false;
+  bool markdown = false;
 };
 void setup_list(CLI::App& app, ListOptions& o);
 int run_list(const ListOptions& o);

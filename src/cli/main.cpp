@@ -2,8 +2,11 @@
 // The only place that configures logging; every error ends in one line and a non-zero exit.
 #include <csignal>
 #include <cstdio>
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -17,6 +20,7 @@
 #include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
 #include "posenc/util/output_guard.h"
+#include "posenc/util/text.h"
 
 void posenc::cli::check_json_target(const std::string& path, const std::string& command) {
   if (!path.empty()) posenc::check_output_target(path, "--json", "posenc " + command);
@@ -32,101 +36,55 @@ void posenc::cli::emit_json(nlohmann::json j, const std::string& path, const std
   posenc::write_file_atomic(path, j.dump() + "\n");
 }
 
-int main(int argc, char** argv) {
-  // A reader of stdout that goes away (`posenc train ... | head`) must not kill
-  // a run between checkpoints: writes to the closed pipe fail quietly instead,
-  // and the run goes on to its checkpoint and results.
-  ::signal(SIGPIPE, SIG_IGN);
-  posenc::tune_malloc_for_training();
-  posenc::flush_denormals();
-  CLI::App app{"posenc: study positional encodings in transformers"};
-  app.require_subcommand(1);
-  app.option_defaults()->always_capture_default();
-  bool verbose = false;
-  app.add_flag("-v,--verbose", verbose, "debug logging");
+namespace {
 
-  posenc::cli::TrainOptions train;
-  posenc::cli::EvalOptions eval;
-  posenc::cli::GenerateOptions generate;
-  posenc::cli::TranslateOptions translate;
-  posenc::cli::ListOptions list;
-  posenc::cli::InspectOptions inspect;
-  posenc::CompareOptions compare;
-  posenc::cli::AttentionOptions attention;
-  posenc::BenchOptions bench;
-  posenc::cli::setup_train(*app.add_subcommand("train", "train a model from a JSON config, then evaluate it"), train);
-  posenc::cli::setup_eval(*app.add_subcommand("eval", "evaluate a checkpoint at a list of lengths"), eval);
-  posenc::cli::setup_generate(
-      *app.add_subcommand("generate", "continue a text prompt with a language-model checkpoint (task charlm)"),
-      generate);
-  posenc::cli::setup_translate(
-      *app.add_subcommand("translate", "translate a source (--input or --file) with an encoder_decoder checkpoint"),
-      translate);
-  posenc::cli::setup_list(*app.add_subcommand("list", "list positional schemes and tasks, with their options"), list);
-  posenc::cli::setup_inspect(
-      *app.add_subcommand("inspect", "write what a scheme contributes at initialization as JSON"), inspect);
-  posenc::cli::setup_compare(
-      *app.add_subcommand("compare", "run a grid of schemes x attention x pooling x seeds; summary, figures, report"),
-      compare);
-  posenc::cli::setup_attention(
-      *app.add_subcommand("attention", "write a trained model's attention maps on one example as JSON"), attention);
-  posenc::cli::setup_bench(
-      *app.add_subcommand("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager"),
-      bench);
+/// One subcommand: its name and help, how it binds its flags, how it runs.
+struct Command {
+  const char* name;
+  const char* help;
+  std::function<void(CLI::App&)> setup;
+  std::function<int()> run;
+};
 
-  // A misspelt command gets its own message (CLI11 would say "A subcommand is required").
-  const std::function<bool(CLI::App*)> every = [](CLI::App*) { return true; };
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (!arg.empty() && arg[0] == '-') continue;
-    std::string known;
-    bool found = false;
-    for (const CLI::App* sub : app.get_subcommands(every)) {
-      known += (known.empty() ? "" : ", ") + sub->get_name();
-      found = found || sub->get_name() == arg;
-    }
-    if (found) break;
-    std::fprintf(stderr, "error: unknown command \"%s\"; the commands are %s (posenc --help)\n", arg.c_str(),
-                 known.c_str());
-    return posenc::kExitBadInput;
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help prints and exits 0; every bad flag, value or file named on the command line exits 2,
-    // as for a bad config (CLI11's own codes, 105-109, would say nothing to a script).
-    if (e.get_exit_code() == 0) return app.exit(e);
-    // One "error: " line like every other refusal of posenc, then where to look.
-    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", e.what());
-    return posenc::kExitBadInput;
-  }
+/// A Command over its own options struct, which setup fills and run reads.
+template <class Options>
+Command command(const char* name, const char* help, void (*setup)(CLI::App&, Options&), int (*run)(const Options&)) {
+  auto options = std::make_shared<Options>();
+  return {name, help, [setup, options](CLI::App& app) { setup(app, *options); },
+          [run, options] { return run(*options); }};
+}
 
-  spdlog::set_default_logger(spdlog::stderr_color_mt("posenc"));
-  spdlog::set_pattern("%H:%M:%S %^%l%$ %v");
-  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+std::vector<Command> commands() {
+  using namespace posenc::cli;
+  return {
+      command("train", "train a model from a JSON config, then evaluate it", setup_train, run_train),
+      command("eval", "evaluate a checkpoint at a list of lengths", setup_eval, run_eval),
+      command("generate", "continue a text prompt with a language-model checkpoint (task charlm)", setup_generate,
+              run_generate),
+      command("translate", "translate a source (--input or --file) with an encoder_decoder checkpoint", setup_translate,
+              run_translate),
+      command("list", "list the config keys, positional schemes and tasks, with their options", setup_list, run_list),
+      command("inspect", "write what a scheme contributes at initialization as JSON", setup_inspect, run_inspect),
+      command("compare", "run a grid of schemes x attention x pooling x seeds; summary, figures, report", setup_compare,
+              run_compare),
+      command("attention", "write a trained model's attention maps on one example as JSON", setup_attention,
+              run_attention),
+      command("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager", setup_bench,
+              run_bench),
+  };
+}
 
-  if (!posenc::die_with_parent()) {
-    std::fprintf(stderr, "error: the posenc compare that started this process is gone\n");
-    return 1;
-  }
-  // Whatever a command printed comes before its error line.
+/// The exit status of a command, every error ending in one line on stderr
+/// after whatever the command printed.
+int run_to_exit_status(const Command& c) {
   const auto error = [](const char* what) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", what);
   };
   try {
-    if (app.got_subcommand("train")) return posenc::cli::run_train(train);
-    if (app.got_subcommand("eval")) return posenc::cli::run_eval(eval);
-    if (app.got_subcommand("generate")) return posenc::cli::run_generate(generate);
-    if (app.got_subcommand("translate")) return posenc::cli::run_translate(translate);
-    if (app.got_subcommand("list")) return posenc::cli::run_list(list);
-    if (app.got_subcommand("inspect")) return posenc::cli::run_inspect(inspect);
-    if (app.got_subcommand("compare")) return posenc::cli::run_compare(compare);
-    if (app.got_subcommand("attention")) return posenc::cli::run_attention(attention);
-    if (app.got_subcommand("bench")) return posenc::cli::run_bench(bench);
+    return c.run();
   } catch (const posenc::Interrupted& e) {
-    // What was stopped and what was kept has been logged where it happened.
-    return e.exit_code();
+    return e.exit_code();  // what was stopped and what was kept has been logged where it happened
   } catch (const posenc::Diverged& e) {
     error(e.what());
     return posenc::kExitDiverged;
@@ -149,5 +107,58 @@ int main(int argc, char** argv) {
     error("an unexpected failure (no message)");
     return posenc::kExitFailure;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A reader of stdout that goes away (`posenc train ... | head`) must not kill
+  // a run between checkpoints: writes to the closed pipe fail quietly instead,
+  // and the run goes on to its checkpoint and results.
+  ::signal(SIGPIPE, SIG_IGN);
+  posenc::tune_malloc_for_training();
+  posenc::flush_denormals();
+  CLI::App app{"posenc: study positional encodings in transformers"};
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "debug logging");
+  const std::vector<Command> all = commands();
+  std::vector<std::string> names;
+  for (const auto& c : all) {
+    c.setup(*app.add_subcommand(c.name, c.help));
+    names.push_back(c.name);
+  }
+
+  // A misspelt command gets its own message (CLI11 would say "A subcommand is required").
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!arg.empty() && arg[0] == '-') continue;
+    if (std::find(names.begin(), names.end(), arg) != names.end()) break;
+    std::fprintf(stderr, "error: unknown command \"%s\"; the commands are %s (posenc --help)\n", arg.c_str(),
+                 posenc::join(names, ", ").c_str());
+    return posenc::kExitBadInput;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; every bad flag, value or file named on the command line exits 2,
+    // as for a bad config (CLI11's own codes, 105-109, would say nothing to a script).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    // One "error: " line like every other refusal of posenc, then where to look.
+    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", e.what());
+    return posenc::kExitBadInput;
+  }
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("posenc"));
+  spdlog::set_pattern("%H:%M:%S %^%l%$ %v");
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+
+  if (!posenc::die_with_parent()) {
+    std::fprintf(stderr, "error: the posenc compare that started this process is gone\n");
+    return 1;
+  }
+  for (const auto& c : all)
+    if (app.got_subcommand(c.name)) return run_to_exit_status(c);
   return 1;
 }

@@ -1,8 +1,14 @@
 // Strict config parsing: every key known, every value typed and bounded.
+//
+// Each block of a config file has one table of declared keys (name, type,
+// default, bounds or choices, doc), bound to the field that holds the value.
+// The table drives reading, config_to_json, `posenc list` and docs/configs.md;
+// what is left in code here are the rules between keys.
 #include "posenc/config.h"
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -10,32 +16,10 @@
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/util/io.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
-
-const std::vector<ModelChoice>& model_choices() {
-  static const std::vector<ModelChoice> choices = {
-      {"pooling", "max", "the encoder's classifier reads the maximum of each feature over the positions"},
-      {"pooling", "mean", "... the mean of each feature over the positions"},
-      {"pooling", "cls", "... a CLS token's output (the token sits in front, at position 0)"},
-      {"pooling", "lse",
-       "... tau * log(mean exp(x / tau)) of each feature, a learned temperature tau per feature "
-       "(mean as tau grows, max as it shrinks)"},
-      {"token_embedding", "table", "one learned row per token value"},
-      {"token_embedding", "numeric",
-       "an encoder's token values v through fixed sinusoids of v at geometric scales and a learned projection: "
-       "no row per value, so a vocabulary of 10^5 costs what 64 does"},
-  };
-  return choices;
-}
-
 namespace {
-
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
 
 std::string type_name(const json& v) {
   if (v.is_number_integer()) return "integer";
@@ -43,95 +27,320 @@ std::string type_name(const json& v) {
   return v.type_name();
 }
 
-/// Reads the keys of one JSON object, remembering which were consumed so that
-/// finish() can reject the rest as unknown.
-class ObjectReader {
- public:
-  ObjectReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {
-    if (!j_.is_object()) throw ConfigError(where() + ": expected an object, got " + type_name(j_));
-  }
+constexpr int64_t kBig = int64_t{1} << 40;
 
-  std::string child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-
-  bool has(const std::string& key) {
-    known_.insert(key);
-    return j_.contains(key);
-  }
-
-  const json& raw(const std::string& key) {
-    known_.insert(key);
-    return j_.at(key);
-  }
-
-  void read(const std::string& key, int64_t& out, int64_t min, int64_t max) {
-    if (!has(key)) return;
-    const json& v = j_.at(key);
-    if (!v.is_number_integer())
-      throw ConfigError(child(key) + ": expected an integer, got " + type_name(v) + " " + shown_value(v));
-    // An unsigned value above INT64_MAX would wrap to a negative one in the message.
-    const bool too_large = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
-    const int64_t x = too_large ? 0 : v.get<int64_t>();
-    if (too_large || x < min || x > max)
-      throw ConfigError(child(key) + ": " + shown_value(v) + " is out of range [" + std::to_string(min) + ", " +
-                        std::to_string(max) + "]");
-    out = x;
-  }
-
-  void read(const std::string& key, double& out, double min, double max) {
-    if (!has(key)) return;
-    const json& v = j_.at(key);
-    if (!v.is_number())
-      throw ConfigError(child(key) + ": expected a number, got " + type_name(v) + " " + shown_value(v));
-    const double x = v.get<double>();
-    if (!(x >= min && x <= max)) {
-      std::ostringstream msg;
-      msg << child(key) << ": " << x << " is out of range [" << min << ", " << max << "]";
-      throw ConfigError(msg.str());
-    }
-    out = x;
-  }
-
-  void read(const std::string& key, bool& out) {
-    if (!has(key)) return;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) throw ConfigError(child(key) + ": expected true or false, got " + shown_value(v));
-    out = v.get<bool>();
-  }
-
-  void read(const std::string& key, std::string& out, const std::vector<std::string>& choices = {}) {
-    if (!has(key)) return;
-    const json& v = j_.at(key);
-    if (!v.is_string())
-      throw ConfigError(child(key) + ": expected a string, got " + type_name(v) + " " + shown_value(v));
-    const std::string s = v.get<std::string>();
-    if (!choices.empty() && std::find(choices.begin(), choices.end(), s) == choices.end())
-      throw ConfigError(child(key) + ": " + shown_value(v) + " is not one of " + join(choices, ", "));
-    out = s;
-  }
-
-  /// Keys not consumed by any read: the caller decides (error or pass-through).
-  std::vector<std::string> unread() const {
-    std::vector<std::string> out;
-    for (auto it = j_.begin(); it != j_.end(); ++it)
-      if (!known_.count(it.key())) out.push_back(it.key());
-    return out;
-  }
-
-  void finish() const {
-    const auto extra = unread();
-    if (extra.empty()) return;
-    std::vector<std::string> known(known_.begin(), known_.end());
-    throw ConfigError(child(extra.front()) + ": unknown key (known here: " + join(known, ", ") + ")");
-  }
-
- private:
-  std::string where() const { return path_.empty() ? "config" : path_; }
-  const json& j_;
-  std::string path_;
-  std::set<std::string> known_;
+/// One declared key of a block, bound to the field of `S` that holds it.
+template <class S>
+struct Key {
+  OptionSpec spec;  ///< default_value: the field's in a default-constructed S
+  /// Stores a value checked against `spec`; null: the block's reader reads this key itself.
+  std::function<void(S&, const json&)> set;
+  /// The field as JSON; null result: not written (a key that only some configs have).
+  std::function<json(const S&)> get;
 };
 
-constexpr int64_t kBig = int64_t{1} << 40;
+template <class S, class T>
+Key<S> field_key(OptionSpec spec, T S::*field) {
+  spec.default_value = S{}.*field;
+  return {std::move(spec), [field](S& s, const json& v) { s.*field = v.get<T>(); },
+          [field](const S& s) { return json(s.*field); }};
+}
+
+template <class S>
+Key<S> int_key(const char* name, int64_t S::*field, int64_t min, int64_t max, const char* doc) {
+  return field_key(OptionSpec{name, OptionKind::Int, nullptr, doc, double(min), double(max)}, field);
+}
+
+template <class S>
+Key<S> float_key(const char* name, double S::*field, double min, double max, const char* doc) {
+  return field_key(OptionSpec{name, OptionKind::Float, nullptr, doc, min, max}, field);
+}
+
+template <class S>
+Key<S> bool_key(const char* name, bool S::*field, const char* doc) {
+  return field_key(OptionSpec{name, OptionKind::Bool, nullptr, doc}, field);
+}
+
+template <class S>
+Key<S> string_key(const char* name, std::string S::*field, const char* doc) {
+  return field_key(OptionSpec{name, OptionKind::String, nullptr, doc}, field);
+}
+
+/// A key whose value is one of the names of the enum E (choices.h).
+template <class S, class E>
+Key<S> choice_key(const char* name, E S::*field, const char* doc) {
+  OptionSpec spec{name, OptionKind::String, nullptr, doc};
+  for (const auto& c : choices<E>()) {
+    spec.choices.push_back(c.name);
+    spec.choice_docs.push_back(c.doc);
+  }
+  return field_key(std::move(spec), field);
+}
+
+template <class S>
+Key<S> int_list_key(const char* name, std::vector<int64_t> S::*field, int64_t min, int64_t max, size_t max_items,
+                    const char* doc) {
+  OptionSpec spec{name, OptionKind::IntList, nullptr, doc, double(min), double(max)};
+  spec.max_items = max_items;
+  return field_key(std::move(spec), field);
+}
+
+/// A key the block's reader and writer handle themselves (a scheme slot), declared for its docs.
+template <class S>
+Key<S> custom_key(const char* name, OptionKind kind, json default_value, const char* doc) {
+  return {OptionSpec{name, kind, std::move(default_value), doc}, nullptr, nullptr};
+}
+
+/// `key`, written only where `when` holds.
+template <class S>
+Key<S> written_if(Key<S> key, std::function<bool(const S&)> when) {
+  auto get = key.get;
+  key.get = [get, when](const S& s) { return when(s) ? get(s) : json(); };
+  return key;
+}
+
+// ---- The key tables, one per block ----
+
+const std::vector<Key<ModelConfig>>& model_keys() {
+  static const std::vector<Key<ModelConfig>> keys = {
+      choice_key("kind", &ModelConfig::kind, "the model; one of the kinds the task trains (posenc list)"),
+      int_key("d_model", &ModelConfig::d_model, 1, 65536, "width of the residual stream"),
+      int_key("heads", &ModelConfig::heads, 1, 1024, "attention heads; must divide d_model"),
+      int_key("layers", &ModelConfig::layers, 1, 1024,
+              "pre-LN blocks (of the encoder, or of the decoder for kind decoder)"),
+      written_if<ModelConfig>(int_key("decoder_layers", &ModelConfig::decoder_layers, 0, 1024,
+                                      "encoder_decoder only: the decoder's blocks (0: as many as layers)"),
+                              [](const ModelConfig& m) { return m.kind == ModelKind::EncoderDecoder; }),
+      int_key("d_ff", &ModelConfig::d_ff, 1, 1 << 20, "width of the GELU feed-forward"),
+      float_key("dropout", &ModelConfig::dropout, 0.0, 0.99,
+                "dropout on embeddings, attention probabilities and residual branches"),
+      choice_key("pooling", &ModelConfig::pooling,
+                 "the encoder's classifier; a decoder pools nothing and refuses any value but the default"),
+      choice_key("token_embedding", &ModelConfig::token_embedding,
+                 "how tokens enter the model; numeric needs an encoder, an even d_model and qkv projected, and "
+                 "embeds a value v as sin(v w_k), cos(v w_k) with w_k = (2V)^(-k/(K-1)), K = d_model / 2, through a "
+                 "learned d_model x d_model projection (padding and CLS keep a row each)"),
+  };
+  return keys;
+}
+
+const std::vector<Key<ModelConfig>>& attention_keys() {
+  static const std::vector<Key<ModelConfig>> keys = {
+      choice_key("qkv", &ModelConfig::qkv, "where attention's queries, keys and values come from"),
+  };
+  return keys;
+}
+
+const std::vector<Key<PositionalConfig>>& positional_keys() {
+  static const std::vector<Key<PositionalConfig>> keys = {
+      string_key("type", &PositionalConfig::type,
+                 "the positional scheme (posenc list); its own options go beside type in this block"),
+      choice_key("apply_to", &PositionalConfig::apply_to, "where the scheme acts"),
+      bool_key("share_across_layers", &PositionalConfig::share_across_layers,
+               "one scheme module for all layers (true) or one per layer"),
+      custom_key<PositionalConfig>(
+          "cross", OptionKind::Scheme, "none",
+          "encoder_decoder only: the scheme of the decoder's cross-attention, as a name or {\"type\": name, its "
+          "options} (queries at target positions, keys at source positions, nothing masked); a scheme that only "
+          "adds to the residual stream is refused there"),
+      custom_key<PositionalConfig>(
+          "input", OptionKind::Scheme, "none",
+          "encoder or decoder: a second scheme before block 1 that adds positions to the residual stream (learned, "
+          "sinusoidal, ...), as a name or {\"type\": name, its options}, beside type acting in attention (rope, "
+          "fire, alibi, kerple, none, ...); McLeish et al.'s Abacus + FIRE is input learned with task.positions "
+          "abacus and type fire. Where the task defines position ids, this scheme reads them"),
+      written_if<PositionalConfig>(
+          choice_key("task_ids", &PositionalConfig::task_ids,
+                     "with an input scheme and a task that defines position ids (task.positions): which slots read "
+                     "them; refused otherwise"),
+          [](const PositionalConfig& p) { return p.input != "none" && p.task_ids != TaskIds::Input; }),
+  };
+  return keys;
+}
+
+const std::vector<Key<PositionalConfig>>& randomize_keys() {
+  static const std::vector<Key<PositionalConfig>> keys = {
+      int_key("max_position", &PositionalConfig::randomize_max_position, 2, int64_t{1} << 30,
+              "for every scheme: each training batch takes a sorted random subset of [0, max_position) as its "
+              "position ids, a pure function of seed and step; evaluation keeps 0..L-1. A learned table must hold "
+              "max_position rows"),
+  };
+  return keys;
+}
+
+const std::vector<Key<TaskConfig>>& task_keys() {
+  static const std::vector<Key<TaskConfig>> keys = {
+      string_key("type", &TaskConfig::type,
+                 "the task (posenc list); its own options go beside type in this block (name: its old spelling)"),
+      int_key("min_length", &TaskConfig::min_length, 2, 1 << 20,
+              "shortest training length, in the task's unit (tokens; digits for addition)"),
+      int_key("max_length", &TaskConfig::max_length, 2, 1 << 20,
+              "longest training length; lengths are drawn uniformly per batch"),
+  };
+  return keys;
+}
+
+const std::vector<Key<TrainConfig>>& train_keys() {
+  static const std::vector<Key<TrainConfig>> keys = {
+      int_key("steps", &TrainConfig::steps, 1, kBig, "optimizer steps"),  // 0 would score an untrained model
+      int_key("batch_size", &TrainConfig::batch_size, 2, 1 << 20,
+              "examples per step (shared among the ranks of one run)"),
+      float_key("lr", &TrainConfig::lr, 0.0, 10.0, "AdamW's peak learning rate"),
+      float_key("weight_decay", &TrainConfig::weight_decay, 0.0, 10.0,
+                "AdamW's decoupled weight decay (not on biases and LayerNorm)"),
+      int_key("warmup_steps", &TrainConfig::warmup_steps, 0, kBig, "linear warmup from 0 to lr"),
+      float_key("min_lr_ratio", &TrainConfig::min_lr_ratio, 0.0, 1.0,
+                "the cosine decay after warmup ends at lr x this (1: constant)"),
+      float_key("grad_clip", &TrainConfig::grad_clip, 0.0, 1e9, "global gradient-norm clip (0: off)"),
+      int_key("eval_every", &TrainConfig::eval_every, 1, kBig, "steps between in-distribution validations"),
+      int_key("val_samples", &TrainConfig::val_samples, 2, 1 << 24,
+              "examples of the fixed validation set, over the training lengths"),
+      int_key("checkpoint_every", &TrainConfig::checkpoint_every, 1, kBig, "steps between checkpoints"),
+      written_if<TrainConfig>(
+          int_key("average_from", &TrainConfig::average_from, 0, kBig,
+                  "from this step on, the weights at every checkpoint step (and the last) are averaged, uniformly, "
+                  "and the final evaluation scores that mean instead of the last weights (stochastic weight "
+                  "averaging, Izmailov et al. 2018); the mean is kept in average.pt, which posenc eval reads like "
+                  "a checkpoint. 0: off"),
+          [](const TrainConfig& t) { return t.average_from > 0; }),
+      int_key("log_every", &TrainConfig::log_every, 1, kBig, "steps between log lines"),
+      int_key("seed", &TrainConfig::seed, 0, kBig, "weights, dropout and training batches"),
+      choice_key("device", &TrainConfig::device, "where the run trains"),
+      int_key("threads", &TrainConfig::threads, 1, 1024,
+              "intra-op threads: 1 is fastest for small models on a few cores; run runs side by side instead"),
+      choice_key("precision", &TrainConfig::precision, "the forward pass's float type"),
+      choice_key("cuda_graphs", &TrainConfig::cuda_graphs,
+                 "capture the training step (forward, backward, clipping, AdamW) as a CUDA graph per batch shape "
+                 "and replay it; graphed and eager steps agree to float tolerance and a run resumes across the two"),
+      string_key("out_dir", &TrainConfig::out_dir,
+                 "the run directory (--out overrides it; a relative path is taken from the working directory); "
+                 "where a run is, not what it is: a moved run resumes"),
+      choice_key("backend", &TrainConfig::backend,
+                 "one run on several processes (posenc train --nproc, torchrun, srun; docs/cluster.md): the "
+                 "collective library"),
+      float_key("bucket_mb", &TrainConfig::bucket_mb, 0.001, 4096.0,
+                "gradients are all-reduced in flat buffers of at most this many MiB"),
+      int_key("collective_timeout_s", &TrainConfig::collective_timeout_s, 1, 86400,
+              "how long a rank waits for the others (rendezvous, each collective) before it fails"),
+  };
+  return keys;
+}
+
+const std::vector<Key<EvalConfig>>& eval_keys() {
+  static const std::vector<Key<EvalConfig>> keys = {
+      int_list_key("lengths", &EvalConfig::lengths, 2, 1 << 20, 256,
+                   "evaluation lengths, past training for extrapolation"),
+      int_key("samples_per_length", &EvalConfig::samples_per_length, 2, 1 << 24,
+              "examples of each length's fixed evaluation set"),
+      int_key("seed", &EvalConfig::seed, 0, kBig,
+              "seed of the evaluation sets, independent of train.seed: every scheme and seed sees the same examples"),
+      int_key("max_batch_tokens", &EvalConfig::max_batch_tokens, 1, kBig,
+              "tokens per evaluation batch (batch size = max(1, tokens / length))"),
+      bool_key("oracle_length", &EvalConfig::oracle_length,
+               "tasks whose answers end with an end token (scan, translation): also decode with the end token held "
+               "back until the reference's length (Newman et al. 2020), reported as oracle_length per length in "
+               "results.json: it tells a model that stops too early from one whose tokens are wrong; refused for "
+               "other tasks"),
+      written_if<EvalConfig>(
+          int_list_key("operand_grid", &EvalConfig::operand_grid, 1, 1 << 16, 32,
+                       "a task of two operands (addition): exact match for every pair (digits of a, digits of b) "
+                       "of these lengths, eval.samples_per_length examples each, as McLeish et al. plot it; "
+                       "posenc eval CHECKPOINT --set eval.operand_grid=[...] adds it to a trained run"),
+          [](const EvalConfig& e) { return !e.operand_grid.empty(); }),
+  };
+  return keys;
+}
+
+// ---- Reading and writing a block through its table ----
+
+std::string child_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+/// The object `j` at `path` (a ConfigError if it is not one).
+const json& as_object(const json& j, const std::string& path) {
+  if (!j.is_object())
+    throw ConfigError((path.empty() ? std::string("config") : path) + ": expected an object, got " + type_name(j));
+  return j;
+}
+
+/// Reads the declared keys of the object `j` at `path` into `out`. Keys whose
+/// `set` is null, and the `nested` blocks, are the caller's to read. Any other
+/// key goes into `rest` (a scheme's or a task's options) where it is given,
+/// and is an error naming the known keys where it is not.
+template <class S>
+void read_keys(const json& j, const std::string& path, const std::vector<Key<S>>& keys, S& out,
+               const std::vector<std::string>& nested = {}, json* rest = nullptr) {
+  for (auto it = as_object(j, path).begin(); it != j.end(); ++it) {
+    const auto key = std::find_if(keys.begin(), keys.end(), [&](const Key<S>& k) { return k.spec.name == it.key(); });
+    if (key != keys.end()) {
+      if (key->set) key->set(out, checked_value(key->spec, it.value(), child_path(path, it.key())));
+      continue;
+    }
+    if (std::find(nested.begin(), nested.end(), it.key()) != nested.end()) continue;
+    if (rest) {
+      (*rest)[it.key()] = it.value();
+      continue;
+    }
+    std::vector<std::string> known;
+    for (const auto& k : keys) known.push_back(k.spec.name);
+    known.insert(known.end(), nested.begin(), nested.end());
+    throw ConfigError(child_path(path, it.key()) + ": unknown key (known here: " + join(known, ", ") + ")");
+  }
+}
+
+template <class S>
+void write_keys(const S& s, const std::vector<Key<S>>& keys, json& out) {
+  for (const auto& k : keys) {
+    if (!k.get) continue;
+    json v = k.get(s);
+    if (!v.is_null()) out[k.spec.name] = std::move(v);
+  }
+}
+
+template <class S>
+std::vector<OptionSpec> specs_of(const std::vector<Key<S>>& keys) {
+  std::vector<OptionSpec> out;
+  for (const auto& k : keys) out.push_back(k.spec);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<ConfigBlock>& config_blocks() {
+  static const std::vector<ConfigBlock> blocks = {
+      {"model", "The transformer: its kind and size", specs_of(model_keys()), {}, ""},
+      {"model.attention", "Where attention's inputs come from", specs_of(attention_keys()), {}, ""},
+      {"model.positional",
+       "The positional scheme, with its own options beside type (listed at the end of this page)",
+       specs_of(positional_keys()),
+       {},
+       "scheme"},
+      {"model.positional.randomize",
+       "Randomized positions (Ruoss et al. 2023); the block is left out when they are off",
+       specs_of(randomize_keys()),
+       {{"max_position", "off"}},
+       ""},
+      {"task",
+       "The task, with its own options beside type (listed below)",
+       specs_of(task_keys()),
+       {{"min_length", "per task"}, {"max_length", "per task"}},
+       "task"},
+      {"train",
+       "Optimization, the run directory, the device and the processes of one run",
+       specs_of(train_keys()),
+       {},
+       ""},
+      {"eval",
+       "The fixed evaluation sets, scored after training and by `posenc eval`",
+       specs_of(eval_keys()),
+       {{"lengths", "per task"}, {"operand_grid", "none"}},
+       ""},
+  };
+  return blocks;
+}
+
+namespace {
 
 /// model.positional.cross and .input: a scheme name, or {"type": name, its
 /// options...}, resolved against the scheme's registry entry into `name` and
@@ -160,6 +369,13 @@ void parse_scheme_slot(const json& j, const std::string& path, bool causal, std:
   options = resolve_scheme_options(info, user, path, causal).json();
 }
 
+/// A scheme slot as config_to_json writes it: {"type": name, its options}.
+json scheme_slot_json(const std::string& name, const json& options) {
+  json out = options;
+  out["type"] = name;
+  return out;
+}
+
 /// model.positional.input beside model.positional.type: the input slot holds a
 /// scheme that adds to the residual stream, `type` one that acts in attention.
 void check_scheme_pair(const PositionalConfig& p, const std::string& path) {
@@ -183,117 +399,89 @@ void check_scheme_pair(const PositionalConfig& p, const std::string& path) {
 /// in the sequence may hold a larger id than its query.
 PositionalConfig parse_positional(const json& j, const std::string& path, bool causal, bool task_ids) {
   PositionalConfig p;
-  ObjectReader r(j, path);
-  r.read("type", p.type);
+  json user = json::object();  // the scheme's own options
+  read_keys(j, path, positional_keys(), p, {"randomize"}, &user);
   const SchemeInfo& info = [&]() -> const SchemeInfo& {
     try {
       return find_scheme(p.type);
     } catch (const ConfigError& e) {
-      throw ConfigError(r.child("type") + ": " + e.what());
+      throw ConfigError(child_path(path, "type") + ": " + e.what());
     }
   }();
-  r.read("apply_to", p.apply_to, {"auto", "input", "every_layer"});
-  r.read("share_across_layers", p.share_across_layers);
-  if (r.has("randomize")) {
-    ObjectReader rnd(r.raw("randomize"), r.child("randomize"));
-    if (!rnd.has("max_position"))
-      throw ConfigError(r.child("randomize") +
-                        ": needs max_position (training positions are drawn from [0, max_position))");
-    rnd.read("max_position", p.randomize_max_position, 2, int64_t{1} << 30);
-    rnd.finish();
+  if (j.contains("randomize")) {
+    const std::string at = child_path(path, "randomize");
+    if (!as_object(j["randomize"], at).contains("max_position"))
+      throw ConfigError(at + ": needs max_position (training positions are drawn from [0, max_position))");
+    read_keys(j["randomize"], at, randomize_keys(), p);
   }
-  if (r.has("cross")) parse_scheme_slot(r.raw("cross"), r.child("cross"), /*causal=*/false, p.cross, p.cross_options);
-  if (r.has("input")) parse_scheme_slot(r.raw("input"), r.child("input"), causal, p.input, p.input_options);
+  if (j.contains("cross"))
+    parse_scheme_slot(j["cross"], child_path(path, "cross"), /*causal=*/false, p.cross, p.cross_options);
+  if (j.contains("input")) parse_scheme_slot(j["input"], child_path(path, "input"), causal, p.input, p.input_options);
   check_scheme_pair(p, path);
-  if (r.has("task_ids")) {
-    r.read("task_ids", p.task_ids, {"input", "both"});
+  if (j.contains("task_ids")) {
+    const std::string at = child_path(path, "task_ids");
     if (p.input == "none")
-      throw ConfigError(r.child("task_ids") + ": says which of two slots reads a task's position ids, but " + path +
+      throw ConfigError(at + ": says which of two slots reads a task's position ids, but " + path +
                         ".input is none, so " + path + ".type=" + p.type + " reads them alone; leave task_ids out");
     if (!task_ids)
-      throw ConfigError(r.child("task_ids") + "=" + p.task_ids +
+      throw ConfigError(at + "=" + name_of(p.task_ids) +
                         ": the task defines no position ids (task.positions); leave task_ids out");
   }
-  const bool type_reads_task_ids = task_ids && (p.input == "none" || p.task_ids == "both");
-  // Everything else belongs to the scheme and is validated by its registry entry.
-  json user = json::object();
-  for (const auto& key : r.unread()) user[key] = r.raw(key);
+  const bool type_reads_task_ids = task_ids && (p.input == "none" || p.task_ids == TaskIds::Both);
   p.options = resolve_scheme_options(info, user, path, causal && !type_reads_task_ids).json();
   return p;
-}
-
-std::vector<std::string> choices_of(const std::string& key) {
-  std::vector<std::string> out;
-  for (const auto& c : model_choices())
-    if (c.key == key) out.push_back(c.value);
-  return out;
 }
 
 /// `task_ids`: the task defines each token's position id (TaskInfo::positions_end).
 ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
   ModelConfig m;
-  ObjectReader r(j, path);
-  r.read("kind", m.kind, {"encoder", "decoder", "encoder_decoder"});
-  r.read("d_model", m.d_model, 1, 65536);
-  r.read("heads", m.heads, 1, 1024);
-  r.read("layers", m.layers, 1, 1024);
-  r.read("decoder_layers", m.decoder_layers, 0, 1024);
-  if (m.decoder_layers > 0 && m.kind != "encoder_decoder")
-    throw ConfigError(r.child("decoder_layers") + ": only an encoder_decoder has a separate decoder (model.kind=" +
-                      m.kind + " has model.layers blocks)");
-  r.read("d_ff", m.d_ff, 1, 1 << 20);
-  r.read("dropout", m.dropout, 0.0, 0.99);
-  r.read("pooling", m.pooling, choices_of("pooling"));
-  r.read("token_embedding", m.token_embedding, choices_of("token_embedding"));
-  if (m.token_embedding == "numeric" && m.kind != "encoder")
-    throw ConfigError(r.child("token_embedding") + ": \"numeric\" embeds an encoder's token values; model.kind=" +
-                      m.kind + " predicts tokens through a head of one row per token: use \"table\"");
-  if (m.token_embedding == "numeric" && m.d_model % 2 != 0)
-    throw ConfigError(r.child("token_embedding") +
-                      ": \"numeric\" embeds each value as sin/cos pairs, so model.d_model " + "must be even (it is " +
-                      std::to_string(m.d_model) + ")");
+  read_keys(j, path, model_keys(), m, {"attention", "positional"});
+  const std::string kind = name_of(m.kind);
+  const auto at = [&](const char* key) { return child_path(path, key); };
+  if (m.decoder_layers > 0 && m.kind != ModelKind::EncoderDecoder)
+    throw ConfigError(at("decoder_layers") + ": only an encoder_decoder has a separate decoder (model.kind=" + kind +
+                      " has model.layers blocks)");
+  if (m.token_embedding == TokenEmbedding::Numeric && m.kind != ModelKind::Encoder)
+    throw ConfigError(at("token_embedding") + ": \"numeric\" embeds an encoder's token values; model.kind=" + kind +
+                      " predicts tokens through a head of one row per token: use \"table\"");
+  if (m.token_embedding == TokenEmbedding::Numeric && m.d_model % 2 != 0)
+    throw ConfigError(at("token_embedding") + ": \"numeric\" embeds each value as sin/cos pairs, so model.d_model " +
+                      "must be even (it is " + std::to_string(m.d_model) + ")");
   // A decoder predicts a token at every position and pools nothing. Configs
   // that posenc wrote for decoders record the default ("max"), so that one passes.
-  if (m.kind != "encoder" && m.pooling != ModelConfig{}.pooling)
-    throw ConfigError(r.child("pooling") + ": \"" + m.pooling + "\" pools the tokens of an encoder; model.kind=" +
-                      m.kind + " predicts a token at every target position and pools nothing: leave model.pooling out");
-  if (r.has("attention")) {
-    ObjectReader a(r.raw("attention"), r.child("attention"));
-    a.read("qkv", m.qkv, {"projected", "embedded"});
-    a.finish();
-  }
-  if (m.qkv == "embedded" && m.token_embedding == "numeric")
+  if (m.kind != ModelKind::Encoder && m.pooling != ModelConfig{}.pooling)
+    throw ConfigError(at("pooling") + ": \"" + name_of(m.pooling) + "\" pools the tokens of an encoder; model.kind=" +
+                      kind + " predicts a token at every target position and pools nothing: leave model.pooling out");
+  if (j.contains("attention")) read_keys(j["attention"], at("attention"), attention_keys(), m);
+  if (m.qkv == Qkv::Embedded && m.token_embedding == TokenEmbedding::Numeric)
     throw ConfigError(
-        r.child("attention") +
+        at("attention") +
         ".qkv: \"embedded\" reads block 1's q, k, v from rows of the token table, and "
         "model.token_embedding=numeric has no such table; use \"projected\" or token_embedding \"table\"");
-  const bool causal = m.kind == "decoder";
-  if (r.has("positional"))
-    m.positional = parse_positional(r.raw("positional"), r.child("positional"), causal, task_ids);
-  else
-    m.positional = parse_positional(json::object(), r.child("positional"), causal, task_ids);
-  r.finish();
-  if (m.qkv == "embedded" && m.positional.input != "none")
-    throw ConfigError(r.child("positional") + ".input=" + m.positional.input +
+  const bool causal = m.kind == ModelKind::Decoder;
+  m.positional =
+      parse_positional(j.contains("positional") ? j["positional"] : json::object(), at("positional"), causal, task_ids);
+  if (m.qkv == Qkv::Embedded && m.positional.input != "none")
+    throw ConfigError(at("positional") + ".input=" + m.positional.input +
                       " adds positions to the residual stream before block 1, but model.attention.qkv=embedded reads "
                       "block 1's q, k, v straight from the token table; use \"projected\" or leave input out");
-  if (m.kind == "encoder_decoder") {
+  if (m.kind == ModelKind::EncoderDecoder) {
     if (m.decoder_layers == 0) m.decoder_layers = m.layers;
-    if (m.qkv == "embedded")
-      throw ConfigError(r.child("attention") +
+    if (m.qkv == Qkv::Embedded)
+      throw ConfigError(at("attention") +
                         ".qkv: \"embedded\" reads block 1's q, k, v from the token table, which an encoder_decoder "
                         "shares between its encoder and decoder; use \"projected\"");
     if (m.positional.randomize_max_position > 0)
-      throw ConfigError(r.child("positional") +
+      throw ConfigError(at("positional") +
                         ".randomize: randomized positions are drawn for one sequence per example; an "
                         "encoder_decoder has two (source and target); leave randomize out");
     if (m.positional.input != "none")
-      throw ConfigError(r.child("positional") +
+      throw ConfigError(at("positional") +
                         ".input: a second scheme at the input is for an encoder or a decoder; an encoder_decoder "
                         "has two inputs (source and target): leave input out");
   } else if (m.positional.cross != "none") {
-    throw ConfigError(r.child("positional") +
-                      ".cross: only an encoder_decoder has cross-attention (model.kind=" + m.kind + ")");
+    throw ConfigError(at("positional") + ".cross: only an encoder_decoder has cross-attention (model.kind=" + kind +
+                      ")");
   }
   if (m.d_model % m.heads != 0)
     throw ConfigError(path + ".heads: " + std::to_string(m.heads) + " does not divide " + path + ".d_model " +
@@ -302,27 +490,27 @@ ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
 }
 
 TaskConfig parse_task(const json& j, const std::string& path) {
-  TaskConfig t;
-  ObjectReader r(j, path);
+  as_object(j, path);
   // "name" is what configs and checkpoints written before the task registry call it.
-  if (r.has("name") && r.has("type"))
-    throw ConfigError(r.child("name") + ": give the task as " + r.child("type") + " only (name is its old spelling)");
-  const std::string type_key = r.has("name") ? "name" : "type";
-  r.read(type_key, t.type);
+  if (j.contains("name") && j.contains("type"))
+    throw ConfigError(child_path(path, "name") + ": give the task as " + child_path(path, "type") +
+                      " only (name is its old spelling)");
+  const std::string type_key = j.contains("name") ? "name" : "type";
+  TaskConfig t;
+  if (j.contains(type_key))  // task_keys() starts with type
+    t.type = checked_value(task_keys().front().spec, j[type_key], child_path(path, type_key)).get<std::string>();
   const TaskInfo& info = [&]() -> const TaskInfo& {
     try {
       return find_task(t.type);
     } catch (const ConfigError& e) {
-      throw ConfigError(r.child(type_key) + ": " + e.what());
+      throw ConfigError(child_path(path, type_key) + ": " + e.what());
     }
   }();
+  // The task's lengths are its defaults until the config gives them.
   t.min_length = info.default_min_length;
   t.max_length = info.default_max_length;
-  r.read("min_length", t.min_length, 2, 1 << 20);
-  r.read("max_length", t.max_length, 2, 1 << 20);
-  // Everything else belongs to the task and is validated by its registry entry.
-  json user = json::object();
-  for (const auto& key : r.unread()) user[key] = r.raw(key);
+  json user = json::object();  // the task's own options
+  read_keys(j, path, task_keys(), t, {"name"}, &user);
   t.options =
       resolve_options(info.options, user, path, "task \"" + t.type + "\"", {"type", "min_length", "max_length"});
   if (t.min_length > t.max_length)
@@ -333,75 +521,17 @@ TaskConfig parse_task(const json& j, const std::string& path) {
 
 TrainConfig parse_train(const json& j, const std::string& path) {
   TrainConfig t;
-  ObjectReader r(j, path);
-  r.read("steps", t.steps, 1, kBig);  // 0 would write results of an untrained model
-  r.read("batch_size", t.batch_size, 2, 1 << 20);
-  r.read("lr", t.lr, 0.0, 10.0);
-  r.read("weight_decay", t.weight_decay, 0.0, 10.0);
-  r.read("warmup_steps", t.warmup_steps, 0, kBig);
-  r.read("min_lr_ratio", t.min_lr_ratio, 0.0, 1.0);
-  r.read("grad_clip", t.grad_clip, 0.0, 1e9);
-  r.read("eval_every", t.eval_every, 1, kBig);
-  r.read("val_samples", t.val_samples, 2, 1 << 24);
-  r.read("checkpoint_every", t.checkpoint_every, 1, kBig);
-  r.read("log_every", t.log_every, 1, kBig);
-  r.read("seed", t.seed, 0, kBig);
-  r.read("device", t.device, {"auto", "cpu", "cuda"});
-  r.read("threads", t.threads, 1, 1024);
-  r.read("precision", t.precision, {"float32", "bf16"});
-  r.read("cuda_graphs", t.cuda_graphs, {"auto", "on", "off"});
-  r.read("out_dir", t.out_dir);
-  r.read("backend", t.backend, {"auto", "gloo", "nccl"});
-  r.read("bucket_mb", t.bucket_mb, 0.001, 4096.0);
-  r.read("collective_timeout_s", t.collective_timeout_s, 1, 86400);
-  r.finish();
+  read_keys(j, path, train_keys(), t);
   if (t.out_dir.empty()) throw ConfigError(path + ".out_dir: must not be empty");
+  if (t.average_from > t.steps)
+    throw ConfigError(path + ".average_from: " + std::to_string(t.average_from) + " is past " + path + ".steps " +
+                      std::to_string(t.steps) + ", so no weights would be averaged");
   return t;
-}
-
-/// The integers of the array `v` at `where`, each in [lo, hi] and none twice
-/// (evaluation lengths, operand digits); errors name the element.
-std::vector<int64_t> distinct_integers(const json& v, const std::string& where, int64_t lo, int64_t hi) {
-  std::vector<int64_t> out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const std::string at = where + "[" + std::to_string(i) + "]";
-    if (!v[i].is_number_integer()) throw ConfigError(at + ": expected an integer, got " + shown_value(v[i]));
-    const int64_t n = v[i].get<int64_t>();
-    if (n < lo || n > hi)
-      throw ConfigError(at + ": " + std::to_string(n) + " is out of range [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "]");
-    if (std::find(out.begin(), out.end(), n) != out.end())
-      throw ConfigError(at + ": " + std::to_string(n) + " appears twice");
-    out.push_back(n);
-  }
-  return out;
 }
 
 EvalConfig parse_eval(const json& j, const std::string& path) {
   EvalConfig e;
-  ObjectReader r(j, path);
-  if (r.has("lengths")) {
-    const json& v = r.raw("lengths");
-    if (!v.is_array() || v.empty()) throw ConfigError(r.child("lengths") + ": expected a non-empty array of lengths");
-    constexpr size_t kMaxLengths = 256;  // each is a separate evaluation set
-    if (v.size() > kMaxLengths)
-      throw ConfigError(r.child("lengths") + ": " + std::to_string(v.size()) + " lengths; at most " +
-                        std::to_string(kMaxLengths) + " may be evaluated in one run");
-    e.lengths = distinct_integers(v, r.child("lengths"), 2, 1 << 20);
-  }
-  r.read("samples_per_length", e.samples_per_length, 2, 1 << 24);
-  r.read("seed", e.seed, 0, kBig);
-  r.read("max_batch_tokens", e.max_batch_tokens, 1, kBig);
-  r.read("oracle_length", e.oracle_length);
-  if (r.has("operand_grid")) {
-    const json& v = r.raw("operand_grid");
-    constexpr size_t kMaxDigits = 32;  // the grid has size^2 evaluation sets
-    if (!v.is_array() || v.empty() || v.size() > kMaxDigits)
-      throw ConfigError(r.child("operand_grid") + ": expected a non-empty array of at most " +
-                        std::to_string(kMaxDigits) + " operand lengths (digits)");
-    e.operand_grid = distinct_integers(v, r.child("operand_grid"), 1, 1 << 16);
-  }
-  r.finish();
+  read_keys(j, path, eval_keys(), e);
   return e;
 }
 
@@ -451,9 +581,9 @@ void check_scheme_reads_task_ids(const Config& c, const TaskInfo& task, const st
 void check_task_positions(const Config& c, const TaskInfo& task) {
   if (!task.positions_end || task.positions_end(c.task, c.task.max_length) == 0) return;
   const std::string what = "task.positions=" + c.task.options.get_string("positions");
-  if (c.model.kind != "decoder")
-    throw ConfigError(
-        what + ": task-defined positions are read by a decoder (model.kind=decoder), not model.kind=" + c.model.kind);
+  if (c.model.kind != ModelKind::Decoder)
+    throw ConfigError(what + ": task-defined positions are read by a decoder (model.kind=decoder), not model.kind=" +
+                      name_of(c.model.kind));
   if (c.model.positional.randomize_max_position > 0)
     throw ConfigError("model.positional.randomize: " + what +
                       " gives every token its position already; leave randomize out");
@@ -463,7 +593,7 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
   const PositionalConfig& p = c.model.positional;
   const bool paired = p.input != "none";
   if (paired) check_scheme_reads_task_ids(c, task, what, "model.positional.input", p.input, p.input_options, true);
-  if (!paired || p.task_ids == "both")
+  if (!paired || p.task_ids == TaskIds::Both)
     check_scheme_reads_task_ids(c, task, what, "model.positional.type", p.type, p.options, false);
 }
 
@@ -471,26 +601,28 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
 
 Config config_from_json(const json& j) {
   Config c;
-  ObjectReader r(j, "");
-  auto section = [&](const char* key, auto parse, auto& out) {
-    out = parse(r.has(key) ? r.raw(key) : json::object(), key);
-  };
+  as_object(j, "");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "model" && it.key() != "task" && it.key() != "train" && it.key() != "eval")
+      throw ConfigError(it.key() + ": unknown key (known here: model, task, train, eval)");
+  const auto block = [&](const char* key) { return j.contains(key) ? j[key] : json::object(); };
   // The task first: whether it defines position ids decides how the model's
   // scheme options are read (parse_positional).
-  section("task", parse_task, c.task);
+  c.task = parse_task(block("task"), "task");
   const TaskInfo& task = find_task(c.task.type);
   const bool task_ids = task.positions_end && task.positions_end(c.task, c.task.max_length) > 0;
-  c.model = parse_model(r.has("model") ? r.raw("model") : json::object(), "model", task_ids);
-  section("train", parse_train, c.train);
-  section("eval", parse_eval, c.eval);
-  r.finish();
-  if (!(j.contains("eval") && j["eval"].is_object() && j["eval"].contains("lengths")))
-    c.eval.lengths = task.default_eval_lengths;
+  c.model = parse_model(block("model"), "model", task_ids);
+  c.train = parse_train(block("train"), "train");
+  c.eval = parse_eval(block("eval"), "eval");
+  if (!(j.contains("eval") && j["eval"].contains("lengths"))) c.eval.lengths = task.default_eval_lengths;
   const auto& kinds = task.model_kinds;
-  if (std::find(kinds.begin(), kinds.end(), c.model.kind) == kinds.end())
-    throw ConfigError("task.type=" + c.task.type + " trains " + join(kinds, " or ") +
-                      " models, but model.kind=" + c.model.kind + "; set model.kind=" + kinds.front() +
-                      " or choose a task for a " + c.model.kind + " (posenc list)");
+  if (std::find(kinds.begin(), kinds.end(), c.model.kind) == kinds.end()) {
+    std::vector<std::string> names;
+    for (const ModelKind k : kinds) names.push_back(name_of(k));
+    throw ConfigError("task.type=" + c.task.type + " trains " + join(names, " or ") +
+                      " models, but model.kind=" + name_of(c.model.kind) + "; set model.kind=" + names.front() +
+                      " or choose a task for a " + name_of(c.model.kind) + " (posenc list)");
+  }
   if (!c.eval.operand_grid.empty() && !task.has_operands) {
     std::vector<std::string> with;
     for (const auto& t : task_registry())
@@ -502,81 +634,24 @@ Config config_from_json(const json& j) {
   return c;
 }
 
-namespace {
-
-/// type, the lengths and the task's resolved options (tasks/registry.h).
-json task_to_json(const TaskConfig& t) {
-  json out = t.options.json();
-  out["type"] = t.type;
-  out["min_length"] = t.min_length;
-  out["max_length"] = t.max_length;
-  return out;
-}
-
-}  // namespace
-
 json config_to_json(const Config& c) {
-  json positional = c.model.positional.options;
-  positional["type"] = c.model.positional.type;
-  positional["apply_to"] = c.model.positional.apply_to;
-  positional["share_across_layers"] = c.model.positional.share_across_layers;
-  if (c.model.positional.randomize_max_position > 0)
-    positional["randomize"] = {{"max_position", c.model.positional.randomize_max_position}};
-  if (c.model.kind == "encoder_decoder") {
-    json cross = c.model.positional.cross_options;
-    cross["type"] = c.model.positional.cross;
-    positional["cross"] = cross;
-  }
-  if (c.model.positional.input != "none") {
-    json input = c.model.positional.input_options;
-    input["type"] = c.model.positional.input;
-    positional["input"] = input;
-    if (c.model.positional.task_ids != "input") positional["task_ids"] = c.model.positional.task_ids;
-  }
-  json out = {
-      {"model",
-       {{"kind", c.model.kind},
-        {"d_model", c.model.d_model},
-        {"heads", c.model.heads},
-        {"layers", c.model.layers},
-        {"d_ff", c.model.d_ff},
-        {"dropout", c.model.dropout},
-        {"pooling", c.model.pooling},
-        {"token_embedding", c.model.token_embedding},
-        {"attention", {{"qkv", c.model.qkv}}},
-        {"positional", positional}}},
-      {"task", task_to_json(c.task)},
-      {"train",
-       {{"steps", c.train.steps},
-        {"batch_size", c.train.batch_size},
-        {"lr", c.train.lr},
-        {"weight_decay", c.train.weight_decay},
-        {"warmup_steps", c.train.warmup_steps},
-        {"min_lr_ratio", c.train.min_lr_ratio},
-        {"grad_clip", c.train.grad_clip},
-        {"eval_every", c.train.eval_every},
-        {"val_samples", c.train.val_samples},
-        {"checkpoint_every", c.train.checkpoint_every},
-        {"log_every", c.train.log_every},
-        {"seed", c.train.seed},
-        {"device", c.train.device},
-        {"threads", c.train.threads},
-        {"precision", c.train.precision},
-        {"cuda_graphs", c.train.cuda_graphs},
-        {"out_dir", c.train.out_dir},
-        {"backend", c.train.backend},
-        {"bucket_mb", c.train.bucket_mb},
-        {"collective_timeout_s", c.train.collective_timeout_s}}},
-      {"eval",
-       {{"lengths", c.eval.lengths},
-        {"samples_per_length", c.eval.samples_per_length},
-        {"seed", c.eval.seed},
-        {"max_batch_tokens", c.eval.max_batch_tokens},
-        {"oracle_length", c.eval.oracle_length}}},
-  };
-  if (c.model.kind == "encoder_decoder") out["model"]["decoder_layers"] = c.model.decoder_layers;
-  if (!c.eval.operand_grid.empty()) out["eval"]["operand_grid"] = c.eval.operand_grid;
-  return out;
+  const PositionalConfig& p = c.model.positional;
+  json positional = p.options;  // the scheme's own options beside its declared keys
+  write_keys(p, positional_keys(), positional);
+  if (p.randomize_max_position > 0) write_keys(p, randomize_keys(), positional["randomize"]);
+  if (c.model.kind == ModelKind::EncoderDecoder) positional["cross"] = scheme_slot_json(p.cross, p.cross_options);
+  if (p.input != "none") positional["input"] = scheme_slot_json(p.input, p.input_options);
+  json model = json::object(), attention = json::object();
+  write_keys(c.model, model_keys(), model);
+  write_keys(c.model, attention_keys(), attention);
+  model["attention"] = attention;
+  model["positional"] = positional;
+  json task = c.task.options.json();  // the task's own options beside its declared keys
+  write_keys(c.task, task_keys(), task);
+  json train = json::object(), eval = json::object();
+  write_keys(c.train, train_keys(), train);
+  write_keys(c.eval, eval_keys(), eval);
+  return {{"model", model}, {"task", task}, {"train", train}, {"eval", eval}};
 }
 
 namespace {

@@ -1,4 +1,5 @@
 #include "posenc/config_overlay.h"
+#include "posenc/util/text.h"
 
 #include <cctype>
 
@@ -27,11 +28,9 @@ std::vector<std::string> string_list(const json& j, const std::string& where) {
 void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
   if (!j.is_object()) throw ConfigError(where + ": expected a JSON object");
   for (const auto& [key, _] : j.items())
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
-      throw ConfigError(where + "." + key + ": unknown key (expected one of: " + list + ")");
-    }
+    if (!allowed.count(key))
+      throw ConfigError(where + "." + key + ": unknown key (expected one of: " +
+                        join(std::vector<std::string>(allowed.begin(), allowed.end()), ", ") + ")");
 }
 
 void apply_set(json& config, const json& set, const std::string& where) {

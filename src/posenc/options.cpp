@@ -2,19 +2,15 @@
 #include "posenc/options.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <sstream>
 
 #include "posenc/errors.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
 
 bool kind_matches(OptionKind k, const nlohmann::json& v) {
   switch (k) {
@@ -24,18 +20,44 @@ bool kind_matches(OptionKind k, const nlohmann::json& v) {
     case OptionKind::String:
     case OptionKind::Path: return v.is_string();
     case OptionKind::Weights: return v.is_object();
+    case OptionKind::IntList: return v.is_array();
+    case OptionKind::Scheme: return v.is_string() || v.is_object();
   }
   return false;
 }
 
+std::string value_type(const nlohmann::json& v) {
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();
+}
+
 void check_range(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
   if (!v.is_number()) throw ConfigError(at + ": expected a number, got " + shown_value(v));
+  // An unsigned value above INT64_MAX would wrap to a negative one in a comparison.
+  const bool huge = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
   const double x = v.get<double>();
-  if (!(x >= spec.min && x <= spec.max)) {
-    std::ostringstream msg;
-    msg << at << ": " << shown_value(v) << " is out of range [" << spec.min << ", " << spec.max << "]";
-    throw ConfigError(msg.str());
+  if (huge || !(x >= spec.min && x <= spec.max))
+    throw ConfigError(at + ": " + shown_value(v) + " is out of range [" + shown_bound(spec, spec.min) + ", " +
+                      shown_bound(spec, spec.max) + "]");
+}
+
+/// An integer list: non-empty, at most spec.max_items, each element an integer in range and none twice.
+nlohmann::json checked_int_list(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
+  if (v.empty() || v.size() > spec.max_items)
+    throw ConfigError(at + ": expected a non-empty array of at most " + std::to_string(spec.max_items) +
+                      " integers, got " + std::to_string(v.size()));
+  std::vector<int64_t> seen;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string element = at + "[" + std::to_string(i) + "]";
+    if (!v[i].is_number_integer()) throw ConfigError(element + ": expected an integer, got " + shown_value(v[i]));
+    check_range(spec, v[i], element);
+    const int64_t n = v[i].get<int64_t>();
+    if (std::find(seen.begin(), seen.end(), n) != seen.end())
+      throw ConfigError(element + ": " + std::to_string(n) + " appears twice");
+    seen.push_back(n);
   }
+  return v;
 }
 
 /// A weights object: the declared keys only, each weight in range; keys left
@@ -44,7 +66,7 @@ nlohmann::json resolve_weights(const OptionSpec& spec, const nlohmann::json& v, 
   nlohmann::json out = spec.default_value;
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (std::find(spec.choices.begin(), spec.choices.end(), it.key()) == spec.choices.end())
-      throw ConfigError(at + "." + it.key() + ": unknown key (known here: " + join(spec.choices) + ")");
+      throw ConfigError(at + "." + it.key() + ": unknown key (known here: " + join(spec.choices, ", ") + ")");
     check_range(spec, it.value(), at + "." + it.key());
     out[it.key()] = it.value();
   }
@@ -64,8 +86,49 @@ std::string option_kind_name(OptionKind k) {
     case OptionKind::String: return "a string";
     case OptionKind::Path: return "a file path";
     case OptionKind::Weights: return "an object of weights";
+    case OptionKind::IntList: return "an array of integers";
+    case OptionKind::Scheme: return "a scheme name or an object {\"type\": name, ...}";
   }
   return "?";
+}
+
+std::string shown_bound(const OptionSpec& spec, double bound) {
+  if (spec.kind == OptionKind::Int || spec.kind == OptionKind::IntList) {
+    if (bound >= 9.2e18) return "2^63";
+    return std::to_string(static_cast<int64_t>(bound));
+  }
+  std::ostringstream out;
+  out << bound;
+  return out.str();
+}
+
+nlohmann::json checked_value(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
+  if (!kind_matches(spec.kind, v))
+    throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " + value_type(v) + " " +
+                      shown_value(v));
+  switch (spec.kind) {
+    case OptionKind::Int:
+    case OptionKind::Float: check_range(spec, v, at); return v;
+    case OptionKind::Bool:
+    case OptionKind::Scheme: return v;
+    case OptionKind::String: {
+      const auto s = v.get<std::string>();
+      if (s.empty()) throw ConfigError(at + ": must not be empty");
+      if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
+        throw ConfigError(at + ": " + shown_value(v) + " is not one of " + join(spec.choices, ", "));
+      return v;
+    }
+    case OptionKind::Path: {
+      const auto s = v.get<std::string>();
+      if (s.empty()) throw ConfigError(at + ": must not be empty");
+      std::error_code ec;
+      const auto absolute = std::filesystem::absolute(s, ec);
+      return ec ? v : nlohmann::json(absolute.lexically_normal().string());
+    }
+    case OptionKind::Weights: return resolve_weights(spec, v, at);
+    case OptionKind::IntList: return checked_int_list(spec, v, at);
+  }
+  return v;
 }
 
 Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::json& user, const std::string& path,
@@ -80,33 +143,16 @@ Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::js
     if (spec_it == specs.end()) {
       std::vector<std::string> known = also_known;
       for (const auto& s : specs) known.push_back(s.name);
-      throw ConfigError(at + ": unknown key for " + owner + " (known: " + (known.empty() ? "none" : join(known)) + ")");
+      throw ConfigError(at + ": unknown key for " + owner + " (known: " + (known.empty() ? "none" : join(known, ", ")) +
+                        ")");
     }
     const OptionSpec& spec = *spec_it;
-    const auto& v = it.value();
-    if (!kind_matches(spec.kind, v))
-      throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " + shown_value(v));
-    if (spec.kind == OptionKind::Int || spec.kind == OptionKind::Float) check_range(spec, v, at);
-    if (spec.kind == OptionKind::String) {
-      const auto s = v.get<std::string>();
-      if (s.empty()) throw ConfigError(at + ": must not be empty");
-      if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
-        throw ConfigError(at + ": " + shown_value(v) + " is not one of " + join(spec.choices));
-    }
-    if (causal && !spec.causal_value.is_null() && v != spec.causal_value)
-      throw ConfigError(at + ": " + shown_value(v) +
+    out[it.key()] = checked_value(spec, it.value(), at);
+    if (causal && !spec.causal_value.is_null() && it.value() != spec.causal_value)
+      throw ConfigError(at + ": " + shown_value(it.value()) +
                         " means nothing in a causal decoder (model.kind=decoder), where keys "
                         "right of the query are masked; leave it out or set " +
                         spec.causal_value.dump());
-    if (spec.kind == OptionKind::Path) {
-      const auto s = v.get<std::string>();
-      if (s.empty()) throw ConfigError(at + ": must not be empty");
-      std::error_code ec;
-      const auto absolute = std::filesystem::absolute(s, ec);
-      out[it.key()] = ec ? s : absolute.lexically_normal().string();
-      continue;
-    }
-    out[it.key()] = spec.kind == OptionKind::Weights ? resolve_weights(spec, v, at) : v;
   }
   return Options(out);
 }

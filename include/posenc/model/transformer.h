@@ -117,7 +117,7 @@ class TransformerImpl : public torch::nn::Module {
 
   /// encoder_decoder: source (B, S) (0 = padding, at the end of a row) and the
   /// decoder's input target (B, A) -> next-token logits (B, A, V + 2).
-  torch::Tensor seq2seq_forward(const torch::Tensor& source, const torch::Tensor& target);
+  torch::Tensor encoder_decoder_forward(const torch::Tensor& source, const torch::Tensor& target);
   /// encoder_decoder: source (B, S) -> the encoder's output.
   EncoderMemory encode(const torch::Tensor& source);
   /// encoder_decoder: target (B, A) over `memory`, without a cache -> (B, A, V + 2).
@@ -136,14 +136,14 @@ class TransformerImpl : public torch::nn::Module {
   bool capturable() const;
 
   /// A next-token model: decoder or encoder_decoder (not the classifier).
-  bool is_decoder() const { return cfg_.kind != "encoder"; }
-  bool is_encoder_decoder() const { return cfg_.kind == "encoder_decoder"; }
+  bool is_decoder() const { return cfg_.kind != ModelKind::Encoder; }
+  bool is_encoder_decoder() const { return cfg_.kind == ModelKind::EncoderDecoder; }
   /// Positions the model runs for an example of `tokens` tokens: one more for
   /// the encoder's CLS token, one fewer for the decoder (the last token is only
   /// predicted); for an encoder_decoder, an upper bound (source and target
   /// together, `x SEP y` less its last token).
   int64_t model_length(int64_t tokens) const {
-    return is_decoder() ? tokens - 1 : tokens + (cfg_.pooling == "cls" ? 1 : 0);
+    return is_decoder() ? tokens - 1 : tokens + (cfg_.pooling == Pooling::Cls ? 1 : 0);
   }
   /// Checks that every scheme can encode an example of `tokens` tokens; throws ConfigError otherwise.
   /// With `task_positions` (the task defines its ids), the schemes that embed read
@@ -196,7 +196,7 @@ class TransformerImpl : public torch::nn::Module {
   /// Builds instances of `type` for `layers` blocks (names: prefix + "positional"[+ layer]),
   /// placed by model.positional.apply_to unless `apply_to` is given.
   SchemePlacement place_scheme(const std::string& type, const nlohmann::json& options, int64_t layers, bool causal,
-                               const std::string& prefix, const std::string& apply_to = "");
+                               const std::string& prefix, ApplyTo apply_to);
   ModelConfig cfg_;
   int64_t vocab_size_;
   /// tokens (B, L) -> (B, L, D) (or 3D for embedded QKV): the table, or the numeric embedding.

@@ -15,12 +15,24 @@
 #include <string>
 #include <vector>
 
+#include "posenc/choices.h"
 #include "posenc/options.h"
 
 namespace posenc {
 
-struct TaskConfig;  // config.h
-class Task;         // tasks/task.h
+class Task;  // tasks/task.h
+
+/// The task block of a config (config.h reads it). Each task takes type, min_length, max_length
+/// and the options its registry entry declares (`posenc list`); any other key
+/// is an error naming the task.
+struct TaskConfig {
+  std::string type = "ordering";
+  /// Training lengths, in the task's unit (tokens; digits for addition; context for charlm).
+  int64_t min_length = 4;
+  int64_t max_length = 16;
+  /// The task's own options, resolved against its registry entry (defaults filled in).
+  Options options;
+};
 
 /// The metric a task is scored by, per evaluation length.
 enum class TaskMetric {
@@ -33,10 +45,10 @@ const char* metric_name(TaskMetric m);  ///< "accuracy", "exact_match", "perplex
 struct TaskInfo {
   std::string name;
   std::string description;
-  /// The model kinds it trains, the usual one first: "encoder" (bidirectional
-  /// classifier), "decoder" (causal, next-token loss), "encoder_decoder"
+  /// The model kinds it trains, the usual one first: an encoder (bidirectional
+  /// classifier), a decoder (causal, next-token loss), an encoder_decoder
   /// (the prompt is the encoder's source, the answer the decoder's target).
-  std::vector<std::string> model_kinds;
+  std::vector<ModelKind> model_kinds;
   TaskMetric metric = TaskMetric::Accuracy;
   /// exact_match tasks: also corpus BLEU of the decoded answers (translation).
   bool bleu = false;

@@ -18,6 +18,7 @@
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "posenc/choices.h"
 #include "posenc/util/launch.h"
 
 namespace posenc {
@@ -28,19 +29,16 @@ class CollectiveError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// train.backend: "auto" -> "gloo" on the CPU, "nccl" on CUDA. A backend this
+/// train.backend: auto -> gloo on the CPU, nccl on CUDA. A backend this
 /// build lacks (NCCL in Debian's LibTorch, Gloo without libgloo-dev's headers)
 /// or one that does not serve the device is a ConfigError saying what is missing.
-std::string resolve_backend(const std::string& name, c10::Device device);
-
-/// The backends this build of posenc can use ("gloo", "nccl").
-std::vector<std::string> available_backends();
+CollectiveBackend resolve_backend(CollectiveBackend backend, c10::Device device);
 
 class DataParallel {
  public:
   /// Joins the ranks of `launch` (blocks until all have joined, at most
   /// timeout_s). A MASTER_PORT in use on rank 0's machine is a ConfigError.
-  DataParallel(const Launch& launch, const std::string& backend, c10::Device device, double bucket_mb,
+  DataParallel(const Launch& launch, CollectiveBackend backend, c10::Device device, double bucket_mb,
                int64_t timeout_s);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;

@@ -176,7 +176,7 @@ Tally validation_accuracy(Transformer& model, const Task& task, const Evaluation
 /// n * (shard + 1) / shards) (tokens, labels, kinds); the batch itself for one shard.
 TaskBatch shard_rows(const TaskBatch& batch, int shard, int shards);
 
-nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& task);
+nlohmann::json length_results_to_json(const std::vector<LengthResult>& results);
 /// Corpus BLEU of the lengths scored by it: {"all", "within_training",
 /// "beyond_training"} (null where no length is), or null for a task without BLEU.
 nlohmann::json corpus_bleu_json(const std::vector<LengthResult>& results);

@@ -18,12 +18,13 @@ inline constexpr const char* kConfig = "config.json";             ///< the resol
 inline constexpr const char* kMetrics = "metrics.jsonl";          ///< one line per log interval and validation
 inline constexpr const char* kCheckpoint = "checkpoint.pt";       ///< model, optimizer, step, RNG, running sums
 inline constexpr const char* kResults = "results.json";           ///< written when training and evaluation finish
+inline constexpr const char* kAverage = "average.pt";             ///< the mean weights of train.average_from
 inline constexpr const char* kDiverged = "diverged.json";         ///< instead of results.json after NaN/inf
 inline constexpr const char* kTrainLock = "train.lock";           ///< held while a `posenc train` works there
 inline constexpr const char* kCompareLock = "compare.lock";       ///< held while a `posenc compare` works there
 inline constexpr const char* kEvalResults = "results_eval.json";  ///< `posenc eval`'s default output
 /// Files whose presence says a directory is a train run's (another command's --out refuses it).
-inline std::vector<std::string> train_run_files() { return {kCheckpoint, kConfig, kTrainLock, kResults}; }
+inline std::vector<std::string> train_run_files() { return {kCheckpoint, kConfig, kTrainLock, kResults, kAverage}; }
 }  // namespace run_files
 
 /// JSON pointers of the config parts that --resume accepts changed.

@@ -67,7 +67,9 @@ struct TrainResult {
 };
 
 /// "auto" -> CUDA when available; "cuda" without CUDA is a DeviceError.
-torch::Device resolve_device(const std::string& name, const std::string& flag = "train.device");
+torch::Device resolve_device(Device device, const std::string& flag = "train.device");
+/// The same for a command-line flag's value ("cpu", "cuda", "auto"); errors name `flag`.
+torch::Device resolve_device(const std::string& name, const std::string& flag);
 
 /// AdamW at train.lr, decaying matrices and tables but not biases and LayerNorm gains.
 FusedAdamW make_optimizer(Transformer& model, const TrainConfig& train);
@@ -101,7 +103,10 @@ void set_threads(int64_t threads);
 /// only rank 0 writes (metrics, checkpoints, results) and runs the final
 /// evaluation; the other ranks return once training is done. Every rank reads
 /// the checkpoint on --resume, with any number of ranks.
-TrainResult train(const Config& cfg, const TrainRequest& request,
-                  const TrainHooks& hooks = TrainHooks::from_environment());
+TrainResult train(const Config& cfg, const TrainRequest& request);
+
+/// train() with faults a test injects (TrainHooks); train(cfg, request) is
+/// this with the hooks of the environment (POSENC_POISON_STEP).
+TrainResult train_with_hooks(const Config& cfg, const TrainRequest& request, const TrainHooks& hooks);
 
 }  // namespace posenc

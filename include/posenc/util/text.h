@@ -18,6 +18,9 @@ std::string format_bytes(double bytes);
 /// `max_chars` it is cut with "...". For messages that may quote a damaged file.
 std::string one_line(const std::string& message, size_t max_chars = 200);
 
+/// The items with `separator` between them: join({"a", "b"}, ", ") == "a, b".
+std::string join(const std::vector<std::string>& items, const std::string& separator);
+
 using Table = std::vector<std::vector<std::string>>;
 
 /// Aligned columns, two spaces apart: the first `left_columns` left-aligned,

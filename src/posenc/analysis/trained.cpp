@@ -26,7 +26,7 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length)
   out["checkpoint"] = checkpoint;
   out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
   out["rotated_width"] = cfg.model.d_model / cfg.model.heads;  // one head, as the model rotates it
-  out["cls_position"] = cfg.model.pooling == "cls";            // position 0 holds the CLS token
+  out["cls_position"] = cfg.model.pooling == Pooling::Cls;     // position 0 holds the CLS token
   return out;
 }
 
@@ -115,8 +115,8 @@ std::string token_label(const Task& task, const Transformer& model, int64_t t) {
 /// self-attention over the source, and per decoder block its causal
 /// self-attention over the target (teacher-forced: <sep> y1 .. yn) and its
 /// cross-attention from the target to the source.
-nlohmann::json seq2seq_attention_example(const std::string& checkpoint, const AttentionRequest& r, const Config& cfg,
-                                         const Task& task, Transformer& model) {
+nlohmann::json encoder_decoder_attention_example(const std::string& checkpoint, const AttentionRequest& r,
+                                                 const Config& cfg, const Task& task, Transformer& model) {
   task.check_eval_length(r.length);
   const TaskBatch set = task.fixed_set(r.length, r.index + 1, cfg.eval.seed);
   if (set.tokens.size(0) <= r.index)
@@ -138,8 +138,8 @@ nlohmann::json seq2seq_attention_example(const std::string& checkpoint, const At
         r.length, numbers, kMaxJsonNumbers));
   keep_maps(model);
   c10::InferenceMode guard;
-  auto logits = model->seq2seq_forward(src, tgt);  // (1, A, V + 2)
-  const auto maps = model->attention_maps();       // encoder blocks, then (self, cross) per decoder block
+  auto logits = model->encoder_decoder_forward(src, tgt);  // (1, A, V + 2)
+  const auto maps = model->attention_maps();               // encoder blocks, then (self, cross) per decoder block
   const size_t encoder_blocks = static_cast<size_t>(cfg.model.layers);
   TORCH_CHECK(maps.size() == encoder_blocks + 2 * static_cast<size_t>(cfg.model.decoder_layers),
               "unexpected number of attention maps");
@@ -202,7 +202,7 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
     throw ConfigError("--kind " + r.kind + ": the examples of task " + cfg.task.type +
                       " have no kinds (--kind picks among the ordering task's: sorted, shuffle, ...); leave it out");
   model->check_length(task->sequence_length(r.length));
-  if (model->is_encoder_decoder()) return seq2seq_attention_example(checkpoint, r, cfg, *task, model);
+  if (model->is_encoder_decoder()) return encoder_decoder_attention_example(checkpoint, r, cfg, *task, model);
   check_maps_fit(model, cfg, task->sequence_length(r.length), r.length);
   if (model->is_decoder()) return decoder_attention_example(checkpoint, r, cfg, *task, model);
   const auto kinds = task->kind_names();
@@ -238,7 +238,7 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
           {"label", set.labels[found].item<int64_t>()},
           {"p_sorted", p_sorted},
           {"prediction", p_sorted >= 0.5 ? 1 : 0},
-          {"cls", cfg.model.pooling == "cls"},
+          {"cls", cfg.model.pooling == Pooling::Cls},
           {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
           {"layers", layers}};
 }

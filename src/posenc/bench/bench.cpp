@@ -279,7 +279,7 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
 }
 
 double matmul_peak_gflops(const std::string& device_name, int64_t threads, bool bf16) {
-  const torch::Device device = resolve_device(device_name);
+  const torch::Device device = resolve_device(device_name, "--device");
   set_threads(threads);  // the cases' thread count, not LibTorch's default (all cores)
   double best = 0;
   const auto sizes = device.is_cuda() ? std::vector<int64_t>{1024, 4096, 8192} : std::vector<int64_t>{256, 512, 1024};
@@ -302,9 +302,9 @@ double matmul_peak_gflops(const std::string& device_name, int64_t threads, bool 
 }
 
 void export_bench_case(const BenchCase& c, const std::string& dir) {
-  if (c.config.model.kind != "encoder")
+  if (c.config.model.kind != ModelKind::Encoder)
     throw ConfigError("the PyTorch twin (scripts/bench_eager.py) is the encoder classifier; " + c.scheme + " is a " +
-                      c.config.model.kind + " case");
+                      name_of(c.config.model.kind) + " case");
   fs::create_directories(dir);
   auto [model, batch] = initial_case(c);
   json index = json::array();
@@ -339,8 +339,17 @@ void export_bench_case(const BenchCase& c, const std::string& dir) {
 }
 
 json bench_case_json(const BenchCase& c) {
-  return {{"size", c.size},     {"scheme", c.scheme}, {"qkv", c.qkv},     {"batch", c.batch},
-          {"length", c.length}, {"warmup", c.warmup}, {"timed", c.timed}, {"config", config_to_json(c.config)}};
+  // Where the scheme acts under apply_to auto, so that the PyTorch twin need not repeat the registry.
+  const bool input = find_scheme(c.config.model.positional.type).default_placement == Placement::Input;
+  return {{"size", c.size},
+          {"scheme", c.scheme},
+          {"qkv", c.qkv},
+          {"batch", c.batch},
+          {"length", c.length},
+          {"warmup", c.warmup},
+          {"timed", c.timed},
+          {"placement", input ? "input" : "every_layer"},
+          {"config", config_to_json(c.config)}};
 }
 
 }  // namespace posenc

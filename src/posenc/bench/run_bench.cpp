@@ -99,7 +99,7 @@ TimedCase time_case(const BenchOptions& o, const std::vector<BenchCase>& cases, 
   const auto& c = cases[i];
   const bool explicit_attention = o.attention == "explicit";
   // The PyTorch twin is the encoder classifier; a decoder case is timed on the C++ side only.
-  const bool with_python = worker && c.config.model.kind == "encoder";
+  const bool with_python = worker && c.config.model.kind == ModelKind::Encoder;
   json request = {{"threads", o.threads},
                   {"bf16", o.bf16},
                   {"explicit_attention", explicit_attention},

@@ -214,8 +214,7 @@ int write_outputs(const ComparePlan& plan, const CompareOptions& o, const std::s
         "so a rerun skips them: change the grid (e.g. train.lr) to train them again.",
         summary.diverged.size());
   if (!summary.unfinished.empty()) {
-    std::string ids;
-    for (const auto& id : summary.unfinished) ids += (ids.empty() ? "" : ", ") + id;
+    const std::string ids = join(summary.unfinished, ", ");
     if (o.collect)
       spdlog::warn("{} run(s) have no results yet: {}; `{} --status` shows where they stand", summary.unfinished.size(),
                    ids, command);
@@ -270,8 +269,7 @@ void refuse_while_arrays_run(const std::string& out, const std::string& command)
   const auto ids = recorded_jobs(record);
   if (ids.empty()) return;
   const QueueState q = queue_state(ids);
-  std::string jobs;
-  for (const auto& id : ids) jobs += (jobs.empty() ? "" : ", ") + id;
+  const std::string jobs = join(ids, ", ");
   if (!q.known)
     throw ConfigError(out + " has Slurm job arrays (" + jobs +
                       ") and squeue cannot say here whether they still run: `" + command +
@@ -527,8 +525,7 @@ int default_jobs(const ComparePlan& plan) {
   const bool cuda = torch::cuda::is_available();
   double per_run = 0;
   for (const auto& run : plan.runs) {
-    const std::string& device = run.config.train.device;
-    if (!run.skipped.empty() || device == "cpu" || !cuda) continue;
+    if (!run.skipped.empty() || run.config.train.device == Device::Cpu || !cuda) continue;
     per_run = std::max(per_run, run_memory_bytes(run.config, torch::kCUDA));
   }
   if (per_run <= 0) return cores;

@@ -157,8 +157,8 @@ PlannedRun plan_run(const ComparePlan& plan, const GridFile& g, const GridEntry&
   const std::string configured = j.contains("model") && j["model"].is_object() && j["model"].contains("pooling") &&
                                          j["model"]["pooling"].is_string()
                                      ? j["model"]["pooling"].get<std::string>()
-                                     : ModelConfig{}.pooling;
-  run.pooling = decoder ? ModelConfig{}.pooling : set_pooling ? pooling : configured;
+                                     : name_of(ModelConfig{}.pooling);
+  run.pooling = decoder ? name_of(ModelConfig{}.pooling) : set_pooling ? pooling : configured;
   run.variant = (task.name.empty() ? "" : task.name + "-") + scheme.name + "-" + qkv + "-" + run.pooling;
   run.id = run.variant + "-s" + std::to_string(seed);
   set_json_path(j, "model.attention.qkv", qkv, g.path + ".qkv");
@@ -182,7 +182,7 @@ PlannedRun plan_run(const ComparePlan& plan, const GridFile& g, const GridEntry&
 std::string incompatibility(const PlannedRun& run, const std::string& where) {
   const Config& cfg = run.config;
   try {
-    if (cfg.train.device != "cuda") check_model_fits(cfg.model, task_vocab_size(cfg.task), torch::kCPU);
+    if (cfg.train.device != Device::Cuda) check_model_fits(cfg.model, task_vocab_size(cfg.task), torch::kCPU);
     Transformer probe(cfg.model, task_vocab_size(cfg.task));
     const auto task = make_task(cfg.task);
     const EvaluationSpec spec = evaluation_spec(cfg);
@@ -212,7 +212,7 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
   }
   const json& axes = g.axes;
   const auto qkvs =
-      axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{g.base_config.model.qkv};
+      axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{name_of(g.base_config.model.qkv)};
   // Without a pooling axis each run keeps the pooling its base, task entry and scheme set ("").
   const auto poolings =
       axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling") : std::vector<std::string>{""};
@@ -235,7 +235,7 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
         for (size_t p = 0; p < poolings.size(); ++p)
           for (const int64_t seed : seeds) {
             PlannedRun run = plan_run(plan, g, task_axis[t], t, scheme, where, qkv, poolings[p], seed, threads);
-            if (p > 0 && run.config.model.kind == "decoder") continue;  // the one run of a decoder is planned
+            if (p > 0 && run.config.model.kind == ModelKind::Decoder) continue;  // the one run of a decoder is planned
             if (!ids.insert(run.id).second)
               throw ConfigError(path + ": the grid names run " + run.id + " twice (repeated qkv, pooling or seed)");
             // The model does not depend on the seed: its compatibility is decided once per variant.

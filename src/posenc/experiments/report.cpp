@@ -46,7 +46,8 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
     request.length = attention_length;
     // An encoder_decoder's example: the shortest evaluation length (SCAN has no command of every length).
     const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
-    if (run != plan.runs.end() && run->config.model.kind == "encoder_decoder" && !run->config.eval.lengths.empty())
+    if (run != plan.runs.end() && run->config.model.kind == ModelKind::EncoderDecoder &&
+        !run->config.eval.lengths.empty())
       request.length = *std::min_element(run->config.eval.lengths.begin(), run->config.eval.lengths.end());
     auto attention = attention_example(ckpt, request);
     attention["variant"] = variant;

@@ -223,8 +223,7 @@ QueueState queue_state(const std::vector<std::string>& job_ids) {
     q.known = true;
     return q;
   }
-  std::string ids;
-  for (const auto& j : job_ids) ids += (ids.empty() ? "" : ",") + j;
+  const std::string ids = join(job_ids, ",");
   std::string out;
   // -r: one line per array task; %i: JOBID_TASK; %T: the state's full name.
   const int rc = run_command({"squeue", "-h", "-r", "-j", ids, "-o", "%i %T"}, out);

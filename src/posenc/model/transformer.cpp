@@ -7,7 +7,7 @@ namespace posenc {
 BlockImpl::BlockImpl(const ModelConfig& cfg, bool project_input) {
   ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
   attention = register_module("attention", MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout, project_input,
-                                                              /*causal=*/cfg.kind == "decoder"));
+                                                              /*causal=*/cfg.kind == ModelKind::Decoder));
   ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
   ff1_ = register_module("ff1", torch::nn::Linear(cfg.d_model, cfg.d_ff));
   ff2_ = register_module("ff2", torch::nn::Linear(cfg.d_ff, cfg.d_model));
@@ -62,16 +62,15 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor& x, PositionalScheme
 
 SchemePlacement TransformerImpl::place_scheme(const std::string& type, const nlohmann::json& options_json,
                                               int64_t layers, bool causal, const std::string& prefix,
-                                              const std::string& apply_to) {
+                                              ApplyTo apply_to) {
   SchemePlacement placed;
   placed.embed_at.assign(layers, nullptr);
   placed.attend_with.assign(layers, nullptr);
   const SchemeInfo& info = find_scheme(type);
   const SchemeOptions options(options_json);
-  std::string where = cfg_.positional.apply_to;
-  if (where == "auto") where = info.default_placement == Placement::Input ? "input" : "every_layer";
-  if (!apply_to.empty()) where = apply_to;
-  const int64_t applied = where == "input" ? 1 : layers;
+  ApplyTo where = apply_to;
+  if (where == ApplyTo::Auto) where = info.default_placement == Placement::Input ? ApplyTo::Input : ApplyTo::EveryLayer;
+  const int64_t applied = where == ApplyTo::Input ? 1 : layers;
   PositionalSchemeImpl* shared = nullptr;
   for (int64_t layer = 0; layer < applied; ++layer) {
     if (shared == nullptr || !cfg_.positional.share_across_layers) {
@@ -89,28 +88,28 @@ SchemePlacement TransformerImpl::place_scheme(const std::string& type, const nlo
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : cfg_(cfg), vocab_size_(vocab_size) {
-  const bool embedded = cfg.qkv == "embedded";
+  const bool embedded = cfg.qkv == Qkv::Embedded;
   const int64_t D = cfg.d_model;
   // Ids 0 (padding) .. vocab_size + 1 (CLS).
-  if (cfg.token_embedding == "numeric")
+  if (cfg.token_embedding == TokenEmbedding::Numeric)
     numeric_tokens_ = register_module("numeric_tokens", NumericEmbedding(vocab_size, D));
   else
     tokens_ = register_module("tokens", torch::nn::Embedding(vocab_size + 2, embedded ? 3 * D : D));
-  if (cfg.kind == "encoder" && cfg.pooling == "lse")
+  if (cfg.kind == ModelKind::Encoder && cfg.pooling == Pooling::Lse)
     log_temperature_ = register_parameter("pool_log_temperature", torch::zeros({D}));  // tau = 1 at the start
   embed_drop_ = register_module("embed_drop", torch::nn::Dropout(cfg.dropout));
 
   // Positional scheme instances and where each acts; decided once, here.
   {
-    const SchemePlacement placed =
-        place_scheme(cfg.positional.type, cfg.positional.options, cfg.layers, cfg.kind == "decoder", "");
+    const SchemePlacement placed = place_scheme(cfg.positional.type, cfg.positional.options, cfg.layers,
+                                                cfg.kind == ModelKind::Decoder, "", cfg.positional.apply_to);
     embed_at_ = placed.embed_at;
     attend_with_ = placed.attend_with;
   }
   // model.positional.input: a second scheme, before block 1, beside one in attention.
   if (cfg.positional.input != "none") {
     const SchemePlacement input = place_scheme(cfg.positional.input, cfg.positional.input_options, cfg.layers,
-                                               cfg.kind == "decoder", "input_", "input");
+                                               cfg.kind == ModelKind::Decoder, "input_", ApplyTo::Input);
     input_scheme_ = input.embed_at[0];
     if (input_scheme_ == nullptr || input.attend_with[0] != nullptr)
       throw IncompatibleConfig("model.positional.input=" + cfg.positional.input +
@@ -127,12 +126,12 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, int64_t vocab_size) : c
     // The decoder's own instances, with the causal value of any option that has one.
     const SchemeInfo& info = find_scheme(cfg.positional.type);
     decoder_schemes_ = place_scheme(cfg.positional.type, causal_scheme_options(info, cfg.positional.options),
-                                    cfg.decoder_layers, /*causal=*/true, "decoder_");
+                                    cfg.decoder_layers, /*causal=*/true, "decoder_", cfg.positional.apply_to);
     // Cross-attention: in every decoder block, queries at target ids, keys at source ids.
     cross_schemes_.attend_with.assign(cfg.decoder_layers, nullptr);
     if (cfg.positional.cross != "none")
       cross_schemes_ = place_scheme(cfg.positional.cross, cfg.positional.cross_options, cfg.decoder_layers,
-                                    /*causal=*/false, "cross_", "every_layer");
+                                    /*causal=*/false, "cross_", ApplyTo::EveryLayer);
     if (cfg.positional.cross != "none" && cross_schemes_.attend_with[0] == nullptr)
       throw IncompatibleConfig("model.positional.cross=" + cfg.positional.cross +
                                " adds positions to the residual stream before a block, but cross-attention reads "
@@ -195,7 +194,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
     const int64_t task_end = task_positions.numel() ? task_positions.max().item<int64_t>() + 1 : 0;  // a CPU read
     embed_pos.q = embed_pos.k = task_positions.to(tokens.device());
     embed_pos.end = task_end;
-    if (input_scheme_ == nullptr || cfg_.positional.task_ids == "both") {
+    if (input_scheme_ == nullptr || cfg_.positional.task_ids == TaskIds::Both) {
       pos.task_q = embed_pos.q;  // (B, L)
       pos.task_k = pos.task_q;
       pos.task_end = task_end;
@@ -211,7 +210,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens, const torch::
   const Positions& block_embed_pos = input_scheme_ != nullptr ? pos : embed_pos;
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     LayerCache* layer_cache = cache ? &cache->layers[static_cast<size_t>(i)] : nullptr;
-    if (i == 0 && cfg_.qkv == "embedded") {
+    if (i == 0 && cfg_.qkv == Qkv::Embedded) {
       auto qkv = x.chunk(3, /*dim=*/-1);  // 3 x (B, L, D)
       x = block_refs_[0]->forward_qkv(qkv[0], qkv[1], qkv[2], attend_with_[0], pos, layer_cache);
       continue;
@@ -269,7 +268,7 @@ torch::Tensor TransformerImpl::decode_target(const torch::Tensor& target, const 
   return linear(head_, decoder_hidden(target, arange_on(0, A, target), A, uncached));  // (B, A, V + 2)
 }
 
-torch::Tensor TransformerImpl::seq2seq_forward(const torch::Tensor& source, const torch::Tensor& target) {
+torch::Tensor TransformerImpl::encoder_decoder_forward(const torch::Tensor& source, const torch::Tensor& target) {
   return decode_target(target, encode(source));  // (B, A, V + 2)
 }
 
@@ -286,9 +285,9 @@ void TransformerImpl::select_cache_rows(KVCache& cache, const torch::Tensor& row
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const torch::Tensor& given_ids,
                                        const torch::Tensor& task_positions) {
-  TORCH_CHECK(!is_encoder_decoder(), "an encoder_decoder reads a source and a target: call seq2seq_forward()");
+  TORCH_CHECK(!is_encoder_decoder(), "an encoder_decoder reads a source and a target: call encoder_decoder_forward()");
   auto tokens = tokens_in;  // (B, L)
-  if (!is_decoder() && cfg_.pooling == "cls") {
+  if (!is_decoder() && cfg_.pooling == Pooling::Cls) {
     auto cls = torch::full({tokens.size(0), 1}, cls_token(), tokens.options());
     tokens = torch::cat({cls, tokens}, /*dim=*/1);  // (B, L+1)
   }
@@ -303,7 +302,8 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in, const tor
   } else {
     ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   }
-  TORCH_CHECK(!task_positions.defined() || cfg_.kind == "decoder", "task-defined positions need model.kind=decoder");
+  TORCH_CHECK(!task_positions.defined() || cfg_.kind == ModelKind::Decoder,
+              "task-defined positions need model.kind=decoder");
   auto x = hidden(tokens, ids, end, nullptr, {}, task_positions);  // (B, L, D)
   if (is_decoder()) return linear(head_, x);                       // (B, L, V + 2)
   return linear(head_, pool(x));                                   // (B, 2)
@@ -314,9 +314,9 @@ torch::Tensor TransformerImpl::embed_tokens(const torch::Tensor& tokens) {
 }
 
 torch::Tensor TransformerImpl::pool(const torch::Tensor& x) const {
-  if (cfg_.pooling == "cls") return x.select(1, 0);  // (B, D)
-  if (cfg_.pooling == "mean") return x.mean(1);
-  if (cfg_.pooling == "lse") {
+  if (cfg_.pooling == Pooling::Cls) return x.select(1, 0);  // (B, D)
+  if (cfg_.pooling == Pooling::Mean) return x.mean(1);
+  if (cfg_.pooling == Pooling::Lse) {
     // tau * log(mean_i exp(x_i / tau)) per feature: mean as tau -> inf, max as tau -> 0.
     const auto tau = log_temperature_.exp();  // (D)
     return tau * (torch::logsumexp(x / tau, /*dim=*/1) - std::log(static_cast<double>(x.size(1))));
@@ -325,7 +325,7 @@ torch::Tensor TransformerImpl::pool(const torch::Tensor& x) const {
 }
 
 std::pair<torch::Tensor, torch::Tensor> TransformerImpl::classify_positions(const torch::Tensor& tokens) {
-  TORCH_CHECK(!is_decoder() && cfg_.pooling != "cls",
+  TORCH_CHECK(!is_decoder() && cfg_.pooling != Pooling::Cls,
               "classify_positions() needs an encoder that pools every position (max, mean or lse)");
   const int64_t L = tokens.size(1);
   auto x = hidden(tokens, arange_on(0, L, tokens), L, nullptr);  // (B, L, D)
@@ -371,8 +371,8 @@ double TransformerImpl::forward_flops(int64_t batch, int64_t length) const {
     double flops = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (at.embed_at[i]) flops += at.embed_at[i]->embed_flops(batch, length_in, cfg_.d_model);
-      if (!(i == 0 && cfg_.qkv == "embedded")) flops += 2 * B * L * D * 3 * D;  // W_qkv
-      flops += 2 * 2 * B * L * L * D;                                           // q·k and p·v over all heads
+      if (!(i == 0 && cfg_.qkv == Qkv::Embedded)) flops += 2 * B * L * D * 3 * D;  // W_qkv
+      flops += 2 * 2 * B * L * L * D;                                              // q·k and p·v over all heads
       if (at.attend_with[i]) flops += at.attend_with[i]->attention_flops(batch, H, length_in, length_in, Dh);
       flops += 2 * B * L * D * D + 2 * 2 * B * L * D * F;  // W_out and the feed-forward
     }

@@ -4,6 +4,7 @@
 #include "posenc/errors.h"
 #include "posenc/positional/schemes.h"
 #include "posenc/positional/scheme.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 
@@ -28,9 +29,7 @@ std::vector<std::string> scheme_names() {
 const SchemeInfo& find_scheme(const std::string& name) {
   for (const auto& s : scheme_registry())
     if (s.name == name) return s;
-  std::string known;
-  for (const auto& n : scheme_names()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("unknown positional scheme \"" + name + "\" (known: " + known + ")");
+  throw ConfigError("unknown positional scheme \"" + name + "\" (known: " + join(scheme_names(), ", ") + ")");
 }
 
 SchemeOptions resolve_scheme_options(const SchemeInfo& info, const nlohmann::json& user, const std::string& path,

@@ -16,7 +16,7 @@ TaskInfo OrderingTask::registry_info() {
       "is this sequence of integers non-decreasing? (the ordering experiment; encoder classifier; negatives are "
       "permutations of a "
       "sorted draw: shuffle, adjacent_swap, random_swap, reverse)";
-  t.model_kinds = {"encoder"};
+  t.model_kinds = {ModelKind::Encoder};
   t.metric = TaskMetric::Accuracy;
   t.options = {
       vocab_size_option(),

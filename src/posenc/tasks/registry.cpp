@@ -9,6 +9,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/tasks/tasks.h"
 #include "posenc/util/io.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 
@@ -39,9 +40,7 @@ std::vector<std::string> task_names() {
 const TaskInfo& find_task(const std::string& name) {
   for (const auto& t : task_registry())
     if (t.name == name) return t;
-  std::string known;
-  for (const auto& n : task_names()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("unknown task \"" + name + "\" (known: " + known + ")");
+  throw ConfigError("unknown task \"" + name + "\" (known: " + join(task_names(), ", ") + ")");
 }
 
 OptionSpec vocab_size_option() {

@@ -234,7 +234,7 @@ TaskInfo scan_task_info() {
       "SCAN (Lake & Baroni 2018): commands -> action sequences from its published grammar, 20,910 commands; "
       "split `length` (train on at most task.cutoff actions, test on longer) or `simple` (random 80/20) "
       "(encoder_decoder; length = actions)";
-  t.model_kinds = {"encoder_decoder"};
+  t.model_kinds = {ModelKind::EncoderDecoder};
   t.metric = TaskMetric::ExactMatch;
   t.padded = true;
   t.options = {

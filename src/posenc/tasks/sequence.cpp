@@ -294,7 +294,7 @@ TaskInfo sequence_info(const std::string& name, const std::string& description) 
   TaskInfo t;
   t.name = name;
   t.description = description;
-  t.model_kinds = {"decoder", "encoder_decoder"};
+  t.model_kinds = {ModelKind::Decoder, ModelKind::EncoderDecoder};
   t.metric = TaskMetric::ExactMatch;
   t.options = {vocab_size_option()};
   t.length_unit = "input tokens";

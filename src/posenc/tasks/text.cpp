@@ -134,7 +134,7 @@ TaskInfo charlm_task_info() {
   t.name = "charlm";
   t.description = std::string("character-level language modelling of a UTF-8 file (task.path, default ") +
                   kDefaultCorpus + "); perplexity per held-out character (decoder; length = context)";
-  t.model_kinds = {"decoder"};
+  t.model_kinds = {ModelKind::Decoder};
   t.metric = TaskMetric::Perplexity;
   t.options = {
       {"path", OptionKind::Path, kDefaultCorpus, "the UTF-8 text file"},

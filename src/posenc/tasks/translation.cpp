@@ -324,7 +324,7 @@ TaskInfo translation_task_info() {
                   kExampleFile +
                   ", the numbers 0-999 in English and French); exact match, token accuracy and corpus BLEU on "
                   "held-out pairs (encoder_decoder; length = target tokens)";
-  t.model_kinds = {"encoder_decoder"};
+  t.model_kinds = {ModelKind::EncoderDecoder};
   t.metric = TaskMetric::ExactMatch;
   t.bleu = true;
   t.padded = true;

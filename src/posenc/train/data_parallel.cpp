@@ -38,23 +38,18 @@ namespace posenc {
 using Backend = POSENC_C10D_BACKEND_BASE;
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> available_backends() {
-  std::vector<std::string> out;
-  if (POSENC_HAS_GLOO) out.push_back("gloo");
-  if (POSENC_HAS_NCCL) out.push_back("nccl");
-  return out;
-}
-
-std::string resolve_backend(const std::string& name, c10::Device device) {
-  const std::string backend = name != "auto" ? name : device.is_cuda() ? "nccl" : "gloo";
-  if (backend == "nccl" && !device.is_cuda())
+CollectiveBackend resolve_backend(CollectiveBackend requested, c10::Device device) {
+  const CollectiveBackend backend = requested != CollectiveBackend::Auto ? requested
+                                    : device.is_cuda()                   ? CollectiveBackend::Nccl
+                                                                         : CollectiveBackend::Gloo;
+  if (backend == CollectiveBackend::Nccl && !device.is_cuda())
     throw ConfigError("train.backend=nccl serves CUDA devices only; this run trains on " + device.str() +
                       " (use gloo or auto)");
-  if (backend == "gloo" && !POSENC_HAS_GLOO)
+  if (backend == CollectiveBackend::Gloo && !POSENC_HAS_GLOO)
     throw ConfigError(
         "train.backend=gloo: this posenc was built without Gloo (its headers come from libgloo-dev; install it "
         "and rebuild, as scripts/setup.sh does)");
-  if (backend == "nccl" && !POSENC_HAS_NCCL)
+  if (backend == CollectiveBackend::Nccl && !POSENC_HAS_NCCL)
     throw ConfigError(
         "train.backend=nccl: this LibTorch has no NCCL (Debian's does not; a CUDA build of LibTorch "
         "does), so use train.backend=gloo on CUDA or a CUDA LibTorch");
@@ -285,11 +280,11 @@ struct DataParallel::Impl {
   }
 };
 
-DataParallel::DataParallel(const Launch& launch, const std::string& backend, c10::Device device, double bucket_mb,
+DataParallel::DataParallel(const Launch& launch, CollectiveBackend backend, c10::Device device, double bucket_mb,
                            int64_t timeout_s)
     : impl_(std::make_unique<Impl>()) {
   impl_->launch = launch;
-  impl_->backend_name = resolve_backend(backend, device);
+  impl_->backend_name = name_of(resolve_backend(backend, device));
   impl_->device = device;
   impl_->bucket_bytes = std::max<int64_t>(4, static_cast<int64_t>(bucket_mb * 1024 * 1024));
   const std::chrono::milliseconds timeout(timeout_s * 1000);

@@ -294,10 +294,11 @@ double model_parameters_at_least(const ModelConfig& m, int64_t vocab_size) {
   // and the schemes' own parameters come on top).
   const double D = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff);
   const double V = static_cast<double>(vocab_size) + 2.0;
-  const double table = m.token_embedding == "numeric" ? 0.0 : V * D * (m.qkv == "embedded" ? 3.0 : 1.0);
-  const double head = m.kind == "encoder" ? 0.0 : D * V;
-  const double blocks =
-      static_cast<double>(m.layers + (m.kind == "encoder_decoder" ? m.decoder_layers : 0)) * (D * D + 2.0 * D * F);
+  const double table =
+      m.token_embedding == TokenEmbedding::Numeric ? 0.0 : V * D * (m.qkv == Qkv::Embedded ? 3.0 : 1.0);
+  const double head = m.kind == ModelKind::Encoder ? 0.0 : D * V;
+  const double blocks = static_cast<double>(m.layers + (m.kind == ModelKind::EncoderDecoder ? m.decoder_layers : 0)) *
+                        (D * D + 2.0 * D * F);
   return table + head + blocks;
 }
 
@@ -362,7 +363,7 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
     r.length = length;
     r.metric = metric;
     if (metric == TaskMetric::Accuracy) {
-      r.has_false_alarms = !model->is_decoder() && model->config().pooling != "cls";
+      r.has_false_alarms = !model->is_decoder() && model->config().pooling != Pooling::Cls;
       for (const auto& [kind, t] : score_set(model, set, device, spec.sets.max_batch_tokens, /*interruptible=*/true,
                                              r.has_false_alarms ? &r.false_alarms : nullptr)) {
         r.by_kind[kind_name(task, kind)] = t;
@@ -453,7 +454,7 @@ double measured(const Tally& t, double score) {
 
 }  // namespace
 
-nlohmann::json length_results_to_json(const std::vector<LengthResult>& results, const Task& /*task*/) {
+nlohmann::json length_results_to_json(const std::vector<LengthResult>& results) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json kinds = nlohmann::json::object();

@@ -27,11 +27,12 @@ namespace {
                 "{}. The learning rate played no part: look at the model's options (model.positional.type={} "
                 "and its options, model.d_model, model.heads){}",
                 what, kept, cfg.model.positional.type,
-                cfg.train.precision == "float32" ? "" : ", or use train.precision=float32")
+                cfg.train.precision == Precision::Float32 ? "" : ", or use train.precision=float32")
           : fmt::format("training diverged: {} became NaN or inf at step {}; {}. Lower train.lr (now {}){}", what, step,
                         kept, cfg.train.lr,
-                        cfg.train.precision == "float32" ? " or raise train.warmup_steps"
-                                                         : ", raise train.warmup_steps or use train.precision=float32");
+                        cfg.train.precision == Precision::Float32
+                            ? " or raise train.warmup_steps"
+                            : ", raise train.warmup_steps or use train.precision=float32");
   if (writes)
     write_file_atomic((dir / run_files::kDiverged).string(), nlohmann::json{{"step", step},
                                                                             {"non_finite", key},

@@ -9,8 +9,8 @@ torch::Tensor answer_logits(Transformer& model, const torch::Tensor& tokens, int
   if (model->is_encoder_decoder()) {
     TORCH_CHECK(answer_start >= 2, "an encoder_decoder needs a source before SEP");
     // Source x = tokens[:, :a-1]; the decoder reads SEP y[:-1] = tokens[:, a-1:T-1].
-    return model->seq2seq_forward(tokens.narrow(1, 0, answer_start - 1),
-                                  tokens.narrow(1, answer_start - 1, T - answer_start));  // (B, A, V+2)
+    return model->encoder_decoder_forward(tokens.narrow(1, 0, answer_start - 1),
+                                          tokens.narrow(1, answer_start - 1, T - answer_start));  // (B, A, V+2)
   }
   const auto read = task_positions.defined() ? task_positions.narrow(1, 0, T - 1) : task_positions;  // (B, T-1)
   auto logits =

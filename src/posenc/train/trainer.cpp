@@ -30,16 +30,27 @@
 namespace posenc {
 namespace fs = std::filesystem;
 
-torch::Device resolve_device(const std::string& name, const std::string& flag) {
-  if (name == "cpu") return torch::kCPU;
-  if (name == "cuda") {
-    if (!torch::cuda::is_available())
-      throw DeviceError(flag + (flag.rfind("--", 0) == 0 ? " " : "=") +
-                        "cuda, but this LibTorch build sees no CUDA device (use cpu or auto)");
-    return torch::kCUDA;
+torch::Device resolve_device(Device device, const std::string& flag) {
+  switch (device) {
+    case Device::Cpu: return torch::kCPU;
+    case Device::Cuda:
+      if (!torch::cuda::is_available())
+        throw DeviceError(flag + (flag.rfind("--", 0) == 0 ? " " : "=") +
+                          "cuda, but this LibTorch build sees no CUDA device (use cpu or auto)");
+      return torch::kCUDA;
+    case Device::Auto: break;
   }
-  if (name == "auto") return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
-  throw ConfigError(flag + ": \"" + name + "\" is not one of auto, cpu, cuda");
+  return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+}
+
+torch::Device resolve_device(const std::string& name, const std::string& flag) {
+  try {
+    return resolve_device(choice_from_name<Device>(name), flag);
+  } catch (const DeviceError&) {
+    throw;
+  } catch (const ConfigError& e) {
+    throw ConfigError(flag + ": " + e.what());
+  }
 }
 
 void set_threads(int64_t threads) {
@@ -51,7 +62,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 /// One GPU per local rank.
-torch::Device rank_device(const std::string& name, const Launch& launch) {
+torch::Device rank_device(Device name, const Launch& launch) {
   const torch::Device device = resolve_device(name);
   if (!device.is_cuda() || !launch.distributed()) return device;
   const int gpus = static_cast<int>(torch::cuda::device_count());
@@ -291,8 +302,8 @@ class TrainingRun {
   /// train.cuda_graphs: auto captures where it can, on insists (a ConfigError
   /// saying why not), off never does.
   bool use_cuda_graphs() const {
-    const std::string& mode = cfg_.train.cuda_graphs;
-    if (mode == "off") return false;
+    const CudaGraphs mode = cfg_.train.cuda_graphs;
+    if (mode == CudaGraphs::Off) return false;
     std::string why_not;
     if (!device_.is_cuda())
       why_not = "CUDA graphs need train.device cuda (this run is on " + device_.str() + ")";
@@ -311,7 +322,7 @@ class TrainingRun {
     else if (!model_->capturable())
       why_not = "scheme " + cfg_.model.positional.type + " decides on the host from each batch's data";
     if (why_not.empty()) return true;
-    if (mode == "on") throw ConfigError("train.cuda_graphs=on: " + why_not + " (use auto or off)");
+    if (mode == CudaGraphs::On) throw ConfigError("train.cuda_graphs=on: " + why_not + " (use auto or off)");
     if (device_.is_cuda()) spdlog::info("CUDA graphs off: {}", why_not);
     return false;
   }
@@ -350,6 +361,7 @@ class TrainingRun {
             fmt::format("--resume: {} is at step {}, past train.steps={}; raise train.steps to train "
                         "on, or evaluate it with `posenc eval {}`",
                         ckpt_.string(), start_, cfg_.train.steps, ckpt_.string()));
+      if (rank_ == 0) resume_average();
       if (rank_ == 0) {
         truncate_metrics(dir_ / run_files::kMetrics, start_);
         fs::remove(dir_ / run_files::kDiverged);  // written again if it diverges again
@@ -364,8 +376,9 @@ class TrainingRun {
     for (const auto& p : model_->parameters()) parameters_ += p.numel();
     spdlog::info(
         "train dir={} task={} model={} scheme={} qkv={}{} params={} device={} threads={} steps={}{}", dir_.string(),
-        cfg_.task.type, cfg_.model.kind, cfg_.model.positional.type, cfg_.model.qkv,
-        cfg_.model.kind == "encoder" ? " pooling=" + cfg_.model.pooling : std::string(),  // only an encoder pools
+        cfg_.task.type, name_of(cfg_.model.kind), cfg_.model.positional.type, name_of(cfg_.model.qkv),
+        cfg_.model.kind == ModelKind::Encoder ? " pooling=" + name_of(cfg_.model.pooling)
+                                              : std::string(),  // only an encoder pools
         parameters_, device_.str(), torch::get_num_threads(), cfg_.train.steps,
         ranks_ ? fmt::format(" ranks={} backend={} (launched by {})", world_, ranks_->backend(), request_.launch.source)
                : std::string());
@@ -417,7 +430,7 @@ class TrainingRun {
     if (batch.labels.defined()) batch.labels = batch.labels.to(device_);
     StepOutput out;
     {
-      AutocastGuard autocast(t.precision == "bf16", device_);
+      AutocastGuard autocast(t.precision == Precision::Bf16, device_);
       // Randomized positions: a sorted random subset of [0, N) per batch (evaluation keeps 0..L-1).
       const int64_t randomized = cfg_.model.positional.randomize_max_position;
       const auto ids = randomized > 0
@@ -494,7 +507,7 @@ class TrainingRun {
   void step_body(const StaticBatch& in) {
     torch::Tensor norm;
     const StepOutput out = device_step(model_, in.batch, in.scored, *optimizer_, lr_now_, update_now_,
-                                       cfg_.train.grad_clip, cfg_.train.precision == "bf16", norm);
+                                       cfg_.train.grad_clip, cfg_.train.precision == Precision::Bf16, norm);
     finite_.observe(step_now_, out.loss, norm);
     loss_sum_ += out.loss.detach();
     correct_sum_ += out.correct;
@@ -599,9 +612,18 @@ class TrainingRun {
     if (start_ >= cfg_.train.steps && state_.val_accuracy == 0)  // a format-1 checkpoint has no state
       result.val_accuracy = validation_accuracy(model_, *task_, evaluation_spec(cfg_), device_).accuracy();
     result.results = results_json(result);
+    // train.average_from: the mean weights are what is scored.
+    Transformer& scored = average_ ? average_ : model_;
+    if (average_) {
+      result.results["averaged_weights"] = {{"checkpoints", average_count_},
+                                            {"from_step", cfg_.train.average_from},
+                                            {"file", (dir_ / run_files::kAverage).string()}};
+      spdlog::info("evaluating the mean of the weights at {} checkpoint steps from step {} ({})", average_count_,
+                   cfg_.train.average_from, (dir_ / run_files::kAverage).string());
+    }
     if (!request_.skip_final_eval) {
       try {
-        result.lengths = evaluate_lengths(model_, *task_, evaluation_spec(cfg_), cfg_.eval.lengths, device_);
+        result.lengths = evaluate_lengths(scored, *task_, evaluation_spec(cfg_), cfg_.eval.lengths, device_);
       } catch (const Interrupted& e) {
         spdlog::info(
             "stopped by {} during the final evaluation; the trained model is in {} (step {}): `posenc train "
@@ -610,12 +632,12 @@ class TrainingRun {
             dir_.string());
         throw;
       }
-      result.results["lengths"] = length_results_to_json(result.lengths, *task_);
+      result.results["lengths"] = length_results_to_json(result.lengths);
       if (task_->info().bleu) result.results["bleu"] = corpus_bleu_json(result.lengths);
       std::printf("%s", format_length_table(result.lengths, *task_).c_str());
       if (!cfg_.eval.operand_grid.empty()) {
         const OperandGrid grid =
-            evaluate_operand_grid(model_, *task_, evaluation_spec(cfg_), cfg_.eval.operand_grid, device_);
+            evaluate_operand_grid(scored, *task_, evaluation_spec(cfg_), cfg_.eval.operand_grid, device_);
         result.results["operand_grid"] = operand_grid_to_json(grid);
         std::printf("%s", format_operand_grid(grid).c_str());
       }
@@ -656,6 +678,67 @@ class TrainingRun {
     }
     save_checkpoint(ckpt_.string(), model_, optimizer_.get(), step, cfg_, state_.to_json(train_seconds()));
     last_checkpoint_ = step;
+    if (averages(step)) add_to_average(step);
+  }
+
+  /// train.average_from: the steps whose weights enter the mean (a checkpoint
+  /// step from average_from on, and the last); not a stop at another step.
+  bool averages(int64_t step) const {
+    const int64_t from = cfg_.train.average_from;
+    return from > 0 && step >= from && (step % cfg_.train.checkpoint_every == 0 || step == cfg_.train.steps);
+  }
+
+  /// The running mean takes the weights of `step` (mean += (w - mean) / n, so
+  /// that a resumed run continues it exactly) and is written to average.pt.
+  void add_to_average(int64_t step) {
+    if (step <= average_step_) return;
+    torch::NoGradGuard no_grad;
+    if (!average_) {
+      average_ = model_for_weights();
+      average_count_ = 0;
+    }
+    ++average_count_;
+    auto mean = average_->named_parameters();
+    for (const auto& p : model_->named_parameters()) {
+      auto& m = mean[p.key()];
+      if (average_count_ == 1)
+        m.copy_(p.value());
+      else
+        m.add_((p.value() - m) / static_cast<double>(average_count_));
+    }
+    average_step_ = step;
+    save_checkpoint((dir_ / run_files::kAverage).string(), average_, nullptr, step, cfg_,
+                    {{"average_count", average_count_}, {"average_from", cfg_.train.average_from}});
+  }
+
+  /// A model of this run's config to hold other weights, built without a draw
+  /// from the global generator: its initial weights are overwritten, and the
+  /// training's dropout stream must stay what it would be without it.
+  Transformer model_for_weights() const {
+    auto& cpu = const_cast<torch::Generator&>(at::globalContext().defaultGenerator(torch::kCPU));
+    const torch::Tensor state = cpu.get_state();
+    Transformer model(cfg_.model, task_->vocab_size());
+    cpu.set_state(state);
+    model->to(device_);
+    return model;
+  }
+
+  /// --resume: the mean so far from average.pt; the checkpoint's own weights
+  /// join it if the run stopped after writing the checkpoint and before the mean.
+  void resume_average() {
+    if (cfg_.train.average_from <= 0) return;
+    const fs::path path = dir_ / run_files::kAverage;
+    if (fs::exists(path)) {
+      average_ = model_for_weights();
+      nlohmann::json stored;
+      average_step_ = load_checkpoint(path.string(), average_, nullptr, &stored);
+      average_count_ = stored.value("average_count", int64_t{0});
+      if (average_count_ <= 0 || average_step_ > start_)
+        throw ConfigError("--resume: " + path.string() + " does not belong to the checkpoint at step " +
+                          std::to_string(start_) + " (its mean reaches step " + std::to_string(average_step_) +
+                          "); remove it only if the run may start its average anew");
+    }
+    if (averages(start_)) add_to_average(start_);
   }
 
   nlohmann::json results_json(const TrainResult& r) const {
@@ -687,6 +770,8 @@ class TrainingRun {
   const fs::path dir_, ckpt_;
   const std::unique_ptr<Task> task_;
   Transformer model_;
+  Transformer average_{nullptr};  ///< train.average_from: the mean weights so far (rank 0)
+  int64_t average_count_ = 0, average_step_ = 0;
   std::unique_ptr<DirectoryLock> lock_;
   std::unique_ptr<FusedAdamW> optimizer_;
   std::unique_ptr<DataParallel> ranks_;  // null for one process
@@ -709,7 +794,11 @@ class TrainingRun {
 
 }  // namespace
 
-TrainResult train(const Config& cfg, const TrainRequest& request, const TrainHooks& hooks) {
+TrainResult train(const Config& cfg, const TrainRequest& request) {
+  return train_with_hooks(cfg, request, TrainHooks::from_environment());
+}
+
+TrainResult train_with_hooks(const Config& cfg, const TrainRequest& request, const TrainHooks& hooks) {
   TrainingRun run(cfg, request, hooks);
   run.setup();
   run.resume_or_start();
