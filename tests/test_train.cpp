@@ -140,6 +140,38 @@ TEST(Train, ResumeContinuesBitForBit) {
   EXPECT_EQ(read(straight / "metrics.jsonl"), read(split / "metrics.jsonl"));
 }
 
+TEST(Train, AverageFromScoresTheMeanOfTheCheckpointStepsAndSurvivesStops) {
+  const auto straight = fresh_dir("average_straight"), split = fresh_dir("average_split");
+  const std::initializer_list<std::string> run = {"train.steps=40", "train.checkpoint_every=10",
+                                                  "train.average_from=20", "model.dropout=0.1"};
+  TrainRequest opts;
+  opts.skip_final_eval = true;
+  train(small_config(straight, run), opts);
+  const auto results = read_json_file((straight / "results.json").string());
+  EXPECT_EQ(results["averaged_weights"]["checkpoints"], 3) << results.dump();  // steps 20, 30, 40
+
+  // The same run stopped at 20, at 25 (no checkpoint step: not in the mean) and at 30, then resumed to the end.
+  std::vector<std::vector<torch::Tensor>> at;  // the weights at steps 20, 30, 40
+  for (const int64_t stop : {20, 25, 30, 0}) {
+    opts.stop_at_step = stop;
+    train(small_config(split, run), opts);
+    opts.resume = true;
+    if (stop != 25) at.push_back(parameters_of((split / "checkpoint.pt").string()));
+  }
+  const auto mean = parameters_of((straight / "average.pt").string());
+  const auto resumed = parameters_of((split / "average.pt").string());
+  ASSERT_EQ(mean.size(), at[0].size());
+  for (size_t i = 0; i < mean.size(); ++i) {
+    // A resumed run continues the running mean exactly.
+    EXPECT_TRUE(torch::equal(mean[i], resumed[i])) << "parameter " << i;
+    // The running mean of three float32 terms is their mean to a few roundings of the weights' size.
+    const auto direct = (at[0][i] + at[1][i] + at[2][i]) / 3.0;
+    EXPECT_TRUE(torch::allclose(mean[i], direct, 1e-5, 1e-6)) << "parameter " << i;
+  }
+  EXPECT_FALSE(torch::equal(mean[0], at[2][0])) << "the mean is not the last weights";
+  EXPECT_THROW(small_config(fresh_dir("average_late"), {"train.steps=40", "train.average_from=50"}), ConfigError);
+}
+
 TEST(Train, ShortRunLearnsTheTask) {
   const auto dir = fresh_dir("learns");
   TrainRequest opts;
