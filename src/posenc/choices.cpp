@@ -54,7 +54,8 @@ const std::vector<Choice<Qkv>>& choices() {
 template <>
 const std::vector<Choice<ApplyTo>>& choices() {
   static const std::vector<Choice<ApplyTo>> c = {
-      {ApplyTo::Auto, "auto", "the scheme's natural place: embeddings before block 1, attention schemes in every layer"},
+      {ApplyTo::Auto, "auto",
+       "the scheme's natural place: embeddings before block 1, attention schemes in every layer"},
       {ApplyTo::Input, "input", "before block 1, or in block 1's attention only"},
       {ApplyTo::EveryLayer, "every_layer", "in every block's attention"},
   };
@@ -121,13 +122,13 @@ E choice_from_name(const std::string& name) {
   throw ConfigError(nlohmann::json(name).dump() + " is not one of " + known);
 }
 
-#define POSENC_DEFINE_CHOICE(E)                                                                          \
-  template E choice_from_name<E>(const std::string&);                                                  \
-  void to_json(nlohmann::json& j, E value) { j = name_of(value); }                                     \
-  std::ostream& operator<<(std::ostream& out, E value) { return out << name_of(value); }               \
-  void from_json(const nlohmann::json& j, E& value) {                                                  \
+#define POSENC_DEFINE_CHOICE(E)                                                                                     \
+  template E choice_from_name<E>(const std::string&);                                                               \
+  void to_json(nlohmann::json& j, E value) { j = name_of(value); }                                                  \
+  std::ostream& operator<<(std::ostream& out, E value) { return out << name_of(value); }                            \
+  void from_json(const nlohmann::json& j, E& value) {                                                               \
     if (!j.is_string()) throw ConfigError("expected a string, one of " + nlohmann::json(choice_names<E>()).dump()); \
-    value = choice_from_name<E>(j.get<std::string>());                                                 \
+    value = choice_from_name<E>(j.get<std::string>());                                                              \
   }
 POSENC_CHOICE_ENUMS(POSENC_DEFINE_CHOICE)
 #undef POSENC_DEFINE_CHOICE

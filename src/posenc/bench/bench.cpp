@@ -174,6 +174,29 @@ InitialCase initial_case(const BenchCase& c) {
 
 }  // namespace
 
+namespace {
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+/// Calls body(kept) skip + kept_calls times with the device synchronized
+/// around each call; the milliseconds of the kept calls (the first `skip` warm up).
+template <class Body>
+std::vector<double> timed_calls(torch::Device device, int skip, int kept_calls, Body body) {
+  std::vector<double> ms;
+  for (int i = 0; i < skip + kept_calls; ++i) {
+    synchronize(device);
+    const auto t0 = Clock::now();
+    body(i >= skip);
+    synchronize(device);
+    if (i >= skip) ms.push_back(ms_between(t0, Clock::now()));
+  }
+  return ms;
+}
+
+}  // namespace
+
 BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attention) {
   const torch::Device device = resolve_device(c.config.train.device);
   set_threads(c.config.train.threads);
@@ -196,12 +219,8 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
     r.initial_loss = task_objective(model, batch).loss.item<double>();
   }
   model->train();
-  std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
-  const auto since = [](Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-  };
-  for (int i = 0; i < c.warmup + c.timed; ++i) {
-    synchronize(device);
+  std::vector<double> forward_ms, backward_ms, optimizer_ms;
+  const std::vector<double> step_ms = timed_calls(device, c.warmup, c.timed, [&](bool kept) {
     const auto t0 = Clock::now();
     torch::Tensor loss;
     {
@@ -217,13 +236,11 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
     if (c.config.train.grad_clip > 0) clip_grad_norm(model->parameters(), c.config.train.grad_clip);
     optimizer.step();
     synchronize(device);
-    if (i >= c.warmup) {
-      step_ms.push_back(since(t0));
-      forward_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      backward_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
-      optimizer_ms.push_back(since(t2));
-    }
-  }
+    if (!kept) return;
+    forward_ms.push_back(ms_between(t0, t1));
+    backward_ms.push_back(ms_between(t1, t2));
+    optimizer_ms.push_back(ms_between(t2, Clock::now()));
+  });
   r.forward_ms = median(forward_ms);
   r.backward_ms = median(backward_ms);
   r.optimizer_ms = median(optimizer_ms);
@@ -240,33 +257,22 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
       torch::Tensor norm;
       device_step(net, fixed, scored, optimizer, lr, t, c.config.train.grad_clip, bf16, norm);
     };
-    std::vector<double> graph_ms;
-    for (int i = 0; i < c.warmup + c.timed + 3; ++i) {
-      synchronize(device);
-      const auto t0 = Clock::now();
+    // Kept after the 2 eager calls and the capture.
+    r.graph_ms = median(timed_calls(device, c.warmup + 3, c.timed, [&](bool) {
       t.fill_(static_cast<double>(optimizer.steps_taken() + 1));
       graphs.run("step", step);
       optimizer.count_device_step();
-      synchronize(device);
-      if (i >= c.warmup + 3) graph_ms.push_back(since(t0));  // after 2 eager calls and the capture
-    }
-    r.graph_ms = median(graph_ms);
+    }));
   }
   model->eval();
   std::vector<double> eval_ms;
   {
     c10::InferenceMode guard;
-    for (int i = 0; i < c.warmup + c.timed; ++i) {
-      synchronize(device);
-      const auto t0 = Clock::now();
-      {
-        AutocastGuard autocast(bf16, device);
-        auto logits =
-            model->is_encoder_decoder() ? answer_logits(model, tokens, batch.answer_start) : model->forward(inputs);
-      }
-      synchronize(device);
-      if (i >= c.warmup) eval_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    }
+    eval_ms = timed_calls(device, c.warmup, c.timed, [&](bool) {
+      AutocastGuard autocast(bf16, device);
+      auto logits =
+          model->is_encoder_decoder() ? answer_logits(model, tokens, batch.answer_start) : model->forward(inputs);
+    });
   }
   r.peak_mb = peak_memory_mb(device);
   r.train_ms = median(step_ms);
