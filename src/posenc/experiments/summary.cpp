@@ -54,6 +54,60 @@ int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<in
   return longest;
 }
 
+namespace {
+
+/// The runs' scores at their li-th evaluation length: per-run means and
+/// deviations, the pooled Wilson interval, per example kind.
+LengthSummary summarize_length(const std::vector<json>& results, size_t li) {
+  LengthSummary ls;
+  const json& first = results[0].at("lengths").at(li);
+  ls.length = first.at("length");
+  ls.beyond_training = first.at("beyond_training");
+  std::vector<double> acc, perplexity, bleu, alarms, alarmed;
+  std::map<std::string, std::vector<double>> kinds;
+  for (const auto& r : results) {
+    const json& at = r.at("lengths").at(li);
+    if (at.at("length") != ls.length)
+      throw std::runtime_error("runs of one variant were evaluated at different lengths");
+    acc.push_back(number(at.at("accuracy")));
+    if (at.contains("perplexity")) perplexity.push_back(number(at.at("perplexity")));
+    if (at.contains("bleu")) bleu.push_back(number(at.at("bleu")));
+    if (at.contains("false_alarms")) {
+      alarms.push_back(at["false_alarms"].at("position_rate"));
+      alarmed.push_back(at["false_alarms"].at("sequence_rate"));
+    }
+    ls.correct += at.at("correct").get<int64_t>();
+    ls.total += at.at("n").get<int64_t>();
+    for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(number(t.at("accuracy")));
+  }
+  ls.accuracy = stat_of(acc);
+  if (!perplexity.empty()) ls.perplexity = stat_of(perplexity);
+  ls.bleu = stat_of(bleu);
+  ls.alarms_per_position = stat_of(alarms);
+  ls.alarmed_sequences = stat_of(alarmed);
+  const Interval ci = wilson_interval(ls.correct, ls.total);
+  ls.ci_lo = ci.lo;
+  ls.ci_hi = ci.hi;
+  for (const auto& [kind, xs] : kinds) ls.by_kind[kind] = stat_of(xs);
+  return ls;
+}
+
+/// Perplexity: the longest length up to which every length stays within 10%
+/// of the perplexity at the longest training context (0: none).
+int64_t perplexity_extrapolation(const std::vector<LengthSummary>& lengths) {
+  double reference = 0;
+  for (const auto& l : lengths)
+    if (!l.beyond_training) reference = l.perplexity.mean;
+  int64_t out = 0;
+  for (const auto& l : lengths) {
+    if (reference <= 0 || l.perplexity.mean > kPerplexityTolerance * reference) break;
+    out = l.length;
+  }
+  return out;
+}
+
+}  // namespace
+
 VariantSummary summarize_variant(const std::vector<json>& results, const std::vector<std::string>& ids) {
   if (results.empty()) throw std::invalid_argument("summarize_variant: no runs");
   VariantSummary v;
@@ -86,62 +140,22 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
   v.bleu_beyond = stat_of(bleu_beyond);
 
   // Lengths in the first run's order; every run of a variant has the same list.
-  const json& first = results[0].at("lengths");
   std::vector<std::pair<int64_t, double>> curve;
   double beyond_sum = 0;
   int beyond_n = 0;
-  for (size_t li = 0; li < first.size(); ++li) {
-    LengthSummary ls;
-    ls.length = first[li].at("length");
-    ls.beyond_training = first[li].at("beyond_training");
-    std::vector<double> acc, perplexity, bleu, alarms, alarmed;
-    std::map<std::string, std::vector<double>> kinds;
-    for (const auto& r : results) {
-      const json& at = r.at("lengths").at(li);
-      if (at.at("length") != ls.length)
-        throw std::runtime_error("runs of one variant were evaluated at different lengths");
-      acc.push_back(number(at.at("accuracy")));
-      if (at.contains("perplexity")) perplexity.push_back(number(at.at("perplexity")));
-      if (at.contains("bleu")) bleu.push_back(number(at.at("bleu")));
-      if (at.contains("false_alarms")) {
-        alarms.push_back(at["false_alarms"].at("position_rate"));
-        alarmed.push_back(at["false_alarms"].at("sequence_rate"));
-      }
-      ls.correct += at.at("correct").get<int64_t>();
-      ls.total += at.at("n").get<int64_t>();
-      for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(number(t.at("accuracy")));
-    }
-    ls.accuracy = stat_of(acc);
-    if (!perplexity.empty()) ls.perplexity = stat_of(perplexity);
-    ls.bleu = stat_of(bleu);
-    ls.alarms_per_position = stat_of(alarms);
-    ls.alarmed_sequences = stat_of(alarmed);
-    const Interval ci = wilson_interval(ls.correct, ls.total);
-    ls.ci_lo = ci.lo;
-    ls.ci_hi = ci.hi;
-    for (const auto& [kind, xs] : kinds) ls.by_kind[kind] = stat_of(xs);
+  for (size_t li = 0; li < results[0].at("lengths").size(); ++li) {
+    v.lengths.push_back(summarize_length(results, li));
+    const LengthSummary& ls = v.lengths.back();
     curve.emplace_back(ls.length, ls.accuracy.mean);
     if (ls.beyond_training) {
       beyond_sum += ls.accuracy.mean;
       ++beyond_n;
     }
-    v.lengths.push_back(ls);
   }
   v.beyond_mean = beyond_n ? beyond_sum / beyond_n : -1;
-  if (v.metric == "perplexity") {
-    // Perplexity: the longest length up to which every length stays within 10% of the
-    // perplexity at the longest training context.
-    double reference = 0;
-    for (const auto& l : v.lengths)
-      if (!l.beyond_training) reference = l.perplexity.mean;
-    v.extrapolation = 0;
-    for (const auto& l : v.lengths) {
-      if (reference <= 0 || l.perplexity.mean > kPerplexityTolerance * reference) break;
-      v.extrapolation = l.length;
-    }
-    return v;
-  }
-  v.extrapolation = extrapolation_length(v.val_accuracy.mean, curve, v.metric == "accuracy" ? 0.5 : 0.0);
+  v.extrapolation = v.metric == "perplexity"
+                        ? perplexity_extrapolation(v.lengths)
+                        : extrapolation_length(v.val_accuracy.mean, curve, v.metric == "accuracy" ? 0.5 : 0.0);
   return v;
 }
 
