@@ -134,6 +134,8 @@ TEST(Cli, EvalAveragesTheWeightsOfCheckpointsOfOneModel) {
   const auto ab = lengths(a + " --average " + b, "ab.json");
   EXPECT_EQ(ab["lengths"], lengths(b + " --average " + a, "ba.json")["lengths"]);
   EXPECT_EQ(ab["averaged_with"], nlohmann::json::array({b}));
+  // An evaluation-time change of the scheme applies to the mean, not to what the checkpoints must share.
+  lengths(a + " --average " + b + " --set model.positional.base=500", "ab-base.json");
   const CliRun other = run("eval " + a + " --average " + wide + " --lengths 8 --out " + (dir / "x.json").string());
   EXPECT_EQ(other.code, 2) << other.output;
   EXPECT_NE(other.output.find("not the model of " + a + " (their configs differ at /model/d_ff)"), std::string::npos)

@@ -136,15 +136,13 @@ struct Config {
 };
 
 /// One object of a config file ("train", "model.positional", ...) and its
-/// declared keys, for `posenc list` and docs/configs.md. `owner_options`: the
-/// block also takes the options its scheme or task declares.
+/// declared keys, for `posenc list` and docs/configs.md.
 struct ConfigBlock {
   std::string path;
   std::string doc;
   std::vector<OptionSpec> keys;
   /// What a key shows as its default where the struct's is not the whole story ("per task").
   std::map<std::string, std::string> shown_defaults;
-  std::string owner_options;
 };
 const std::vector<ConfigBlock>& config_blocks();
 

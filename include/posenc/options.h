@@ -75,6 +75,9 @@ nlohmann::json checked_value(const OptionSpec& spec, const nlohmann::json& v, co
 /// A bound of `spec` as a config would write it (integers without a fraction).
 std::string shown_bound(const OptionSpec& spec, double bound);
 
+/// "integer", "number", "string", "array", ...: what a JSON value is, for an error message.
+std::string json_type_name(const nlohmann::json& v);
+
 /// A value as JSON for an error message, cut to its first 80 characters (a
 /// mistyped 10 MB value is not echoed whole).
 std::string shown_value(const nlohmann::json& v);

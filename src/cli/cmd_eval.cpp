@@ -86,15 +86,16 @@ void check_data_identity(const Task& task, const Config& cfg, const std::vector<
 
 /// --average: the model's parameters replaced by their mean over its
 /// checkpoint and `others` (a uniform weight average, as stochastic weight
-/// averaging takes it over the checkpoints of one run). Each must hold the same
-/// model and task; training and evaluation settings may differ.
-void average_weights(Transformer& model, const Config& cfg, const std::string& checkpoint,
+/// averaging takes it over the checkpoints of one run). Each must hold the
+/// model and task `stored` (the checkpoint's own config; training and
+/// evaluation settings may differ) and is loaded as `cfg` (with --set's changes).
+void average_weights(Transformer& model, const Config& stored, const Config& cfg, const std::string& checkpoint,
                      const std::vector<std::string>& others, torch::Device device) {
   if (others.empty()) return;
   torch::NoGradGuard no_grad;
   auto mine = model->named_parameters();
   for (const auto& path : others) {
-    const std::string differs = first_difference(read_checkpoint_config(path), cfg, {"/train", "/eval"});
+    const std::string differs = first_difference(read_checkpoint_config(path), stored, {"/train", "/eval"});
     if (!differs.empty())
       throw ConfigError("--average " + path + ": not the model of " + checkpoint + " (their configs differ at " +
                         differs + ")");
@@ -134,8 +135,8 @@ int run_eval(const EvalOptions& o) {
   const torch::Device device = resolve_device(o.device, "--device");
   set_threads(o.threads);
   log_environment();
-  Config cfg = read_checkpoint_config(o.checkpoint);
-  if (!o.overrides.empty()) cfg = with_evaluation_changes(cfg, o.overrides);
+  const Config stored = read_checkpoint_config(o.checkpoint);
+  Config cfg = o.overrides.empty() ? stored : with_evaluation_changes(stored, o.overrides);
   Transformer model = [&] {
     try {
       return load_model_as(o.checkpoint, device, cfg);
@@ -144,7 +145,7 @@ int run_eval(const EvalOptions& o) {
       throw ConfigError(std::string(e.what()) + "; --set may change only options that add or remove no parameter");
     }
   }();
-  average_weights(model, cfg, o.checkpoint, o.average, device);
+  average_weights(model, stored, cfg, o.checkpoint, o.average, device);
   if (o.samples > 0) cfg.eval.samples_per_length = o.samples;
   const std::vector<int64_t> lengths = o.lengths.empty() ? cfg.eval.lengths : o.lengths;
   for (size_t i = 0; i < lengths.size(); ++i)

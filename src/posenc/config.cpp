@@ -21,12 +21,6 @@
 namespace posenc {
 namespace {
 
-std::string type_name(const json& v) {
-  if (v.is_number_integer()) return "integer";
-  if (v.is_number_float()) return "number";
-  return v.type_name();
-}
-
 constexpr int64_t kBig = int64_t{1} << 40;
 
 /// One declared key of a block, bound to the field of `S` that holds it.
@@ -260,7 +254,7 @@ std::string child_path(const std::string& path, const std::string& key) {
 /// The object `j` at `path` (a ConfigError if it is not one).
 const json& as_object(const json& j, const std::string& path) {
   if (!j.is_object())
-    throw ConfigError((path.empty() ? std::string("config") : path) + ": expected an object, got " + type_name(j));
+    throw ConfigError((path.empty() ? std::string("config") : path) + ": expected an object, got " + json_type_name(j));
   return j;
 }
 
@@ -309,33 +303,25 @@ std::vector<OptionSpec> specs_of(const std::vector<Key<S>>& keys) {
 
 const std::vector<ConfigBlock>& config_blocks() {
   static const std::vector<ConfigBlock> blocks = {
-      {"model", "The transformer: its kind and size", specs_of(model_keys()), {}, ""},
-      {"model.attention", "Where attention's inputs come from", specs_of(attention_keys()), {}, ""},
+      {"model", "The transformer: its kind and size", specs_of(model_keys()), {}},
+      {"model.attention", "Where attention's inputs come from", specs_of(attention_keys()), {}},
       {"model.positional",
        "The positional scheme, with its own options beside type (listed at the end of this page)",
        specs_of(positional_keys()),
-       {},
-       "scheme"},
+       {}},
       {"model.positional.randomize",
        "Randomized positions (Ruoss et al. 2023); the block is left out when they are off",
        specs_of(randomize_keys()),
-       {{"max_position", "off"}},
-       ""},
+       {{"max_position", "off"}}},
       {"task",
        "The task, with its own options beside type (listed below)",
        specs_of(task_keys()),
-       {{"min_length", "per task"}, {"max_length", "per task"}},
-       "task"},
-      {"train",
-       "Optimization, the run directory, the device and the processes of one run",
-       specs_of(train_keys()),
-       {},
-       ""},
+       {{"min_length", "per task"}, {"max_length", "per task"}}},
+      {"train", "Optimization, the run directory, the device and the processes of one run", specs_of(train_keys()), {}},
       {"eval",
        "The fixed evaluation sets, scored after training and by `posenc eval`",
        specs_of(eval_keys()),
-       {{"lengths", "per task"}, {"operand_grid", "none"}},
-       ""},
+       {{"lengths", "per task"}, {"operand_grid", "none"}}},
   };
   return blocks;
 }
@@ -521,8 +507,7 @@ TaskConfig parse_task(const json& j, const std::string& path) {
 
 TrainConfig parse_train(const json& j, const std::string& path) {
   TrainConfig t;
-  read_keys(j, path, train_keys(), t);
-  if (t.out_dir.empty()) throw ConfigError(path + ".out_dir: must not be empty");
+  read_keys(j, path, train_keys(), t);  // out_dir, a string, is never empty
   if (t.average_from > t.steps)
     throw ConfigError(path + ".average_from: " + std::to_string(t.average_from) + " is past " + path + ".steps " +
                       std::to_string(t.steps) + ", so no weights would be averaged");

@@ -26,12 +26,6 @@ bool kind_matches(OptionKind k, const nlohmann::json& v) {
   return false;
 }
 
-std::string value_type(const nlohmann::json& v) {
-  if (v.is_number_integer()) return "integer";
-  if (v.is_number_float()) return "number";
-  return v.type_name();
-}
-
 void check_range(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
   if (!v.is_number()) throw ConfigError(at + ": expected a number, got " + shown_value(v));
   // An unsigned value above INT64_MAX would wrap to a negative one in a comparison.
@@ -104,7 +98,7 @@ std::string shown_bound(const OptionSpec& spec, double bound) {
 
 nlohmann::json checked_value(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
   if (!kind_matches(spec.kind, v))
-    throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " + value_type(v) + " " +
+    throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " + json_type_name(v) + " " +
                       shown_value(v));
   switch (spec.kind) {
     case OptionKind::Int:
@@ -155,6 +149,12 @@ Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::js
                         spec.causal_value.dump());
   }
   return Options(out);
+}
+
+std::string json_type_name(const nlohmann::json& v) {
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();
 }
 
 std::string shown_value(const nlohmann::json& v) {

@@ -44,13 +44,13 @@ torch::Device resolve_device(Device device, const std::string& flag) {
 }
 
 torch::Device resolve_device(const std::string& name, const std::string& flag) {
+  Device device = Device::Auto;
   try {
-    return resolve_device(choice_from_name<Device>(name), flag);
-  } catch (const DeviceError&) {
-    throw;
+    device = choice_from_name<Device>(name);
   } catch (const ConfigError& e) {
     throw ConfigError(flag + ": " + e.what());
   }
+  return resolve_device(device, flag);
 }
 
 void set_threads(int64_t threads) {
@@ -693,10 +693,7 @@ class TrainingRun {
   void add_to_average(int64_t step) {
     if (step <= average_step_) return;
     torch::NoGradGuard no_grad;
-    if (!average_) {
-      average_ = model_for_weights();
-      average_count_ = 0;
-    }
+    if (!average_) average_ = model_for_weights();
     ++average_count_;
     auto mean = average_->named_parameters();
     for (const auto& p : model_->named_parameters()) {
