@@ -562,7 +562,7 @@ SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dy
            "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "ape": Ape, "decay": Decay, "da": Da, "dape": Dape}
 
 # ---------------------------------------------------------------------------
-# Model (mirrors src/posenc/model/attention.cpp and transformer.cpp)
+# Model (mirrors src/posenc/model/attention.cpp, blocks.cpp and encoder.cpp)
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
 FORCE_EXPLICIT = False  # posenc bench --attention explicit: no SDPA on either side

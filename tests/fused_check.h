@@ -11,6 +11,7 @@
 #include "helpers.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/autocast.h"
+#include "posenc/model/encoder.h"
 
 namespace posenc::testing {
 
@@ -41,7 +42,7 @@ inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
 inline void expect_fused_matches_explicit(const std::string& scheme, torch::Device device, bool bf16) {
   torch::manual_seed(0);
   const Config c = config_with({"model.positional.type=\"" + scheme + "\"", "model.dropout=0"});
-  Transformer model(c.model, task_vocab_size(c.task));
+  Encoder model(c.model, task_vocab_size(c.task));
   model->to(device);
   model->train();
   const auto tokens = torch::randint(1, task_vocab_size(c.task) + 1, {3, 24}, torch::kLong).to(device);

@@ -10,6 +10,7 @@
 #include "helpers.h"
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/model/numeric_embedding.h"
+#include "posenc/model/encoder.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/ordering.h"
 #include "posenc/train/evaluate.h"
@@ -138,7 +139,7 @@ TEST(NumericEmbedding, FeaturesTellValuesApartWithoutATableRowPerValue) {
 
 TEST(NumericEmbedding, TheModelUsesItAndTheConfigSaysWhereItCannot) {
   auto cfg = config_with({"model.token_embedding=numeric", "model.positional.type=rope"});
-  Transformer model(cfg.model, 100000);
+  Encoder model(cfg.model, 100000);
   int64_t params = 0, table_params = 0;
   for (const auto& p : model->parameters()) params += p.numel();
   Transformer table(config_with({"model.positional.type=rope"}).model, 100000);
@@ -177,13 +178,13 @@ TEST(NumericEmbedding, ATinyEncoderLearnsOrderingOverAHundredThousandValues) {
 TEST(LsePooling, LiesBetweenMeanAndMaxByItsTemperature) {
   torch::manual_seed(5);
   auto lse_cfg = config_with({"model.pooling=lse", "model.positional.type=rope"});
-  Transformer lse(lse_cfg.model, 64);
+  Encoder lse(lse_cfg.model, 64);
   lse->eval();
   auto tokens = torch::randint(1, 65, {4, 12}, torch::kLong);
   const auto with_pooling = [&](const std::string& pooling) {
     auto cfg = lse_cfg;
     cfg.model.pooling = posenc::choice_from_name<posenc::Pooling>(pooling);
-    Transformer other(cfg.model, 64);
+    Encoder other(cfg.model, 64);
     other->eval();
     torch::NoGradGuard no_grad;
     auto theirs = other->named_parameters();
@@ -213,7 +214,7 @@ TEST(LsePooling, LiesBetweenMeanAndMaxByItsTemperature) {
 TEST(FalseAlarms, PerPositionVerdictsAndThePooledOneComeFromOneForward) {
   torch::manual_seed(7);
   auto cfg = config_with({"model.positional.type=rope"});
-  Transformer model(cfg.model, 64);
+  Encoder model(cfg.model, 64);
   model->eval();
   torch::NoGradGuard no_grad;
   auto tokens = torch::randint(1, 65, {3, 16}, torch::kLong);
@@ -226,7 +227,8 @@ TEST(FalseAlarms, PerPositionVerdictsAndThePooledOneComeFromOneForward) {
   OrderingTask task(cfg.task);
   const TaskBatch set = task.fixed_set(32, 40, 3);
   FalseAlarms alarms;
-  score_set(model, set, torch::kCPU, 1 << 20, false, &alarms);
+  Transformer any_kind = model;
+  score_set(any_kind, set, torch::kCPU, 1 << 20, false, &alarms);
   EXPECT_EQ(alarms.sequences, 20);  // half the set is sorted
   EXPECT_EQ(alarms.positions, 20 * 32);
   EXPECT_GE(alarms.sequence_rate(), alarms.position_rate());

@@ -3,6 +3,7 @@
 
 #include "helpers.h"
 #include "posenc/model/transformer.h"
+#include "posenc/model/encoder.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -119,7 +120,7 @@ TEST(Cope, ATrainedModelStillRunsFarPastItsTrainingLength) {
   // Positions are clamped, so a 512-token input reads only table rows that exist.
   auto config = posenc::testing::config_with({"model.positional.type=cope", "model.positional.max_count=8",
                                               "model.d_model=16", "model.heads=2", "model.layers=1", "model.d_ff=32"});
-  Transformer model(config.model, 16);
+  Encoder model(config.model, 16);
   model->eval();
   auto logits = model->forward(torch::randint(1, 17, {2, 512}, torch::kLong));
   EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());

@@ -18,6 +18,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
+#include "posenc/model/encoder.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -53,7 +54,7 @@ TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
     torch::manual_seed(3);
     const Config c = config_with({"model.positional.type=\"" + GetParam() + "\"", "model.dropout=0",
                                   std::string("model.pooling=\"") + pooling + "\""});
-    Transformer cpu(c.model, task_vocab_size(c.task)), gpu(c.model, task_vocab_size(c.task));
+    Encoder cpu(c.model, task_vocab_size(c.task)), gpu(c.model, task_vocab_size(c.task));
     {
       torch::NoGradGuard no_grad;
       auto src = cpu->parameters(), dst = gpu->parameters();

@@ -14,6 +14,7 @@
 #include "reliability_helpers.h"
 #include "posenc/errors.h"
 #include "posenc/model/transformer.h"
+#include "posenc/model/encoder_decoder.h"
 #include "posenc/tasks/scan.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
@@ -42,9 +43,9 @@ Config encoder_decoder_config(const std::string& scheme, std::initializer_list<s
 }
 
 /// A model with random (not zero) positional parameters, so that every scheme acts.
-Transformer random_model(const Config& cfg, uint64_t seed) {
+EncoderDecoder random_model(const Config& cfg, uint64_t seed) {
   torch::manual_seed(seed);
-  Transformer model(cfg.model, 16);
+  EncoderDecoder model(cfg.model, 16);
   torch::NoGradGuard no_grad;
   for (auto& p : model->named_parameters())
     if (p.key().find("positional") != std::string::npos) p.value().normal_(0.0, 0.5);
@@ -58,7 +59,7 @@ double max_difference(const torch::Tensor& a, const torch::Tensor& b) { return (
 double answer_log_prob(Transformer& model, const torch::Tensor& prompt, const std::vector<int64_t>& answer) {
   c10::InferenceMode guard;
   auto tokens = torch::cat({prompt, torch::tensor(answer, torch::kLong).unsqueeze(0)}, 1);                 // (1, P + A)
-  auto logp = torch::log_softmax(answer_logits(model, tokens, prompt.size(1)).to(torch::kDouble), -1)[0];  // (A, V)
+  auto logp = torch::log_softmax(next_token_model(model, "the test").answer_logits(tokens, prompt.size(1)).to(torch::kDouble), -1)[0];  // (A, V)
   double sum = 0;
   for (size_t i = 0; i < answer.size(); ++i) sum += logp[static_cast<int64_t>(i)][answer[i]].item<double>();
   return sum;
@@ -74,12 +75,12 @@ TEST_P(EverySchemeInEncoderDecoder, LaterTargetTokensDoNotChangeEarlierLogits) {
   auto source = torch::randint(1, 17, {3, 9}, torch::kLong), target = torch::randint(1, 17, {3, 12}, torch::kLong);
   auto changed = target.clone();
   changed.narrow(1, 7, 5).random_(1, 17);
-  const auto a = model->encoder_decoder_forward(source, target),
-             b = model->encoder_decoder_forward(source, changed);  // (3, 12, 18)
+  const auto a = model->forward(source, target),
+             b = model->forward(source, changed);  // (3, 12, 18)
   EXPECT_LT(max_difference(a.narrow(1, 0, 7), b.narrow(1, 0, 7)), tolerance::kFloat32Sum);
   EXPECT_GT(max_difference(a.narrow(1, 7, 5), b.narrow(1, 7, 5)), tolerance::kFloat32Sum);
   // The decoder reads the source: another source changes every position.
-  const auto c = model->encoder_decoder_forward(torch::randint(1, 17, {3, 9}, torch::kLong), target);
+  const auto c = model->forward(torch::randint(1, 17, {3, 9}, torch::kLong), target);
   EXPECT_GT(max_difference(a.narrow(1, 0, 1), c.narrow(1, 0, 1)), tolerance::kFloat32Sum);
 }
 
@@ -91,7 +92,7 @@ TEST_P(EverySchemeInEncoderDecoder, SourcePaddingChangesNothing) {
   auto source = torch::randint(1, 17, {2, 7}, torch::kLong), target = torch::randint(1, 17, {2, 6}, torch::kLong);
   auto padded = torch::cat({source, torch::zeros({2, 4}, torch::kLong)}, 1);  // (2, 11)
   EXPECT_LT(
-      max_difference(model->encoder_decoder_forward(source, target), model->encoder_decoder_forward(padded, target)),
+      max_difference(model->forward(source, target), model->forward(padded, target)),
       tolerance::kFloat32Model);
 }
 
@@ -101,7 +102,7 @@ TEST_P(EverySchemeInEncoderDecoder, KvCacheGivesTheWholeTargetsLogits) {
   torch::NoGradGuard no_grad;
   auto source = torch::randint(1, 17, {2, 8}, torch::kLong), target = torch::randint(1, 17, {2, 10}, torch::kLong);
   source[1][6] = 0, source[1][7] = 0;                                 // a shorter second source
-  const auto whole = model->encoder_decoder_forward(source, target);  // (2, 10, 18)
+  const auto whole = model->forward(source, target);  // (2, 10, 18)
   KVCache cache;
   model->start_decoding(source, cache);
   std::vector<torch::Tensor> steps = {model->decode(target.narrow(1, 0, 3), cache)};
@@ -113,7 +114,7 @@ TEST_P(EverySchemeInEncoderDecoder, KvCacheGivesTheWholeTargetsLogits) {
 
 TEST_P(EverySchemeInEncoderDecoder, GreedyIsBeamOneAndReproducesItsOwnAnswers) {
   const Config cfg = encoder_decoder_config(GetParam());
-  auto model = random_model(cfg, 4);
+  Transformer model = random_model(cfg, 4);
   const auto task = make_task(cfg.task);
   TaskBatch set = task->fixed_set(5, 4, 5);
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
@@ -141,7 +142,7 @@ TEST(EncoderDecoder, CrossAttentionTakesASchemeThatActsInAttentionOnly) {
   const Config with_t5 = encoder_decoder_config("rope", {"model.positional.cross=t5"});
   EXPECT_EQ(with_t5.model.positional.cross_options.at("bidirectional"), true);  // nothing is masked there
   auto a = random_model(plain, 5), b = random_model(with_t5, 5);
-  EXPECT_GT(max_difference(a->encoder_decoder_forward(source, target), b->encoder_decoder_forward(source, target)),
+  EXPECT_GT(max_difference(a->forward(source, target), b->forward(source, target)),
             tolerance::kFloat32Value);
   // Options of the cross scheme, as an object.
   const Config alibi =

@@ -4,6 +4,7 @@
 
 #include "helpers.h"
 #include "posenc/model/transformer.h"
+#include "posenc/model/encoder.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -23,14 +24,14 @@ TEST(Model, WithoutPositionsTheEncoderIsPermutationInvariant) {
     for (const char* qkv : {"projected", "embedded"}) {
       auto cfg = config_with({"model.positional.type=none", std::string("model.pooling=") + pooling,
                               std::string("model.attention.qkv=") + qkv});
-      Transformer model(cfg.model, 64);
+      Encoder model(cfg.model, 64);
       model->eval();
       EXPECT_TRUE(torch::allclose(model->forward(tokens), model->forward(tokens.index_select(1, perm)),
                                   tolerance::kFloat32Sum, tolerance::kFloat32Sum))
           << pooling << " " << qkv;
     }
   // The same model with positions is not: the test can fail.
-  Transformer rope(config_with({"model.positional.type=rope"}).model, 64);
+  Encoder rope(config_with({"model.positional.type=rope"}).model, 64);
   rope->eval();
   EXPECT_FALSE(torch::allclose(rope->forward(tokens), rope->forward(tokens.index_select(1, perm)),
                                tolerance::kFloat32Sum, tolerance::kFloat32Sum));
@@ -39,7 +40,7 @@ TEST(Model, WithoutPositionsTheEncoderIsPermutationInvariant) {
 TEST(Model, EmbeddedQkvTakesQkvFromTheTokenTable) {
   auto projected_cfg = config_with({"model.attention.qkv=projected"});
   auto embedded_cfg = config_with({"model.attention.qkv=embedded"});
-  Transformer projected(projected_cfg.model, 64), embedded(embedded_cfg.model, 64);
+  Encoder projected(projected_cfg.model, 64), embedded(embedded_cfg.model, 64);
   std::map<std::string, torch::Tensor> p, e;
   for (const auto& kv : projected->named_parameters()) p[kv.key()] = kv.value();
   for (const auto& kv : embedded->named_parameters()) e[kv.key()] = kv.value();
@@ -65,7 +66,7 @@ TEST(Model, EmbeddedQkvTakesQkvFromTheTokenTable) {
 TEST(Model, EmbeddingSchemesAreRejectedWithEmbeddedQkv) {
   auto cfg = config_with({"model.attention.qkv=embedded", "model.positional.type=sinusoidal"});
   try {
-    Transformer model(cfg.model, 64);
+    Encoder model(cfg.model, 64);
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
@@ -73,12 +74,12 @@ TEST(Model, EmbeddingSchemesAreRejectedWithEmbeddedQkv) {
     EXPECT_NE(msg.find("model.attention.qkv=embedded"), std::string::npos) << msg;
   }
   // Attention-time schemes work with it.
-  Transformer ok(config_with({"model.attention.qkv=embedded", "model.positional.type=rope"}).model, 64);
+  Encoder ok(config_with({"model.attention.qkv=embedded", "model.positional.type=rope"}).model, 64);
 }
 
 TEST(Model, PerLayerSchemesHaveTheirOwnParameters) {
   auto count = [](const Config& c) {
-    Transformer m(c.model, 16);
+    Encoder m(c.model, 16);
     int64_t n = 0;
     for (const auto& kv : m->named_parameters())
       if (kv.key().find("positional") != std::string::npos) n += kv.value().numel();
@@ -94,7 +95,7 @@ TEST(Model, PerLayerSchemesHaveTheirOwnParameters) {
 }
 
 TEST(Model, LengthChecksNameTheLimit) {
-  Transformer model(
+  Encoder model(
       config_with({"model.positional.type=learned", "model.positional.max_positions=17", "model.pooling=cls"}).model,
       16);
   EXPECT_NO_THROW(model->check_length(16));
@@ -107,7 +108,7 @@ TEST(Model, LengthChecksNameTheLimit) {
 }
 
 TEST(Model, AttentionMapsAreKeptOnRequest) {
-  Transformer model(config_with({}).model, 16);
+  Encoder model(config_with({}).model, 16);
   model->eval();
   model->keep_attention(true);
   model->forward(torch::randint(1, 17, {2, 6}, torch::kLong));

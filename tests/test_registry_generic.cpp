@@ -6,6 +6,7 @@
 
 #include "helpers.h"
 #include "posenc/model/transformer.h"
+#include "posenc/model/encoder.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -42,7 +43,7 @@ TEST_P(EveryScheme, GradientsReachEveryParameter) {
   // passing as "non-zero". Such a parameter must be frozen (requires_grad off).
   torch::manual_seed(1);
   for (const char* pooling : {"max", "cls"}) {
-    Transformer model(config({std::string("model.pooling=") + pooling}).model, 16);
+    Encoder model(config({std::string("model.pooling=") + pooling}).model, 16);
     model->to(torch::kFloat64);
     auto tokens = torch::randint(1, 17, {4, 9}, torch::kLong);
     model->forward(tokens).pow(2).sum().backward();
@@ -60,7 +61,7 @@ TEST_P(EveryScheme, GradientsReachEveryParameter) {
 }
 
 TEST_P(EveryScheme, RunsLongerThanTrainingOrSaysWhyNot) {
-  Transformer model(config().model, 16);
+  Encoder model(config().model, 16);
   model->eval();
   auto tokens = torch::randint(1, 17, {2, 300}, torch::kLong);
   try {
@@ -76,7 +77,7 @@ TEST_P(EveryScheme, SymmetricSchemesCannotTellReversal) {
   // A scheme that is not directional leaves the encoder reversal-equivariant;
   // with max pooling the logits are then reversal-invariant.
   torch::manual_seed(2);
-  Transformer model(config().model, 16);
+  Encoder model(config().model, 16);
   model->eval();
   auto tokens = torch::randint(1, 17, {3, 11}, torch::kLong);
   const bool same = torch::allclose(model->forward(tokens), model->forward(tokens.flip({1})), tolerance::kFloat32Sum,
@@ -91,7 +92,7 @@ TEST_P(EveryScheme, SymmetricSchemesCannotTellReversal) {
 TEST_P(EveryScheme, SharedOrPerLayerAndEitherPlacementBuild) {
   for (const char* share : {"true", "false"})
     for (const char* where : {"input", "every_layer"}) {
-      Transformer model(config({std::string("model.positional.share_across_layers=") + share,
+      Encoder model(config({std::string("model.positional.share_across_layers=") + share,
                                 std::string("model.positional.apply_to=") + where})
                             .model,
                         16);

@@ -8,6 +8,7 @@
 
 #include "helpers.h"
 #include "posenc/analysis/trained.h"
+#include "posenc/model/decoder.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/trainer.h"
@@ -121,7 +122,7 @@ Config pair_config(const std::string& scheme, const std::string& input, const st
 /// decoding reads the answer's ids.
 void expect_reads_task_ids(const Config& c, bool ids_matter) {
   torch::manual_seed(0);
-  Transformer model(c.model, task_vocab_size(c.task));
+  Decoder model(c.model, task_vocab_size(c.task));
   model->eval();
   torch::NoGradGuard no_grad;
   const auto set = find_task("addition").make(c.task)->fixed_set(4, 3, 1);  // (3, 15)
@@ -154,7 +155,8 @@ void expect_reads_task_ids(const Config& c, bool ids_matter) {
   const int64_t a = set.answer_start, A = T - a;
   Sampling greedy;
   greedy.positions = ids;
-  const auto decoded = continue_tokens(model, tokens.narrow(1, 0, a), A, greedy);  // (B, A)
+  Transformer any_kind = model;
+  const auto decoded = continue_tokens(any_kind, tokens.narrow(1, 0, a), A, greedy);  // (B, A)
   auto teacher = tokens.narrow(1, 0, a).clone();
   for (int64_t t = 0; t < A; ++t) {  // the same, one whole forward per token
     const auto logits = model->forward(teacher, {}, ids.narrow(1, 0, teacher.size(1)));
@@ -260,8 +262,8 @@ TEST_P(EverySchemeWithTaskPositions, BesideTheInputSlotReadsTheIdsTooWhenTaskIds
   for (const auto& [paired_config, alone_config, with_ids] :
        {std::tuple{&both, &alone_with_ids, true}, std::tuple{&input, &alone_counting, false}}) {
     torch::manual_seed(0);
-    Transformer single(alone_config->model, task_vocab_size(alone_config->task));
-    Transformer pair(paired_config->model, task_vocab_size(paired_config->task));
+    Decoder single(alone_config->model, task_vocab_size(alone_config->task));
+    Decoder pair(paired_config->model, task_vocab_size(paired_config->task));
     single->eval(), pair->eval();
     const auto source = single->named_parameters();
     for (auto& p : pair->named_parameters()) {
@@ -405,9 +407,9 @@ TEST(SchemePair, SinusoidsInTheInputSlotBesideNoneAreTheSinusoidalScheme) {
     const Config alone = decoder_config("sinusoidal", positions);
     const Config pair = pair_config("none", "sinusoidal", positions);
     torch::manual_seed(0);
-    Transformer a(alone.model, task_vocab_size(alone.task));
+    Decoder a(alone.model, task_vocab_size(alone.task));
     torch::manual_seed(0);
-    Transformer b(pair.model, task_vocab_size(pair.task));
+    Decoder b(pair.model, task_vocab_size(pair.task));
     a->eval(), b->eval();
     torch::NoGradGuard no_grad;
     const auto set = find_task("addition").make(alone.task)->fixed_set(5, 4, 2);
@@ -438,7 +440,7 @@ TEST(TaskPositions, AttentionMapsReadTheTasksIds) {
   model->keep_attention(true);
   model->force_explicit_attention(true);
   torch::NoGradGuard no_grad;
-  model->forward(set.tokens.narrow(1, 0, T - 1), {}, ids);
+  model->as<DecoderImpl>()->forward(set.tokens.narrow(1, 0, T - 1), {}, ids);
   const auto expected = model->attention_maps().front()[0];  // (H, T-1, T-1)
   const auto& block = att.at("layers").at(0);
   for (int64_t h = 0; h < expected.size(0); ++h)

@@ -10,6 +10,7 @@
 #include "posenc/train/grad_clip.h"
 #include "posenc/train/schedule.h"
 #include "posenc/train/trainer.h"
+#include "posenc/model/encoder.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -80,7 +81,8 @@ TEST(Checkpoint, RoundTripGivesTheSameFunction) {
   auto loaded = load_model((dir / "c.pt").string(), torch::kCPU, &loaded_cfg);
   EXPECT_EQ(config_to_json(loaded_cfg), config_to_json(cfg));
   auto tokens = torch::randint(1, 17, {3, 8}, torch::kLong);
-  EXPECT_TRUE(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+  EXPECT_TRUE(torch::equal(classifier_of(model, "the test").forward(tokens),
+                           classifier_of(loaded, "the test").forward(tokens)));
   // A model-only checkpoint cannot resume training.
   torch::optim::AdamW opt(model->parameters());
   EXPECT_THROW(load_checkpoint((dir / "c.pt").string(), model, &opt), ConfigError);

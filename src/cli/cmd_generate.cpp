@@ -47,10 +47,10 @@ int run_generate(const GenerateOptions& o) {
   flush_denormals();
   Config cfg;
   Transformer model = load_model(o.checkpoint, device, &cfg);
-  if (model->is_encoder_decoder())
+  if (cfg.model.kind == ModelKind::EncoderDecoder)
     throw ConfigError(o.checkpoint + " is an encoder_decoder (task.type=" + cfg.task.type +
                       "): it translates a source, it does not continue a text; use posenc translate");
-  if (!model->is_decoder())
+  if (cfg.model.kind != ModelKind::Decoder)
     throw ConfigError(o.checkpoint + " is an encoder classifier (task.type=" + cfg.task.type +
                       "); generate needs a decoder trained on a language-modelling task (task.type=charlm)");
   const std::unique_ptr<Task> task = make_task(cfg.task);

@@ -73,7 +73,7 @@ int run_translate(const TranslateOptions& o) {
   flush_denormals();
   Config cfg;
   Transformer model = load_model(o.checkpoint, device, &cfg);
-  if (!model->is_encoder_decoder())
+  if (cfg.model.kind != ModelKind::EncoderDecoder)
     throw ConfigError(o.checkpoint + " is a model.kind=" + name_of(cfg.model.kind) +
                       " checkpoint (task.type=" + cfg.task.type + "); translate needs an encoder_decoder");
   const std::unique_ptr<Task> task = make_task(cfg.task);

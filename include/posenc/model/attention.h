@@ -19,11 +19,21 @@ struct LayerCache {
   torch::Tensor k, v;
 };
 
+struct MultiHeadAttentionOptions {
+  MultiHeadAttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, heads);
+  /// On the attention probabilities (training only).
+  TORCH_ARG(double, dropout) = 0.0;
+  /// false builds no W_qkv: the caller supplies q, k, v to attend().
+  TORCH_ARG(bool, project_input) = true;
+  /// A query sees the keys whose position id is not greater than its own.
+  TORCH_ARG(bool, causal) = false;
+};
+
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
-  /// project_input=false builds no W_qkv: the caller supplies q, k, v to attend().
-  /// causal: a query sees the keys whose position id is not greater than its own.
-  MultiHeadAttentionImpl(int64_t d_model, int64_t heads, double dropout, bool project_input, bool causal = false);
+  explicit MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options);
 
   /// x (B, L, D) -> (B, L, D); scheme may be null (no positional hooks in this block).
   /// With a cache, x holds the new positions only (pos.q their ids, pos.k the ids

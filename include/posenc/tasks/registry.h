@@ -41,6 +41,12 @@ enum class TaskMetric {
   Perplexity,  ///< exp of the mean next-token negative log-likelihood (lower is better)
 };
 const char* metric_name(TaskMetric m);  ///< "accuracy", "exact_match", "perplexity"
+/// The key under which results.json holds a length's score (n, correct and ci95
+/// count the same thing): "accuracy", "exact_match", and for perplexity, whose
+/// own number is "perplexity", the next-token accuracy "token_accuracy".
+const char* score_key(TaskMetric m);
+/// score_key of a metric named as metric_name() names it; "accuracy" for a name it does not know.
+std::string score_key(const std::string& metric);
 
 struct TaskInfo {
   std::string name;

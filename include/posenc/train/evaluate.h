@@ -30,7 +30,7 @@ struct Tally {
 
 /// A classifier's false alarms on the positive class (ordering: sorted
 /// sequences), position by position: the head applied to each position's
-/// output alone (TransformerImpl::classify_positions). Pooling over L positions
+/// output alone (EncoderImpl::classify_positions). Pooling over L positions
 /// turns a per-position false-alarm rate p into up to 1 - (1 - p)^L per sequence.
 struct FalseAlarms {
   int64_t positions = 0, alarms = 0;   ///< positions of positive examples; those whose own verdict is negative

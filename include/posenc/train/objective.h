@@ -24,18 +24,12 @@ struct StepOutput {
 };
 
 /// `batch` must already be on the model's device; `ids` are optional position
-/// ids for model->forward (randomized positions). `scored`, if known (>= 0),
+/// ids (randomized positions). `scored`, if known (>= 0),
 /// is the batch's scored_predictions(), read before the batch left the CPU.
 StepOutput task_objective(Transformer& model, const TaskBatch& batch, const torch::Tensor& ids = {},
                           int64_t scored = -1);
 
 /// Predictions a batch scores: its examples (encoder) or its answer tokens that are not padding.
 int64_t scored_predictions(const TaskBatch& batch);
-
-/// The logits at the positions that predict the answer: (B, A, V + 2) for
-/// tokens (B, T) with A = T - answer_start answer tokens (decoder or encoder_decoder).
-/// `task_positions` (B, T) on the CPU: the task's ids of the tokens, if it defines them.
-torch::Tensor answer_logits(Transformer& model, const torch::Tensor& tokens, int64_t answer_start,
-                            const torch::Tensor& ids = {}, const torch::Tensor& task_positions = {});
 
 }  // namespace posenc

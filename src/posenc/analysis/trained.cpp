@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 
 #include "posenc/config.h"
+#include "posenc/model/decoder.h"
+#include "posenc/model/encoder.h"
+#include "posenc/model/encoder_decoder.h"
 #include "posenc/positional/inspect.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/ordering.h"
@@ -61,8 +64,10 @@ nlohmann::json attention_layers(Transformer& model, const torch::Tensor& tokens,
                                 const torch::Tensor& task_positions = {}) {
   keep_maps(model);
   c10::InferenceMode guard;
-  auto logits = model->forward(tokens, {}, task_positions);
-  if (!model->is_decoder()) *p_sorted = torch::softmax(logits, -1)[0][1].item<double>();
+  if (auto* decoder = model->as<DecoderImpl>())
+    decoder->forward(tokens, {}, task_positions);
+  else
+    *p_sorted = torch::softmax(classifier_of(model, "attention maps").forward(tokens), -1)[0][1].item<double>();
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& w : model->attention_maps()) layers.push_back(maps_json(w));  // (1, H, L', L') each
   return layers;
@@ -138,8 +143,8 @@ nlohmann::json encoder_decoder_attention_example(const std::string& checkpoint, 
         r.length, numbers, kMaxJsonNumbers));
   keep_maps(model);
   c10::InferenceMode guard;
-  auto logits = model->encoder_decoder_forward(src, tgt);  // (1, A, V + 2)
-  const auto maps = model->attention_maps();               // encoder blocks, then (self, cross) per decoder block
+  auto logits = model->as<EncoderDecoderImpl>()->forward(src, tgt);  // (1, A, V + 2)
+  const auto maps = model->attention_maps();  // encoder blocks, then (self, cross) per decoder block
   const size_t encoder_blocks = static_cast<size_t>(cfg.model.layers);
   TORCH_CHECK(maps.size() == encoder_blocks + 2 * static_cast<size_t>(cfg.model.decoder_layers),
               "unexpected number of attention maps");
@@ -202,7 +207,7 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
     throw ConfigError("--kind " + r.kind + ": the examples of task " + cfg.task.type +
                       " have no kinds (--kind picks among the ordering task's: sorted, shuffle, ...); leave it out");
   model->check_length(task->sequence_length(r.length));
-  if (model->is_encoder_decoder()) return encoder_decoder_attention_example(checkpoint, r, cfg, *task, model);
+  if (model->as<EncoderDecoderImpl>()) return encoder_decoder_attention_example(checkpoint, r, cfg, *task, model);
   check_maps_fit(model, cfg, task->sequence_length(r.length), r.length);
   if (model->is_decoder()) return decoder_attention_example(checkpoint, r, cfg, *task, model);
   const auto kinds = task->kind_names();

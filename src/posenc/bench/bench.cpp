@@ -10,7 +10,7 @@
 
 #include "posenc/config_overlay.h"
 #include "posenc/positional/registry.h"
-#include "posenc/model/transformer.h"
+#include "posenc/model/encoder.h"
 #include "posenc/tasks/ordering.h"
 #include "posenc/train/autocast.h"
 #include "posenc/train/cuda_graphs.h"
@@ -270,8 +270,9 @@ BenchResult run_bench_case(const BenchCase& c, bool bf16, bool explicit_attentio
     c10::InferenceMode guard;
     eval_ms = timed_calls(device, c.warmup, c.timed, [&](bool) {
       AutocastGuard autocast(bf16, device);
-      auto logits =
-          model->is_encoder_decoder() ? answer_logits(model, tokens, batch.answer_start) : model->forward(inputs);
+      NextTokenModel* next = model->next_token();
+      auto logits = next ? next->answer_logits(tokens, batch.answer_start)
+                         : classifier_of(model, "timing a classifier").forward(tokens);
     });
   }
   r.peak_mb = peak_memory_mb(device);
@@ -329,7 +330,8 @@ void export_bench_case(const BenchCase& c, const std::string& dir) {
   {
     c10::InferenceMode guard;
     model->eval();
-    loss = torch::nn::functional::cross_entropy(model->forward(batch.tokens), batch.labels).item<double>();
+    auto logits = classifier_of(model, "the PyTorch parity export").forward(batch.tokens);  // (B, 2)
+    loss = torch::nn::functional::cross_entropy(logits, batch.labels).item<double>();
   }
   auto tokens = batch.tokens.contiguous();
   auto labels = batch.labels.contiguous();

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "posenc/tasks/registry.h"
 #include "posenc/util/stats.h"
 #include "posenc/train/run_dir.h"
 #include "posenc/util/text.h"
@@ -65,11 +66,14 @@ LengthSummary summarize_length(const std::vector<json>& results, size_t li) {
   ls.beyond_training = first.at("beyond_training");
   std::vector<double> acc, perplexity, bleu, alarms, alarmed;
   std::map<std::string, std::vector<double>> kinds;
+  // The score is under its metric's key; results written before each metric had
+  // its own key held every score as "accuracy".
+  const std::string key = score_key(results[0].value("metric", std::string("accuracy")));
   for (const auto& r : results) {
     const json& at = r.at("lengths").at(li);
     if (at.at("length") != ls.length)
       throw std::runtime_error("runs of one variant were evaluated at different lengths");
-    acc.push_back(number(at.at("accuracy")));
+    acc.push_back(number(at.contains(key) ? at.at(key) : at.at("accuracy")));
     if (at.contains("perplexity")) perplexity.push_back(number(at.at("perplexity")));
     if (at.contains("bleu")) bleu.push_back(number(at.at("bleu")));
     if (at.contains("false_alarms")) {

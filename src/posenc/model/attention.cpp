@@ -10,13 +10,16 @@
 
 namespace posenc {
 
-MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t heads, double dropout, bool project_input,
-                                               bool causal)
-    : d_model_(d_model), heads_(heads), head_dim_(d_model / heads), dropout_(dropout), causal_(causal) {
-  TORCH_CHECK(d_model % heads == 0, "d_model ", d_model, " is not divisible by heads ", heads);
-  if (project_input) qkv_ = register_module("qkv", torch::nn::Linear(d_model, 3 * d_model));
-  out_ = register_module("out", torch::nn::Linear(d_model, d_model));
-  attn_drop_ = register_module("attn_drop", torch::nn::Dropout(dropout));
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)
+    : d_model_(options.d_model()),
+      heads_(options.heads()),
+      head_dim_(options.d_model() / options.heads()),
+      dropout_(options.dropout()),
+      causal_(options.causal()) {
+  TORCH_CHECK(d_model_ % heads_ == 0, "d_model ", d_model_, " is not divisible by heads ", heads_);
+  if (options.project_input()) qkv_ = register_module("qkv", torch::nn::Linear(d_model_, 3 * d_model_));
+  out_ = register_module("out", torch::nn::Linear(d_model_, d_model_));
+  attn_drop_ = register_module("attn_drop", torch::nn::Dropout(dropout_));
 }
 
 torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const {

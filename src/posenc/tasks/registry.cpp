@@ -22,6 +22,14 @@ const char* metric_name(TaskMetric m) {
   return "?";
 }
 
+const char* score_key(TaskMetric m) { return m == TaskMetric::Perplexity ? "token_accuracy" : metric_name(m); }
+
+std::string score_key(const std::string& metric) {
+  for (TaskMetric m : {TaskMetric::Accuracy, TaskMetric::ExactMatch, TaskMetric::Perplexity})
+    if (metric == metric_name(m)) return score_key(m);
+  return score_key(TaskMetric::Accuracy);
+}
+
 const std::vector<TaskInfo>& task_registry() {
   // One line per task, in the order `posenc list` prints them.
   static const std::vector<TaskInfo> table = {

@@ -33,17 +33,10 @@ torch::Tensor pick(const torch::Tensor& logits_in, const Sampling& s, torch::Gen
 /// rerunning the target otherwise.
 class Stepper {
  public:
-  Stepper(Transformer& model, const torch::Tensor& prompt, const torch::Tensor& positions = {})
-      : model_(model), cached_(model->supports_kv_cache()), positions_(positions) {
-    if (model->is_encoder_decoder()) {
-      const int64_t P = prompt.size(1);
-      TORCH_CHECK(P >= 2, "an encoder_decoder's prompt is a source and SEP");
-      model->start_decoding(prompt.narrow(1, 0, P - 1), cache_);
-      seq_ = prompt.narrow(1, P - 1, 1);  // (B, 1): SEP starts the target
-    } else {
-      seq_ = prompt;  // (B, P)
-    }
-    logits_ = run(seq_).select(1, -1);  // (B, V+2)
+  Stepper(NextTokenModel& model, bool cached, const torch::Tensor& prompt, const torch::Tensor& positions = {})
+      : model_(model), cached_(cached), positions_(positions) {
+    seq_ = model.begin_decoding(prompt, cache_);  // (B, P), or (B, 1) SEP for an encoder_decoder
+    logits_ = run(seq_).select(1, -1);            // (B, V+2)
   }
   const torch::Tensor& logits() const { return logits_; }
   /// next (B, 1): the rows' next tokens.
@@ -53,7 +46,7 @@ class Stepper {
   }
   /// Keeps rows `rows` (int64) in that order.
   void keep_rows(const torch::Tensor& rows) {
-    TransformerImpl::select_cache_rows(cache_, rows);
+    select_cache_rows(cache_, rows);
     seq_ = seq_.index_select(0, rows);
     logits_ = logits_.index_select(0, rows);
     if (positions_.defined()) positions_ = positions_.index_select(0, rows.cpu());
@@ -65,11 +58,9 @@ class Stepper {
     // The task's ids of these tokens: the cached path feeds the newest, the other the whole sequence.
     const int64_t n = tokens.size(1), first = cached_ ? seq_.size(1) - n : 0;
     const auto ids = positions_.defined() ? positions_.narrow(1, first, n) : positions_;  // (B, n)
-    if (cached_) return model_->decode(tokens, cache_, ids);
-    return model_->is_encoder_decoder() ? model_->decode_target(tokens, cache_.memory)
-                                        : model_->forward(tokens, {}, ids);
+    return cached_ ? model_.decode(tokens, cache_, ids) : model_.decode_uncached(tokens, cache_, ids);
   }
-  Transformer& model_;
+  NextTokenModel& model_;
   bool cached_;
   torch::Tensor positions_;  // (B, P + steps) or undefined
   KVCache cache_;
@@ -91,7 +82,7 @@ struct DecodingMode {
 
 torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, int64_t steps,
                               const Sampling& sampling) {
-  TORCH_CHECK(model->is_decoder(), "continue_tokens needs model.kind=decoder or encoder_decoder");
+  NextTokenModel& next = next_token_model(model, "continuing tokens");
   DecodingMode mode(model);
   torch::Generator gen = at::detail::createCPUGenerator(sampling.seed);
   std::vector<torch::Tensor> out;  // steps x (B, 1)
@@ -100,7 +91,7 @@ torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, i
                                                 sampling.positions.size(1) >= prompt.size(1) + steps - 1),
               "continue_tokens: task positions for ", prompt.size(1) + steps - 1, " tokens expected, got ",
               sampling.positions.sizes());
-  Stepper stepper(model, prompt, sampling.positions);
+  Stepper stepper(next, model->supports_kv_cache(), prompt, sampling.positions);
   for (int64_t t = 0; t < steps && !stop(); ++t) {
     torch::Tensor logits = stepper.logits();  // (B, V+2)
     if (sampling.non_finite_rows) {
@@ -121,7 +112,7 @@ torch::Tensor continue_tokens(Transformer& model, const torch::Tensor& prompt, i
 
 std::vector<Hypothesis> beam_search(Transformer& model, const torch::Tensor& prompt, int64_t steps,
                                     const BeamOptions& options) {
-  TORCH_CHECK(model->is_decoder(), "beam search needs model.kind=decoder or encoder_decoder");
+  NextTokenModel& next = next_token_model(model, "beam search");
   TORCH_CHECK(prompt.size(0) == 1, "beam search takes one prompt at a time");
   TORCH_CHECK(options.beam >= 1, "the beam holds at least one hypothesis");
   DecodingMode mode(model);
@@ -130,7 +121,7 @@ std::vector<Hypothesis> beam_search(Transformer& model, const torch::Tensor& pro
                ? log_prob
                : log_prob / std::pow((5.0 + static_cast<double>(n)) / 6.0, options.length_penalty);
   };
-  Stepper stepper(model, prompt);
+  Stepper stepper(next, model->supports_kv_cache(), prompt);
   std::vector<Hypothesis> alive(1), finished;
   const auto k = static_cast<size_t>(options.beam);
   for (int64_t t = 0; t < steps && !alive.empty(); ++t) {

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "posenc/compat.h"
+#include "posenc/model/encoder.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/train/decode.h"
 #include "posenc/train/objective.h"
@@ -63,12 +64,13 @@ torch::Tensor answer_scored(const TaskBatch& set, const torch::Tensor& targets) 
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                                bool interruptible, FalseAlarms* alarms) {
   std::vector<torch::Tensor> correct_parts, bad_parts;
+  EncoderImpl& classifier = classifier_of(model, "scoring a classification set");
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& tokens) {
     auto labels = set.labels.narrow(0, start, tokens.size(0)).to(device);
     torch::Tensor logits;  // (b, classes)
     if (alarms) {
       torch::Tensor per_position;  // (b, L, classes)
-      std::tie(logits, per_position) = model->classify_positions(tokens);
+      std::tie(logits, per_position) = classifier.classify_positions(tokens);
       const auto positive = labels.eq(1);                                                   // (b)
       const auto alarm = per_position.argmax(-1).ne(1).logical_and(positive.unsqueeze(1));  // (b, L)
       const int64_t n_positive = positive.sum().item<int64_t>();
@@ -77,7 +79,7 @@ std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::
       alarms->alarms += alarm.sum().item<int64_t>();
       alarms->alarmed += alarm.any(1).sum().item<int64_t>();
     } else {
-      logits = model->forward(tokens);
+      logits = classifier.forward(tokens);
     }
     correct_parts.push_back(logits.argmax(-1).eq(labels).cpu());
     bad_parts.push_back(torch::isfinite(logits).logical_not().any(-1).cpu());
@@ -151,11 +153,12 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
 Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
                            double* nll_sum, Tally* exact, bool interruptible) {
   Tally tokens;
+  NextTokenModel& next = next_token_model(model, "teacher-forced scoring");
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& chunk) {
     const auto positions =
         set.positions.defined() ? set.positions.narrow(0, start, chunk.size(0)) : set.positions;  // (b, T)
-    auto logits = answer_logits(model, chunk, a, {}, positions).to(torch::kFloat);                // (b, A, V+2)
+    auto logits = next.answer_logits(chunk, a, {}, positions).to(torch::kFloat);                  // (b, A, V+2)
     auto targets = chunk.narrow(1, a, A);                                                         // (b, A)
     auto scored = answer_scored(set, targets);
     auto right = logits.argmax(-1).eq(targets).logical_and(scored);  // (b, A)
@@ -460,20 +463,18 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results) 
     nlohmann::json kinds = nlohmann::json::object();
     for (const auto& [name, t] : r.by_kind)
       kinds[name] = {{"n", t.n}, {"correct", t.correct}, {"accuracy", measured(t, t.accuracy())}};
+    // The score once, under its metric's key; the other numbers under their own.
     nlohmann::json j = {{"length", r.length},
                         {"n", r.total.n},
                         {"correct", r.total.correct},
-                        {"accuracy", measured(r.total, r.total.accuracy())},
+                        {score_key(r.metric), measured(r.total, r.total.accuracy())},
                         {"ci95", {measured(r.total, r.ci95.lo), measured(r.total, r.ci95.hi)}},
                         {"by_kind", kinds},
                         {"beyond_training", r.beyond_training},
                         {"non_finite", r.non_finite},
                         {"untrained_positions", r.untrained_positions}};
-    if (r.metric != TaskMetric::Accuracy) {
-      j["tokens"] = r.tokens.n;
-      j["token_accuracy"] = r.tokens.accuracy();
-    }
-    if (r.metric == TaskMetric::ExactMatch) j["exact_match"] = measured(r.total, r.total.accuracy());
+    if (r.metric != TaskMetric::Accuracy) j["tokens"] = r.tokens.n;
+    if (r.metric == TaskMetric::ExactMatch) j["token_accuracy"] = r.tokens.accuracy();
     if (r.has_bleu) j["bleu"] = r.bleu.score();
     if (r.has_oracle) j["oracle_length"] = {{"correct", r.oracle.correct}, {"exact_match", r.oracle.accuracy()}};
     if (r.has_false_alarms)
