@@ -31,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # ---------------------------------------------------------------------------
-# Position math (mirrors src/posenc/positional/tables.cpp and relative.cpp)
+# Position math (mirrors src/posenc/positional/tables.cpp and relative_offsets.cpp)
 
 
 def sinusoidal_table(positions, dim, base, layout="interleaved"):
@@ -294,7 +294,7 @@ class Fire(Scheme):
 
 
 def add_directional(module, o, H):
-    """The shared `directional` option (relative.h): offsets for keys left / right of the query."""
+    """The shared `directional` option (relative_offsets.h): offsets for keys left / right of the query."""
     module.directional = o["directional"]
     if module.directional:
         module.left_offset = nn.Parameter(torch.zeros(H))

@@ -2,60 +2,52 @@
 """The controls grid's table: per row and scheme, accuracy at each length, the
 example kinds at the longest length, and the false alarms on sorted sequences.
 
-Reads the results.json of every finished run below RUNS_DIR (a compare's
-runs/ folder, e.g. runs/extrapolation_controls_compare/runs), groups the seeds
-of each variant, and prints a Markdown table (mean ± standard deviation over
-seeds, the sample deviation as in posenc's summaries). --per-seed adds each
-seed's accuracy at the longest length.
+Reads the summary.json that `posenc compare` writes in its output directory
+(e.g. runs/extrapolation_controls_compare): per variant, the mean and sample
+standard deviation over seeds that posenc computed, printed as a Markdown table
+(mean ± sd). --per-seed adds each seed's accuracy at the longest length, from
+the results.json of the runs the summary names.
 
-    scripts/controls_table.py runs/extrapolation_controls_compare/runs [--per-seed]
+    scripts/controls_table.py runs/extrapolation_controls_compare [--per-seed]
+
+(The comparison's runs/ folder may be given instead of the directory above it.)
 """
 import argparse
 import json
-import re
-import statistics
 import sys
 from pathlib import Path
 
 
-def mean_sd(values):
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean:.3f} ± {sd:.3f}"
+def mean_sd(stat):
+    return f"{stat['mean']:.3f} ± {stat['std']:.3f}"
 
 
-def mean_sci(values):
-    return f"{statistics.fmean(values):.1e}"
+def compare_dir(path):
+    """The directory holding summary.json: PATH, or the one above a comparison's runs/."""
+    path = Path(path)
+    if not (path / "summary.json").is_file() and (path.parent / "summary.json").is_file():
+        return path.parent
+    return path
 
 
-def load_runs(runs_dir):
-    """{variant: [results of each seed, by seed]} for every finished run."""
-    variants = {}
-    for results_path in sorted(Path(runs_dir).glob("*/results.json")):
-        name = results_path.parent.name
-        match = re.fullmatch(r"(.+)-s(\d+)", name)
-        if not match:
-            continue
-        with open(results_path) as f:
-            results = json.load(f)
-        variants.setdefault(match.group(1), []).append((int(match.group(2)), results))
-    return {v: [r for _, r in sorted(runs, key=lambda sr: sr[0])] for v, runs in variants.items()}
-
-
-def by_length(results):
-    return {entry["length"]: entry for entry in results["lengths"]}
+def by_length(lengths):
+    return {entry["length"]: entry for entry in lengths}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs_dir")
+    parser.add_argument("compare_dir")
     parser.add_argument("--per-seed", action="store_true", help="each seed's accuracy at the longest length")
     args = parser.parse_args()
-    variants = load_runs(args.runs_dir)
+    root = compare_dir(args.compare_dir)
+    summary_path = root / "summary.json"
+    if not summary_path.is_file():
+        sys.exit(f"controls_table: no summary.json in {args.compare_dir} (posenc compare writes it)")
+    variants = json.loads(summary_path.read_text())["variants"]
     if not variants:
-        sys.exit(f"controls_table: no finished run (results.json) below {args.runs_dir}")
+        sys.exit(f"controls_table: {summary_path} holds no finished variant")
 
-    lengths = sorted(by_length(next(iter(variants.values()))[0]))
+    lengths = sorted(by_length(variants[0]["lengths"]))
     shortest, longest = lengths[0], lengths[-1]
     header = (["variant", "seeds", "in-dist"] + [f"acc {n}" for n in lengths] +
               [f"adjacent_swap {longest}", f"sorted {longest}", f"false alarms / position, {shortest}",
@@ -65,27 +57,27 @@ def main():
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
 
-    for variant, runs in sorted(variants.items()):
-        per_run = [by_length(r) for r in runs]
-        if any(sorted(lens) != lengths for lens in per_run):
-            sys.exit(f"controls_table: {variant} was evaluated at other lengths than {lengths}")
-        row = [variant, str(len(runs)), mean_sd([r["val_accuracy"] for r in runs])]
-        row += [mean_sd([lens[n]["accuracy"] for lens in per_run]) for n in lengths]
-        row.append(mean_sd([lens[longest]["by_kind"]["adjacent_swap"]["accuracy"] for lens in per_run]))
-        row.append(mean_sd([lens[longest]["by_kind"]["sorted"]["accuracy"] for lens in per_run]))
-        alarms = [lens[shortest].get("false_alarms") for lens in per_run]
-        alarms_long = [lens[longest].get("false_alarms") for lens in per_run]
-        if all(alarms) and all(alarms_long):  # pooling over every position: max, mean, lse
-            row.append(mean_sci([a["position_rate"] for a in alarms]))
-            rate = statistics.fmean([a["position_rate"] for a in alarms_long])
+    for v in sorted(variants, key=lambda v: v["variant"]):
+        at = by_length(v["lengths"])
+        if sorted(at) != lengths:
+            sys.exit(f"controls_table: {v['variant']} was evaluated at other lengths than {lengths}")
+        row = [v["variant"], str(len(v["runs"])), mean_sd(v["val_accuracy"])]
+        row += [mean_sd(at[n]["accuracy"]) for n in lengths]
+        row.append(mean_sd(at[longest]["by_kind"]["adjacent_swap"]))
+        row.append(mean_sd(at[longest]["by_kind"]["sorted"]))
+        alarms, alarms_long = at[shortest].get("false_alarms"), at[longest].get("false_alarms")
+        if alarms and alarms_long:  # pooling over every position: max, mean, lse
+            row.append(f"{alarms['position_rate']['mean']:.1e}")
+            rate = alarms_long["position_rate"]["mean"]
             row.append(f"{rate:.1e}")
             # What the per-position rate p would flag if positions erred independently.
             row.append(f"{1 - (1 - rate) ** longest:.3f}")
-            row.append(mean_sd([a["sequence_rate"] for a in alarms_long]))
+            row.append(mean_sd(alarms_long["sequence_rate"]))
         else:
             row += ["–"] * 4
         if args.per_seed:
-            row.append(" / ".join(f"{lens[longest]['accuracy']:.3f}" for lens in per_run))
+            seeds = [json.loads((root / "runs" / run / "results.json").read_text()) for run in v["runs"]]
+            row.append(" / ".join(f"{by_length(r['lengths'])[longest]['accuracy']:.3f}" for r in seeds))
         print("| " + " | ".join(row) + " |")
 
 

@@ -9,9 +9,11 @@ over every evaluation length beyond the longest training length (the SCAN
 test set, bucketed by action count), the in-distribution validation exact
 match, steps, and minutes. Runs that differ only in their seed are averaged
 (mean, and min-max where there are several). The "recipe" column names the
-training settings that differ from configs/scan.json (dropout, gradient
-clipping, weight decay, the learning-rate schedule, scaled token embeddings),
-so that runs made to find out what matters stay apart.
+training settings that differ from those of a run of configs/scan.json
+(dropout, gradient clipping, weight decay, the learning-rate schedule, scaled
+token embeddings), so that runs made to find out what matters stay apart:
+the config's own values, and for the keys it leaves out posenc's defaults
+(`posenc list --json`; --posenc names the binary, --base another config).
 
 Runs evaluated with eval.oracle_length (at training's end, or later by
 `posenc eval CKPT --set eval.oracle_length=true`, whose results_eval.json is
@@ -26,12 +28,14 @@ named schemes in the figure.
 """
 import argparse
 import json
+import subprocess
 import sys
 from collections import defaultdict, namedtuple
 from pathlib import Path
 
-# configs/scan.json's training settings; a run that differs says so in its recipe.
-BASE = {"dropout": 0.0, "grad_clip": 1.0, "weight_decay": 0.01, "warmup_steps": 200, "min_lr_ratio": 0.1}
+# The training settings a recipe compares, as (config block, key).
+WATCHED = [("model", "dropout"), ("train", "grad_clip"), ("train", "weight_decay"), ("train", "warmup_steps"),
+           ("train", "min_lr_ratio")]
 
 # One run: pooled test exact match and its example count, validation exact match,
 # training seconds, exact match per test length, and the same with the length given
@@ -58,25 +62,43 @@ def given_length(results, run_dir, lengths):
     return out
 
 
-def recipe(config):
+def base_settings(posenc, base_config):
+    """The WATCHED settings of a run of base_config: its values, else posenc's defaults."""
+    try:
+        listed = subprocess.run([posenc, "list", "--json"], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"scan_table: cannot read the config defaults from `{posenc} list --json` ({e}); "
+                 "build posenc or name it with --posenc")
+    defaults = {(b["block"], k["name"]): k.get("default") for b in json.loads(listed)["config"] for k in b["keys"]}
+    written = json.loads(Path(base_config).read_text())
+    return {key: written.get(key[0], {}).get(key[1], defaults[key]) for key in WATCHED}
+
+
+def recipe(config, base, base_name):
     model, train = config["model"], config["train"]
     parts = []
-    if model["dropout"] != BASE["dropout"]:
+    if model["dropout"] != base[("model", "dropout")]:
         parts.append(f"dropout {model['dropout']:g}")
-    if train["grad_clip"] != BASE["grad_clip"]:
+    if train["grad_clip"] != base[("train", "grad_clip")]:
         parts.append(f"clip {train['grad_clip']:g}")
-    if train["weight_decay"] != BASE["weight_decay"]:
+    if train["weight_decay"] != base[("train", "weight_decay")]:
         parts.append(f"weight decay {train['weight_decay']:g}")
     if train["warmup_steps"] == 0 and train["min_lr_ratio"] == 1.0:
         parts.append("constant lr")
-    elif (train["warmup_steps"], train["min_lr_ratio"]) != (BASE["warmup_steps"], BASE["min_lr_ratio"]):
+    elif (train["warmup_steps"], train["min_lr_ratio"]) != (base[("train", "warmup_steps")],
+                                                           base[("train", "min_lr_ratio")]):
         parts.append(f"warm-up {train['warmup_steps']}, decay to {train['min_lr_ratio']:g}")
     if model["positional"].get("scale_tokens"):
         parts.append("tokens x sqrt(d_model)")
-    return ", ".join(parts) or "scan.json"
+    return ", ".join(parts) or base_name
 
 
-def load_groups(paths):
+def score(length):
+    """A length's exact match: under "exact_match", or "accuracy" in results written before each metric had its key."""
+    return length["exact_match"] if "exact_match" in length else length["accuracy"]
+
+
+def load_groups(paths, base, base_name):
     """{(scheme, split, recipe, steps): [Run, ...]} over the SCAN runs under paths."""
     groups = defaultdict(list)
     for path in results_files(paths):
@@ -88,11 +110,11 @@ def load_groups(paths):
         # On the simple split every length is in distribution: the test split is the evaluation set.
         tested = r["lengths"] if task["split"] == "simple" else [x for x in r["lengths"] if x["beyond_training"]]
         n = sum(x["n"] for x in tested)
-        by_length = {x["length"]: x["accuracy"] for x in tested}
+        by_length = {x["length"]: score(x) for x in tested}
         given = given_length(r, path.parent, set(by_length))
         pooled_given = (sum(c for c, _ in given.values()) / sum(m for _, m in given.values())
                         if given and set(given) == set(by_length) else None)
-        groups[(r["scheme"], split, recipe(r["config"]), r["steps"])].append(
+        groups[(r["scheme"], split, recipe(r["config"], base, base_name), r["steps"])].append(
             Run(sum(x["correct"] for x in tested) / n if n else float("nan"), n, r["val_accuracy"],
                 r["train_seconds"], by_length, pooled_given, {l: c / m for l, (c, m) in given.items()}))
     return dict(sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2], kv[0][3])))
@@ -136,7 +158,7 @@ def print_tables(groups, per_length):
         print("(In brackets: exact match with the length given.)")
 
 
-def draw(groups, path, only):
+def draw(groups, path, only, base_name):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -147,7 +169,7 @@ def draw(groups, path, only):
         for (scheme, s, how, steps), runs in groups.items():
             if s != split or (only and scheme not in only):
                 continue
-            label = f"{scheme}" + ("" if how == "scan.json" else f", {how}") + f", {steps} steps"
+            label = f"{scheme}" + ("" if how == base_name else f", {how}") + f", {steps} steps"
             lengths = sorted({l for run in runs for l in run.by_length})
             plain = [mean([run.by_length[l] for run in runs if l in run.by_length]) for l in lengths]
             (line,) = ax.plot(lengths, plain, marker="o", label=label)
@@ -173,14 +195,17 @@ def main(argv):
     parser.add_argument("--per-length", action="store_true")
     parser.add_argument("--figure")
     parser.add_argument("--only", default="", help="comma-separated schemes kept in the figure")
+    parser.add_argument("--base", default="configs/scan.json", help="the config whose settings a recipe omits")
+    parser.add_argument("--posenc", default="build/posenc", help="the posenc binary that lists the defaults")
     args = parser.parse_args(argv[1:])
-    groups = load_groups(args.dirs)
+    base_name = Path(args.base).name
+    groups = load_groups(args.dirs, base_settings(args.posenc, args.base), base_name)
     if not groups:
         print("no SCAN results.json under " + " ".join(args.dirs), file=sys.stderr)
         return 1
     print_tables(groups, args.per_length)
     if args.figure:
-        draw(groups, args.figure, set(filter(None, args.only.split(","))))
+        draw(groups, args.figure, set(filter(None, args.only.split(","))), base_name)
     return 0
 
 

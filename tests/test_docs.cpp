@@ -208,6 +208,21 @@ TEST(Docs, TheReadmeNamesEveryScript) {
   EXPECT_GT(scripts, 10);
 }
 
+// The scheme guide's step 4: a scheme family's file src/posenc/positional/F.cpp
+// (one that defines a registry entry, *_scheme_info) has its tests in
+// tests/test_schemes_F.cpp, so that a family's tests are found by its name.
+TEST(Docs, EverySchemeFamilyHasTheTestFileOfItsName) {
+  int families = 0;
+  for (const auto& e : fs::directory_iterator(kRoot / "src" / "posenc" / "positional")) {
+    if (e.path().extension() != ".cpp" || read_text(e.path()).find("_scheme_info() {") == std::string::npos) continue;
+    ++families;
+    const fs::path tests = kRoot / "tests" / ("test_schemes_" + e.path().stem().string() + ".cpp");
+    EXPECT_TRUE(fs::exists(tests)) << e.path().filename() << " defines schemes, but " << tests.filename()
+                                   << " does not exist";
+  }
+  EXPECT_GE(families, 8);
+}
+
 TEST(Docs, TheReadmeNamesEveryGoldenFixtureAndATestReadsIt) {
   const std::string readme = read_text(kRoot / "README.md");
   const std::string tests = read_text(kRoot / "tests" / "test_golden.cpp");

@@ -58,8 +58,9 @@ double max_difference(const torch::Tensor& a, const torch::Tensor& b) { return (
 /// Summed log-probability of `answer` (A) after `prompt` (1, P), teacher-forced.
 double answer_log_prob(Transformer& model, const torch::Tensor& prompt, const std::vector<int64_t>& answer) {
   c10::InferenceMode guard;
-  auto tokens = torch::cat({prompt, torch::tensor(answer, torch::kLong).unsqueeze(0)}, 1);                 // (1, P + A)
-  auto logp = torch::log_softmax(next_token_model(model, "the test").answer_logits(tokens, prompt.size(1)).to(torch::kDouble), -1)[0];  // (A, V)
+  auto tokens = torch::cat({prompt, torch::tensor(answer, torch::kLong).unsqueeze(0)}, 1);  // (1, P + A)
+  auto logp = torch::log_softmax(
+      next_token_model(model, "the test").answer_logits(tokens, prompt.size(1)).to(torch::kDouble), -1)[0];  // (A, V)
   double sum = 0;
   for (size_t i = 0; i < answer.size(); ++i) sum += logp[static_cast<int64_t>(i)][answer[i]].item<double>();
   return sum;
@@ -75,8 +76,7 @@ TEST_P(EverySchemeInEncoderDecoder, LaterTargetTokensDoNotChangeEarlierLogits) {
   auto source = torch::randint(1, 17, {3, 9}, torch::kLong), target = torch::randint(1, 17, {3, 12}, torch::kLong);
   auto changed = target.clone();
   changed.narrow(1, 7, 5).random_(1, 17);
-  const auto a = model->forward(source, target),
-             b = model->forward(source, changed);  // (3, 12, 18)
+  const auto a = model->forward(source, target), b = model->forward(source, changed);  // (3, 12, 18)
   EXPECT_LT(max_difference(a.narrow(1, 0, 7), b.narrow(1, 0, 7)), tolerance::kFloat32Sum);
   EXPECT_GT(max_difference(a.narrow(1, 7, 5), b.narrow(1, 7, 5)), tolerance::kFloat32Sum);
   // The decoder reads the source: another source changes every position.
@@ -91,9 +91,7 @@ TEST_P(EverySchemeInEncoderDecoder, SourcePaddingChangesNothing) {
   torch::NoGradGuard no_grad;
   auto source = torch::randint(1, 17, {2, 7}, torch::kLong), target = torch::randint(1, 17, {2, 6}, torch::kLong);
   auto padded = torch::cat({source, torch::zeros({2, 4}, torch::kLong)}, 1);  // (2, 11)
-  EXPECT_LT(
-      max_difference(model->forward(source, target), model->forward(padded, target)),
-      tolerance::kFloat32Model);
+  EXPECT_LT(max_difference(model->forward(source, target), model->forward(padded, target)), tolerance::kFloat32Model);
 }
 
 TEST_P(EverySchemeInEncoderDecoder, KvCacheGivesTheWholeTargetsLogits) {
@@ -101,7 +99,7 @@ TEST_P(EverySchemeInEncoderDecoder, KvCacheGivesTheWholeTargetsLogits) {
   if (!model->supports_kv_cache()) GTEST_SKIP() << "decodes by rerunning the whole target";
   torch::NoGradGuard no_grad;
   auto source = torch::randint(1, 17, {2, 8}, torch::kLong), target = torch::randint(1, 17, {2, 10}, torch::kLong);
-  source[1][6] = 0, source[1][7] = 0;                                 // a shorter second source
+  source[1][6] = 0, source[1][7] = 0;                 // a shorter second source
   const auto whole = model->forward(source, target);  // (2, 10, 18)
   KVCache cache;
   model->start_decoding(source, cache);
@@ -142,8 +140,7 @@ TEST(EncoderDecoder, CrossAttentionTakesASchemeThatActsInAttentionOnly) {
   const Config with_t5 = encoder_decoder_config("rope", {"model.positional.cross=t5"});
   EXPECT_EQ(with_t5.model.positional.cross_options.at("bidirectional"), true);  // nothing is masked there
   auto a = random_model(plain, 5), b = random_model(with_t5, 5);
-  EXPECT_GT(max_difference(a->forward(source, target), b->forward(source, target)),
-            tolerance::kFloat32Value);
+  EXPECT_GT(max_difference(a->forward(source, target), b->forward(source, target)), tolerance::kFloat32Value);
   // Options of the cross scheme, as an object.
   const Config alibi =
       encoder_decoder_config("rope", {"model.positional.cross={\"type\": \"alibi\", \"directional\": true}"});

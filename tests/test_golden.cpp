@@ -4,7 +4,7 @@
 
 #include "helpers.h"
 #include "posenc/positional/inspect.h"
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 #include "posenc/positional/tables.h"
 
 // This file's names live in a namespace of their own, so that the unity build
@@ -83,25 +83,6 @@ TEST(Golden, T5Buckets) {
     auto want = torch::tensor(c["buckets"].get<std::vector<int64_t>>(), torch::kLong);
     EXPECT_TRUE(torch::equal(got, want)) << c["num_buckets"] << " buckets, bidirectional " << c["bidirectional"];
   }
-}
-
-TEST(Inspect, ReportsWhatEachSchemeContributes) {
-  for (const auto& name : scheme_names()) {
-    const auto out = inspect_scheme({name, 7, 2, 8});
-    const auto caps = posenc::testing::scheme_with(name, {8, 2, 4, 0})->capabilities();
-    EXPECT_EQ(out.contains("embedding"), caps.embed) << name;
-    EXPECT_EQ(out.contains("bias"), caps.bias) << name;
-    EXPECT_EQ(out.contains("rotated_ones"), caps.rotate) << name;
-    if (caps.bias) {
-      EXPECT_EQ(out["bias"].size(), 2u);
-      EXPECT_EQ(out["bias"][0].size(), 7u);
-    }
-    if (caps.embed) {
-      EXPECT_EQ(out["embedding"][6].size(), 8u) << name;
-    }
-  }
-  EXPECT_THROW(inspect_scheme({"rope", 7, 3, 8}), ConfigError);
-  EXPECT_THROW(inspect_scheme({"rope", 7, 2, 8, {{"bogus", 1}}}), ConfigError);
 }
 
 namespace {

@@ -93,9 +93,9 @@ TEST_P(EveryScheme, SharedOrPerLayerAndEitherPlacementBuild) {
   for (const char* share : {"true", "false"})
     for (const char* where : {"input", "every_layer"}) {
       Encoder model(config({std::string("model.positional.share_across_layers=") + share,
-                                std::string("model.positional.apply_to=") + where})
-                            .model,
-                        16);
+                            std::string("model.positional.apply_to=") + where})
+                        .model,
+                    16);
       auto logits = model->forward(torch::randint(1, 17, {2, 7}, torch::kLong));
       EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 2}));
     }

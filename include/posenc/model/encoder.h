@@ -24,9 +24,7 @@ class EncoderImpl : public TransformerImpl {
   /// sequence alone says "not sorted", it would raise a false alarm.
   std::pair<torch::Tensor, torch::Tensor> classify_positions(const torch::Tensor& tokens);
 
-  int64_t model_length(int64_t tokens) const override {
-    return tokens + (cfg_.pooling == Pooling::Cls ? 1 : 0);
-  }
+  int64_t model_length(int64_t tokens) const override { return tokens + (cfg_.pooling == Pooling::Cls ? 1 : 0); }
   double forward_flops(int64_t batch, int64_t length) const override;
 
  private:

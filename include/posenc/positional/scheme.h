@@ -72,7 +72,7 @@ struct Positions {
   torch::Tensor key_padding;
   /// (B, Lq) and (B, Lk) int64: the ids a task defines (TaskBatch::positions),
   /// set where an attention scheme reads them; a bias is then over these ids
-  /// (bias_offsets, relative.h), while q and k, and so the causal mask, still
+  /// (bias_offsets, relative_offsets.h), while q and k, and so the causal mask, still
   /// count 0..L-1. Undefined: none.
   torch::Tensor task_q, task_k;
   int64_t task_end = 0;  ///< one past the largest task id (where task_q is set), known on the host

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 
 namespace posenc {
 

@@ -44,8 +44,8 @@ DecoderBlockImpl::DecoderBlockImpl(const BlockOptions& o) {
   ln_cross_ = register_module("ln_cross", layer_norm(D));
   cross_q_ = register_module("cross_q", torch::nn::Linear(D, D));
   cross_kv_ = register_module("cross_kv", torch::nn::Linear(D, 2 * D));
-  cross_attention = register_module("cross_attention",
-                                    MultiHeadAttention(MultiHeadAttentionOptions(attention).project_input(false)));
+  cross_attention =
+      register_module("cross_attention", MultiHeadAttention(MultiHeadAttentionOptions(attention).project_input(false)));
   ln2_ = register_module("ln2", layer_norm(D));
   ff1_ = register_module("ff1", torch::nn::Linear(D, o.d_ff()));
   ff2_ = register_module("ff2", torch::nn::Linear(o.d_ff(), D));

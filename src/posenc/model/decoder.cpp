@@ -13,7 +13,7 @@ DecoderImpl::DecoderImpl(const ModelConfig& cfg, int64_t vocab_size) : Transform
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& given_ids,
                                    const torch::Tensor& task_positions) {
-  int64_t end = 0;  // one past the largest id, known on the host
+  int64_t end = 0;                                         // one past the largest id, known on the host
   const auto ids = position_ids(tokens, given_ids, &end);  // (L)
   return linear(head_, run_stack(tokens, ids, end, nullptr, {}, task_positions));  // (B, L, V + 2)
 }

@@ -21,24 +21,21 @@ torch::Tensor EncoderImpl::forward(const torch::Tensor& tokens_in, const torch::
     auto cls = torch::full({tokens.size(0), 1}, cls_token(), tokens.options());
     tokens = torch::cat({cls, tokens}, /*dim=*/1);  // (B, L+1)
   }
-  int64_t end = 0;  // one past the largest id, known on the host
-  const auto ids = position_ids(tokens, given_ids, &end);  // (L)
+  int64_t end = 0;                                                   // one past the largest id, known on the host
+  const auto ids = position_ids(tokens, given_ids, &end);            // (L)
   return linear(head_, pool(run_stack(tokens, ids, end, nullptr)));  // (B, 2)
 }
 
 torch::Tensor EncoderImpl::pool(const torch::Tensor& x) const {
   switch (cfg_.pooling) {
-    case Pooling::Cls:
-      return x.select(1, 0);  // (B, D)
-    case Pooling::Mean:
-      return x.mean(1);
+    case Pooling::Cls: return x.select(1, 0);  // (B, D)
+    case Pooling::Mean: return x.mean(1);
     case Pooling::Lse: {
       // tau * log(mean_i exp(x_i / tau)) per feature: mean as tau -> inf, max as tau -> 0.
       const auto tau = log_temperature_.exp();  // (D)
       return tau * (torch::logsumexp(x / tau, /*dim=*/1) - std::log(static_cast<double>(x.size(1))));
     }
-    case Pooling::Max:
-      break;
+    case Pooling::Max: break;
   }
   return std::get<0>(x.max(1));
 }
@@ -48,7 +45,7 @@ std::pair<torch::Tensor, torch::Tensor> EncoderImpl::classify_positions(const to
               "classify_positions() needs an encoder that pools every position (max, mean or lse)");
   const int64_t L = tokens.size(1);
   auto ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
-  auto x = run_stack(tokens, ids, L, nullptr);    // (B, L, D)
+  auto x = run_stack(tokens, ids, L, nullptr);        // (B, L, D)
   return {linear(head_, pool(x)), linear(head_, x)};  // (B, 2), (B, L, 2)
 }
 

@@ -10,8 +10,8 @@ torch::Tensor arange_on(int64_t begin, int64_t end, const torch::Tensor& like) {
 }  // namespace
 
 EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_size) : TransformerImpl(cfg, vocab_size) {
-  TORCH_CHECK(cfg.kind == ModelKind::EncoderDecoder, "EncoderDecoderImpl built from a config of model.kind=",
-              name_of(cfg.kind));
+  TORCH_CHECK(cfg.kind == ModelKind::EncoderDecoder,
+              "EncoderDecoderImpl built from a config of model.kind=", name_of(cfg.kind));
   const PositionalConfig& p = cfg.positional;
   register_token_embedding();
   place_stack_schemes(/*causal=*/false);
@@ -93,8 +93,10 @@ torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& source, const tor
 torch::Tensor EncoderDecoderImpl::answer_logits(const torch::Tensor& tokens, int64_t answer_start,
                                                 const torch::Tensor& ids, const torch::Tensor& task_positions) {
   const int64_t T = tokens.size(1);
-  TORCH_CHECK(answer_start >= 2 && answer_start < T, "an encoder_decoder needs a source before SEP and an answer: "
-              "answer_start ", answer_start, " outside [2, ", T, ")");
+  TORCH_CHECK(answer_start >= 2 && answer_start < T,
+              "an encoder_decoder needs a source before SEP and an answer: "
+              "answer_start ",
+              answer_start, " outside [2, ", T, ")");
   TORCH_CHECK(!ids.defined() && !task_positions.defined(),
               "an encoder_decoder counts each side's positions from 0: no position ids to give");
   // Source x = tokens[:, :a-1]; the decoder reads SEP y[:-1] = tokens[:, a-1:T-1].

@@ -9,15 +9,9 @@ namespace posenc {
 
 Transformer::Transformer(const ModelConfig& cfg, int64_t vocab_size) : ModuleHolder(nullptr) {
   switch (cfg.kind) {
-    case ModelKind::Encoder:
-      *this = Transformer(Encoder(cfg, vocab_size));
-      return;
-    case ModelKind::Decoder:
-      *this = Transformer(Decoder(cfg, vocab_size));
-      return;
-    case ModelKind::EncoderDecoder:
-      *this = Transformer(EncoderDecoder(cfg, vocab_size));
-      return;
+    case ModelKind::Encoder: *this = Transformer(Encoder(cfg, vocab_size)); return;
+    case ModelKind::Decoder: *this = Transformer(Decoder(cfg, vocab_size)); return;
+    case ModelKind::EncoderDecoder: *this = Transformer(EncoderDecoder(cfg, vocab_size)); return;
   }
   throw ConfigError("model.kind: no model of this kind");
 }
@@ -201,7 +195,7 @@ double TransformerImpl::blocks_flops(const SchemePlacement& at, int64_t n, int64
   for (int64_t i = 0; i < n; ++i) {
     if (at.embed_at[i]) flops += at.embed_at[i]->embed_flops(batch, length, cfg_.d_model);
     if (i > 0 || first_projects) flops += 2 * B * L * D * 3 * D;  // W_qkv
-    flops += 2 * 2 * B * L * L * D;  // q·k and p·v over all heads
+    flops += 2 * 2 * B * L * L * D;                               // q·k and p·v over all heads
     if (at.attend_with[i]) flops += at.attend_with[i]->attention_flops(batch, H, length, length, Dh);
     flops += 2 * B * L * D * D + 2 * 2 * B * L * D * F;  // W_out and the feed-forward
   }

@@ -9,7 +9,7 @@
 #include "posenc/util/linear.h"
 #include "posenc/errors.h"
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 #include "posenc/positional/tables.h"
 
 namespace posenc {

@@ -6,9 +6,9 @@
 // MLP over the heads of one (i, j), 2H -> hidden -> H with a GELU. f reads
 // one query-key pair at a time, so a decoder's causal mask (added after it)
 // and a KV cache hold as for any bias.
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 #include "posenc/util/linear.h"
 
 namespace posenc {

@@ -1,15 +1,16 @@
 // Bias schemes: a (1, H, Lq, Lk) term added to the scaled attention scores,
 // computed once per forward and shared by the layers that hold the instance.
-//   alibi  -m_h |i-j|, geometric slopes (Press et al.)
+// (ALiBi and the biases proposed after it for length extrapolation are in
+// extrapolation_bias.cpp.)
 //   t5     learned scalar per (relative-position bucket, head) (Raffel et al.)
 //   ape    scale * (1 - |i-j| / L) (Attention Positional Encoding, Bhorania)
 //   decay  exp(-|i-j| / tau), tau fixed or learned (SuperML's positional-encoding guide)
-// The symmetric ones (all but t5) take the shared `directional` option
-// (DirectionalOffsets, relative.h).
+// The symmetric ones (ape, decay) take the shared `directional` option
+// (DirectionalOffsets, relative_offsets.h).
 #include "posenc/errors.h"
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 
 namespace posenc {
 namespace {
@@ -19,29 +20,6 @@ torch::Tensor register_scalar(torch::nn::Module& m, const std::string& name, dou
   auto t = torch::tensor(value);
   return learnable ? m.register_parameter(name, t) : m.register_buffer(name, t);
 }
-
-class AlibiImpl : public PositionalSchemeImpl {
- public:
-  AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("alibi") {
-    slopes_ = register_buffer("slopes", torch::tensor(alibi_slopes(ctx.heads), torch::kFloat32));  // (H)
-    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
-  }
-  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return direction_.enabled(); }
-
-  torch::Tensor bias(const Positions& pos) override {
-    return once_per_forward(pos, "alibi", [&] {
-      auto rel = bias_offsets(pos);  // (Lq, Lk) or (B, Lq, Lk)
-      auto b = -slopes_.view({-1, 1, 1}) *
-               rel.abs().to(slopes_.scalar_type()).unsqueeze(-3);  // (H, Lq, Lk) or (B, H, Lq, Lk)
-      return direction_.apply(with_batch_dim(b), rel);             // (1 or B, H, Lq, Lk)
-    });
-  }
-
- private:
-  torch::Tensor slopes_;
-  DirectionalOffsets direction_{*this, 0, false};
-};
 
 class T5Impl : public PositionalSchemeImpl {
  public:
@@ -127,17 +105,6 @@ class DecayImpl : public PositionalSchemeImpl {
 };
 
 }  // namespace
-
-SchemeInfo alibi_scheme_info() {
-  SchemeInfo info{"alibi",
-                  "bias -m_h*|i-j| with fixed geometric slopes m_h = 2^(-8(h+1)/H) (Press et al.); symmetric unless "
-                  "directional",
-                  {directional_option()},
-                  Placement::EveryLayer,
-                  construct<AlibiImpl>};
-  info.reads_task_positions = true;  // a bias over the difference of two task ids
-  return info;
-}
 
 SchemeInfo t5_scheme_info() {
   SchemeInfo info{

@@ -23,7 +23,7 @@
 #include <cmath>
 
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 
 namespace posenc {
 namespace {

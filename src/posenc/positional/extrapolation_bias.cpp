@@ -1,5 +1,8 @@
-// Additive biases proposed for length extrapolation since ALiBi, each a
-// (1, H, Lq, Lk) term added to the scaled scores and a function of i - j:
+// Additive biases for length extrapolation, ALiBi and those proposed since,
+// each a (1, H, Lq, Lk) term added to the scaled scores and a function of i - j:
+//   alibi     -m_h |i-j|, geometric slopes per head (Press et al. 2022, "Train
+//             Short, Test Long: Attention with Linear Biases Enables Input
+//             Length Extrapolation")
 //   kerple    -r1 log(1 + r2 |i-j|) or -r1 |i-j|^r2, r1, r2 learned per head
 //             (Chi et al. 2022, "KERPLE: Kernelized Relative Positional
 //             Embedding for Length Extrapolation")
@@ -17,12 +20,35 @@
 #include <cmath>
 
 #include "posenc/errors.h"
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 
 namespace posenc {
 namespace {
+
+class AlibiImpl : public PositionalSchemeImpl {
+ public:
+  AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("alibi") {
+    slopes_ = register_buffer("slopes", torch::tensor(alibi_slopes(ctx.heads), torch::kFloat32));  // (H)
+    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
+  }
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
+  bool directional() const override { return direction_.enabled(); }
+
+  torch::Tensor bias(const Positions& pos) override {
+    return once_per_forward(pos, "alibi", [&] {
+      auto rel = bias_offsets(pos);  // (Lq, Lk) or (B, Lq, Lk)
+      auto b = -slopes_.view({-1, 1, 1}) *
+               rel.abs().to(slopes_.scalar_type()).unsqueeze(-3);  // (H, Lq, Lk) or (B, H, Lq, Lk)
+      return direction_.apply(with_batch_dim(b), rel);             // (1 or B, H, Lq, Lk)
+    });
+  }
+
+ private:
+  torch::Tensor slopes_;
+  DirectionalOffsets direction_{*this, 0, false};
+};
 
 class KerpleImpl : public PositionalSchemeImpl {
  public:
@@ -148,6 +174,17 @@ class FireImpl : public PositionalSchemeImpl {
 };
 
 }  // namespace
+
+SchemeInfo alibi_scheme_info() {
+  SchemeInfo info{"alibi",
+                  "bias -m_h*|i-j| with fixed geometric slopes m_h = 2^(-8(h+1)/H) (Press et al.); symmetric unless "
+                  "directional",
+                  {directional_option()},
+                  Placement::EveryLayer,
+                  construct<AlibiImpl>};
+  info.reads_task_positions = true;  // a bias over the difference of two task ids
+  return info;
+}
 
 SchemeInfo kerple_scheme_info() {
   SchemeInfo info{

@@ -2,7 +2,7 @@
 #include "posenc/positional/registry.h"
 
 #include "posenc/errors.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/util/text.h"
 

@@ -6,9 +6,9 @@
 // distinct offsets, then the (Lq, Lk) index picks each pair's column.
 #include "posenc/util/linear.h"
 #include "posenc/errors.h"
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 #include "posenc/positional/tables.h"
 
 namespace posenc {

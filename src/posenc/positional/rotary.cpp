@@ -16,7 +16,7 @@
 
 #include "posenc/errors.h"
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 #include "posenc/positional/tables.h"
 
 namespace posenc {

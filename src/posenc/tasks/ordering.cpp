@@ -1,5 +1,5 @@
 #include "posenc/tasks/ordering.h"
-#include "posenc/tasks/tasks.h"
+#include "posenc/tasks/builtin_tasks.h"
 
 #include <fmt/format.h>
 

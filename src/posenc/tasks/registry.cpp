@@ -7,7 +7,7 @@
 
 #include "posenc/config.h"
 #include "posenc/tasks/task.h"
-#include "posenc/tasks/tasks.h"
+#include "posenc/tasks/builtin_tasks.h"
 #include "posenc/util/io.h"
 #include "posenc/util/text.h"
 

@@ -30,7 +30,7 @@
 #include "posenc/tasks/pairs.h"
 #include "posenc/tasks/scan.h"
 #include "posenc/tasks/task.h"
-#include "posenc/tasks/tasks.h"
+#include "posenc/tasks/builtin_tasks.h"
 
 namespace posenc {
 

@@ -16,7 +16,7 @@
 #include <random>
 
 #include "posenc/tasks/task.h"
-#include "posenc/tasks/tasks.h"
+#include "posenc/tasks/builtin_tasks.h"
 
 namespace posenc {
 namespace {

@@ -15,8 +15,10 @@
 // that training on short sentences and evaluating long ones measures length
 // extrapolation. Evaluation scores exact match, token accuracy and corpus BLEU.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -25,7 +27,7 @@
 
 #include "posenc/tasks/pairs.h"
 #include "posenc/tasks/task.h"
-#include "posenc/tasks/tasks.h"
+#include "posenc/tasks/builtin_tasks.h"
 #include "posenc/util/io.h"
 
 namespace posenc {
@@ -93,6 +95,10 @@ class TranslationTask : public Task {
       for (std::string t; std::getline(in, t);) vocabulary_.push_back(t);
       index_vocabulary();
     }
+    // The pairs are read here, once. A recorded vocabulary (a checkpoint's
+    // config) translates without the file: where it is gone, the task holds no
+    // pairs, and what needs them (training, evaluation) names the file.
+    if (vocabulary_.empty() || std::filesystem::exists(path_)) data_ = read_pairs();
   }
 
   const TaskInfo& info() const override { return find_task("translation"); }
@@ -186,7 +192,7 @@ class TranslationTask : public Task {
   int64_t eos() const { return static_cast<int64_t>(vocabulary().size()) + 1; }
   std::string tokens_word() const { return characters_ ? "characters" : "words"; }
 
-  void index_vocabulary() const {
+  void index_vocabulary() {
     for (size_t i = 0; i < vocabulary_.size(); ++i) id_of_[vocabulary_[i]] = static_cast<int64_t>(i) + 1;
   }
   /// A token's id; ConfigError naming `where` and `why` if the vocabulary lacks it.
@@ -197,10 +203,7 @@ class TranslationTask : public Task {
   }
 
   /// The recorded vocabulary, or the one of the file.
-  const std::vector<std::string>& vocabulary() const {
-    if (vocabulary_.empty()) data();
-    return vocabulary_;
-  }
+  const std::vector<std::string>& vocabulary() const { return vocabulary_; }
 
   static std::string lengths_of(const std::map<int64_t, std::vector<size_t>>& by_length) {
     std::string out;
@@ -209,9 +212,18 @@ class TranslationTask : public Task {
   }
   std::string held_out_lengths() const { return lengths_of(data().held_out_by_length); }
 
-  /// The file, read, checked and split on first use.
+  /// The pairs; an error naming the file where the task was made without it.
   const Data& data() const {
-    if (loaded_) return data_;
+    if (!data_)
+      throw ConfigError(
+          fmt::format("task.path: {} does not exist; the run's recorded vocabulary translates without "
+                      "it, but training and evaluation read its pairs",
+                      path_));
+    return *data_;
+  }
+
+  /// The file, read, checked and split (and its vocabulary, where none is recorded).
+  Data read_pairs() {
     const std::string text = read_task_file(path_, kMaxFileBytes);
     Data d;
     d.bytes = text.size();
@@ -297,9 +309,7 @@ class TranslationTask : public Task {
         if (length >= cfg_.min_length && length <= cfg_.max_length) d.train.push_back(i);
       }
     }
-    data_ = std::move(d);
-    loaded_ = true;
-    return data_;
+    return d;
   }
 
   TaskConfig cfg_;
@@ -307,10 +317,9 @@ class TranslationTask : public Task {
   bool characters_;
   double val_fraction_;
   int64_t split_seed_;
-  mutable std::vector<std::string> vocabulary_;
-  mutable std::map<std::string, int64_t> id_of_;
-  mutable bool loaded_ = false;
-  mutable Data data_;
+  std::vector<std::string> vocabulary_;
+  std::map<std::string, int64_t> id_of_;
+  std::optional<Data> data_;  // none: made from a recorded vocabulary without the file
 };
 
 }  // namespace

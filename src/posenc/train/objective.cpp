@@ -21,7 +21,7 @@ StepOutput task_objective(Transformer& model, const TaskBatch& batch, const torc
   }
   const int64_t T = batch.tokens.size(1), a = batch.answer_start;
   auto logits = next->answer_logits(batch.tokens, a, ids, batch.positions);  // (B, A, V+2)
-  auto targets = batch.tokens.narrow(1, a, T - a);                            // (B, A)
+  auto targets = batch.tokens.narrow(1, a, T - a);                           // (B, A)
   // Token 0 is padding and never a target: ignored by the loss and the count.
   out.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                                   torch::nn::functional::CrossEntropyFuncOptions().ignore_index(0));

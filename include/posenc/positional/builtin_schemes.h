@@ -17,12 +17,12 @@ SchemeInfo rope_scheme_info();
 SchemeInfo xpos_scheme_info();
 
 // bias.cpp: additive attention biases
-SchemeInfo alibi_scheme_info();
 SchemeInfo t5_scheme_info();
 SchemeInfo ape_scheme_info();
 SchemeInfo decay_scheme_info();
 
-// extrapolation_bias.cpp: biases proposed for length extrapolation
+// extrapolation_bias.cpp: biases for length extrapolation, ALiBi and those after it
+SchemeInfo alibi_scheme_info();
 SchemeInfo kerple_scheme_info();
 SchemeInfo sandwich_scheme_info();
 SchemeInfo fire_scheme_info();
@@ -34,7 +34,7 @@ SchemeInfo xl_scheme_info();
 // contextual.cpp: positions counted from the content
 SchemeInfo cope_scheme_info();
 
-// rescale.cpp: multiplicative reweighting of the scores
+// distance_aware.cpp: multiplicative reweighting of the scores (DA)
 SchemeInfo da_scheme_info();
 
 // adaptive.cpp: a bias refined by the content of each score

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "posenc/tasks/task.h"
-#include "posenc/tasks/tasks.h"
+#include "posenc/tasks/builtin_tasks.h"
 #include "posenc/util/io.h"
 
 namespace posenc {

@@ -2,9 +2,9 @@
 //   R_ij = w_h |i-j|, f(x) = (1 + exp(v_h)) / (1 + exp(v_h - x)), so f(0) = 1,
 //   scores <- ReLU(scores) * f(R) before the softmax. Multiplicative, not additive;
 //   ReLU(s/sqrt(d)) * f = ReLU(s) * f / sqrt(d), so it applies to the scaled scores.
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 #include "posenc/positional/scheme.h"
-#include "posenc/positional/schemes.h"
+#include "posenc/positional/builtin_schemes.h"
 
 namespace posenc {
 namespace {

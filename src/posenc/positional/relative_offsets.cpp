@@ -1,4 +1,4 @@
-#include "posenc/positional/relative.h"
+#include "posenc/positional/relative_offsets.h"
 
 #include <cmath>
 

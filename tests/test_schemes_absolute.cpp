@@ -1,6 +1,6 @@
-// Properties of the foundation schemes, checked against their definitions
-// ("The Position Problem" tutorial and the course lesson of docs/sources.md):
-// sinusoidal, RoPE, learned.
+// Properties of the embedding-time schemes (absolute.cpp), each against its
+// definition ("The Position Problem" tutorial and the course lesson of
+// docs/sources.md): sinusoidal tables and their options, learned tables.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,65 +79,6 @@ TEST(Sinusoidal, EmbedAddsTheTableAtTheGivenPositions) {
   EXPECT_TRUE(torch::allclose(out - x, sinusoidal_table(ids, 8).unsqueeze(0).expand({2, 5, 8})));
 }
 
-class RopeLayouts : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(RopeLayouts, ScoreDependsOnlyOnOffset) {
-  torch::manual_seed(0);
-  auto rope = scheme_with("rope", {32, 2, 16, 0}, {{"layout", GetParam()}});
-  auto q = torch::randn({1, 2, 1, 16}, torch::kFloat64), k = torch::randn({1, 2, 1, 16}, torch::kFloat64);
-  auto score = [&](int64_t m, int64_t n) {
-    auto qq = q.clone(), kk = k.clone();
-    Positions pos{torch::tensor({m}, torch::kLong), torch::tensor({n}, torch::kLong), std::max(m, n) + 1, nullptr};
-    rope->rotate(qq, kk, pos);
-    return (qq * kk).sum(-1);  // (1, 2, 1)
-  };
-  for (int64_t offset : {-9, -1, 0, 3, 40}) {
-    auto ref = score(100 + offset, 100);
-    for (int64_t n : {0, 5, 17, 250})
-      if (n + offset >= 0) {
-        EXPECT_TRUE(torch::allclose(score(n + offset, n), ref, tolerance::kFloat64, tolerance::kFloat64))
-            << "offset " << offset;
-      }
-  }
-  // And it does depend on the offset.
-  EXPECT_FALSE(torch::allclose(score(3, 0), score(0, 3), tolerance::kFloat32Value, tolerance::kFloat32Value));
-}
-
-TEST_P(RopeLayouts, RotationPreservesNormsAndFixesPositionZero) {
-  auto rope = scheme_with("rope", {32, 2, 16, 0}, {{"layout", GetParam()}});
-  auto q = torch::randn({2, 2, 6, 16}), k = torch::randn({2, 2, 6, 16});
-  auto qq = q.clone(), kk = k.clone();
-  rope->rotate(qq, kk, arange_positions(6));
-  EXPECT_TRUE(torch::allclose(qq.norm(2, -1), q.norm(2, -1), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
-  EXPECT_TRUE(torch::allclose(qq.select(2, 0), q.select(2, 0)));
-}
-INSTANTIATE_TEST_SUITE_P(Layouts, RopeLayouts, ::testing::Values("half", "interleaved"));
-
-TEST(Rope, InterleavedMatchesTheComplexNumberFormula) {
-  // The complex-number form: pairs (2i, 2i+1) as complex numbers times exp(i m theta_i), theta_i = 10000^(-2i/d).
-  auto rope = scheme_with("rope", {8, 1, 8, 0}, {{"layout", "interleaved"}});
-  auto q = torch::randn({1, 1, 4, 8}, torch::kFloat64), k = q.clone();
-  auto qq = q.clone();
-  rope->rotate(qq, k, arange_positions(4));
-  for (int64_t m = 0; m < 4; ++m)
-    for (int64_t i = 0; i < 4; ++i) {
-      const double th = m * std::pow(10000.0, -2.0 * i / 8), a = q[0][0][m][2 * i].item<double>(),
-                   b = q[0][0][m][2 * i + 1].item<double>();
-      EXPECT_NEAR(qq[0][0][m][2 * i].item<double>(), a * std::cos(th) - b * std::sin(th), tolerance::kFloat32Value);
-      EXPECT_NEAR(qq[0][0][m][2 * i + 1].item<double>(), a * std::sin(th) + b * std::cos(th), tolerance::kFloat32Value);
-    }
-}
-
-TEST(Rope, PartialRotaryLeavesTheRestUntouched) {
-  auto rope = scheme_with("rope", {64, 4, 16, 0}, {{"fraction", 0.5}});
-  auto q = torch::randn({1, 4, 5, 16}), k = torch::randn({1, 4, 5, 16});
-  auto qq = q.clone(), kk = k.clone();
-  rope->rotate(qq, kk, arange_positions(5));
-  EXPECT_TRUE(torch::equal(qq.narrow(-1, 8, 8), q.narrow(-1, 8, 8)));
-  EXPECT_FALSE(torch::allclose(qq.narrow(-1, 0, 8), q.narrow(-1, 0, 8)));
-  EXPECT_THROW(scheme_with("rope", {64, 4, 16, 0}, {{"fraction", 0.05}}), ConfigError);
-}
-
 TEST(Learned, TableShapeAndMaxLengthError) {
   auto learned = scheme_with("learned", {8, 2, 4, 0}, {{"max_positions", 10}});
   auto params = learned->named_parameters();
@@ -154,21 +95,30 @@ TEST(Learned, TableShapeAndMaxLengthError) {
   }
 }
 
-// Tables cached for one forward are kept apart per dtype: a shared RoPE
-// instance that rotates float32 q,k (embedded QKV's first block) and then
-// bf16 ones (later blocks under autocast) gives each its own cos/sin.
-TEST(ForwardCache, TablesAreKeptApartPerDtype) {
-  ForwardCache cache;
-  const auto pos = arange_positions(6, &cache);
-  auto rope = scheme_with("rope", {16, 1, 16, 0});
-  torch::manual_seed(0);
-  auto q32 = torch::randn({1, 1, 6, 16}), k32 = q32.clone();
-  auto q16 = q32.to(torch::kBFloat16), k16 = q16.clone();
-  rope->rotate(q32, k32, pos);
-  rope->rotate(q16, k16, pos);
-  EXPECT_EQ(q16.scalar_type(), torch::kBFloat16) << "a float32 table was reused for bf16 inputs";
-  EXPECT_EQ(cache.size(), 4u);  // cos/sin for q and for k, each in float32 and in bf16
-  EXPECT_TRUE(torch::allclose(q16.to(torch::kFloat), q32, tolerance::kBf16, tolerance::kBf16));
+TEST(Sinusoidal, ConcatAndScaledTokensOptions) {
+  auto cat = scheme_with("sinusoidal", {8, 2, 4, 0}, {{"combine", "concat"}});
+  auto x = torch::randn({2, 5, 8});
+  auto out = cat->embed(x, arange_positions(5));
+  EXPECT_TRUE(torch::equal(out.narrow(-1, 0, 4), x.narrow(-1, 0, 4)));
+  EXPECT_TRUE(torch::allclose(out[1].narrow(-1, 4, 4), sinusoidal_table(torch::arange(5), 4).to(torch::kFloat32)));
+  auto scaled = scheme_with("sinusoidal", {16, 2, 8, 0}, {{"scale_tokens", true}});
+  auto y = torch::randn({1, 3, 16});
+  EXPECT_TRUE(torch::allclose(scaled->embed(y, arange_positions(3)) - 4.0 * y,
+                              sinusoidal_table(torch::arange(3), 16).to(torch::kFloat32).unsqueeze(0),
+                              tolerance::kFloat32Sum, tolerance::kFloat32Sum));
+  EXPECT_THROW(scheme_with("sinusoidal", {8, 2, 4, 0}, {{"combine", "concat"}, {"concat_dim", 3}}), ConfigError);
+  // A width for a concatenation that does not happen is refused, not ignored.
+  EXPECT_NE(posenc::testing::error_of([] {
+              scheme_with("sinusoidal", {8, 2, 4, 0}, {{"concat_dim", 4}});
+            }).find("concat_dim has no effect with model.positional.combine=add"),
+            std::string::npos);
+}
+
+TEST(Learned, ScaledVariantNormalises) {
+  auto learned = scheme_with("learned", {8, 2, 4, 0}, {{"scaled", true}, {"max_positions", 16}});
+  auto out = learned->embed(torch::randn({2, 5, 8}) * 10, arange_positions(5));
+  EXPECT_TRUE(torch::allclose(out.mean(-1), torch::zeros({2, 5}), tolerance::kFloat32Sum,
+                              tolerance::kFloat32Sum));  // LayerNorm at init
 }
 
 }  // namespace POSENC_TEST_UNIT

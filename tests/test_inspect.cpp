@@ -1,0 +1,32 @@
+// What `posenc inspect` reports of each scheme at initialization (inspect.cpp).
+#include <gtest/gtest.h>
+
+#include "helpers.h"
+#include "posenc/positional/inspect.h"
+
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
+using namespace posenc;
+
+TEST(Inspect, ReportsWhatEachSchemeContributes) {
+  for (const auto& name : scheme_names()) {
+    const auto out = inspect_scheme({name, 7, 2, 8});
+    const auto caps = posenc::testing::scheme_with(name, {8, 2, 4, 0})->capabilities();
+    EXPECT_EQ(out.contains("embedding"), caps.embed) << name;
+    EXPECT_EQ(out.contains("bias"), caps.bias) << name;
+    EXPECT_EQ(out.contains("rotated_ones"), caps.rotate) << name;
+    if (caps.bias) {
+      EXPECT_EQ(out["bias"].size(), 2u);
+      EXPECT_EQ(out["bias"][0].size(), 7u);
+    }
+    if (caps.embed) {
+      EXPECT_EQ(out["embedding"][6].size(), 8u) << name;
+    }
+  }
+  EXPECT_THROW(inspect_scheme({"rope", 7, 3, 8}), ConfigError);
+  EXPECT_THROW(inspect_scheme({"rope", 7, 2, 8, {{"bogus", 1}}}), ConfigError);
+}
+
+}  // namespace POSENC_TEST_UNIT
