@@ -168,7 +168,7 @@ class TransformerImpl : public torch::nn::Module {
   /// `task_positions` (B, L) on the CPU, or undefined: the embedding scheme's ids.
   torch::Tensor run_stack(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end, KVCache* cache,
                           const torch::Tensor& padding = {}, const torch::Tensor& task_positions = {});
-  /// tokens (B, L) -> (B, L, D) (or 3D for embedded QKV): the table, or the numeric embedding.
+  /// tokens (B, L) -> (B, L, D) (or 3D for embedded QKV): the table, or the numeric embedding, then dropout.
   torch::Tensor embed_tokens(const torch::Tensor& tokens);
   /// FLOPs of `n` blocks placed by `at` over `length` positions (their self-attention
   /// and feed-forward); `first_projects` false: block 1 has no W_qkv (embedded QKV).

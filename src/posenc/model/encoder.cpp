@@ -43,9 +43,9 @@ torch::Tensor EncoderImpl::pool(const torch::Tensor& x) const {
 std::pair<torch::Tensor, torch::Tensor> EncoderImpl::classify_positions(const torch::Tensor& tokens) {
   TORCH_CHECK(cfg_.pooling != Pooling::Cls,
               "classify_positions() needs an encoder that pools every position (max, mean or lse)");
-  const int64_t L = tokens.size(1);
-  auto ids = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
-  auto x = run_stack(tokens, ids, L, nullptr);        // (B, L, D)
+  int64_t end = 0;
+  const auto ids = position_ids(tokens, {}, &end);  // 0..L-1
+  auto x = run_stack(tokens, ids, end, nullptr);     // (B, L, D)
   return {linear(head_, pool(x)), linear(head_, x)};  // (B, 2), (B, L, 2)
 }
 
