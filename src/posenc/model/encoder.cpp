@@ -44,8 +44,8 @@ std::pair<torch::Tensor, torch::Tensor> EncoderImpl::classify_positions(const to
   TORCH_CHECK(cfg_.pooling != Pooling::Cls,
               "classify_positions() needs an encoder that pools every position (max, mean or lse)");
   int64_t end = 0;
-  const auto ids = position_ids(tokens, {}, &end);  // 0..L-1
-  auto x = run_stack(tokens, ids, end, nullptr);     // (B, L, D)
+  const auto ids = position_ids(tokens, {}, &end);    // 0..L-1
+  auto x = run_stack(tokens, ids, end, nullptr);      // (B, L, D)
   return {linear(head_, pool(x)), linear(head_, x)};  // (B, 2), (B, L, 2)
 }
 
