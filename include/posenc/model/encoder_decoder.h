@@ -47,6 +47,8 @@ class EncoderDecoderImpl : public TransformerImpl, public NextTokenModel {
   /// its final LayerNorm; `cache` holds the cross keys and values (and, when its
   /// layers are set, the self-attention's keys and values so far).
   torch::Tensor decoder_hidden(const torch::Tensor& tokens, const torch::Tensor& ids, int64_t end, KVCache& cache);
+  /// target (B, A) attended whole over `over`'s memory and cross keys and values -> (B, A, V + 2).
+  torch::Tensor whole_target(const torch::Tensor& target, KVCache& over);
   /// Every decoder block's cross-attention keys and values of `memory`.
   std::vector<LayerCache> cross_keys_values(const EncoderMemory& memory);
 

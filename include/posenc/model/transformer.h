@@ -160,6 +160,8 @@ class TransformerImpl : public torch::nn::Module {
   /// "head": d_model -> outputs; checks what model.positional.randomize draws against every scheme.
   void register_head(int64_t outputs);
 
+  /// Position ids begin..end-1 (int64) on the device of `like`.
+  static torch::Tensor id_range(int64_t begin, int64_t end, const torch::Tensor& like);
   /// The position ids of tokens (B, L): `given` (L sorted int64 ids on the CPU)
   /// on the tokens' device, or 0..L-1; `end` gets one past the largest.
   static torch::Tensor position_ids(const torch::Tensor& tokens, const torch::Tensor& given, int64_t* end);

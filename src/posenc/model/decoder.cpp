@@ -34,7 +34,7 @@ torch::Tensor DecoderImpl::begin_decoding(const torch::Tensor& prompt, KVCache& 
 
 torch::Tensor DecoderImpl::decode(const torch::Tensor& tokens, KVCache& cache, const torch::Tensor& task_positions) {
   const int64_t n = tokens.size(1), end = cache.length + n;
-  auto ids = torch::arange(cache.length, end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  const auto ids = id_range(cache.length, end, tokens);  // (n)
   if (cache.layers.empty()) cache.layers.resize(static_cast<size_t>(cfg_.layers));
   auto x = run_stack(tokens, ids, end, &cache, {}, task_positions);  // (B, n, D)
   cache.length = end;

@@ -3,11 +3,6 @@
 #include "posenc/util/linear.h"
 
 namespace posenc {
-namespace {
-torch::Tensor arange_on(int64_t begin, int64_t end, const torch::Tensor& like) {
-  return torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(like.device()));
-}
-}  // namespace
 
 EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_size) : TransformerImpl(cfg, vocab_size) {
   TORCH_CHECK(cfg.kind == ModelKind::EncoderDecoder,
@@ -45,7 +40,7 @@ EncoderMemory EncoderDecoderImpl::encode(const torch::Tensor& source) {
   EncoderMemory memory;
   memory.padding = source.eq(0);  // (B, S)
   memory.length = S;
-  memory.states = run_stack(source, arange_on(0, S, source), S, nullptr, memory.padding);  // (B, S, D)
+  memory.states = run_stack(source, id_range(0, S, source), S, nullptr, memory.padding);  // (B, S, D)
   return memory;
 }
 
@@ -59,9 +54,9 @@ torch::Tensor EncoderDecoderImpl::decoder_hidden(const torch::Tensor& tokens, co
                                                  KVCache& cache) {
   ForwardCache memo, cross_memo;
   const bool cached = !cache.layers.empty();
-  const Positions pos{ids, cached ? arange_on(0, end, tokens) : ids, end, &memo};
+  const Positions pos{ids, cached ? id_range(0, end, tokens) : ids, end, &memo};
   const int64_t S = cache.memory.length;
-  const Positions cross_pos{ids, arange_on(0, S, tokens), std::max(end, S), &cross_memo, cache.memory.padding};
+  const Positions cross_pos{ids, id_range(0, S, tokens), std::max(end, S), &cross_memo, cache.memory.padding};
   auto x = embed_tokens(tokens);  // (B, n, D)
   for (size_t i = 0; i < decoder_blocks_.size(); ++i) {
     if (decoder_schemes_.embed_at[i]) x = decoder_schemes_.embed_at[i]->embed(x, pos);
@@ -79,11 +74,15 @@ void EncoderDecoderImpl::start_decoding(const torch::Tensor& source, KVCache& ca
 }
 
 torch::Tensor EncoderDecoderImpl::decode_target(const torch::Tensor& target, const EncoderMemory& memory) {
-  KVCache uncached;  // cross keys and values only: the target is attended whole
-  uncached.memory = memory;
-  uncached.cross = cross_keys_values(memory);
+  KVCache over;  // cross keys and values only: the target is attended whole
+  over.memory = memory;
+  over.cross = cross_keys_values(memory);
+  return whole_target(target, over);  // (B, A, V + 2)
+}
+
+torch::Tensor EncoderDecoderImpl::whole_target(const torch::Tensor& target, KVCache& over) {
   const int64_t A = target.size(1);
-  return linear(head_, decoder_hidden(target, arange_on(0, A, target), A, uncached));  // (B, A, V + 2)
+  return linear(head_, decoder_hidden(target, id_range(0, A, target), A, over));  // (B, A, V + 2)
 }
 
 torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& source, const torch::Tensor& target) {
@@ -116,7 +115,7 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& tokens, KVCache& c
   TORCH_CHECK(!task_positions.defined(), "task-defined positions need model.kind=decoder");
   TORCH_CHECK(!cache.cross.empty(), "call start_decoding(source, cache) before decode()");
   const int64_t n = tokens.size(1), end = cache.length + n;
-  auto x = decoder_hidden(tokens, arange_on(cache.length, end, tokens), end, cache);  // (B, n, D)
+  auto x = decoder_hidden(tokens, id_range(cache.length, end, tokens), end, cache);  // (B, n, D)
   cache.length = end;
   return linear(head_, x);  // (B, n, V + 2)
 }
@@ -124,7 +123,11 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& tokens, KVCache& c
 torch::Tensor EncoderDecoderImpl::decode_uncached(const torch::Tensor& tokens, const KVCache& cache,
                                                   const torch::Tensor& task_positions) {
   TORCH_CHECK(!task_positions.defined(), "task-defined positions need model.kind=decoder");
-  return decode_target(tokens, cache.memory);  // (B, n, V + 2)
+  TORCH_CHECK(!cache.cross.empty(), "call start_decoding(source, cache) before decode_uncached()");
+  KVCache over;  // the memory and its cross keys and values, computed once by start_decoding
+  over.memory = cache.memory;
+  over.cross = cache.cross;
+  return whole_target(tokens, over);  // (B, n, V + 2)
 }
 
 double EncoderDecoderImpl::forward_flops(int64_t batch, int64_t length) const {

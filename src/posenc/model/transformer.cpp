@@ -124,11 +124,15 @@ torch::Tensor TransformerImpl::embed_tokens(const torch::Tensor& tokens) {
   return embed_drop_->forward(numeric_tokens_ ? numeric_tokens_->forward(tokens) : tokens_->forward(tokens));
 }
 
+torch::Tensor TransformerImpl::id_range(int64_t begin, int64_t end, const torch::Tensor& like) {
+  return torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(like.device()));
+}
+
 torch::Tensor TransformerImpl::position_ids(const torch::Tensor& tokens, const torch::Tensor& given, int64_t* end) {
   const int64_t L = tokens.size(1);
   if (!given.defined()) {
     *end = L;
-    return torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+    return id_range(0, L, tokens);
   }
   TORCH_CHECK(given.device().is_cpu() && given.dim() == 1 && given.size(0) == L, "position ids: expected ", L,
               " ids on the CPU, got ", given.sizes());
@@ -141,10 +145,7 @@ torch::Tensor TransformerImpl::run_stack(const torch::Tensor& tokens, const torc
                                          const torch::Tensor& task_positions) {
   ForwardCache memo;
   // Queries at `ids`; keys at every position so far (the cached ones and these).
-  const torch::Tensor keys =
-      cache && cache->length > 0
-          ? torch::arange(end, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()))
-          : ids;
+  const torch::Tensor keys = cache && cache->length > 0 ? id_range(0, end, tokens) : ids;
   Positions pos{ids, keys, end, &memo, padding};
   // A task's own ids (B, L) go to the embedding scheme (the input slot's, where
   // model.positional.input holds one), and, with no input slot or with
