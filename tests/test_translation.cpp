@@ -365,6 +365,31 @@ TEST(Translation, TrainEvalAndTranslateFromTheCommandLineWithoutTheFile) {
   r = posenc::testing::run_cli("train " + run + "/config.json --out " + run + " --resume" + tiny);
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "is not the text");
+  // A file changed beyond the vocabulary ('%' is new) still lets the checkpoint
+  // translate; what reads the pairs names the change.
+  write_file_atomic(pairs, "one%\tun\ntwo\tdeux\nthree\ttrois\n");
+  r = posenc::testing::run_cli("translate " + run + "/checkpoint.pt --input \"seven hundred one\" --max-tokens 8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  r = posenc::testing::run_cli("eval " + run + "/checkpoint.pt --out " + s.path("e.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "has changed since the run recorded its vocabulary");
+  r = posenc::testing::run_cli("train " + run + "/config.json --out " + run + " --resume" + tiny);
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "has changed since the run recorded its vocabulary");
+}
+
+TEST(Translation, ARecordedVocabularyGivesTheModelsSizeWithoutReadingTheFile) {
+  const auto made = translation_task({});
+  const std::string recorded = made->data_identity().at("vocabulary");
+  json j = json::object();
+  apply_override(j, "model.kind=encoder_decoder");
+  apply_override(j, "task.type=translation");
+  apply_override(j, "task.path=" + json("/nonexistent/pairs.tsv").dump());
+  apply_override(j, "task.vocabulary=" + json(recorded).dump());
+  const TaskConfig cfg = config_from_json(j).task;
+  EXPECT_EQ(task_vocab_size(cfg), made->vocab_size());
+  EXPECT_EQ(make_task(cfg)->vocab_size(), made->vocab_size());
 }
 
 }  // namespace POSENC_TEST_UNIT

@@ -66,8 +66,12 @@ struct TaskInfo {
   /// What `length` means in task.min_length, task.max_length and eval.lengths.
   std::string length_unit;
   /// Data tokens 1..V: V = fixed_vocab_size, else the task's vocab_size option,
-  /// else the vocabulary of the task's data (tasks/task.h's Task::vocab_size()).
+  /// else recorded_vocab_size, else the vocabulary of the task's data (tasks/task.h's
+  /// Task::vocab_size(), which builds the task and reads its data).
   int64_t fixed_vocab_size = 0;
+  /// V as the config records it (translation's task.vocabulary, written when
+  /// training starts), read without the data; 0 where none is recorded.
+  std::function<int64_t(const TaskConfig&)> recorded_vocab_size;
   int64_t default_min_length = 4, default_max_length = 16;
   std::vector<int64_t> default_eval_lengths;
   std::function<std::unique_ptr<Task>(const TaskConfig&)> make;

@@ -61,7 +61,9 @@ int64_t task_vocab_size(const TaskConfig& cfg) {
   const TaskInfo& info = find_task(cfg.type);
   if (info.fixed_vocab_size > 0) return info.fixed_vocab_size;
   if (cfg.options.json().contains("vocab_size")) return cfg.options.get_int("vocab_size");
-  return make_task(cfg)->vocab_size();  // a vocabulary of the data (translation's recorded one)
+  if (info.recorded_vocab_size)
+    if (const int64_t recorded = info.recorded_vocab_size(cfg); recorded > 0) return recorded;
+  return make_task(cfg)->vocab_size();  // the vocabulary of the data
 }
 
 std::unique_ptr<Task> make_task(const TaskConfig& cfg) { return find_task(cfg.type).make(cfg); }

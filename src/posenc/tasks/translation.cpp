@@ -96,9 +96,23 @@ class TranslationTask : public Task {
       index_vocabulary();
     }
     // The pairs are read here, once. A recorded vocabulary (a checkpoint's
-    // config) translates without the file: where it is gone, the task holds no
-    // pairs, and what needs them (training, evaluation) names the file.
-    if (vocabulary_.empty() || std::filesystem::exists(path_)) data_ = read_pairs();
+    // config) translates without them: where the file is gone, or no longer
+    // fits the vocabulary, the task holds no pairs, and what needs them
+    // (training, evaluation) says why.
+    if (vocabulary_.empty()) {
+      data_ = read_pairs();
+    } else if (!std::filesystem::exists(path_)) {
+      no_data_because_ = fmt::format(
+          "task.path: {} does not exist; the run's recorded vocabulary translates without it, but "
+          "training and evaluation read its pairs",
+          path_);
+    } else {
+      try {
+        data_ = read_pairs();
+      } catch (const ConfigError& e) {
+        no_data_because_ = e.what();
+      }
+    }
   }
 
   const TaskInfo& info() const override { return find_task("translation"); }
@@ -212,13 +226,9 @@ class TranslationTask : public Task {
   }
   std::string held_out_lengths() const { return lengths_of(data().held_out_by_length); }
 
-  /// The pairs; an error naming the file where the task was made without it.
+  /// The pairs; where the task was made without them, an error that says why.
   const Data& data() const {
-    if (!data_)
-      throw ConfigError(
-          fmt::format("task.path: {} does not exist; the run's recorded vocabulary translates without "
-                      "it, but training and evaluation read its pairs",
-                      path_));
+    if (!data_) throw ConfigError(no_data_because_);
     return *data_;
   }
 
@@ -319,8 +329,17 @@ class TranslationTask : public Task {
   int64_t split_seed_;
   std::vector<std::string> vocabulary_;
   std::map<std::string, int64_t> id_of_;
-  std::optional<Data> data_;  // none: made from a recorded vocabulary without the file
+  std::optional<Data> data_;     // none: made from a recorded vocabulary without a usable file
+  std::string no_data_because_;  // why data_ is empty
 };
+
+/// The recorded vocabulary's size with its end token (0 where none is recorded,
+/// or where it is not posenc's form, which building the task then names).
+int64_t recorded_vocab_size(const TaskConfig& cfg) {
+  const std::string recorded = cfg.options.get_string("vocabulary");
+  if (recorded == kNotRecorded || recorded.empty() || recorded.back() != '\n') return 0;
+  return static_cast<int64_t>(std::count(recorded.begin(), recorded.end(), '\n')) + 1;
+}
 
 }  // namespace
 
@@ -360,6 +379,7 @@ TaskInfo translation_task_info() {
   t.default_max_length = 20;
   t.default_eval_lengths = {10, 14, 18, 20, 22, 24, 26, 28};  // the example's held-out lengths
   t.make = [](const TaskConfig& cfg) { return std::make_unique<TranslationTask>(cfg); };
+  t.recorded_vocab_size = recorded_vocab_size;
   return t;
 }
 
