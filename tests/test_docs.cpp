@@ -2,6 +2,8 @@
 //  - the resume keys the README and ARCHITECTURE name are run_dir's list;
 //  - every config key is declared once, and docs/configs.md is what `posenc list --markdown` writes;
 //  - every script in scripts/ and every golden fixture is named in the README;
+//  - every posenc command the docs show names a subcommand, flags and configs
+//    that exist, and a training command's config loads with its overrides;
 //  - the docs and sources say what posenc is, not how a figure came about:
 //    no nickname for a source, no "this machine", no word about who measured
 //    what, and nothing refers to files outside the repository.
@@ -12,6 +14,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -168,7 +171,197 @@ std::vector<std::string> lines_holding(const std::vector<fs::path>& files, const
   return out;
 }
 
+/// A `posenc SUBCOMMAND ...` command as a page shows it, split into words
+/// (quotes removed; a `#` comment, a pipe or a redirection ends it).
+struct ShownCommand {
+  std::string where;  // "README.md:12"
+  std::string subcommand;
+  std::vector<std::string> words;  // after the subcommand
+  std::string shown_error;         // the page shows it failing with "error: <this>"
+};
+
+/// A piece of code on a page: an inline span, or a fenced block's line with its
+/// backslash continuations; where a fenced line is a `$ ` prompt, what the
+/// lines after it show it printing.
+struct CodePiece {
+  int line = 0;
+  std::string code, output;
+};
+
+std::vector<CodePiece> code_pieces(const std::string& text) {
+  std::vector<CodePiece> out;
+  std::istringstream in(text);
+  bool fenced = false, prompted = false;  // prompted: the last command began with "$ "
+  std::string continued;
+  int number = 0, continued_from = 0;
+  static const std::regex inline_span("`([^`]+)`");
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent != std::string::npos && starts_with(line.substr(indent), "```")) {
+      fenced = !fenced;
+      prompted = false;
+      continue;
+    }
+    if (!fenced) {
+      for (std::sregex_iterator it(line.begin(), line.end(), inline_span), end; it != end; ++it)
+        out.push_back({number, (*it)[1].str(), ""});
+      continue;
+    }
+    if (prompted && !starts_with(line, "$ ")) {  // a line the prompted command prints
+      out.back().output += line + "\n";
+      continue;
+    }
+    if (continued.empty()) {
+      continued_from = number;
+      prompted = starts_with(line, "$ ");
+      if (prompted) line = line.substr(2);
+    }
+    if (!line.empty() && line.back() == '\\') {
+      continued += line.substr(0, line.size() - 1) + " ";
+      continue;
+    }
+    out.push_back({continued_from, continued + line, ""});
+    continued.clear();
+  }
+  return out;
+}
+
+/// The words of a shell command up to a comment, pipe, redirection or `&&`,
+/// with single and double quotes (and their backslash escapes) removed.
+std::vector<std::string> shell_words(const std::string& code) {
+  std::vector<std::string> out;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < code.size(); ++i) {
+    const char c = code[i];
+    if (quote) {
+      if (c == quote) {
+        quote = 0;
+      } else if (c == '\\' && quote == '"' && i + 1 < code.size()) {
+        word += code[++i];
+      } else {
+        word += c;
+      }
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\' && i + 1 < code.size()) {
+      word += code[++i];
+      in_word = true;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) out.push_back(word);
+      word.clear();
+      in_word = false;
+    } else if (!in_word && (c == '#' || c == '|' || c == '>' || c == ';' || c == '&')) {
+      break;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (in_word) out.push_back(word);
+  return out;
+}
+
+/// Every `posenc SUBCOMMAND ...` (or build/posenc ...) in the code of the README and docs/.
+std::vector<ShownCommand> shown_commands() {
+  std::vector<ShownCommand> out;
+  for (const auto& page : doc_pages()) {
+    for (const auto& piece : code_pieces(read_text(page))) {
+      const auto words = shell_words(piece.code);
+      for (size_t i = 0; i + 1 < words.size(); ++i) {
+        const std::string& w = words[i];
+        if (w != "posenc" && !(w.size() > 7 && w.substr(w.size() - 7) == "/posenc")) continue;
+        if (!std::islower(static_cast<unsigned char>(words[i + 1][0]))) continue;
+        ShownCommand c{fs::relative(page, kRoot).string() + ":" + std::to_string(piece.line), words[i + 1], {}, ""};
+        c.words.assign(words.begin() + static_cast<long>(i) + 2, words.end());
+        if (starts_with(piece.output, "error: ")) c.shown_error = piece.output.substr(7, piece.output.find('\n') - 7);
+        out.push_back(std::move(c));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/// The long flags a subcommand's --help names.
+std::set<std::string> help_flags(const std::string& subcommand) {
+  const auto r = posenc::testing::run_cli(subcommand + " --help");
+  EXPECT_EQ(r.code, 0) << subcommand << " --help: " << r.output;
+  std::set<std::string> flags;
+  static const std::regex flag("--[a-z0-9][a-z0-9-]*");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), flag), end; it != end; ++it) flags.insert(it->str());
+  return flags;
+}
+
+/// A word that stands for what a reader fills in: GRID, CKPT, N, [...], ...
+bool placeholder(const std::string& word) {
+  return word.find("...") != std::string::npos ||
+         std::any_of(word.begin(), word.end(), [](unsigned char c) { return std::isupper(c); }) ||
+         word.find('<') != std::string::npos;
+}
+
 }  // namespace
+
+// Every command the README and docs/ show is one posenc takes: the
+// subcommand exists, every flag is one its --help names, every configs/ file
+// exists, and a `posenc train configs/X.json --set ...` loads (the keys exist,
+// the values are valid for the schemes and tasks it names).
+TEST(Docs, EveryCommandTheDocsShowIsOnePosencTakes) {
+  std::map<std::string, std::set<std::string>> flags_of;
+  for (const char* sub : {"train", "eval", "generate", "translate", "list", "inspect", "compare", "attention", "bench"})
+    flags_of[sub] = help_flags(sub);
+  const auto commands = shown_commands();
+  ASSERT_GT(commands.size(), 50u) << "the docs show fewer posenc commands than they do";
+  int loaded = 0;  // training commands whose config was loaded with their overrides
+  for (const auto& c : commands) {
+    const auto flags = flags_of.find(c.subcommand);
+    if (flags == flags_of.end()) {
+      ADD_FAILURE() << c.where << ": `posenc " << c.subcommand << "` is not a posenc subcommand";
+      continue;
+    }
+    std::string config;
+    std::vector<std::string> sets;
+    bool filled_in = true;  // no placeholder among the words
+    for (size_t i = 0; i < c.words.size(); ++i) {
+      std::string w = c.words[i];
+      while (!w.empty() && (w.front() == '[' || w.front() == '(')) w.erase(0, 1);
+      while (!w.empty() && (w.back() == ']' || w.back() == ')' || w.back() == ',' || w.back() == '.')) w.pop_back();
+      if (placeholder(w)) filled_in = false;
+      if (starts_with(w, "--")) {
+        const std::string name = w.substr(0, w.find('='));
+        EXPECT_TRUE(flags->second.count(name)) << c.where << ": `posenc " << c.subcommand << "` has no flag " << name;
+        if (name == "--set" && i + 1 < c.words.size()) {
+          sets.push_back(c.words[++i]);
+          if (placeholder(sets.back())) filled_in = false;
+        }
+      } else if (starts_with(w, "configs/") && !placeholder(w)) {
+        EXPECT_TRUE(fs::exists(kRoot / w)) << c.where << ": " << w << " does not exist";
+        if (config.empty() && fs::exists(kRoot / w)) config = w;
+      }
+    }
+    if (c.subcommand != "train" || config.empty() || !filled_in) continue;
+    std::string error;
+    ++loaded;
+    try {
+      load_config((kRoot / config).string(), sets);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (c.shown_error.empty())
+      EXPECT_EQ(error, "") << c.where << ": `posenc train " << config << "` with its --set does not load";
+    else  // posenc names the config by the path it was given
+      EXPECT_TRUE(error.size() >= c.shown_error.size() &&
+                  error.compare(error.size() - c.shown_error.size(), c.shown_error.size(), c.shown_error) == 0)
+          << c.where << ": the page shows `posenc train " << config << "` failing with\n  error: " << c.shown_error
+          << "\nbut it fails with\n  " << (error.empty() ? "(nothing: it loads)" : error);
+  }
+  EXPECT_GT(loaded, 20) << "fewer training commands were loaded than the docs show";
+}
 
 TEST(Docs, TheResumeKeysNamedAreTheOnesARunDirectoryAllows) {
   const std::string keys = resumable_changes_text();  // "train.steps, ... and eval.*"
