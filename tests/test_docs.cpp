@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -288,6 +289,24 @@ std::vector<ShownCommand> shown_commands() {
   return out;
 }
 
+/// Every `scripts/NAME.py --flag ...` in the code of the README and docs/, as
+/// (where, script, flag).
+std::vector<std::array<std::string, 3>> shown_script_flags() {
+  std::vector<std::array<std::string, 3>> out;
+  for (const auto& page : doc_pages())
+    for (const auto& piece : code_pieces(read_text(page))) {
+      std::string script;
+      for (const auto& w : shell_words(piece.code)) {
+        if (starts_with(w, "scripts/") && w.size() > 3 && w.substr(w.size() - 3) == ".py")
+          script = w;
+        else if (!script.empty() && starts_with(w, "--"))
+          out.push_back({fs::relative(page, kRoot).string() + ":" + std::to_string(piece.line), script,
+                         w.substr(0, w.find('='))});
+      }
+    }
+  return out;
+}
+
 /// The long flags a subcommand's --help names.
 std::set<std::string> help_flags(const std::string& subcommand) {
   const auto r = posenc::testing::run_cli(subcommand + " --help");
@@ -361,6 +380,17 @@ TEST(Docs, EveryCommandTheDocsShowIsOnePosencTakes) {
           << "\nbut it fails with\n  " << (error.empty() ? "(nothing: it loads)" : error);
   }
   EXPECT_GT(loaded, 20) << "fewer training commands were loaded than the docs show";
+}
+
+// The same for the Python scripts: a flag the docs give one is one its argparse declares.
+TEST(Docs, EveryScriptFlagTheDocsShowIsOneTheScriptDeclares) {
+  const auto shown = shown_script_flags();
+  EXPECT_GE(shown.size(), 3u) << "the docs show fewer script flags than they do";
+  for (const auto& [where, script, flag] : shown) {
+    ASSERT_TRUE(fs::exists(kRoot / script)) << where << ": " << script << " does not exist";
+    EXPECT_NE(read_text(kRoot / script).find("\"" + flag + "\""), std::string::npos)
+        << where << ": " << script << " declares no " << flag;
+  }
 }
 
 TEST(Docs, TheResumeKeysNamedAreTheOnesARunDirectoryAllows) {
