@@ -48,20 +48,34 @@ torch::Tensor t5_buckets(const torch::Tensor& relative, int64_t num_buckets, int
 /// only) offers, declared once so that each scheme lists it alike.
 OptionSpec directional_option();
 
-/// What `directional: true` adds to a symmetric bias: learned per-head offsets
-/// for keys left (j < i) and right (j > i) of the query, zero at start, so the
-/// model can tell a sequence from its reverse. Parameters `left_offset` and
-/// `right_offset` (H) are registered on the owning scheme when enabled.
-class DirectionalOffsets {
+/// An additive bias over the offsets k - q, symmetric in them unless the shared
+/// `directional` option is on: alibi, kerple, sandwich and fire
+/// (extrapolation_bias.cpp), ape and decay (bias.cpp). A scheme gives its
+/// symmetric bias; this class adds the direction, computes the sum once per
+/// forward (the layers that share the instance reuse it) and answers what every
+/// such bias answers.
+class OffsetBiasImpl : public PositionalSchemeImpl {
  public:
-  DirectionalOffsets(torch::nn::Module& owner, int64_t heads, bool enabled);
-  bool enabled() const { return enabled_; }
-  /// bias (1 or B, H or 1, Lq, Lk) plus the offsets by the sign of rel ((Lq, Lk) or
-  /// (B, Lq, Lk)): (1 or B, H, Lq, Lk); the bias unchanged when disabled.
-  torch::Tensor apply(const torch::Tensor& bias, const torch::Tensor& rel) const;
+  using PositionalSchemeImpl::PositionalSchemeImpl;
+  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
+  bool directional() const override { return directional_; }
+  /// symmetric_bias plus, when directional, the offsets by the sign of k - q: (1 or B, H, Lq, Lk).
+  torch::Tensor bias(const Positions& pos) final;
+
+ protected:
+  /// Reads `directional`; when on, registers `left_offset` and `right_offset`
+  /// (H), zero at start: learned per-head offsets for keys left (j < i) and
+  /// right (j > i) of the query, so that the model can tell a sequence from its
+  /// reverse. A scheme calls it last in its constructor, which keeps the order
+  /// of parameters that checkpoints (and their optimizer state) follow.
+  void register_direction(int64_t heads, const SchemeOptions& o);
+  /// The bias over rel = bias_offsets(pos) ((Lq, Lk), or (B, Lq, Lk) over a
+  /// task's ids): (H or 1, Lq, Lk) or (B, H, Lq, Lk), a function of |rel| (and,
+  /// for fire past its threshold, of the query's position).
+  virtual torch::Tensor symmetric_bias(const Positions& pos, const torch::Tensor& rel) = 0;
 
  private:
-  bool enabled_;
+  bool directional_ = false;
   torch::Tensor left_, right_;  // (H)
 };
 

@@ -6,7 +6,7 @@
 //   ape    scale * (1 - |i-j| / L) (Attention Positional Encoding, Bhorania)
 //   decay  exp(-|i-j| / tau), tau fixed or learned (SuperML's positional-encoding guide)
 // The symmetric ones (ape, decay) take the shared `directional` option
-// (DirectionalOffsets, relative_offsets.h).
+// (OffsetBiasImpl, relative_offsets.h).
 #include "posenc/errors.h"
 #include "posenc/positional/relative_offsets.h"
 #include "posenc/positional/scheme.h"
@@ -56,52 +56,40 @@ class T5Impl : public PositionalSchemeImpl {
   torch::Tensor table_;  // (buckets, H)
 };
 
-class ApeImpl : public PositionalSchemeImpl {
+class ApeImpl : public OffsetBiasImpl {
  public:
-  ApeImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("ape") {
+  ApeImpl(const SchemeContext& ctx, const SchemeOptions& o) : OffsetBiasImpl("ape") {
     scale_ = register_scalar(*this, "scale", o.get_float("scale"), o.get_bool("learnable"));
-    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
+    register_direction(ctx.heads, o);
   }
-  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   bool supports_kv_cache() const override { return false; }  // distances are divided by the length
-  bool directional() const override { return direction_.enabled(); }
-
-  torch::Tensor bias(const Positions& pos) override {
-    return once_per_forward(pos, "ape", [&] {
-      // The seed divides by the sequence length itself: the bias changes with L.
-      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
-      auto distance = rel.abs().to(scale_.scalar_type());
-      auto b = scale_ * (1.0 - distance / static_cast<double>(pos.k.size(0)));  // (Lq, Lk)
-      return direction_.apply(b.view({1, 1, b.size(0), b.size(1)}), rel);
-    });
-  }
 
  private:
+  /// rel: (Lq, Lk) (ape reads no task ids).
+  torch::Tensor symmetric_bias(const Positions& pos, const torch::Tensor& rel) override {
+    // The source divides by the sequence length itself: the bias changes with L.
+    auto distance = rel.abs().to(scale_.scalar_type());
+    return (scale_ * (1.0 - distance / static_cast<double>(pos.k.size(0)))).unsqueeze(0);  // (1, Lq, Lk)
+  }
+
   torch::Tensor scale_;
-  DirectionalOffsets direction_{*this, 0, false};
 };
 
-class DecayImpl : public PositionalSchemeImpl {
+class DecayImpl : public OffsetBiasImpl {
  public:
-  DecayImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("decay") {
+  DecayImpl(const SchemeContext& ctx, const SchemeOptions& o) : OffsetBiasImpl("decay") {
     // tau is kept as log(tau) so that it stays positive when learned.
     log_tau_ = register_scalar(*this, "log_tau", std::log(o.get_float("tau")), o.get_bool("learnable"));
-    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
-  }
-  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return direction_.enabled(); }
-
-  torch::Tensor bias(const Positions& pos) override {
-    return once_per_forward(pos, "decay", [&] {
-      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
-      auto b = torch::exp(-rel.abs().to(log_tau_.scalar_type()) / log_tau_.exp());
-      return direction_.apply(b.view({1, 1, b.size(0), b.size(1)}), rel);
-    });
+    register_direction(ctx.heads, o);
   }
 
  private:
+  /// rel: (Lq, Lk) (decay reads no task ids).
+  torch::Tensor symmetric_bias(const Positions& /*pos*/, const torch::Tensor& rel) override {
+    return torch::exp(-rel.abs().to(log_tau_.scalar_type()) / log_tau_.exp()).unsqueeze(0);  // (1, Lq, Lk)
+  }
+
   torch::Tensor log_tau_;
-  DirectionalOffsets direction_{*this, 0, false};
 };
 
 }  // namespace

@@ -16,7 +16,8 @@
 //             Context Transformers"); for queries past T the distances are
 //             compressed into the range seen in training (progressive
 //             interpolation), so it is not Toeplitz there.
-// All are symmetric in i - j and take the shared `directional` option.
+// All are symmetric in i - j and take the shared `directional` option
+// (OffsetBiasImpl, relative_offsets.h).
 #include <cmath>
 
 #include "posenc/errors.h"
@@ -27,30 +28,23 @@
 namespace posenc {
 namespace {
 
-class AlibiImpl : public PositionalSchemeImpl {
+class AlibiImpl : public OffsetBiasImpl {
  public:
-  AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("alibi") {
+  AlibiImpl(const SchemeContext& ctx, const SchemeOptions& o) : OffsetBiasImpl("alibi") {
     slopes_ = register_buffer("slopes", torch::tensor(alibi_slopes(ctx.heads), torch::kFloat32));  // (H)
-    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
-  }
-  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return direction_.enabled(); }
-
-  torch::Tensor bias(const Positions& pos) override {
-    return once_per_forward(pos, "alibi", [&] {
-      auto rel = bias_offsets(pos);  // (Lq, Lk) or (B, Lq, Lk)
-      auto b = -slopes_.view({-1, 1, 1}) *
-               rel.abs().to(slopes_.scalar_type()).unsqueeze(-3);  // (H, Lq, Lk) or (B, H, Lq, Lk)
-      return direction_.apply(with_batch_dim(b), rel);             // (1 or B, H, Lq, Lk)
-    });
+    register_direction(ctx.heads, o);
   }
 
  private:
+  torch::Tensor symmetric_bias(const Positions& /*pos*/, const torch::Tensor& rel) override {
+    return -slopes_.view({-1, 1, 1}) *
+           rel.abs().to(slopes_.scalar_type()).unsqueeze(-3);  // (H, Lq, Lk) or (B, H, Lq, Lk)
+  }
+
   torch::Tensor slopes_;
-  DirectionalOffsets direction_{*this, 0, false};
 };
 
-class KerpleImpl : public PositionalSchemeImpl {
+class KerpleImpl : public OffsetBiasImpl {
  public:
   /// Positivity: r1 and r2 are clamped from below in the forward pass (by
   /// default to 1e-2, as the paper's code clamps the parameters), and the power
@@ -58,7 +52,7 @@ class KerpleImpl : public PositionalSchemeImpl {
   /// Higher floors (`min_r1`, `min_r2`) keep every head's bias falling off with
   /// distance, so that no head can become a global one.
   KerpleImpl(const SchemeContext& ctx, const SchemeOptions& o)
-      : PositionalSchemeImpl("kerple"),
+      : OffsetBiasImpl("kerple"),
         power_(o.get_string("variant") == "power"),
         min_r1_(o.get_float("min_r1")),
         min_r2_(o.get_float("min_r2")) {
@@ -71,63 +65,51 @@ class KerpleImpl : public PositionalSchemeImpl {
     // parameter starts where it has a gradient.
     r1_ = register_parameter("r1", (torch::rand({ctx.heads}) * (power_ ? 1.0 : 2.0)).clamp_min(min_r1_));
     r2_ = register_parameter("r2", (torch::rand({ctx.heads}) * (power_ ? 2.0 : 1.0)).clamp_min(min_r2_));
-    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
-  }
-  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return direction_.enabled(); }
-
-  torch::Tensor bias(const Positions& pos) override {
-    return once_per_forward(pos, "kerple", [&] {
-      auto rel = bias_offsets(pos);                                          // (Lq, Lk) or (B, Lq, Lk)
-      auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(-3);         // (1, Lq, Lk) or (B, 1, Lq, Lk)
-      auto b = kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk) or (B, H, Lq, Lk)
-      return direction_.apply(with_batch_dim(b), rel);
-    });
+    register_direction(ctx.heads, o);
   }
 
  private:
+  torch::Tensor symmetric_bias(const Positions& /*pos*/, const torch::Tensor& rel) override {
+    auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(-3);       // (1, Lq, Lk) or (B, 1, Lq, Lk)
+    return kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk) or (B, H, Lq, Lk)
+  }
+
   bool power_;
   double min_r1_, min_r2_;
   torch::Tensor r1_, r2_;  // (H)
-  DirectionalOffsets direction_{*this, 0, false};
 };
 
-class SandwichImpl : public PositionalSchemeImpl {
+class SandwichImpl : public OffsetBiasImpl {
  public:
   SandwichImpl(const SchemeContext& ctx, const SchemeOptions& o)
-      : PositionalSchemeImpl("sandwich"), heads_(ctx.heads), dim_(ctx.head_dim), base_(o.get_float("base")) {
+      : OffsetBiasImpl("sandwich"), heads_(ctx.heads), dim_(ctx.head_dim), base_(o.get_float("base")) {
     if (dim_ < 2)
       throw IncompatibleConfig("model.positional.type=sandwich sums head_dim/2 frequencies; the head dimension is " +
                                std::to_string(dim_));
-    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
-  }
-  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
-  bool directional() const override { return direction_.enabled(); }
-
-  torch::Tensor bias(const Positions& pos) override {
-    return once_per_forward(pos, "sandwich", [&] {
-      auto rel = relative_positions(pos.q, pos.k);  // (Lq, Lk)
-      // w_k = base^(-2k/d), k = 1..d/2, in float64 as the sinusoid tables are.
-      auto k = torch::arange(1, dim_ / 2 + 1, torch::TensorOptions().dtype(torch::kFloat64).device(rel.device()));
-      auto freq = torch::pow(base_, -2.0 * k / static_cast<double>(dim_));                       // (d/2)
-      auto dot = torch::cos(rel.to(torch::kFloat64).unsqueeze(-1) * freq).sum(-1) - (dim_ / 2);  // (Lq, Lk), 0 at i = j
-      // Head h (1-based) divides by 8h/H: sharp near the diagonal for the first
-      // heads, wide for the last (the paper's per-head compression).
-      auto h = torch::arange(1, heads_ + 1, torch::TensorOptions().dtype(torch::kFloat64).device(rel.device()));
-      auto b = (dot.unsqueeze(0) / (8.0 * h / static_cast<double>(heads_)).view({-1, 1, 1})).to(torch::kFloat32);
-      return direction_.apply(b.unsqueeze(0), rel);  // (1, H, Lq, Lk)
-    });
+    register_direction(ctx.heads, o);
   }
 
  private:
+  /// rel: (Lq, Lk) (sandwich reads no task ids).
+  torch::Tensor symmetric_bias(const Positions& /*pos*/, const torch::Tensor& rel) override {
+    // w_k = base^(-2k/d), k = 1..d/2, in float64 as the sinusoid tables are.
+    auto k = torch::arange(1, dim_ / 2 + 1, torch::TensorOptions().dtype(torch::kFloat64).device(rel.device()));
+    auto freq = torch::pow(base_, -2.0 * k / static_cast<double>(dim_));                       // (d/2)
+    auto dot = torch::cos(rel.to(torch::kFloat64).unsqueeze(-1) * freq).sum(-1) - (dim_ / 2);  // (Lq, Lk), 0 at i = j
+    // Head h (1-based) divides by 8h/H: sharp near the diagonal for the first
+    // heads, wide for the last (the paper's per-head compression).
+    auto h = torch::arange(1, heads_ + 1, torch::TensorOptions().dtype(torch::kFloat64).device(rel.device()));
+    return (dot.unsqueeze(0) / (8.0 * h / static_cast<double>(heads_)).view({-1, 1, 1}))
+        .to(torch::kFloat32);  // (H, Lq, Lk)
+  }
+
   int64_t heads_, dim_;
   double base_;
-  DirectionalOffsets direction_{*this, 0, false};
 };
 
-class FireImpl : public PositionalSchemeImpl {
+class FireImpl : public OffsetBiasImpl {
  public:
-  FireImpl(const SchemeContext& ctx, const SchemeOptions& o) : PositionalSchemeImpl("fire") {
+  FireImpl(const SchemeContext& ctx, const SchemeOptions& o) : OffsetBiasImpl("fire") {
     const int64_t hidden = o.get_int("hidden");
     // nn::Linear's default initialization, as the paper's MLP.
     hidden_ = register_module("hidden", torch::nn::Linear(1, hidden));
@@ -146,31 +128,25 @@ class FireImpl : public PositionalSchemeImpl {
     out_->bias.set_requires_grad(false);
     c_ = register_parameter("c", torch::tensor(o.get_float("init_c")));
     threshold_ = register_parameter("threshold", torch::tensor(o.get_float("init_threshold")));
-    direction_ = DirectionalOffsets(*this, ctx.heads, o.get_bool("directional"));
+    register_direction(ctx.heads, o);
   }
-  Capabilities capabilities() const override { return Capabilities::additive_bias(); }
   /// Symmetric while every query is below the threshold (as in training here);
   /// past it the query's own position enters through the normalizer.
-  bool directional() const override { return direction_.enabled(); }
   bool offset_only() const override { return false; }
 
-  torch::Tensor bias(const Positions& pos) override {
-    return once_per_forward(pos, "fire", [&] {
-      auto rel = bias_offsets(pos);  // (Lq, Lk) or (B, Lq, Lk)
-      const auto dtype = c_.scalar_type();
-      const auto psi = [&](const torch::Tensor& x) { return torch::log1p(c_.abs() * x); };  // c kept positive by |c|
-      auto query = bias_query_positions(pos).to(dtype);                                     // (Lq, 1) or (B, Lq, 1)
-      auto normalizer = psi(torch::maximum(query, threshold_.abs()));                       // psi(max(T, i))
-      auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);   // (..., Lq, Lk, 1), in [0, 1] up to T
-      auto b = out_->forward(torch::relu(hidden_->forward(x)));         // (..., Lq, Lk, H)
-      return direction_.apply(with_batch_dim(b.movedim(-1, -3)), rel);  // (1 or B, H, Lq, Lk)
-    });
+ private:
+  torch::Tensor symmetric_bias(const Positions& pos, const torch::Tensor& rel) override {
+    const auto dtype = c_.scalar_type();
+    const auto psi = [&](const torch::Tensor& x) { return torch::log1p(c_.abs() * x); };  // c kept positive by |c|
+    auto query = bias_query_positions(pos).to(dtype);                                     // (Lq, 1) or (B, Lq, 1)
+    auto normalizer = psi(torch::maximum(query, threshold_.abs()));                       // psi(max(T, i))
+    auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);  // (..., Lq, Lk, 1), in [0, 1] up to T
+    auto b = out_->forward(torch::relu(hidden_->forward(x)));        // (..., Lq, Lk, H)
+    return b.movedim(-1, -3);                                        // (H, Lq, Lk) or (B, H, Lq, Lk)
   }
 
- private:
   torch::nn::Linear hidden_{nullptr}, out_{nullptr};
   torch::Tensor c_, threshold_;
-  DirectionalOffsets direction_{*this, 0, false};
 };
 
 }  // namespace

@@ -75,19 +75,24 @@ OptionSpec directional_option() {
           false};
 }
 
-DirectionalOffsets::DirectionalOffsets(torch::nn::Module& owner, int64_t heads, bool enabled) : enabled_(enabled) {
-  if (!enabled_) return;
-  left_ = owner.register_parameter("left_offset", torch::zeros({heads}));
-  right_ = owner.register_parameter("right_offset", torch::zeros({heads}));
+void OffsetBiasImpl::register_direction(int64_t heads, const SchemeOptions& o) {
+  directional_ = o.get_bool("directional");
+  if (!directional_) return;
+  left_ = register_parameter("left_offset", torch::zeros({heads}));
+  right_ = register_parameter("right_offset", torch::zeros({heads}));
 }
 
-torch::Tensor DirectionalOffsets::apply(const torch::Tensor& bias, const torch::Tensor& rel) const {
-  if (!enabled_) return bias;
-  const auto dtype = left_.scalar_type();
-  auto right = (rel > 0).to(dtype).unsqueeze(-3),
-       left = (rel < 0).to(dtype).unsqueeze(-3);                                   // (1, Lq, Lk) or (B, 1, Lq, Lk)
-  auto offsets = right_.view({-1, 1, 1}) * right + left_.view({-1, 1, 1}) * left;  // (H, Lq, Lk) or (B, H, Lq, Lk)
-  return bias + with_batch_dim(offsets);
+torch::Tensor OffsetBiasImpl::bias(const Positions& pos) {
+  return once_per_forward(pos, "offset_bias", [&] {
+    const auto rel = bias_offsets(pos);                               // (Lq, Lk) or (B, Lq, Lk)
+    const auto symmetric = with_batch_dim(symmetric_bias(pos, rel));  // (1 or B, H or 1, Lq, Lk)
+    if (!directional_) return symmetric;
+    const auto dtype = left_.scalar_type();
+    auto right = (rel > 0).to(dtype).unsqueeze(-3),
+         left = (rel < 0).to(dtype).unsqueeze(-3);                                   // (1, Lq, Lk) or (B, 1, Lq, Lk)
+    auto offsets = right_.view({-1, 1, 1}) * right + left_.view({-1, 1, 1}) * left;  // (H, Lq, Lk) or (B, H, Lq, Lk)
+    return symmetric + with_batch_dim(offsets);                                      // (1 or B, H, Lq, Lk)
+  });
 }
 
 }  // namespace posenc
