@@ -1,5 +1,6 @@
 // Addition's operands: lengths drawn apart or padded, every sum right, the ids
-// of unequal operands, and the operand grid that scores every (a, b) pair.
+// of unequal operands, and the operand grid that scores every (a, b) pair;
+// multiplication's products and abacus ids, on the same operands.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -21,10 +22,16 @@ using posenc::testing::error_of;
 
 namespace {
 
-Config addition_config(std::initializer_list<std::string> extra) {
-  std::vector<std::string> o = {"model.kind=\"decoder\"", "model.d_model=32",  "model.heads=2",
-                                "model.layers=2",         "model.d_ff=64",     "model.positional.type=\"learned\"",
-                                "task.type=\"addition\"", "task.min_length=2", "task.max_length=6",
+Config addition_config(std::initializer_list<std::string> extra, const std::string& task = "addition") {
+  std::vector<std::string> o = {"model.kind=\"decoder\"",
+                                "model.d_model=32",
+                                "model.heads=2",
+                                "model.layers=2",
+                                "model.d_ff=64",
+                                "model.positional.type=\"learned\"",
+                                "task.type=\"" + task + "\"",
+                                "task.min_length=2",
+                                "task.max_length=6",
                                 "eval.lengths=[4,8]"};
   o.insert(o.end(), extra.begin(), extra.end());
   json j = json::object();
@@ -69,7 +76,69 @@ std::vector<int> add(const std::vector<int>& a, const std::vector<int>& b) {
   return s;
 }
 
+/// A little-endian digit string's value (at most 19 digits).
+uint64_t value_of(const std::vector<int>& digits) {
+  uint64_t v = 0;
+  for (auto d = digits.rbegin(); d != digits.rend(); ++d) v = 10 * v + static_cast<uint64_t>(*d);
+  return v;
+}
+
 }  // namespace
+
+// Checked against the machine's own multiplication of the operands' values.
+TEST(Multiplication, EveryProductIsRightAndHasTheDigitsOfBothOperands) {
+  const auto task =
+      find_task("multiplication").make(addition_config({"task.operands=\"independent\""}, "multiplication").task);
+  std::set<std::pair<size_t, size_t>> seen;
+  int64_t carries_past_a_digit = 0;  // products whose top digit is not 0
+  const auto check = [&](const TaskBatch& batch, int64_t rows, const std::string& what) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const Sum e = read_example(row_of(batch.tokens, r), batch.answer_start);
+      ASSERT_EQ(e.s.size(), e.a.size() + e.b.size()) << what;
+      EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b)) << what << " row " << r;
+      seen.insert({e.a.size(), e.b.size()});
+      carries_past_a_digit += e.s.back() != 0;
+    }
+  };
+  for (int64_t step = 0; step < 200; ++step) check(task->train_batch(step, 4, 0), 4, "step " + std::to_string(step));
+  EXPECT_EQ(seen.size(), 25u) << "every pair of lengths in [2, 6] is drawn";
+  check(task->fixed_set(9, 32, 1), 32, "9 digits");
+  check(task->fixed_operand_set(3, 9, 32, 1), 32, "3 x 9 digits");
+  EXPECT_GT(carries_past_a_digit, 100) << "most products use every digit";
+  EXPECT_EQ(task->sequence_length(9), task->fixed_set(9, 2, 1).tokens.size(1)) << "n, '*', n, SEP, 2n";
+}
+
+// Abacus ids count inside each number, the product's digits included; the
+// training offset moves every digit's id by one k per batch.
+TEST(Multiplication, AbacusIdsCountInsideEachNumber) {
+  const auto abacus =
+      find_task("multiplication").make(addition_config({"task.positions=\"abacus\""}, "multiplication").task);
+  // a0 a1 * b0 b1 b2 SEP p0 p1 p2 p3 p4
+  EXPECT_EQ(row_of(abacus->fixed_operand_set(2, 3, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5}));
+  const Config shifted = addition_config({"task.positions=\"abacus\"", "task.position_offset=7"}, "multiplication");
+  const auto task = find_task("multiplication").make(shifted.task);
+  std::set<int64_t> ks;
+  for (int64_t step = 0; step < 40; ++step) {
+    const auto b = task->train_batch(step, 3, 0);
+    const auto ids = row_of(b.positions, 0);
+    const int64_t k = ids[0] - 1;
+    ks.insert(k);
+    EXPECT_EQ(ids.back(), k + static_cast<int64_t>(ids.size() - b.answer_start)) << "the product's last digit";
+    for (int64_t r = 1; r < 3; ++r) EXPECT_EQ(row_of(b.positions, r), ids) << "one k per batch";
+    EXPECT_LT(ids.back(), find_task("multiplication").positions_end(shifted.task, shifted.task.max_length));
+  }
+  EXPECT_GT(ks.size(), 4u) << "k is drawn from [0, 7]";
+}
+
+TEST(Multiplication, WhatOnlyAdditionDefinesIsRefusedNamingTheKey) {
+  EXPECT_NE(config_error({"task.type=\"multiplication\"", "model.kind=\"decoder\"", "task.positions=\"coupled\""})
+                .find("task.positions"),
+            std::string::npos);
+  EXPECT_NE(config_error({"task.type=\"multiplication\"", "model.kind=\"decoder\"", "task.index_hints=8"})
+                .find("index_hints"),
+            std::string::npos);
+}
 
 TEST(Addition, IndependentOperandsDrawEachLengthApartAndEverySumIsRight) {
   const Config c = addition_config({"task.operands=\"independent\""});

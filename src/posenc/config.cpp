@@ -166,8 +166,9 @@ const std::vector<Key<TaskConfig>>& task_keys() {
   static const std::vector<Key<TaskConfig>> keys = {
       string_key("type", &TaskConfig::type,
                  "the task (posenc list); its own options go beside type in this block (name: its old spelling)"),
-      int_key("min_length", &TaskConfig::min_length, 2, 1 << 20,
-              "shortest training length, in the task's unit (tokens; digits for addition)"),
+      int_key(
+          "min_length", &TaskConfig::min_length, 2, 1 << 20,
+          "shortest training length, in the task's unit (tokens; digits per operand for addition and multiplication)"),
       int_key("max_length", &TaskConfig::max_length, 2, 1 << 20,
               "longest training length; lengths are drawn uniformly per batch"),
   };
@@ -237,7 +238,8 @@ const std::vector<Key<EvalConfig>>& eval_keys() {
                "other tasks"),
       written_if<EvalConfig>(
           int_list_key("operand_grid", &EvalConfig::operand_grid, 1, 1 << 16, 32,
-                       "a task of two operands (addition): exact match for every pair (digits of a, digits of b) "
+                       "a task of two operands (addition, multiplication): exact match for every pair (digits of a, "
+                       "digits of b) "
                        "of these lengths, eval.samples_per_length examples each, as McLeish et al. plot it; "
                        "posenc eval CHECKPOINT --set eval.operand_grid=[...] adds it to a trained run"),
           [](const EvalConfig& e) { return !e.operand_grid.empty(); }),

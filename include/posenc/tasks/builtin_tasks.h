@@ -10,6 +10,7 @@ TaskInfo copy_task_info();      // tasks/sequence.cpp
 TaskInfo reverse_task_info();
 TaskInfo sort_task_info();
 TaskInfo addition_task_info();
+TaskInfo multiplication_task_info();
 TaskInfo charlm_task_info();       // tasks/charlm.cpp
 TaskInfo scan_task_info();         // tasks/scan.cpp
 TaskInfo translation_task_info();  // tasks/translation.cpp

@@ -33,8 +33,9 @@ std::string score_key(const std::string& metric) {
 const std::vector<TaskInfo>& task_registry() {
   // One line per task, in the order `posenc list` prints them.
   static const std::vector<TaskInfo> table = {
-      ordering_task_info(), copy_task_info(),   reverse_task_info(), sort_task_info(),
-      addition_task_info(), charlm_task_info(), scan_task_info(),    translation_task_info(),
+      ordering_task_info(), copy_task_info(),     reverse_task_info(),
+      sort_task_info(),     addition_task_info(), multiplication_task_info(),
+      charlm_task_info(),   scan_task_info(),     translation_task_info(),
   };
   return table;
 }

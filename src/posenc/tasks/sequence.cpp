@@ -9,6 +9,9 @@
 //            (the order in which a carry is computed; Lee et al. 2023).
 //            task.positions gives every token a position id of its own:
 //            abacus (McLeish et al. 2024) or coupled (Cho et al. 2024), below.
+//   multiplication
+//            x = a * b, the same way; y = their product, 2n digits,
+//            least-significant first; abacus ids as for addition.
 //
 // The task length is n (tokens of x; digits per operand for addition). Every
 // batch has one length, so nothing is padded.
@@ -116,12 +119,13 @@ class PermutationTask : public SequenceTask {
   Kind kind_;
 };
 
-/// Digits 0..9 are tokens 1..10, '+' is 11, the index hints (below) 12..11 + H;
-/// SEP is the next token.
+/// Digits 0..9 are tokens 1..10, the operator ('+' or '*') is 11, the index
+/// hints (below) 12..11 + H; SEP is the next token.
 ///
 /// An example `a + b SEP s`: a of na digits and b of nb digits, least-significant
 /// digit first, and their sum s of m + 1 digits, m = max(na, nb), also
-/// least-significant first. task.operands: `equal` draws one length n per batch
+/// least-significant first. For multiplication, `a * b SEP p`: their product p
+/// of wa + wb digits (the digits written, below), least-significant first. task.operands: `equal` draws one length n per batch
 /// for both (na = nb = n); `independent` draws na and nb per batch, each from
 /// [min_length, max_length], as McLeish et al. and Cho et al. train; with
 /// task.pad_operands the shorter operand is written with leading zeros to m
@@ -133,30 +137,32 @@ class PermutationTask : public SequenceTask {
 ///  - abacus (McLeish et al. 2024): a digit's id is 1 + its index inside its own
 ///    number (the units digit is 1), other tokens 0; in training one random k
 ///    in [0, position_offset] per batch is added to every nonzero id;
-///  - coupled (Cho et al. 2024): digits of equal significance share an id: the
+///  - coupled (Cho et al. 2024; addition only): digits of equal significance share an id: the
 ///    units of a and b get start+1, the tens start+2, ...; '+' gets 0. In the
 ///    answer the token that predicts the sum's digit of significance j carries
 ///    j's id (SEP carries the units', the sum's units digit the tens', ...), as
 ///    a decoder reads it; start is drawn per example from [0, position_offset]
 ///    in training and is 0 in evaluation.
 ///
-/// task.index_hints = H > 0 (Zhou et al. 2023, 2024): every digit of a, b and
+/// task.index_hints = H > 0 (Zhou et al. 2023, 2024; addition only): every digit of a, b and
 /// the sum is preceded by a hint token naming its significance, the same hint
 /// for the same significance in all three (`a6 b7 + a1 b6 SEP a7 b3 c1`), so
 /// the answer is hint, digit, hint, digit, ... The hints are H ordered
 /// symbols; in training an example's hints start at a random place in them
 /// (consecutive from start s, drawn from [0, H - m - 1]), in evaluation at the
 /// first, so every hint an evaluation reads was trained.
-class AdditionTask : public SequenceBase {
+class ArithmeticTask : public SequenceBase {
  public:
-  static constexpr int64_t kPlus = 11;
-  explicit AdditionTask(const TaskConfig& cfg)
-      : SequenceBase(cfg, "addition"),
+  enum class Op { Add, Multiply };
+  static constexpr int64_t kOperator = 11;
+  ArithmeticTask(const TaskConfig& cfg, std::string name, Op op)
+      : SequenceBase(cfg, std::move(name)),
+        op_(op),
         positions_(cfg.options.get_string("positions")),
         offset_(cfg.options.get_int("position_offset")),
         independent_(cfg.options.get_string("operands") == "independent"),
         pad_(cfg.options.get_bool("pad_operands")),
-        hints_(cfg.options.get_int("index_hints")) {
+        hints_(op == Op::Add ? cfg.options.get_int("index_hints") : 0) {  // multiplication declares no hints
     if (hints_ > 0 && positions_ != "sequence")
       throw ConfigError("task.index_hints and task.positions=" + positions_ +
                         " both mark a digit's significance: set one of them (task.positions=sequence with hints)");
@@ -166,13 +172,15 @@ class AdditionTask : public SequenceBase {
                         " digits of a sum of task.max_length=" + std::to_string(cfg.max_length) + " digits");
   }
   /// One past the largest id of an example whose longer operand has `length` digits (offsets included); 0 for sequence.
-  static int64_t positions_end(const std::string& mode, int64_t length, int64_t offset) {
-    if (mode == "abacus") return length + 2 + offset;   // the sum's last digit: 1 + m, plus k
+  static int64_t positions_end(Op op, const std::string& mode, int64_t length, int64_t offset) {
+    if (mode == "abacus")  // the answer's last digit: 1 + m (sum) or 2m (product, of at most 2m digits), plus k
+      return (op == Op::Add ? length + 2 : 2 * length + 1) + offset;
     if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + m + 2
     return 0;
   }
-  int64_t vocab_size() const override { return kPlus + hints_; }
+  int64_t vocab_size() const override { return kOperator + hints_; }
   int64_t sequence_length(int64_t length) const override {
+    if (op_ == Op::Multiply) return 4 * length + 2;       // n, '*', n, SEP, 2n
     return hints_ > 0 ? 6 * length + 4 : 3 * length + 3;  // hints double the digits
   }
   void check_eval_length(int64_t length) const override {
@@ -217,60 +225,86 @@ class AdditionTask : public SequenceBase {
         position_ids(wa, wb, n, offsets));
   }
 
-  /// Puts the hint of each digit's significance before it: hint i is token kPlus + 1 + start + i.
+  /// Puts the hint of each digit's significance before it: hint i is token kOperator + 1 + start + i.
   static void add_hints(int64_t wa, int64_t wb, int64_t start, std::vector<int64_t>& input,
                         std::vector<int64_t>& answer) {
     auto hinted = [&](const int64_t* digits, int64_t n, std::vector<int64_t>& out) {
       for (int64_t i = 0; i < n; ++i) {
-        out.push_back(kPlus + 1 + start + i);
+        out.push_back(kOperator + 1 + start + i);
         out.push_back(digits[i]);
       }
     };
     std::vector<int64_t> plain_input;
     plain_input.swap(input);  // a (wa digits) '+' b (wb digits)
     hinted(plain_input.data(), wa, input);
-    input.push_back(kPlus);
+    input.push_back(kOperator);
     hinted(plain_input.data() + wa + 1, wb, input);
     std::vector<int64_t> plain_answer;
     plain_answer.swap(answer);
     hinted(plain_answer.data(), static_cast<int64_t>(plain_answer.size()), answer);
   }
 
-  /// a (na digits) + b (nb digits), written with wa >= na and wb >= nb digits.
-  static void example(int64_t na, int64_t nb, int64_t wa, int64_t wb, std::mt19937_64& rng, std::vector<int64_t>& input,
-                      std::vector<int64_t>& answer) {
+  /// a (na digits) op b (nb digits), written with wa >= na and wb >= nb digits.
+  void example(int64_t na, int64_t nb, int64_t wa, int64_t wb, std::mt19937_64& rng, std::vector<int64_t>& input,
+               std::vector<int64_t>& answer) const {
     std::uniform_int_distribution<int> digit(0, 9);
     std::vector<int> a(wa, 0), b(wb, 0);
     for (int64_t i = 0; i < na; ++i) a[i] = digit(rng);
     for (int64_t i = 0; i < nb; ++i) b[i] = digit(rng);
     for (int d : a) input.push_back(d + 1);
-    input.push_back(kPlus);
+    input.push_back(kOperator);
     for (int d : b) input.push_back(d + 1);
-    int carry = 0;
-    const int64_t m = std::max(wa, wb);
-    for (int64_t i = 0; i < m; ++i) {  // least-significant digit first
-      const int s = (i < wa ? a[i] : 0) + (i < wb ? b[i] : 0) + carry;
-      answer.push_back(s % 10 + 1);
-      carry = s / 10;
-    }
-    answer.push_back(carry + 1);
+    for (int d : op_ == Op::Add ? sum(a, b) : product(a, b)) answer.push_back(d + 1);
   }
 
-  /// The ids of `wa digits + wb digits SEP` and an (m + 1)-digit sum, m = max(wa, wb).
+  /// Least-significant digit first: max(len) + 1 digits.
+  static std::vector<int> sum(const std::vector<int>& a, const std::vector<int>& b) {
+    std::vector<int> s;
+    int carry = 0;
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      const int d = (i < a.size() ? a[i] : 0) + (i < b.size() ? b[i] : 0) + carry;
+      s.push_back(d % 10);
+      carry = d / 10;
+    }
+    s.push_back(carry);
+    return s;
+  }
+  /// Least-significant digit first: len(a) + len(b) digits (the long multiplication of school).
+  static std::vector<int> product(const std::vector<int>& a, const std::vector<int>& b) {
+    std::vector<int> p(a.size() + b.size(), 0);
+    for (size_t i = 0; i < a.size(); ++i) {
+      int carry = 0;
+      for (size_t j = 0; j < b.size(); ++j) {
+        const int d = p[i + j] + a[i] * b[j] + carry;
+        p[i + j] = d % 10;
+        carry = d / 10;
+      }
+      for (size_t k = i + b.size(); carry > 0; ++k) {  // k < a.size() + b.size(): the product fits
+        const int d = p[k] + carry;
+        p[k] = d % 10;
+        carry = d / 10;
+      }
+    }
+    return p;
+  }
+
+  /// The ids of `wa digits op wb digits SEP` and the answer: an (m + 1)-digit
+  /// sum, m = max(wa, wb), or a (wa + wb)-digit product.
   std::vector<std::vector<int64_t>> position_ids(int64_t wa, int64_t wb, int64_t n, std::mt19937_64* offsets) const {
     if (positions_ == "sequence") return {};
     const int64_t m = std::max(wa, wb);
+    const int64_t answer_digits = op_ == Op::Add ? m + 1 : wa + wb;
     std::uniform_int_distribution<int64_t> draw(0, offset_);
     std::vector<std::vector<int64_t>> rows;
     const int64_t batch_k = positions_ == "abacus" && offsets ? draw(*offsets) : 0;  // one per batch
     for (int64_t r = 0; r < n; ++r) {
       std::vector<int64_t> ids;
       if (positions_ == "abacus") {
-        for (int64_t i = 0; i < wa; ++i) ids.push_back(1 + i + batch_k);  // a
-        ids.push_back(0);                                                 // '+'
-        for (int64_t i = 0; i < wb; ++i) ids.push_back(1 + i + batch_k);  // b
-        ids.push_back(0);                                                 // SEP
-        for (int64_t i = 0; i <= m; ++i) ids.push_back(1 + i + batch_k);  // the sum
+        for (int64_t i = 0; i < wa; ++i) ids.push_back(1 + i + batch_k);             // a
+        ids.push_back(0);                                                            // the operator
+        for (int64_t i = 0; i < wb; ++i) ids.push_back(1 + i + batch_k);             // b
+        ids.push_back(0);                                                            // SEP
+        for (int64_t i = 0; i < answer_digits; ++i) ids.push_back(1 + i + batch_k);  // the sum or product
       } else {
         const int64_t start = offsets ? draw(*offsets) : 0;             // one per example
         for (int64_t i = 0; i < wa; ++i) ids.push_back(start + i + 1);  // a
@@ -284,6 +318,7 @@ class AdditionTask : public SequenceBase {
     return rows;
   }
 
+  Op op_;
   std::string positions_;
   int64_t offset_;
   bool independent_, pad_;
@@ -323,22 +358,24 @@ TaskInfo sort_task_info() {
   return permutation_info<PermutationTask::Kind::Sort>("sort",
                                                        "x SEP -> x sorted (decoder; the generative twin of ordering)");
 }
-TaskInfo addition_task_info() {
-  TaskInfo t = sequence_info("addition",
-                             "a + b SEP -> a+b, least-significant digit first; length n: two n-digit operands and "
-                             "an (n+1)-digit sum (decoder; task.operands draws the two lengths apart)");
-  t.options = {
-      {"positions",
-       OptionKind::String,
-       "sequence",
-       "position ids: sequence (0..T-1), abacus (1 + a digit's index in its number, McLeish et al. 2024) or coupled "
-       "(one id per significance in a, b and the sum, Cho et al. 2024); read by the embedding scheme",
-       0,
-       0,
-       {"sequence", "abacus", "coupled"}},
+namespace {
+
+/// The options addition and multiplication share; `addition` adds coupled ids and index hints.
+std::vector<OptionSpec> arithmetic_options(bool addition) {
+  std::vector<OptionSpec> options = {
+      {"positions", OptionKind::String, "sequence",
+       addition ? "position ids: sequence (0..T-1), abacus (1 + a digit's index in its number, McLeish et al. 2024) "
+                  "or coupled (one id per significance in a, b and the sum, Cho et al. 2024); read by the embedding "
+                  "scheme"
+                : "position ids: sequence (0..T-1) or abacus (1 + a digit's index in its number, McLeish et al. "
+                  "2024); read by the embedding scheme",
+       0, 0,
+       addition ? std::vector<std::string>{"sequence", "abacus", "coupled"}
+                : std::vector<std::string>{"sequence", "abacus"}},
       {"position_offset", OptionKind::Int, 0,
-       "training only: abacus adds a random k in [0, this] per batch to every digit's id, coupled starts each "
-       "example's ids at a random offset in [0, this]",
+       addition ? "training only: abacus adds a random k in [0, this] per batch to every digit's id, coupled starts "
+                  "each example's ids at a random offset in [0, this]"
+                : "training only: abacus adds a random k in [0, this] per batch to every digit's id",
        0, 1 << 20},
       {"operands",
        OptionKind::String,
@@ -349,19 +386,48 @@ TaskInfo addition_task_info() {
        0,
        {"equal", "independent"}},
       {"pad_operands", OptionKind::Bool, false, "write the shorter operand with leading zeros to the longer's length"},
-      {"index_hints", OptionKind::Int, 0,
-       "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H ordered hints "
-       "(Zhou et al. 2023, 2024); training starts an example's hints at a random one, evaluation at the first",
-       0, 1024},
   };
+  if (addition)
+    options.push_back({"index_hints", OptionKind::Int, 0,
+                       "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H "
+                       "ordered hints (Zhou et al. 2023, 2024); training starts an example's hints at a random one, "
+                       "evaluation at the first",
+                       0, 1024});
+  return options;
+}
+
+TaskInfo arithmetic_info(const std::string& name, const std::string& description, ArithmeticTask::Op op) {
+  TaskInfo t = sequence_info(name, description);
+  t.options = arithmetic_options(op == ArithmeticTask::Op::Add);
   t.has_operands = true;
-  // The vocabulary is 11 tokens plus task.index_hints: AdditionTask::vocab_size.
+  // The vocabulary is 11 tokens plus task.index_hints: ArithmeticTask::vocab_size.
   t.length_unit = "digits per operand";
-  t.make = [](const TaskConfig& cfg) { return std::make_unique<AdditionTask>(cfg); };
-  t.positions_end = [](const TaskConfig& cfg, int64_t length) {
-    return AdditionTask::positions_end(cfg.options.get_string("positions"), length,
-                                       cfg.options.get_int("position_offset"));
+  t.make = [name, op](const TaskConfig& cfg) { return std::make_unique<ArithmeticTask>(cfg, name, op); };
+  t.positions_end = [op](const TaskConfig& cfg, int64_t length) {
+    return ArithmeticTask::positions_end(op, cfg.options.get_string("positions"), length,
+                                         cfg.options.get_int("position_offset"));
   };
+  return t;
+}
+
+}  // namespace
+
+TaskInfo addition_task_info() {
+  return arithmetic_info("addition",
+                         "a + b SEP -> a+b, least-significant digit first; length n: two n-digit operands and "
+                         "an (n+1)-digit sum (decoder; task.operands draws the two lengths apart)",
+                         ArithmeticTask::Op::Add);
+}
+TaskInfo multiplication_task_info() {
+  TaskInfo t = arithmetic_info("multiplication",
+                               "a * b SEP -> a*b, least-significant digit first; length n: two n-digit operands and "
+                               "a 2n-digit product (decoder; task.operands draws the two lengths apart)",
+                               ArithmeticTask::Op::Multiply);
+  // Every digit of a product depends on every digit of the operands below it:
+  // lengths that a small model learns on a CPU, and twice them.
+  t.default_min_length = 2;
+  t.default_max_length = 4;
+  t.default_eval_lengths = {2, 3, 4, 5, 6, 8};
   return t;
 }
 
