@@ -5,7 +5,9 @@
 
 #include <set>
 
+#include "cli_helpers.h"
 #include "helpers.h"
+#include "reliability_helpers.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/evaluate.h"
@@ -131,6 +133,41 @@ TEST(Multiplication, AbacusIdsCountInsideEachNumber) {
   EXPECT_GT(ks.size(), 4u) << "k is drawn from [0, 7]";
 }
 
+// N x k (task.multiplier_digits): b has k digits in training and in the
+// per-length sets; the operand grid still sets both.
+TEST(Multiplication, AFixedMultiplierGivesBItsDigitsAndTheGridStillSetsBoth) {
+  const auto task =
+      find_task("multiplication")
+          .make(addition_config({"task.multiplier_digits=2", "task.positions=\"abacus\""}, "multiplication").task);
+  for (int64_t step = 0; step < 20; ++step) {
+    const auto b = task->train_batch(step, 4, 0);
+    const Sum e = read_example(row_of(b.tokens, 0), b.answer_start);
+    EXPECT_GE(e.a.size(), 2u);
+    EXPECT_LE(e.a.size(), 6u);
+    EXPECT_EQ(e.b.size(), 2u);
+    EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b));
+  }
+  const auto set = task->fixed_set(9, 8, 1);
+  EXPECT_EQ(set.tokens.size(1), task->sequence_length(9)) << "9, '*', 2, SEP, 11";
+  EXPECT_EQ(task->sequence_length(9), 24);
+  const Sum nine = read_example(row_of(set.tokens, 0), set.answer_start);
+  EXPECT_EQ(nine.a.size(), 9u);
+  EXPECT_EQ(nine.b.size(), 2u);
+  // a0..a8 * b0 b1 SEP p0..p10
+  std::vector<int64_t> ids;
+  for (int64_t i = 1; i <= 9; ++i) ids.push_back(i);
+  ids.insert(ids.end(), {0, 1, 2, 0});
+  for (int64_t i = 1; i <= 11; ++i) ids.push_back(i);
+  EXPECT_EQ(row_of(set.positions, 0), ids);
+  const auto cell = task->fixed_operand_set(5, 5, 8, 1);
+  const Sum square = read_example(row_of(cell.tokens, 0), cell.answer_start);
+  EXPECT_EQ(square.b.size(), 5u) << "the grid's cell (5, 5) is 5 x 5";
+  EXPECT_EQ(cell.tokens.size(1), task->operand_sequence_length(5, 5));
+  const Config both = addition_config({"task.multiplier_digits=2", "task.operands=\"independent\""}, "multiplication");
+  EXPECT_NE(error_of([&] { find_task("multiplication").make(both.task); }).find("task.multiplier_digits=2 fixes"),
+            std::string::npos);
+}
+
 TEST(Multiplication, WhatOnlyAdditionDefinesIsRefusedNamingTheKey) {
   EXPECT_NE(config_error({"task.type=\"multiplication\"", "model.kind=\"decoder\"", "task.positions=\"coupled\""})
                 .find("task.positions"),
@@ -214,6 +251,28 @@ TEST(Addition, TheOperandGridIsCheckedWhenTheConfigIsRead) {
       << "the grid's longest operand must fit the table";
   const Config c = addition_config({"eval.operand_grid=[3,5]"});
   EXPECT_EQ(config_to_json(config_from_json(config_to_json(c))), config_to_json(c));
+}
+
+// A cell of the grid that the model cannot hold fails before the first step,
+// not after the training (when results.json would not be written).
+TEST(Addition, TheOperandGridsLargestCellIsCheckedBeforeTraining) {
+  posenc::testing::Scratch s("operand_grid_fit");
+  const auto r = posenc::testing::run_cli(
+      "train " + std::string(POSENC_SOURCE_DIR) + "/configs/addition.json --out " + s.path("run") +
+      " --set train.steps=5 --set model.positional.type=learned --set model.positional.max_positions=64"
+      " --set eval.lengths=[4] --set eval.operand_grid=[4,30] --no-progress");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(
+      r.output, "eval.operand_grid: the cell of two 30-digit operands: an example of 93 tokens");
+  EXPECT_FALSE(std::filesystem::exists(s.path("run/checkpoint.pt"))) << "nothing trained";
+  // Multiplication's cell of two n-digit operands is wider than its per-length set of n x 2.
+  const auto m = posenc::testing::run_cli(
+      "train " + std::string(POSENC_SOURCE_DIR) + "/configs/multiplication.json --out " + s.path("mul") +
+      " --set train.steps=5 --set task.positions=\"sequence\" --set model.positional.type=learned"
+      " --set model.positional.input=none --set model.positional.max_positions=64 --set task.multiplier_digits=2"
+      " --set eval.lengths=[20] --set eval.operand_grid=[2,20] --no-progress");
+  EXPECT_EQ(m.code, 2) << m.output;
+  posenc::testing::expect_one_line_error(m.output, "the cell of two 20-digit operands: an example of 82 tokens");
 }
 
 // The grid's diagonal holds the per-length sets: its cells score what eval.lengths scores there.

@@ -64,6 +64,12 @@ class Task {
                                       int64_t /*seed*/) const {
     throw std::logic_error("task " + info().name + " has no operands");
   }
+  /// A task of two operands: the tokens of an example whose operands have
+  /// `a_digits` and `b_digits` digits (the operand grid's cells are checked
+  /// against the model with it before anything runs).
+  virtual int64_t operand_sequence_length(int64_t a_digits, int64_t b_digits) const {
+    return sequence_length(a_digits > b_digits ? a_digits : b_digits);
+  }
   /// Throws ConfigError if an evaluation set of this length cannot be made
   /// (a held-out text shorter than one window); called before training starts.
   virtual void check_eval_length(int64_t /*length*/) const {}

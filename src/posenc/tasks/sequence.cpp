@@ -125,7 +125,10 @@ class PermutationTask : public SequenceTask {
 /// An example `a + b SEP s`: a of na digits and b of nb digits, least-significant
 /// digit first, and their sum s of m + 1 digits, m = max(na, nb), also
 /// least-significant first. For multiplication, `a * b SEP p`: their product p
-/// of wa + wb digits (the digits written, below), least-significant first. task.operands: `equal` draws one length n per batch
+/// of wa + wb digits (the digits written, below), least-significant first;
+/// task.multiplier_digits = k > 0 gives b k digits wherever the task draws it
+/// (Cho et al. 2024's N x 2 multiplication is k = 2), and the task length is
+/// then a's digits. task.operands: `equal` draws one length n per batch
 /// for both (na = nb = n); `independent` draws na and nb per batch, each from
 /// [min_length, max_length], as McLeish et al. and Cho et al. train; with
 /// task.pad_operands the shorter operand is written with leading zeros to m
@@ -162,7 +165,11 @@ class ArithmeticTask : public SequenceBase {
         offset_(cfg.options.get_int("position_offset")),
         independent_(cfg.options.get_string("operands") == "independent"),
         pad_(cfg.options.get_bool("pad_operands")),
-        hints_(op == Op::Add ? cfg.options.get_int("index_hints") : 0) {  // multiplication declares no hints
+        hints_(op == Op::Add ? cfg.options.get_int("index_hints") : 0),  // multiplication declares no hints
+        multiplier_(op == Op::Multiply ? cfg.options.get_int("multiplier_digits") : 0) {
+    if (multiplier_ > 0 && independent_)
+      throw ConfigError("task.operands=independent draws b's digits, which task.multiplier_digits=" +
+                        std::to_string(multiplier_) + " fixes: set one of them");
     if (hints_ > 0 && positions_ != "sequence")
       throw ConfigError("task.index_hints and task.positions=" + positions_ +
                         " both mark a digit's significance: set one of them (task.positions=sequence with hints)");
@@ -171,17 +178,27 @@ class ArithmeticTask : public SequenceBase {
                         std::to_string(cfg.max_length + 1) +
                         " digits of a sum of task.max_length=" + std::to_string(cfg.max_length) + " digits");
   }
-  /// One past the largest id of an example whose longer operand has `length` digits (offsets included); 0 for sequence.
-  static int64_t positions_end(Op op, const std::string& mode, int64_t length, int64_t offset) {
-    if (mode == "abacus")  // the answer's last digit: 1 + m (sum) or 2m (product, of at most 2m digits), plus k
-      return (op == Op::Add ? length + 2 : 2 * length + 1) + offset;
+  /// One past the largest id of an example of `length` (a's digits; b's too
+  /// unless multiplier_digits fixes them), or of two operands of `length` digits
+  /// (an operand grid's cell), offsets included; 0 for sequence.
+  static int64_t positions_end(Op op, const TaskConfig& cfg, int64_t length) {
+    const std::string mode = cfg.options.get_string("positions");
+    const int64_t offset = cfg.options.get_int("position_offset");
+    if (mode == "abacus") {  // the answer's last digit: 1 + m (sum) or its digit count (product), plus k
+      if (op == Op::Add) return length + 2 + offset;
+      return length + std::max(length, cfg.options.get_int("multiplier_digits")) + 1 + offset;
+    }
     if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + m + 2
     return 0;
   }
   int64_t vocab_size() const override { return kOperator + hints_; }
-  int64_t sequence_length(int64_t length) const override {
-    if (op_ == Op::Multiply) return 4 * length + 2;       // n, '*', n, SEP, 2n
-    return hints_ > 0 ? 6 * length + 4 : 3 * length + 3;  // hints double the digits
+  int64_t sequence_length(int64_t length) const override { return operand_sequence_length(length, b_digits(length)); }
+  int64_t operand_sequence_length(int64_t a_digits, int64_t b_digits) const override {
+    const int64_t wa = pad_ ? std::max(a_digits, b_digits) : a_digits,
+                  wb = pad_ ? std::max(a_digits, b_digits) : b_digits;
+    if (op_ == Op::Multiply) return 2 * (wa + wb) + 2;  // a, '*', b, SEP, a product of wa + wb digits
+    const int64_t digits = wa + wb + std::max(wa, wb) + 1;
+    return (hints_ > 0 ? 2 * digits : digits) + 2;  // '+' and SEP; hints double the digits
   }
   void check_eval_length(int64_t length) const override {
     if (hints_ > 0 && length + 1 > hints_)
@@ -193,7 +210,7 @@ class ArithmeticTask : public SequenceBase {
   TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
     std::uniform_int_distribution<int64_t> digits(cfg_.min_length, cfg_.max_length);
-    const int64_t na = digits(rng), nb = independent_ ? digits(rng) : na;
+    const int64_t na = digits(rng), nb = independent_ ? digits(rng) : b_digits(na);
     // The position offsets draw from a stream of their own: the tokens are the
     // same whatever task.positions says.
     std::mt19937_64 offsets(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x706f73u}));
@@ -201,10 +218,10 @@ class ArithmeticTask : public SequenceBase {
   }
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-    return operand_batch(length, length, n, rng, nullptr);
+    return operand_batch(length, b_digits(length), n, rng, nullptr);
   }
   TaskBatch fixed_operand_set(int64_t a_digits, int64_t b_digits, int64_t n, int64_t seed) const override {
-    if (a_digits == b_digits) return fixed_set(a_digits, n, seed);  // the per-length set's examples
+    if (a_digits == b_digits && multiplier_ == 0) return fixed_set(a_digits, n, seed);  // the per-length set's examples
     std::mt19937_64 rng(mix_seed(
         {static_cast<uint64_t>(seed), static_cast<uint64_t>(a_digits), static_cast<uint64_t>(b_digits), 0x6f7073u}));
     return operand_batch(a_digits, b_digits, n, rng, nullptr);
@@ -224,6 +241,9 @@ class ArithmeticTask : public SequenceBase {
         },
         position_ids(wa, wb, n, offsets));
   }
+
+  /// b's digits where a has `a_digits` and the draw does not decide them.
+  int64_t b_digits(int64_t a_digits) const { return multiplier_ > 0 ? multiplier_ : a_digits; }
 
   /// Puts the hint of each digit's significance before it: hint i is token kOperator + 1 + start + i.
   static void add_hints(int64_t wa, int64_t wb, int64_t start, std::vector<int64_t>& input,
@@ -323,6 +343,7 @@ class ArithmeticTask : public SequenceBase {
   int64_t offset_;
   bool independent_, pad_;
   int64_t hints_;
+  int64_t multiplier_;  // b's digits where fixed; 0: drawn like a's
 };
 
 TaskInfo sequence_info(const std::string& name, const std::string& description) {
@@ -387,6 +408,12 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
        {"equal", "independent"}},
       {"pad_operands", OptionKind::Bool, false, "write the shorter operand with leading zeros to the longer's length"},
   };
+  if (!addition)
+    options.push_back({"multiplier_digits", OptionKind::Int, 0,
+                       "0: b is drawn like a (task.operands); k > 0: b has k digits in training and in the "
+                       "per-length evaluation sets, whose length is then a's digits (Cho et al. 2024 train N x 2 "
+                       "multiplication: k = 2); eval.operand_grid still sets both",
+                       0, 64});
   if (addition)
     options.push_back({"index_hints", OptionKind::Int, 0,
                        "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H "
@@ -404,8 +431,7 @@ TaskInfo arithmetic_info(const std::string& name, const std::string& description
   t.length_unit = "digits per operand";
   t.make = [name, op](const TaskConfig& cfg) { return std::make_unique<ArithmeticTask>(cfg, name, op); };
   t.positions_end = [op](const TaskConfig& cfg, int64_t length) {
-    return ArithmeticTask::positions_end(op, cfg.options.get_string("positions"), length,
-                                         cfg.options.get_int("position_offset"));
+    return ArithmeticTask::positions_end(op, cfg, length);
   };
   return t;
 }

@@ -248,6 +248,19 @@ void require_memory(double need, torch::Device device, const std::string& what, 
                                 detail, describe_budget(budget), advice));
 }
 
+namespace {
+
+/// The operand grid's largest cell (two operands of its most digits): the
+/// digits and the tokens of an example; {0, 0} without a grid.
+std::pair<int64_t, int64_t> largest_operand_cell(const Task& task, const EvaluationSpec& spec) {
+  const auto& grid = spec.sets.operand_grid;
+  if (grid.empty() || !task.info().has_operands) return {0, 0};
+  const int64_t digits = *std::max_element(grid.begin(), grid.end());
+  return {digits, task.operand_sequence_length(digits, digits)};
+}
+
+}  // namespace
+
 void check_evaluation_lengths(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                               const std::vector<int64_t>& lengths) {
   if (spec.sets.oracle_length && (task.info().metric != TaskMetric::ExactMatch || task.end_token() == 0))
@@ -258,11 +271,25 @@ void check_evaluation_lengths(const Transformer& model, const Task& task, const 
     task.check_eval_length(length);
     model->check_length(task.sequence_length(length), spec.training_positions_end > 0);
   }
+  if (const auto [digits, tokens] = largest_operand_cell(task, spec); digits > 0) {
+    task.check_eval_length(digits);
+    try {
+      model->check_length(tokens, spec.training_positions_end > 0);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("eval.operand_grid: the cell of two {}-digit operands: {}", digits, e.what()));
+    }
+  }
 }
 
 void check_evaluation_fits(const Transformer& model, const Task& task, const EvaluationSpec& spec,
                            const std::vector<int64_t>& lengths, torch::Device device) {
   check_evaluation_lengths(model, task, spec, lengths);
+  if (const auto [digits, tokens] = largest_operand_cell(task, spec); digits > 0)
+    require_memory(
+        evaluation_memory_bytes(model, tokens, spec.sets.samples_per_length, spec.sets.max_batch_tokens, device),
+        device, fmt::format("the operand grid's cell of two {}-digit operands", digits),
+        fmt::format("{} examples of {} tokens", spec.sets.samples_per_length, tokens),
+        "lower eval.max_batch_tokens or eval.samples_per_length, or leave the largest digits out of eval.operand_grid");
   for (int64_t length : lengths) {
     const int64_t tokens = task.sequence_length(length);
     const int64_t batch = evaluation_batch_size(model, tokens, spec.sets.max_batch_tokens);
@@ -578,8 +605,9 @@ OperandGrid evaluate_operand_grid(Transformer& model, const Task& task, const Ev
                                   const std::vector<int64_t>& digits, torch::Device device) {
   if (!task.info().has_operands)
     throw ConfigError("eval.operand_grid: task " + task.info().name + " has no operands whose lengths could differ");
-  const int64_t longest = *std::max_element(digits.begin(), digits.end());
-  check_evaluation_fits(model, task, spec, {longest}, device);  // the largest cell holds two operands of that length
+  EvaluationSpec grid_spec = spec;
+  grid_spec.sets.operand_grid = digits;
+  check_evaluation_fits(model, task, grid_spec, {}, device);  // the largest cell: two operands of the most digits
   OperandGrid grid;
   grid.digits = digits;
   for (const int64_t a : digits) {
