@@ -165,7 +165,9 @@ def plot_accuracy(summary, out):
             ax.set_ylim(-2, 102)
         else:
             ax.set_yscale("log")
-        ax.set_xlabel("context length (characters)" if metric == "perplexity" else "evaluation length (tokens)")
+        # The task's unit (summary.json's length_unit; summaries written before it name none).
+        unit = first.get("length_unit") or "tokens"
+        ax.set_xlabel("context length (characters)" if metric == "perplexity" else f"evaluation length ({unit})")
         ax.set_ylabel(METRIC_LABEL.get(metric, metric))
         ax.set_title(f"{task}: qkv={qkv}" + (f", pooling={pooling}" if metric == "accuracy" else ""))
         ax.grid(alpha=0.3)

@@ -166,9 +166,9 @@ const std::vector<Key<TaskConfig>>& task_keys() {
   static const std::vector<Key<TaskConfig>> keys = {
       string_key("type", &TaskConfig::type,
                  "the task (posenc list); its own options go beside type in this block (name: its old spelling)"),
-      int_key(
-          "min_length", &TaskConfig::min_length, 2, 1 << 20,
-          "shortest training length, in the task's unit (tokens; digits per operand for addition and multiplication)"),
+      int_key("min_length", &TaskConfig::min_length, 2, 1 << 20,
+              "shortest training length, in the task's unit (tokens; digits of an operand for addition and "
+              "multiplication)"),
       int_key("max_length", &TaskConfig::max_length, 2, 1 << 20,
               "longest training length; lengths are drawn uniformly per batch"),
   };

@@ -303,6 +303,33 @@ Table table_rows(const ComparisonSummary& s) {
   return rows;
 }
 
+/// What a task's lengths count (TaskInfo::length_unit); empty for a task
+/// posenc no longer has (a summary of old runs).
+std::string length_unit_of(const std::string& task) {
+  for (const auto& t : task_registry())
+    if (t.name == task) return t.length_unit;
+  return "";
+}
+
+/// "the task's unit: digits of a", or for a grid of tasks "each task's unit:
+/// input tokens for copy, reverse and sort; actions for scan".
+std::string units_note(const ComparisonSummary& s) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> tasks_of;  // unit -> its tasks, as first seen
+  for (const auto& v : s.variants) {
+    const std::string unit = length_unit_of(v.task);
+    if (unit.empty()) continue;
+    auto at = std::find_if(tasks_of.begin(), tasks_of.end(), [&](const auto& e) { return e.first == unit; });
+    if (at == tasks_of.end()) at = tasks_of.insert(tasks_of.end(), {unit, {}});
+    if (std::find(at->second.begin(), at->second.end(), v.task) == at->second.end()) at->second.push_back(v.task);
+  }
+  if (tasks_of.empty()) return "";
+  if (tasks_of.size() == 1 && tasks_of.front().second.size() == 1)
+    return " (the task's unit: " + tasks_of.front().first + ")";
+  std::string out;
+  for (const auto& [unit, tasks] : tasks_of) out += (out.empty() ? "" : "; ") + unit + " for " + join(tasks, ", ");
+  return " (each task's unit: " + out + ")";
+}
+
 std::string spread_note(const ComparisonSummary& s) {
   int max_seeds = 0;
   for (const auto& v : s.variants) max_seeds = std::max<int>(max_seeds, static_cast<int>(v.seeds.size()));
@@ -323,8 +350,7 @@ std::string protocol_lines(const ComparisonSummary& s) {
         (kPerplexityTolerance - 1) * 100);
   if (!s.tasks.empty() || (!s.variants.empty() && s.variants.front().metric != "accuracy"))
     return fmt::format(
-               "Trained {} steps of batch {} on lengths {}-{} (the task's unit: input tokens for copy, reverse and "
-               "sort; answer tokens for SCAN and translation). "
+               "Trained {} steps of batch {} on lengths {}-{}{}. "
                "In-dist: {} validation examples over lengths {}-{}, exact match with teacher forcing (equal to greedy "
                "decoding's). Each length: the same examples (up to {}; eval seed {}) for every variant, scored by "
                "greedy "
@@ -333,9 +359,9 @@ std::string protocol_lines(const ComparisonSummary& s) {
                "training. "
                "{}. \"extrapolates to\": the longest length up to which every evaluated length keeps >= {:.0f}% of the "
                "in-distribution score above chance (0 for exact match); \"not learned\": in-dist < {}.",
-               s.steps, s.batch_size, s.train_min_length, s.train_max_length, s.val_samples, s.train_min_length,
-               s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100,
-               kLearnedAccuracy) +
+               s.steps, s.batch_size, s.train_min_length, s.train_max_length, units_note(s), s.val_samples,
+               s.train_min_length, s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s),
+               kRetainedMargin * 100, kLearnedAccuracy) +
            (any_bleu(s) ? " BLEU within / beyond: corpus BLEU (4-gram, brevity penalty, 0-100) of the greedy answers "
                           "over the evaluated lengths within / beyond training, mean (± std) over seeds."
                         : "");
@@ -377,6 +403,7 @@ json summary_to_json(const ComparisonSummary& s) {
     }
     json variant = {{"variant", v.variant},
                     {"task", v.task},
+                    {"length_unit", length_unit_of(v.task)},
                     {"metric", v.metric},
                     {"scheme", v.scheme},
                     {"qkv", v.qkv},

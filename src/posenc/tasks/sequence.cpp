@@ -451,6 +451,7 @@ TaskInfo multiplication_task_info() {
                                ArithmeticTask::Op::Multiply);
   // Every digit of a product depends on every digit of the operands below it:
   // lengths that a small model learns on a CPU, and twice them.
+  t.length_unit = "digits of a";  // b's too, unless task.multiplier_digits fixes them
   t.default_min_length = 2;
   t.default_max_length = 4;
   t.default_eval_lengths = {2, 3, 4, 5, 6, 8};
