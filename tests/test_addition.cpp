@@ -131,6 +131,16 @@ TEST(Multiplication, AbacusIdsCountInsideEachNumber) {
     EXPECT_LT(ids.back(), find_task("multiplication").positions_end(shifted.task, shifted.task.max_length));
   }
   EXPECT_GT(ks.size(), 4u) << "k is drawn from [0, 7]";
+  // A multiplier longer than a, padded: a is written with as many digits, and
+  // the product's ids still end before positions_end.
+  const Config padded = addition_config(
+      {"task.positions=\"abacus\"", "task.multiplier_digits=5", "task.pad_operands=true"}, "multiplication");
+  const auto wide = find_task("multiplication").make(padded.task);
+  for (const int64_t length : {2, 6}) {
+    const auto ids = row_of(wide->fixed_set(length, 2, 0).positions, 0);
+    EXPECT_LT(*std::max_element(ids.begin(), ids.end()), find_task("multiplication").positions_end(padded.task, length))
+        << length << " digits of a, b of 5, both written with " << std::max<int64_t>(length, 5);
+  }
 }
 
 // N x k (task.multiplier_digits): b has k digits in training and in the

@@ -186,7 +186,9 @@ class ArithmeticTask : public SequenceBase {
     const int64_t offset = cfg.options.get_int("position_offset");
     if (mode == "abacus") {  // the answer's last digit: 1 + m (sum) or its digit count (product), plus k
       if (op == Op::Add) return length + 2 + offset;
-      return length + std::max(length, cfg.options.get_int("multiplier_digits")) + 1 + offset;
+      // b has at most max(length, k) digits; padding writes a with as many.
+      const int64_t b = std::max(length, cfg.options.get_int("multiplier_digits"));
+      return (cfg.options.get_bool("pad_operands") ? 2 * b : length + b) + 1 + offset;
     }
     if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + m + 2
     return 0;
