@@ -71,7 +71,6 @@ inline std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-/// The parameters stored in a checkpoint, in model order.
 /// The error reading a config of these overrides gives, or "(no error)".
 inline std::string config_error(std::initializer_list<std::string> overrides) {
   return error_of([&] {
@@ -81,6 +80,7 @@ inline std::string config_error(std::initializer_list<std::string> overrides) {
   });
 }
 
+/// The parameters stored in a checkpoint, in model order.
 inline std::vector<torch::Tensor> parameters_of(const std::string& ckpt) {
   auto model = load_model(ckpt, torch::kCPU);
   std::vector<torch::Tensor> out;

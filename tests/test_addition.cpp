@@ -24,7 +24,7 @@ using posenc::testing::error_of;
 
 namespace {
 
-Config addition_config(std::initializer_list<std::string> extra, const std::string& task = "addition") {
+Config addition_config(const std::vector<std::string>& extra, const std::string& task = "addition") {
   std::vector<std::string> o = {"model.kind=\"decoder\"",
                                 "model.d_model=32",
                                 "model.heads=2",
@@ -143,6 +143,49 @@ TEST(Multiplication, AbacusIdsCountInsideEachNumber) {
   }
 }
 
+// Coupled ids (Cho et al. 2024): a's, b's and the product's digits of one
+// significance share an id, and the token that predicts digit j carries j's.
+TEST(Multiplication, CoupledIdsGiveEachSignificanceOneId) {
+  const Config plain = addition_config({"task.positions=\"coupled\""}, "multiplication");
+  const auto coupled = find_task("multiplication").make(plain.task);
+  // a0 a1 * b0 b1 b2 SEP p0 p1 p2 p3 p4: SEP predicts p0 (the units, id 1), p4 predicts nothing.
+  EXPECT_EQ(row_of(coupled->fixed_operand_set(2, 3, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 2, 0, 1, 2, 3, 1, 2, 3, 4, 5, 6}));
+  // Training starts each example's ids at its own offset in [0, position_offset]; the tokens do not change.
+  const Config shifted = addition_config({"task.positions=\"coupled\"", "task.position_offset=9"}, "multiplication");
+  const auto task = find_task("multiplication").make(shifted.task);
+  std::set<int64_t> starts;
+  for (int64_t step = 0; step < 20; ++step) {
+    const auto b = task->train_batch(step, 4, 0);
+    EXPECT_TRUE(torch::equal(b.tokens, coupled->train_batch(step, 4, 0).tokens));
+    for (int64_t r = 0; r < 4; ++r) {
+      const auto ids = row_of(b.positions, r);
+      const Sum e = read_example(row_of(b.tokens, r), b.answer_start);
+      const int64_t start = ids[0] - 1, na = static_cast<int64_t>(e.a.size());
+      starts.insert(start);
+      EXPECT_EQ(ids[na], 0) << "the operator";
+      EXPECT_EQ(ids[na + 1], start + 1) << "b's units share a's";
+      EXPECT_EQ(ids[b.answer_start - 1], start + 1) << "SEP predicts the units";
+      EXPECT_EQ(ids.back(), start + static_cast<int64_t>(e.s.size()) + 1) << "the product's last digit";
+      EXPECT_LT(ids.back(), find_task("multiplication").positions_end(shifted.task, shifted.task.max_length));
+    }
+  }
+  EXPECT_GT(starts.size(), 5u) << "starts are drawn per example from [0, 9]";
+  // N x 2, and b longer than a and padded: the last id still ends before positions_end.
+  for (const auto& options : {std::vector<std::string>{"task.multiplier_digits=2"},
+                              std::vector<std::string>{"task.multiplier_digits=5", "task.pad_operands=true"}}) {
+    std::vector<std::string> o = options;
+    o.push_back("task.positions=\"coupled\"");
+    const Config c = addition_config(o, "multiplication");
+    const auto t = find_task("multiplication").make(c.task);
+    for (const int64_t length : {2, 6, 9}) {
+      const auto ids = row_of(t->fixed_set(length, 2, 0).positions, 0);
+      EXPECT_LT(*std::max_element(ids.begin(), ids.end()), find_task("multiplication").positions_end(c.task, length))
+          << length << " digits of a";
+    }
+  }
+}
+
 // N x k (task.multiplier_digits): b has k digits in training and in the
 // per-length sets; the operand grid still sets both.
 TEST(Multiplication, AFixedMultiplierGivesBItsDigitsAndTheGridStillSetsBoth) {
@@ -179,9 +222,6 @@ TEST(Multiplication, AFixedMultiplierGivesBItsDigitsAndTheGridStillSetsBoth) {
 }
 
 TEST(Multiplication, WhatOnlyAdditionDefinesIsRefusedNamingTheKey) {
-  EXPECT_NE(config_error({"task.type=\"multiplication\"", "model.kind=\"decoder\"", "task.positions=\"coupled\""})
-                .find("task.positions"),
-            std::string::npos);
   EXPECT_NE(config_error({"task.type=\"multiplication\"", "model.kind=\"decoder\"", "task.index_hints=8"})
                 .find("index_hints"),
             std::string::npos);

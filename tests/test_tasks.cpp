@@ -2,7 +2,9 @@
 // covered here without editing this file), and each task's own meaning.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "helpers.h"
 #include "posenc/tasks/task.h"
@@ -195,6 +197,48 @@ TEST(Tasks, SequenceAnswersAreCopiesReversalsSortsAndSums) {
       }
     }
   }
+}
+
+// Coupled ids (Cho et al. 2024) on copy and reverse: the token that predicts
+// an answer token carries the id of the token of x it must copy, so in every
+// example the source of each prediction is the one token of x at id distance 0.
+TEST(Tasks, CoupledIdsPutTheSourceOfEveryAnswerTokenAtTheSameId) {
+  for (const std::string name : {"copy", "reverse"}) {
+    const Config c = task_config(name, {"task.positions=\"coupled\"", "task.position_offset=20"});
+    const auto task = make_task(c.task);
+    const auto counted = make_task(task_config(name).task);
+    std::set<int64_t> starts;
+    for (int64_t step = 0; step < 30; ++step) {
+      const auto b = task->train_batch(step, 4, 0);
+      ASSERT_TRUE(b.positions.defined()) << name;
+      EXPECT_TRUE(torch::equal(b.tokens, counted->train_batch(step, 4, 0).tokens))
+          << name << ": the ids change no token";
+      EXPECT_FALSE(counted->train_batch(step, 4, 0).positions.defined()) << name << ": sequence: the model counts";
+      const int64_t a = b.answer_start, T = b.tokens.size(1);
+      for (int64_t r = 0; r < 4; ++r) {
+        const auto tokens = row(b.tokens, r), ids = row(b.positions, r);
+        starts.insert(ids[0] - 1);
+        EXPECT_LT(*std::max_element(ids.begin(), ids.end()), find_task(name).positions_end(c.task, a - 1)) << name;
+        for (int64_t t = a - 1; t + 1 < T; ++t) {  // SEP .. the answer's last but one: each predicts tokens[t + 1]
+          int64_t matches = 0;
+          for (int64_t i = 0; i < a - 1; ++i)
+            if (ids[i] == ids[t]) {
+              ++matches;
+              EXPECT_EQ(tokens[i], tokens[t + 1]) << name << ": the prediction at " << t << " copies x_" << i;
+            }
+          EXPECT_EQ(matches, 1) << name << ": one token of x shares the id of position " << t;
+        }
+      }
+    }
+    EXPECT_GT(starts.size(), 10u) << name << ": starts are drawn per example from [0, 20]";
+    const auto eval = task->fixed_set(9, 3, 1);
+    EXPECT_EQ(row(eval.positions, 0)[0], 1) << name << ": evaluation starts at 0";
+  }
+  EXPECT_NE(
+      posenc::testing::config_error({"task.type=\"sort\"", "model.kind=\"decoder\"", "task.positions=\"coupled\""})
+          .find("task.positions"),
+      std::string::npos)
+      << "a sorted token's source depends on the tokens, not on positions";
 }
 
 TEST(Tasks, CharLmCoversTheHeldOutTextOnceAndRejectsBadFiles) {

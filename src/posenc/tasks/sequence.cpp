@@ -11,7 +11,7 @@
 //            abacus (McLeish et al. 2024) or coupled (Cho et al. 2024), below.
 //   multiplication
 //            x = a * b, the same way; y = their product, 2n digits,
-//            least-significant first; abacus ids as for addition.
+//            least-significant first; abacus and coupled ids as for addition.
 //
 // The task length is n (tokens of x; digits per operand for addition). Every
 // batch has one length, so nothing is padded.
@@ -76,33 +76,58 @@ class SequenceTask : public SequenceBase {
   TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
     const int64_t length = std::uniform_int_distribution<int64_t>(cfg_.min_length, cfg_.max_length)(rng);
-    return batch(length, batch_size, rng);
+    // Position offsets draw from a stream of their own: the tokens are the same whatever the ids.
+    std::mt19937_64 offsets(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x706f73u}));
+    return batch(length, batch_size, rng, &offsets);
   }
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-    return batch(length, n, rng);
+    return batch(length, n, rng, nullptr);
   }
 
  protected:
   /// One example: the prompt `x SEP` (input) and the answer y.
   virtual void example(int64_t length, std::mt19937_64& rng, std::vector<int64_t>& input,
                        std::vector<int64_t>& answer) const = 0;
+  /// The (n, T) ids of n examples of `length` (training draws offsets from
+  /// `offsets`; evaluation passes none); empty: the model counts 0..T-1.
+  virtual std::vector<std::vector<int64_t>> position_ids(int64_t /*length*/, int64_t /*n*/,
+                                                         std::mt19937_64* /*offsets*/) const {
+    return {};
+  }
 
  private:
-  TaskBatch batch(int64_t length, int64_t n, std::mt19937_64& rng) const {
+  TaskBatch batch(int64_t length, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets) const {
     return assemble(
-        n, [&](std::vector<int64_t>& input, std::vector<int64_t>& answer) { example(length, rng, input, answer); }, {});
+        n, [&](std::vector<int64_t>& input, std::vector<int64_t>& answer) { example(length, rng, input, answer); },
+        position_ids(length, n, offsets));
   }
 };
 
 /// copy, reverse and sort: x is `length` tokens drawn uniformly from 1..vocab_size.
+///
+/// task.positions=coupled (copy and reverse; Cho et al. 2024): x's tokens get
+/// start+1 .. start+n, and the token that predicts an answer token carries the
+/// id of the token of x it copies (for copy, SEP carries x_0's id and y_j
+/// x_{j+1}'s; for reverse, SEP carries x_{n-1}'s and y_j x_{n-2-j}'s), so
+/// the token to copy is always at id distance 0. The answer's last token
+/// predicts nothing: copy gives it start+n+1, reverse start. start is drawn
+/// per example from [0, position_offset] in training and is 0 in evaluation.
 class PermutationTask : public SequenceTask {
  public:
   enum class Kind { Copy, Reverse, Sort };
   PermutationTask(const TaskConfig& cfg, std::string name, Kind kind)
-      : SequenceTask(cfg, std::move(name)), kind_(kind) {}
+      : SequenceTask(cfg, std::move(name)),
+        kind_(kind),
+        coupled_(kind != Kind::Sort && cfg.options.get_string("positions") == "coupled"),
+        offset_(kind != Kind::Sort ? cfg.options.get_int("position_offset") : 0) {}
   int64_t vocab_size() const override { return cfg_.options.get_int("vocab_size"); }
   int64_t sequence_length(int64_t length) const override { return 2 * length + 1; }
+  /// One past the largest id of an example of `length`, offsets included; 0 without coupled ids.
+  static int64_t positions_end(Kind kind, const TaskConfig& cfg, int64_t length) {
+    if (kind == Kind::Sort || cfg.options.get_string("positions") != "coupled") return 0;
+    return (kind == Kind::Copy ? length + 2 : length + 1) + cfg.options.get_int("position_offset");
+  }
 
  protected:
   void example(int64_t length, std::mt19937_64& rng, std::vector<int64_t>& input,
@@ -114,9 +139,24 @@ class PermutationTask : public SequenceTask {
     if (kind_ == Kind::Reverse) std::reverse(answer.begin(), answer.end());
     if (kind_ == Kind::Sort) std::sort(answer.begin(), answer.end());
   }
+  std::vector<std::vector<int64_t>> position_ids(int64_t length, int64_t n, std::mt19937_64* offsets) const override {
+    if (!coupled_) return {};
+    std::uniform_int_distribution<int64_t> draw(0, offset_);
+    std::vector<std::vector<int64_t>> ids(n);
+    for (auto& row : ids) {
+      const int64_t start = offsets ? draw(*offsets) : 0;                 // one per example
+      for (int64_t i = 0; i < length; ++i) row.push_back(start + 1 + i);  // x
+      // SEP, y_0 .. y_{length-2}: each carries the id of the token of x that comes next in the answer.
+      for (int64_t j = 0; j < length; ++j) row.push_back(kind_ == Kind::Copy ? start + 1 + j : start + length - j);
+      row.push_back(kind_ == Kind::Copy ? start + length + 1 : start);  // y_{length-1}: predicts nothing
+    }
+    return ids;
+  }
 
  private:
   Kind kind_;
+  bool coupled_;
+  int64_t offset_;
 };
 
 /// Digits 0..9 are tokens 1..10, the operator ('+' or '*') is 11, the index
@@ -140,12 +180,14 @@ class PermutationTask : public SequenceTask {
 ///  - abacus (McLeish et al. 2024): a digit's id is 1 + its index inside its own
 ///    number (the units digit is 1), other tokens 0; in training one random k
 ///    in [0, position_offset] per batch is added to every nonzero id;
-///  - coupled (Cho et al. 2024; addition only): digits of equal significance share an id: the
-///    units of a and b get start+1, the tens start+2, ...; '+' gets 0. In the
-///    answer the token that predicts the sum's digit of significance j carries
-///    j's id (SEP carries the units', the sum's units digit the tens', ...), as
-///    a decoder reads it; start is drawn per example from [0, position_offset]
-///    in training and is 0 in evaluation.
+///  - coupled (Cho et al. 2024): digits of equal significance share an id: the
+///    units of a and b get start+1, the tens start+2, ...; the operator gets 0.
+///    In the answer the token that predicts the answer's digit of significance
+///    j carries j's id (SEP carries the units', the answer's units digit the
+///    tens', ...), as a decoder reads it; start is drawn per example from
+///    [0, position_offset] in training and is 0 in evaluation. For a product,
+///    the query that writes digit j then sits at a's digit j: the digits it
+///    needs (a_j, a_{j-1}, ... times b's) are at the id distances 0, 1, ...
 ///
 /// task.index_hints = H > 0 (Zhou et al. 2023, 2024; addition only): every digit of a, b and
 /// the sum is preceded by a hint token naming its significance, the same hint
@@ -190,7 +232,11 @@ class ArithmeticTask : public SequenceBase {
       const int64_t b = std::max(length, cfg.options.get_int("multiplier_digits"));
       return (cfg.options.get_bool("pad_operands") ? 2 * b : length + b) + 1 + offset;
     }
-    if (mode == "coupled") return length + 3 + offset;  // the sum's last digit: start + m + 2
+    if (mode == "coupled") {  // the answer's last digit: start + its digit count + 1
+      if (op == Op::Add) return length + 3 + offset;
+      const int64_t b = std::max(length, cfg.options.get_int("multiplier_digits"));
+      return (cfg.options.get_bool("pad_operands") ? 2 * b : length + b) + 2 + offset;
+    }
     return 0;
   }
   int64_t vocab_size() const override { return kOperator + hints_; }
@@ -330,10 +376,11 @@ class ArithmeticTask : public SequenceBase {
       } else {
         const int64_t start = offsets ? draw(*offsets) : 0;             // one per example
         for (int64_t i = 0; i < wa; ++i) ids.push_back(start + i + 1);  // a
-        ids.push_back(0);                                               // '+'
+        ids.push_back(0);                                               // the operator
         for (int64_t i = 0; i < wb; ++i) ids.push_back(start + i + 1);  // b
-        for (int64_t j = 0; j <= m; ++j) ids.push_back(start + j + 1);  // SEP, then s_0 .. s_{m-1}
-        ids.push_back(start + m + 2);                                   // s_m: fed by no step, never read
+        // SEP, then the answer's digits but the last: each predicts the digit of the next significance.
+        for (int64_t j = 0; j < answer_digits; ++j) ids.push_back(start + j + 1);
+        ids.push_back(start + answer_digits + 1);  // the last digit: fed by no step, never read
       }
       rows.push_back(std::move(ids));
     }
@@ -366,6 +413,23 @@ template <PermutationTask::Kind kind>
 TaskInfo permutation_info(const std::string& name, const std::string& description) {
   TaskInfo t = sequence_info(name, description);
   t.make = [name](const TaskConfig& cfg) { return std::make_unique<PermutationTask>(cfg, name, kind); };
+  if (kind != PermutationTask::Kind::Sort) {
+    t.options.push_back({"positions",
+                         OptionKind::String,
+                         "sequence",
+                         "position ids: sequence (0..T-1) or coupled (the token that predicts an answer token "
+                         "carries the id of the input token it copies, Cho et al. 2024); read by the embedding "
+                         "scheme",
+                         0,
+                         0,
+                         {"sequence", "coupled"}});
+    t.options.push_back({"position_offset", OptionKind::Int, 0,
+                         "training only: coupled starts each example's ids at a random offset in [0, this]", 0,
+                         1 << 20});
+    t.positions_end = [](const TaskConfig& cfg, int64_t length) {
+      return PermutationTask::positions_end(kind, cfg, length);
+    };
+  }
   return t;
 }
 
@@ -383,22 +447,21 @@ TaskInfo sort_task_info() {
 }
 namespace {
 
-/// The options addition and multiplication share; `addition` adds coupled ids and index hints.
+/// The options addition and multiplication share; `addition` adds index hints, multiplication a fixed multiplier.
 std::vector<OptionSpec> arithmetic_options(bool addition) {
   std::vector<OptionSpec> options = {
-      {"positions", OptionKind::String, "sequence",
-       addition ? "position ids: sequence (0..T-1), abacus (1 + a digit's index in its number, McLeish et al. 2024) "
-                  "or coupled (one id per significance in a, b and the sum, Cho et al. 2024); read by the embedding "
-                  "scheme"
-                : "position ids: sequence (0..T-1) or abacus (1 + a digit's index in its number, McLeish et al. "
-                  "2024); read by the embedding scheme",
-       0, 0,
-       addition ? std::vector<std::string>{"sequence", "abacus", "coupled"}
-                : std::vector<std::string>{"sequence", "abacus"}},
+      {"positions",
+       OptionKind::String,
+       "sequence",
+       std::string("position ids: sequence (0..T-1), abacus (1 + a digit's index in its number, McLeish et al. 2024) "
+                   "or coupled (one id per significance in a, b and the ") +
+           (addition ? "sum" : "product") + ", Cho et al. 2024); read by the embedding scheme",
+       0,
+       0,
+       {"sequence", "abacus", "coupled"}},
       {"position_offset", OptionKind::Int, 0,
-       addition ? "training only: abacus adds a random k in [0, this] per batch to every digit's id, coupled starts "
-                  "each example's ids at a random offset in [0, this]"
-                : "training only: abacus adds a random k in [0, this] per batch to every digit's id",
+       "training only: abacus adds a random k in [0, this] per batch to every digit's id, coupled starts each "
+       "example's ids at a random offset in [0, this]",
        0, 1 << 20},
       {"operands",
        OptionKind::String,
