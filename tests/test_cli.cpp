@@ -8,9 +8,12 @@
 #include <regex>
 #include <sstream>
 
+#include <torch/version.h>
+
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "posenc/config.h"
+#include "posenc/environment.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/registry.h"
 
@@ -109,6 +112,33 @@ TEST(Cli, TrainThenEvalAtNewLengths) {
   const CliRun again = run("train " + config_path() + " --set train.steps=20 --out " + dir.string());
   EXPECT_EQ(again.code, 2);
   EXPECT_NE(again.output.find("--resume"), std::string::npos);
+}
+
+// A trained score depends on the kernels its matrix products ran on (the same
+// config and seed scored 0.117 and 0.217 on two machines whose OpenBLAS chose
+// Cooperlake and Haswell kernels): results.json and results_eval.json say which.
+TEST(Cli, ResultsRecordTheKernelsTheirNumbersCameFrom) {
+  const auto dir = std::filesystem::temp_directory_path() / ("posenc_cli_env_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const CliRun t = posenc::testing::run_cli(
+      "train " + config_path() + " --set train.steps=5 --set eval.lengths=[8] --no-progress --out " + dir.string(),
+      "ATEN_CPU_CAPABILITY=default");
+  ASSERT_EQ(t.code, 0) << t.output;
+  const CliRun e = run("eval " + (dir / "checkpoint.pt").string() + " --lengths 12 --samples 20");
+  ASSERT_EQ(e.code, 0) << e.output;
+  const auto trained = posenc::read_json_file((dir / "results.json").string()).at("environment");
+  const auto evaluated = posenc::read_json_file((dir / "results_eval.json").string()).at("environment");
+  for (const auto& env : {trained, evaluated}) {
+    EXPECT_EQ(env.at("device"), "cpu");
+    EXPECT_EQ(env.at("libtorch"), TORCH_VERSION);
+    EXPECT_EQ(env.at("blas"), posenc::live_blas());
+    EXPECT_EQ(env.at("blas_kernels"), posenc::blas_kernels()) << "the kernels this machine's OpenBLAS picks";
+  }
+  EXPECT_EQ(trained.at("ATEN_CPU_CAPABILITY"), "default") << "an override the user set is recorded";
+  EXPECT_EQ(evaluated.contains("ATEN_CPU_CAPABILITY"), std::getenv("ATEN_CPU_CAPABILITY") != nullptr)
+      << "and only where it was set";
+  EXPECT_NE(t.output.find("(" + posenc::blas_kernels() + " kernels)"), std::string::npos) << t.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, EvalAveragesTheWeightsOfCheckpointsOfOneModel) {

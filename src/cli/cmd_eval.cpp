@@ -167,7 +167,8 @@ int run_eval(const EvalOptions& o) {
                       {"eval_seed", cfg.eval.seed},
                       {"overrides", o.overrides},
                       {"averaged_with", o.average},
-                      {"positional", config_to_json(cfg)["model"]["positional"]}};
+                      {"positional", config_to_json(cfg)["model"]["positional"]},
+                      {"environment", numeric_environment(device.str())}};
   check_evaluation_fits(model, *task, evaluation_spec(cfg), lengths, device);  // every length, before the first runs
   // One length at a time: a failure at a long length keeps the shorter ones' results.
   std::vector<LengthResult> results;

@@ -1,5 +1,7 @@
 #include "posenc/environment.h"
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <filesystem>
 #if defined(__GLIBC__)
@@ -14,6 +16,23 @@ std::string live_blas() {
   std::error_code ec;
   const auto target = std::filesystem::canonical("/etc/alternatives/libblas.so.3-x86_64-linux-gnu", ec);
   return ec ? std::string("unknown") : target.string();
+}
+
+std::string blas_kernels() {
+  // OpenBLAS exports its choice; LibTorch's BLAS calls reach whatever
+  // libblas.so.3 is loaded, so the symbol is looked up in the whole process.
+  using CoreName = char* (*)();
+  const auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* name = core_name ? core_name() : nullptr;
+  return name && *name ? std::string(name) : std::string("unknown");
+}
+
+nlohmann::json numeric_environment(const std::string& device) {
+  nlohmann::json facts = {
+      {"device", device}, {"libtorch", TORCH_VERSION}, {"blas", live_blas()}, {"blas_kernels", blas_kernels()}};
+  for (const char* name : {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"})
+    if (const char* value = std::getenv(name)) facts[name] = value;
+  return facts;
 }
 
 namespace {
@@ -45,8 +64,8 @@ bool flush_denormals() {
 
 void log_environment() {
   const std::string blas = live_blas();
-  spdlog::info("libtorch={} cuda={} threads={} blas={} malloc={} denormals={}", TORCH_VERSION,
-               torch::cuda::is_available() ? "yes" : "no", torch::get_num_threads(), blas, malloc_mode,
+  spdlog::info("libtorch={} cuda={} threads={} blas={} ({} kernels) malloc={} denormals={}", TORCH_VERSION,
+               torch::cuda::is_available() ? "yes" : "no", torch::get_num_threads(), blas, blas_kernels(), malloc_mode,
                denormals_flushed ? "flushed" : "kept");
   if (blas.find("openblas") == std::string::npos && blas != "unknown")
     spdlog::warn("the live BLAS is not OpenBLAS: matrix products run ~15x slower (install libopenblas0-openmp)");

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "posenc/environment.h"
 #include "posenc/model/transformer.h"
 #include "posenc/positional/randomized.h"
 #include "posenc/tasks/task.h"
@@ -756,6 +757,8 @@ class TrainingRun {
             {"ranks", world_},
             // this segment's time in the gradient all-reduces (copies included)
             {"allreduce_seconds", ranks_ ? ranks_->allreduce_seconds() : 0.0},
+            // what the numbers depend on beyond the config: a rerun elsewhere matches only where these do
+            {"environment", numeric_environment(device_.str())},
             {"config", config_to_json(cfg_)}};
   }
 
