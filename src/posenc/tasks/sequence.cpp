@@ -225,19 +225,16 @@ class ArithmeticTask : public SequenceBase {
   /// (an operand grid's cell), offsets included; 0 for sequence.
   static int64_t positions_end(Op op, const TaskConfig& cfg, int64_t length) {
     const std::string mode = cfg.options.get_string("positions");
-    const int64_t offset = cfg.options.get_int("position_offset");
-    if (mode == "abacus") {  // the answer's last digit: 1 + m (sum) or its digit count (product), plus k
-      if (op == Op::Add) return length + 2 + offset;
-      // b has at most max(length, k) digits; padding writes a with as many.
+    if (mode == "sequence") return 0;
+    // The most digits the answer has: a sum's m + 1; a product's, both
+    // operands' (b has at most max(length, k) digits; padding writes a with as many).
+    int64_t answer_digits = length + 1;
+    if (op == Op::Multiply) {
       const int64_t b = std::max(length, cfg.options.get_int("multiplier_digits"));
-      return (cfg.options.get_bool("pad_operands") ? 2 * b : length + b) + 1 + offset;
+      answer_digits = cfg.options.get_bool("pad_operands") ? 2 * b : length + b;
     }
-    if (mode == "coupled") {  // the answer's last digit: start + its digit count + 1
-      if (op == Op::Add) return length + 3 + offset;
-      const int64_t b = std::max(length, cfg.options.get_int("multiplier_digits"));
-      return (cfg.options.get_bool("pad_operands") ? 2 * b : length + b) + 2 + offset;
-    }
-    return 0;
+    // The answer's last digit: id answer_digits + k (abacus) or start + answer_digits + 1 (coupled).
+    return answer_digits + (mode == "abacus" ? 1 : 2) + cfg.options.get_int("position_offset");
   }
   int64_t vocab_size() const override { return kOperator + hints_; }
   int64_t sequence_length(int64_t length) const override { return operand_sequence_length(length, b_digits(length)); }
