@@ -85,6 +85,18 @@ uint64_t value_of(const std::vector<int>& digits) {
   return v;
 }
 
+/// Every id of multiplication's per-length sets of `lengths`, with `options`,
+/// lies below the bound TaskInfo::positions_end declares for that length.
+void expect_ids_below_positions_end(const std::vector<std::string>& options, std::initializer_list<int64_t> lengths) {
+  const Config c = addition_config(options, "multiplication");
+  const auto task = find_task("multiplication").make(c.task);
+  for (const int64_t length : lengths) {
+    const auto ids = row_of(task->fixed_set(length, 2, 0).positions, 0);
+    EXPECT_LT(*std::max_element(ids.begin(), ids.end()), find_task("multiplication").positions_end(c.task, length))
+        << length << " digits of a; " << c.task.options.json().dump();
+  }
+}
+
 }  // namespace
 
 // Checked against the machine's own multiplication of the operands' values.
@@ -133,14 +145,8 @@ TEST(Multiplication, AbacusIdsCountInsideEachNumber) {
   EXPECT_GT(ks.size(), 4u) << "k is drawn from [0, 7]";
   // A multiplier longer than a, padded: a is written with as many digits, and
   // the product's ids still end before positions_end.
-  const Config padded = addition_config(
-      {"task.positions=\"abacus\"", "task.multiplier_digits=5", "task.pad_operands=true"}, "multiplication");
-  const auto wide = find_task("multiplication").make(padded.task);
-  for (const int64_t length : {2, 6}) {
-    const auto ids = row_of(wide->fixed_set(length, 2, 0).positions, 0);
-    EXPECT_LT(*std::max_element(ids.begin(), ids.end()), find_task("multiplication").positions_end(padded.task, length))
-        << length << " digits of a, b of 5, both written with " << std::max<int64_t>(length, 5);
-  }
+  expect_ids_below_positions_end({"task.positions=\"abacus\"", "task.multiplier_digits=5", "task.pad_operands=true"},
+                                 {2, 6});
 }
 
 // Coupled ids (Cho et al. 2024): a's, b's and the product's digits of one
@@ -172,18 +178,9 @@ TEST(Multiplication, CoupledIdsGiveEachSignificanceOneId) {
   }
   EXPECT_GT(starts.size(), 5u) << "starts are drawn per example from [0, 9]";
   // N x 2, and b longer than a and padded: the last id still ends before positions_end.
-  for (const auto& options : {std::vector<std::string>{"task.multiplier_digits=2"},
-                              std::vector<std::string>{"task.multiplier_digits=5", "task.pad_operands=true"}}) {
-    std::vector<std::string> o = options;
-    o.push_back("task.positions=\"coupled\"");
-    const Config c = addition_config(o, "multiplication");
-    const auto t = find_task("multiplication").make(c.task);
-    for (const int64_t length : {2, 6, 9}) {
-      const auto ids = row_of(t->fixed_set(length, 2, 0).positions, 0);
-      EXPECT_LT(*std::max_element(ids.begin(), ids.end()), find_task("multiplication").positions_end(c.task, length))
-          << length << " digits of a";
-    }
-  }
+  expect_ids_below_positions_end({"task.positions=\"coupled\"", "task.multiplier_digits=2"}, {2, 6, 9});
+  expect_ids_below_positions_end({"task.positions=\"coupled\"", "task.multiplier_digits=5", "task.pad_operands=true"},
+                                 {2, 6, 9});
 }
 
 // N x k (task.multiplier_digits): b has k digits in training and in the
