@@ -13,6 +13,7 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "posenc/environment.h"
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/experiments/summary.h"
@@ -410,6 +411,45 @@ TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
   EXPECT_EQ(posenc::summary_to_json(s)["variants"][0]["extrapolation"], 8);
 }
 
+TEST(CompareSummary, NamesTheEnvironmentsItsRunsCameFrom) {
+  posenc::ComparisonSummary s;
+  s.train_min_length = 4;
+  s.train_max_length = 16;
+  const json here = {{"device", "cpu"},
+                     {"libtorch", "2.6.0"},
+                     {"blas", "/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3"},
+                     {"blas_kernels", "Haswell"},
+                     {"OPENBLAS_CORETYPE", "Haswell"}};
+  s.environments = {{here, {"rope-projected-max-s0", "rope-projected-max-s1"}}};
+  std::string md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("Computed on: cpu, LibTorch 2.6.0, BLAS /usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3 "
+                    "(Haswell kernels), OPENBLAS_CORETYPE=Haswell (every run)."),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(posenc::summary_to_text(s).find("environments"), std::string::npos);
+
+  // A grid resumed on another machine, beside runs from before the record.
+  json there = here;
+  there["blas_kernels"] = "SkylakeX";
+  there.erase("OPENBLAS_CORETYPE");
+  s.environments.push_back({there, {"rope-projected-max-s2"}});
+  s.environments.push_back({nullptr, {"none-projected-max-s0"}});
+  md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("computed in 3 environments"), std::string::npos) << md;
+  EXPECT_NE(md.find("(Haswell kernels), OPENBLAS_CORETYPE=Haswell (2 runs): rope-projected-max-s0, "
+                    "rope-projected-max-s1\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("(SkylakeX kernels) (1 run): rope-projected-max-s2\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("- not recorded (1 run): none-projected-max-s0\n"), std::string::npos) << md;
+  EXPECT_NE(posenc::summary_to_text(s).find("3 numeric environments"), std::string::npos);
+  const json j = posenc::summary_to_json(s);
+  ASSERT_EQ(j["environments"].size(), 3u);
+  EXPECT_EQ(j["environments"][1]["environment"], there);
+  EXPECT_TRUE(j["environments"][2]["environment"].is_null());
+  EXPECT_EQ(j["environments"][0]["runs"].size(), 2u);
+}
+
 TEST(ProcessPool, RunsJobsInParallelAndReportsEachExit) {
   Scratch s("posenc_pool");
   const auto log = [&](const std::string& id) { return (s.dir / (id + ".log")).string(); };
@@ -457,6 +497,10 @@ TEST(CompareCli, CrashedRunIsReportedFinishedRunsAreKeptAndRerunsContinue) {
   const json summary = posenc::read_json_file(out + "/summary.json");
   EXPECT_EQ(summary["variants"].size(), 2u);
   EXPECT_EQ(summary["unfinished"], json({"on-cuda-projected-max-s0"}));
+  // Both finished runs ran here: one environment, the one this process sees.
+  ASSERT_EQ(summary["environments"].size(), 1u) << summary["environments"].dump();
+  EXPECT_EQ(summary["environments"][0]["runs"], json({"none-projected-max-s0", "rope-projected-max-s0"}));
+  EXPECT_EQ(summary["environments"][0]["environment"], posenc::numeric_environment("cpu"));
   const auto rope_results = fs::path(out) / "runs" / "rope-projected-max-s0" / "results.json";
   const auto written = fs::last_write_time(rope_results);
   EXPECT_TRUE(fs::exists(fs::path(out) / "inspect" / "rope-projected-max.json"));

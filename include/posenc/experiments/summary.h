@@ -68,6 +68,19 @@ struct VariantSummary {
   bool has_bleu() const { return bleu_within.n > 0 || bleu_beyond.n > 0; }
 };
 
+/// The runs whose results.json recorded one numeric environment (device,
+/// LibTorch, the BLAS and its kernels: numeric_environment()). Training
+/// amplifies last-bit differences between kernels, so a grid whose runs come
+/// from two machines may not score as either machine alone would.
+struct EnvironmentGroup {
+  nlohmann::json environment;     ///< null: runs written before posenc recorded it
+  std::vector<std::string> runs;  ///< run ids, in plan order
+};
+
+/// "cpu, LibTorch 1.13.0, BLAS /usr/lib/.../libblas.so.3 (Haswell kernels)",
+/// with the kernel overrides a user set; "not recorded" for null.
+std::string describe_environment(const nlohmann::json& environment);
+
 struct ComparisonSummary {
   std::string source, description;
   bool full = false;
@@ -80,6 +93,7 @@ struct ComparisonSummary {
   std::vector<std::pair<std::string, std::string>> skipped;   ///< variant, reason (incompatible)
   std::vector<std::string> unfinished;                        ///< run ids without results.json
   std::vector<std::pair<std::string, std::string>> diverged;  ///< run id, diverged.json's message (NaN/inf)
+  std::vector<EnvironmentGroup> environments;                 ///< of the finished runs, as first seen
 };
 
 /// Reads results.json of every finished run of the plan and aggregates per

@@ -210,6 +210,11 @@ ComparisonSummary summarize(const ComparePlan& plan) {
     auto& g = groups[run.variant];
     g.first.push_back(read_json_file(results.string()));
     g.second.push_back(run.id);
+    const json environment = g.first.back().value("environment", json());
+    auto same = std::find_if(s.environments.begin(), s.environments.end(),
+                             [&](const EnvironmentGroup& e) { return e.environment == environment; });
+    if (same == s.environments.end()) same = s.environments.insert(s.environments.end(), {environment, {}});
+    same->runs.push_back(run.id);
   }
   for (const auto& name : order) {
     VariantSummary v = summarize_variant(groups[name].first, groups[name].second);
@@ -232,7 +237,36 @@ ComparisonSummary summarize(const ComparePlan& plan) {
   return s;
 }
 
+std::string describe_environment(const json& environment) {
+  if (!environment.is_object()) return "not recorded";
+  const auto text = [&](const char* key) { return environment.value(key, std::string("unknown")); };
+  std::string out = fmt::format("{}, LibTorch {}, BLAS {} ({} kernels)", text("device"), text("libtorch"),
+                                text("blas"), text("blas_kernels"));
+  for (const char* name : {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"})
+    if (environment.contains(name)) out += fmt::format(", {}={}", name, text(name));
+  return out;
+}
+
 namespace {
+
+/// Where the numbers came from: one line when every finished run shares one
+/// environment, else each environment with its runs.
+std::string environment_lines(const ComparisonSummary& s) {
+  if (s.environments.empty()) return "";
+  if (s.environments.size() == 1) {
+    const EnvironmentGroup& only = s.environments.front();
+    return fmt::format("Computed on: {} (every run{}).\n", describe_environment(only.environment),
+                       only.environment.is_object() ? "" : ": results written before posenc recorded it");
+  }
+  std::string out = fmt::format(
+      "The runs were computed in {} environments; training amplifies last-bit differences between BLAS kernels, so "
+      "a row whose seeds ran in different ones may not score as either would alone:\n\n",
+      s.environments.size());
+  for (const auto& e : s.environments)
+    out += fmt::format("- {} ({} run{}): {}\n", describe_environment(e.environment), e.runs.size(),
+                       e.runs.size() == 1 ? "" : "s", join(e.runs, ", "));
+  return out;
+}
 
 json stat_json(const Stat& s) { return {{"mean", s.mean}, {"std", s.std}, {"n", s.n}}; }
 
@@ -424,6 +458,8 @@ json summary_to_json(const ComparisonSummary& s) {
   }
   json skipped = json::array();
   for (const auto& [variant, reason] : s.skipped) skipped.push_back({{"variant", variant}, {"reason", reason}});
+  json environments = json::array();
+  for (const auto& e : s.environments) environments.push_back({{"environment", e.environment}, {"runs", e.runs}});
   return {{"source", s.source},
           {"description", s.description},
           {"full", s.full},
@@ -442,7 +478,8 @@ json summary_to_json(const ComparisonSummary& s) {
           {"variants", variants},
           {"skipped", skipped},
           {"unfinished", s.unfinished},
-          {"diverged", diverged}};
+          {"diverged", diverged},
+          {"environments", environments}};
 }
 
 std::string summary_to_csv(const ComparisonSummary& s) {
@@ -472,6 +509,7 @@ std::string summary_to_markdown(const ComparisonSummary& s) {
   std::ostringstream out;
   out << render_markdown(table_rows(s), 1);
   out << "\n" << protocol_lines(s) << "\n";
+  if (!s.environments.empty()) out << "\n" << environment_lines(s);
   if (!s.skipped.empty()) {
     out << "\nNot run (the model cannot be built that way):\n\n";
     for (const auto& [variant, reason] : s.skipped) out << "- " << variant << ": " << reason << "\n";
@@ -494,6 +532,8 @@ std::string summary_to_text(const ComparisonSummary& s) {
   out << spread_note(s) << "; * = longer than training (" << s.train_min_length << "-" << s.train_max_length << ")\n";
   for (const auto& [variant, reason] : s.skipped) out << "not run: " << variant << " (" << reason << ")\n";
   for (const auto& [id, message] : s.diverged) out << "diverged: " << id << " (" << message << ")\n";
+  if (s.environments.size() > 1)
+    out << "the runs come from " << s.environments.size() << " numeric environments (summary.md lists them)\n";
   return out.str();
 }
 
