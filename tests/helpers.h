@@ -41,6 +41,36 @@ inline Positions arange_positions(int64_t L, ForwardCache* cache = nullptr) {
   return Positions{ids, ids, L, cache};
 }
 
+/// A small next-token model on copy (vocabulary 16, width 32, 4 heads, 2
+/// layers, and 2 decoder layers for an encoder_decoder) of `kind`, with the
+/// positional scheme `scheme` and `path=value` overrides.
+inline Config small_next_token_config(const std::string& kind, const std::string& scheme,
+                                      std::initializer_list<std::string> extra) {
+  json j = json::object();
+  for (const std::string o : {"task.type=copy", "task.vocab_size=16", "model.d_model=32", "model.heads=4",
+                              "model.layers=2", "model.d_ff=64"})
+    apply_override(j, o);
+  apply_override(j, "model.kind=" + kind);
+  if (kind == "encoder_decoder") apply_override(j, "model.decoder_layers=2");
+  apply_override(j, "model.positional.type=" + scheme);
+  for (const auto& e : extra) apply_override(j, e);
+  return config_from_json(j);
+}
+
+/// A model of `cfg` over 16 tokens, in eval mode, whose positional parameters
+/// are drawn from N(0, 0.5) instead of their (often zero) initial values, so
+/// that every scheme acts.
+template <typename Model>
+Model random_positional_model(const ModelConfig& cfg, uint64_t seed) {
+  torch::manual_seed(seed);
+  Model model(cfg, 16);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    if (p.key().find("positional") != std::string::npos) p.value().normal_(0.0, 0.5);
+  model->eval();
+  return model;
+}
+
 /// An empty scratch directory name under the system's temp directory (not created).
 inline std::filesystem::path fresh_dir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("posenc_test_" + name + "_" + std::to_string(::getpid()));

@@ -33,24 +33,11 @@ using namespace posenc;
 namespace {
 
 Config encoder_decoder_config(const std::string& scheme, std::initializer_list<std::string> extra = {}) {
-  json j = json::object();
-  for (const std::string o : {"model.kind=encoder_decoder", "task.type=copy", "task.vocab_size=16", "model.d_model=32",
-                              "model.heads=4", "model.layers=2", "model.decoder_layers=2", "model.d_ff=64"})
-    apply_override(j, o);
-  apply_override(j, "model.positional.type=" + scheme);
-  for (const auto& e : extra) apply_override(j, e);
-  return config_from_json(j);
+  return posenc::testing::small_next_token_config("encoder_decoder", scheme, extra);
 }
 
-/// A model with random (not zero) positional parameters, so that every scheme acts.
 EncoderDecoder random_model(const Config& cfg, uint64_t seed) {
-  torch::manual_seed(seed);
-  EncoderDecoder model(cfg.model, 16);
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters())
-    if (p.key().find("positional") != std::string::npos) p.value().normal_(0.0, 0.5);
-  model->eval();
-  return model;
+  return posenc::testing::random_positional_model<EncoderDecoder>(cfg.model, seed);
 }
 
 double max_difference(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
