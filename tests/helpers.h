@@ -47,8 +47,8 @@ inline Positions arange_positions(int64_t L, ForwardCache* cache = nullptr) {
 inline Config small_next_token_config(const std::string& kind, const std::string& scheme,
                                       std::initializer_list<std::string> extra) {
   json j = json::object();
-  for (const std::string o : {"task.type=copy", "task.vocab_size=16", "model.d_model=32", "model.heads=4",
-                              "model.layers=2", "model.d_ff=64"})
+  for (const std::string o :
+       {"task.type=copy", "task.vocab_size=16", "model.d_model=32", "model.heads=4", "model.layers=2", "model.d_ff=64"})
     apply_override(j, o);
   apply_override(j, "model.kind=" + kind);
   if (kind == "encoder_decoder") apply_override(j, "model.decoder_layers=2");

@@ -240,8 +240,8 @@ ComparisonSummary summarize(const ComparePlan& plan) {
 std::string describe_environment(const json& environment) {
   if (!environment.is_object()) return "not recorded";
   const auto text = [&](const char* key) { return environment.value(key, std::string("unknown")); };
-  std::string out = fmt::format("{}, LibTorch {}, BLAS {} ({} kernels)", text("device"), text("libtorch"),
-                                text("blas"), text("blas_kernels"));
+  std::string out = fmt::format("{}, LibTorch {}, BLAS {} ({} kernels)", text("device"), text("libtorch"), text("blas"),
+                                text("blas_kernels"));
   for (const char* name : {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"})
     if (environment.contains(name)) out += fmt::format(", {}={}", name, text(name));
   return out;
