@@ -450,6 +450,41 @@ TEST(CompareSummary, NamesTheEnvironmentsItsRunsCameFrom) {
   EXPECT_EQ(j["environments"][0]["runs"].size(), 2u);
 }
 
+TEST(CompareSummary, TheProtocolNamesTheRowsThatTrainedLongerOrScoredAveragedWeights) {
+  // Grid rows may override train.steps or train.average_from; the protocol line
+  // must not claim every row trained as the first run did.
+  const auto result = [](int64_t steps, json averaged) {
+    json r = {{"scheme", "kerple"},      {"qkv", "projected"},   {"pooling", "max"},    {"seed", 0},
+              {"parameters", 100},       {"train_seconds", 1.0}, {"val_accuracy", 1.0}, {"final_train_loss", 0.1},
+              {"metric", "exact_match"}, {"task", "copy"},       {"steps", steps},      {"lengths", json::array()}};
+    if (!averaged.is_null()) r["averaged_weights"] = averaged;
+    return r;
+  };
+  posenc::ComparisonSummary s;
+  s.steps = 3000;
+  s.tasks = {"copy"};
+  const auto row = [&](const std::string& name, const json& r) {
+    auto v = posenc::summarize_variant({r}, {name + "-s0"});
+    v.scheme = name;
+    v.variant = "copy-" + name;
+    return v;
+  };
+  s.variants = {row("plain", result(3000, nullptr))};
+  EXPECT_NE(posenc::summary_to_markdown(s).find("Trained 3000 steps of batch"), std::string::npos);
+  s.variants.push_back(row("long", result(9000, nullptr)));
+  s.variants.push_back(row("long-avg", result(9000, {{"from_step", 5000}, {"checkpoints", 5}})));
+  s.variants.push_back(row("avg", result(3000, {{"from_step", 1500}, {"checkpoints", 7}})));
+  const std::string md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("Trained 3000 steps (long: 9000 steps; long-avg: 9000 steps, scored with the mean weights from "
+                    "step 5000 on; avg: scored with the mean weights from step 1500 on) of batch"),
+            std::string::npos)
+      << md;
+  const json j = posenc::summary_to_json(s);
+  EXPECT_EQ(j["variants"][1]["steps"], 9000);
+  EXPECT_TRUE(j["variants"][1]["averaged_from"].is_null());
+  EXPECT_EQ(j["variants"][2]["averaged_from"], 5000);
+}
+
 TEST(ProcessPool, RunsJobsInParallelAndReportsEachExit) {
   Scratch s("posenc_pool");
   const auto log = [&](const std::string& id) { return (s.dir / (id + ".log")).string(); };

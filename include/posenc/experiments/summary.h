@@ -53,6 +53,8 @@ struct VariantSummary {
   std::string metric = "accuracy";
   std::vector<std::string> runs;  ///< run ids (finished ones)
   std::vector<int64_t> seeds;
+  int64_t steps = 0;          ///< optimizer steps its runs trained (results.json "steps")
+  int64_t averaged_from = 0;  ///< train.average_from when its runs scored averaged weights, else 0
   int64_t parameters = 0;
   Stat train_seconds, val_accuracy, final_loss;
   std::vector<LengthSummary> lengths;

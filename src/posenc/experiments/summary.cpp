@@ -122,6 +122,8 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
   v.qkv = results[0].at("qkv");
   v.pooling = results[0].at("pooling");
   v.parameters = results[0].at("parameters");
+  v.steps = results[0].value("steps", int64_t{0});
+  if (results[0].contains("averaged_weights")) v.averaged_from = results[0]["averaged_weights"].at("from_step");
   std::vector<double> seconds, val, loss, bleu_within, bleu_beyond;
   for (const auto& r : results) {
     v.seeds.push_back(r.at("seed"));
@@ -372,19 +374,36 @@ std::string spread_note(const ComparisonSummary& s) {
              : "± is the half-width of the 95% Wilson interval (one seed per variant)";
 }
 
+/// " (coupled-9k: 9000 steps, scored with the mean weights from step 5000 on)":
+/// the grid rows whose training differs from the protocol's first run, as one
+/// parenthesis; empty when every row trained alike.
+std::string training_differences(const ComparisonSummary& s) {
+  std::vector<std::string> notes;
+  for (const auto& v : s.variants) {
+    if ((v.steps == 0 || v.steps == s.steps) && v.averaged_from == 0) continue;
+    std::string note = v.scheme + ":";
+    if (v.steps != 0 && v.steps != s.steps) note += fmt::format(" {} steps", v.steps);
+    if (v.averaged_from > 0)
+      note += fmt::format("{} scored with the mean weights from step {} on", note.back() == ':' ? "" : ",",
+                          v.averaged_from);
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+  }
+  return notes.empty() ? "" : " (" + join(notes, "; ") + ")";
+}
+
 std::string protocol_lines(const ComparisonSummary& s) {
   if (!s.variants.empty() && s.variants.front().metric == "perplexity")
     return fmt::format(
-        "Language modelling: trained {} steps of batch {} at context {}-{}. In-dist: next-character accuracy on "
+        "Language modelling: trained {} steps{} of batch {} at context {}-{}. In-dist: next-character accuracy on "
         "held-out windows of the training context. Each length column: perplexity per held-out character, the held-out "
         "text cut into consecutive windows of that context (up to {} windows; each character predicted once, from its "
         "window's start); * marks contexts beyond training. {}. \"extrapolates to\": the longest context up to which "
         "every evaluated context stays within {:.0f}% of the perplexity at the training context.",
-        s.steps, s.batch_size, s.train_min_length, s.train_max_length, s.samples_per_length, spread_note(s),
-        (kPerplexityTolerance - 1) * 100);
+        s.steps, training_differences(s), s.batch_size, s.train_min_length, s.train_max_length, s.samples_per_length,
+        spread_note(s), (kPerplexityTolerance - 1) * 100);
   if (!s.tasks.empty() || (!s.variants.empty() && s.variants.front().metric != "accuracy"))
     return fmt::format(
-               "Trained {} steps of batch {} on lengths {}-{}{}. "
+               "Trained {} steps{} of batch {} on lengths {}-{}{}. "
                "In-dist: {} validation examples over lengths {}-{}, exact match with teacher forcing (equal to greedy "
                "decoding's). Each length: the same examples (up to {}; eval seed {}) for every variant, scored by "
                "greedy "
@@ -393,8 +412,8 @@ std::string protocol_lines(const ComparisonSummary& s) {
                "training. "
                "{}. \"extrapolates to\": the longest length up to which every evaluated length keeps >= {:.0f}% of the "
                "in-distribution score above chance (0 for exact match); \"not learned\": in-dist < {}.",
-               s.steps, s.batch_size, s.train_min_length, s.train_max_length, units_note(s), s.val_samples,
-               s.train_min_length, s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s),
+               s.steps, training_differences(s), s.batch_size, s.train_min_length, s.train_max_length, units_note(s),
+               s.val_samples, s.train_min_length, s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s),
                kRetainedMargin * 100, kLearnedAccuracy) +
            (any_bleu(s) ? " BLEU within / beyond: corpus BLEU (4-gram, brevity penalty, 0-100) of the greedy answers "
                           "over the evaluated lengths within / beyond training, mean (± std) over seeds."
@@ -402,12 +421,13 @@ std::string protocol_lines(const ComparisonSummary& s) {
   std::string negatives;
   for (const auto& [k, w] : s.negatives) negatives += (negatives.empty() ? "" : ", ") + fmt::format("{} {:g}", k, w);
   return fmt::format(
-      "Trained {} steps of batch {} on lengths {}-{}; negatives mixed by weight ({}). In-dist: {} validation "
+      "Trained {} steps{} of batch {} on lengths {}-{}; negatives mixed by weight ({}). In-dist: {} validation "
       "sequences over lengths {}-{}. Each length: the same {} sequences (eval seed {}) for every variant; "
       "* marks lengths beyond training. {}. \"extrapolates to\": the longest length up to which every evaluated "
       "length keeps >= {:.0f}% of the in-distribution accuracy above chance (0.5); \"not learned\": in-dist < {}.",
-      s.steps, s.batch_size, s.train_min_length, s.train_max_length, negatives, s.val_samples, s.train_min_length,
-      s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100, kLearnedAccuracy);
+      s.steps, training_differences(s), s.batch_size, s.train_min_length, s.train_max_length, negatives, s.val_samples,
+      s.train_min_length, s.train_max_length, s.samples_per_length, s.eval_seed, spread_note(s), kRetainedMargin * 100,
+      kLearnedAccuracy);
 }
 
 }  // namespace
@@ -445,6 +465,8 @@ json summary_to_json(const ComparisonSummary& s) {
                     {"runs", v.runs},
                     {"seeds", v.seeds},
                     {"parameters", v.parameters},
+                    {"steps", v.steps},
+                    {"averaged_from", v.averaged_from > 0 ? json(v.averaged_from) : json(nullptr)},
                     {"train_seconds", stat_json(v.train_seconds)},
                     {"val_accuracy", stat_json(v.val_accuracy)},
                     {"final_train_loss", stat_json(v.final_loss)},
