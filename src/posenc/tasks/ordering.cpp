@@ -14,8 +14,7 @@ TaskInfo OrderingTask::registry_info() {
   t.name = "ordering";
   t.description =
       "is this sequence of integers non-decreasing? (the ordering experiment; encoder classifier; negatives are "
-      "permutations of a "
-      "sorted draw: shuffle, adjacent_swap, random_swap, reverse)";
+      "permutations of a sorted draw: shuffle, adjacent_swap, random_swap, reverse)";
   t.model_kinds = {ModelKind::Encoder};
   t.metric = TaskMetric::Accuracy;
   t.options = {
