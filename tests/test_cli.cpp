@@ -129,6 +129,7 @@ TEST(Cli, ResultsRecordTheKernelsTheirNumbersCameFrom) {
   const auto trained = posenc::read_json_file((dir / "results.json").string()).at("environment");
   const auto evaluated = posenc::read_json_file((dir / "results_eval.json").string()).at("environment");
   for (const auto& env : {trained, evaluated}) {
+    EXPECT_EQ(env.at("posenc"), posenc::build_commit());
     EXPECT_EQ(env.at("device"), "cpu");
     EXPECT_EQ(env.at("libtorch"), TORCH_VERSION);
     EXPECT_EQ(env.at("blas"), posenc::live_blas());
@@ -139,6 +140,30 @@ TEST(Cli, ResultsRecordTheKernelsTheirNumbersCameFrom) {
       << "and only where it was set";
   EXPECT_NE(t.output.find("(" + posenc::blas_kernels() + " kernels)"), std::string::npos) << t.output;
   std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, VersionNamesTheCommitItWasBuiltFrom) {
+  const CliRun v = run("--version");
+  EXPECT_EQ(v.code, 0) << v.output;
+  EXPECT_EQ(v.output, posenc::version_line() + "\n");
+  // The commit is the checkout's HEAD (git asked here, apart from the build's
+  // script), or "unknown" where git cannot say (a tarball, a copied tree).
+  std::string head;
+  if (FILE* git = ::popen(
+          ("git -C " + std::string(POSENC_SOURCE_DIR) + " rev-parse --short=12 HEAD 2>/dev/null").c_str(), "r")) {
+    char line[64] = {};
+    if (std::fgets(line, sizeof line, git)) head = line;
+    if (::pclose(git) != 0) head.clear();
+  }
+  head = head.substr(0, head.find('\n'));
+  const std::string commit = posenc::build_commit();
+  if (head.empty()) {
+    EXPECT_EQ(commit, "unknown");
+  } else {
+    EXPECT_EQ(commit.substr(0, head.size()), head) << "rebuild after committing: the binary predates HEAD";
+    const std::string rest = commit.substr(head.size());
+    EXPECT_TRUE(rest.empty() || rest == "-dirty" || rest == "-unknown-state") << commit;
+  }
 }
 
 TEST(Cli, EvalAveragesTheWeightsOfCheckpointsOfOneModel) {

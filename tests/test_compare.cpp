@@ -415,14 +415,13 @@ TEST(CompareSummary, NamesTheEnvironmentsItsRunsCameFrom) {
   posenc::ComparisonSummary s;
   s.train_min_length = 4;
   s.train_max_length = 16;
-  const json here = {{"device", "cpu"},
-                     {"libtorch", "2.6.0"},
-                     {"blas", "/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3"},
-                     {"blas_kernels", "Haswell"},
-                     {"OPENBLAS_CORETYPE", "Haswell"}};
+  const json here = {{"posenc", "0123456789ab"},  {"device", "cpu"},
+                     {"libtorch", "2.6.0"},       {"blas", "/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3"},
+                     {"blas_kernels", "Haswell"}, {"OPENBLAS_CORETYPE", "Haswell"}};
   s.environments = {{here, {"rope-projected-max-s0", "rope-projected-max-s1"}}};
   std::string md = posenc::summary_to_markdown(s);
-  EXPECT_NE(md.find("Computed on: cpu, LibTorch 2.6.0, BLAS /usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3 "
+  EXPECT_NE(md.find("Computed on: posenc 0123456789ab, cpu, LibTorch 2.6.0, BLAS "
+                    "/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3 "
                     "(Haswell kernels), OPENBLAS_CORETYPE=Haswell (every run)."),
             std::string::npos)
       << md;

@@ -6,6 +6,12 @@
 
 namespace posenc {
 
+/// The git commit posenc was built from, with "-dirty" when tracked files
+/// differed from it ("unknown" when built outside a git checkout); written at
+/// build time by cmake/build_commit.cmake.
+const char* build_commit();
+/// "posenc <commit> (LibTorch <version>)", for --version.
+std::string version_line();
 /// Which libblas.so.3 the alternatives system points at (OpenBLAS or the slow reference BLAS).
 std::string live_blas();
 /// The kernels OpenBLAS chose for this CPU ("Haswell", "SkylakeX", "Cooperlake",
@@ -15,9 +21,9 @@ std::string live_blas();
 /// score differently on two machines (docs/platforms.md).
 std::string blas_kernels();
 /// What a result depends on beyond its config, for results.json and
-/// results_eval.json: the device, LibTorch's version, the live BLAS and its
-/// kernels, and the kernel overrides a user set (OPENBLAS_CORETYPE,
-/// ATEN_CPU_CAPABILITY).
+/// results_eval.json: posenc's commit, the device, LibTorch's version, the
+/// live BLAS and its kernels, and the kernel overrides a user set
+/// (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY).
 nlohmann::json numeric_environment(const std::string& device);
 /// Makes glibc malloc keep freed memory for reuse instead of handing it back
 /// to the kernel (called first thing in main). A training step frees and
@@ -29,7 +35,7 @@ nlohmann::json numeric_environment(const std::string& device);
 const char* tune_malloc_for_training();
 /// Subnormal floats flushed to zero on the calling thread (x86 SSE; false where unsupported).
 bool flush_denormals();
-/// Logs LibTorch version, CUDA availability, intra-op threads and the live BLAS and its kernels.
+/// Logs posenc's commit, LibTorch version, CUDA availability, intra-op threads and the live BLAS and its kernels.
 void log_environment();
 
 }  // namespace posenc

@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "debug logging");
+  app.set_version_flag("--version", posenc::version_line(), "print posenc's commit and LibTorch's version, then exit");
   const std::vector<Command> all = commands();
   std::vector<std::string> names;
   for (const auto& c : all) {
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help prints and exits 0; every bad flag, value or file named on the command line exits 2,
+    // --help and --version print and exit 0; every bad flag, value or file named on the command line exits 2,
     // as for a bad config (CLI11's own codes, 105-109, would say nothing to a script).
     if (e.get_exit_code() == 0) return app.exit(e);
     // One "error: " line like every other refusal of posenc, then where to look.

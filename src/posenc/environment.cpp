@@ -12,6 +12,8 @@
 
 namespace posenc {
 
+std::string version_line() { return std::string("posenc ") + build_commit() + " (LibTorch " + TORCH_VERSION + ")"; }
+
 std::string live_blas() {
   std::error_code ec;
   const auto target = std::filesystem::canonical("/etc/alternatives/libblas.so.3-x86_64-linux-gnu", ec);
@@ -28,8 +30,11 @@ std::string blas_kernels() {
 }
 
 nlohmann::json numeric_environment(const std::string& device) {
-  nlohmann::json facts = {
-      {"device", device}, {"libtorch", TORCH_VERSION}, {"blas", live_blas()}, {"blas_kernels", blas_kernels()}};
+  nlohmann::json facts = {{"posenc", build_commit()},
+                          {"device", device},
+                          {"libtorch", TORCH_VERSION},
+                          {"blas", live_blas()},
+                          {"blas_kernels", blas_kernels()}};
   for (const char* name : {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"})
     if (const char* value = std::getenv(name)) facts[name] = value;
   return facts;
@@ -64,9 +69,9 @@ bool flush_denormals() {
 
 void log_environment() {
   const std::string blas = live_blas();
-  spdlog::info("libtorch={} cuda={} threads={} blas={} ({} kernels) malloc={} denormals={}", TORCH_VERSION,
-               torch::cuda::is_available() ? "yes" : "no", torch::get_num_threads(), blas, blas_kernels(), malloc_mode,
-               denormals_flushed ? "flushed" : "kept");
+  spdlog::info("posenc={} libtorch={} cuda={} threads={} blas={} ({} kernels) malloc={} denormals={}", build_commit(),
+               TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no", torch::get_num_threads(), blas,
+               blas_kernels(), malloc_mode, denormals_flushed ? "flushed" : "kept");
   if (blas.find("openblas") == std::string::npos && blas != "unknown")
     spdlog::warn("the live BLAS is not OpenBLAS: matrix products run ~15x slower (install libopenblas0-openmp)");
 }

@@ -70,8 +70,8 @@ struct VariantSummary {
   bool has_bleu() const { return bleu_within.n > 0 || bleu_beyond.n > 0; }
 };
 
-/// The runs whose results.json recorded one numeric environment (device,
-/// LibTorch, the BLAS and its kernels: numeric_environment()). Training
+/// The runs whose results.json recorded one numeric environment (posenc's
+/// commit, the device, LibTorch, the BLAS and its kernels: numeric_environment()). Training
 /// amplifies last-bit differences between kernels, so a grid whose runs come
 /// from two machines may not score as either machine alone would.
 struct EnvironmentGroup {
@@ -79,8 +79,8 @@ struct EnvironmentGroup {
   std::vector<std::string> runs;  ///< run ids, in plan order
 };
 
-/// "cpu, LibTorch 1.13.0, BLAS /usr/lib/.../libblas.so.3 (Haswell kernels)",
-/// with the kernel overrides a user set; "not recorded" for null.
+/// "posenc 566c6bf2a1b3, cpu, LibTorch 1.13.0, BLAS /usr/lib/.../libblas.so.3
+/// (Haswell kernels)", with the kernel overrides a user set; "not recorded" for null.
 std::string describe_environment(const nlohmann::json& environment);
 
 struct ComparisonSummary {

@@ -242,8 +242,9 @@ ComparisonSummary summarize(const ComparePlan& plan) {
 std::string describe_environment(const json& environment) {
   if (!environment.is_object()) return "not recorded";
   const auto text = [&](const char* key) { return environment.value(key, std::string("unknown")); };
-  std::string out = fmt::format("{}, LibTorch {}, BLAS {} ({} kernels)", text("device"), text("libtorch"), text("blas"),
-                                text("blas_kernels"));
+  std::string out = environment.contains("posenc") ? "posenc " + text("posenc") + ", " : "";
+  out += fmt::format("{}, LibTorch {}, BLAS {} ({} kernels)", text("device"), text("libtorch"), text("blas"),
+                     text("blas_kernels"));
   for (const char* name : {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"})
     if (environment.contains(name)) out += fmt::format(", {}={}", name, text(name));
   return out;
@@ -261,8 +262,9 @@ std::string environment_lines(const ComparisonSummary& s) {
                        only.environment.is_object() ? "" : ": results written before posenc recorded it");
   }
   std::string out = fmt::format(
-      "The runs were computed in {} environments; training amplifies last-bit differences between BLAS kernels, so "
-      "a row whose seeds ran in different ones may not score as either would alone:\n\n",
+      "The runs were computed in {} environments (posenc's commit, the device, LibTorch, the BLAS kernels); a "
+      "change in any can move a trained model's scores, since training amplifies last-bit differences, so a row "
+      "whose seeds ran in different ones may not score as any one of them would alone:\n\n",
       s.environments.size());
   for (const auto& e : s.environments)
     out += fmt::format("- {} ({} run{}): {}\n", describe_environment(e.environment), e.runs.size(),
