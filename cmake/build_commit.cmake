@@ -1,11 +1,31 @@
 # Run at build time (cmake -P): writes OUT, a .cpp that defines
-# posenc::build_commit() from the git commit of SOURCE_DIR ("unknown" outside a
-# git checkout), with "-dirty" when tracked files differ from it. The file is
-# rewritten only when its text changes, so an unchanged tree rebuilds nothing.
-execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --short=12 HEAD
-                OUTPUT_VARIABLE commit RESULT_VARIABLE failed ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(failed OR commit STREQUAL "")
-  set(commit "unknown")
+# posenc::build_commit() from the git commit of SOURCE_DIR, with "-dirty" when
+# tracked files differ from it. Outside a git checkout (a copied tree, a
+# tarball) it takes the environment's POSENC_BUILD_COMMIT, which whoever copied
+# the tree can set, else "unknown". The file is rewritten only when its text
+# changes, so an unchanged tree rebuilds nothing.
+execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --show-toplevel --short=12 HEAD
+                OUTPUT_VARIABLE answer RESULT_VARIABLE failed ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(commit "")
+if(NOT failed)
+  # Only posenc's own checkout counts, not a repository a copied tree sits in.
+  string(REPLACE "\n" ";" answer "${answer}")
+  list(GET answer 0 top)
+  list(GET answer 1 head)
+  get_filename_component(top "${top}" REALPATH)
+  get_filename_component(source "${SOURCE_DIR}" REALPATH)
+  if(top STREQUAL source)
+    set(commit "${head}")
+  endif()
+endif()
+if(commit STREQUAL "")
+  if(NOT "$ENV{POSENC_BUILD_COMMIT}" STREQUAL "")
+    set(commit "$ENV{POSENC_BUILD_COMMIT}")
+  else()
+    set(commit "unknown")
+  endif()
+  # A C string literal: nothing that would end it or escape from it.
+  string(REGEX REPLACE "[^A-Za-z0-9._+-]" "_" commit "${commit}")
 else()
   execute_process(COMMAND git -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
                   OUTPUT_VARIABLE changes RESULT_VARIABLE failed ERROR_QUIET)

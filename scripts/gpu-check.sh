@@ -17,7 +17,9 @@
 #     distribution's -dev packages); set CMAKE_PREFIX_PATH for a conda prefix;
 #   - offline: ./.gpu-deps, a bundle made beforehand on a Debian machine by
 #     scripts/bundle-deps.sh (from Debian's packages) and copied along.
-# Environment: POSENC_GPU_BUILD (build dir, default build-gpu), POSENC_GPU_JOBS.
+# Environment: POSENC_GPU_BUILD (build dir, default build-gpu), POSENC_GPU_JOBS;
+# POSENC_BUILD_COMMIT names the commit of a tree copied without .git (the
+# report and `posenc --version` then say it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -43,7 +45,12 @@ fail() { status=1; md "" "**FAILED: $1** (log: \`$(basename "$2")\`, last lines 
 : >"$report"
 md "# posenc GPU check" ""
 md "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-md "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+if commit=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+  git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+else
+  commit=${POSENC_BUILD_COMMIT:-unknown}  # a copied tree: what the copier said, as the build takes it
+fi
+md "- commit: $commit"
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
 md "- GPU: ${gpu:-none found by nvidia-smi}"
 md "- CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

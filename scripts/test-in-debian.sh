@@ -100,8 +100,11 @@ if [ -n "$run_command" ]; then
   mount --bind "$repo/runs/debian-$suite" "$root/work/posenc/runs"
 fi
 
+# The copied tree has no .git: the build inside learns the commit from here.
+commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+[ "$commit" = unknown ] || git -C "$repo" diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 env_in_root=(/usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
-             LANG=C.UTF-8 CI="${CI:-}" POSENC_BUILD_JOBS="${POSENC_BUILD_JOBS:-}")
+             LANG=C.UTF-8 CI="${CI:-}" POSENC_BUILD_JOBS="${POSENC_BUILD_JOBS:-}" POSENC_BUILD_COMMIT="$commit")
 if [ -n "$run_command" ]; then
   say "scripts/setup.sh, then: $run_command"
   chroot "$root" "${env_in_root[@]}" bash -c 'cd /work/posenc && scripts/setup.sh && bash -c "$1"' run "$run_command"
