@@ -171,11 +171,20 @@ def plot_accuracy(summary, out):
         ax.set_ylabel(METRIC_LABEL.get(metric, metric))
         ax.set_title(f"{task}: qkv={qkv}" + (f", pooling={pooling}" if metric == "accuracy" else ""))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=legend_columns(ax))
     tasks = sorted({k[0] for k in keys})
     fig.suptitle(f"{', '.join(tasks)}: score against length "
                  "(band: ±std over seeds, or 95% Wilson interval with one seed)", fontsize=11)
     save(fig, os.path.join(out, "accuracy_vs_length.png"))
+
+
+def legend_columns(ax, panel_inches=5.5, most=4):
+    """As many legend columns as the longest label lets fit under one panel
+    (a 7-point character is about 0.055 in wide, a marker and gap about 0.45 in),
+    so that a legend of long variant names does not run under its neighbour."""
+    labels = ax.get_legend_handles_labels()[1]
+    longest = max((len(label) for label in labels), default=1)
+    return max(1, min(most, int(panel_inches / (0.055 * longest + 0.45))))
 
 
 def read_metrics(path):
