@@ -118,8 +118,7 @@ TEST(Cli, TrainThenEvalAtNewLengths) {
 // config and seed scored 0.117 and 0.217 on two machines whose OpenBLAS chose
 // Cooperlake and Haswell kernels): results.json and results_eval.json say which.
 TEST(Cli, ResultsRecordTheKernelsTheirNumbersCameFrom) {
-  const auto dir = std::filesystem::temp_directory_path() / ("posenc_cli_env_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const auto dir = posenc::testing::fresh_dir("cli_env");
   const CliRun t = posenc::testing::run_cli(
       "train " + config_path() + " --set train.steps=5 --set eval.lengths=[8] --no-progress --out " + dir.string(),
       "ATEN_CPU_CAPABILITY=default");
@@ -151,13 +150,9 @@ TEST(Cli, VersionNamesTheCommitItWasBuiltFrom) {
   // environment's POSENC_BUILD_COMMIT gave the build, else "unknown".
   // Only posenc's own checkout counts, not a repository a copied tree sits in.
   const bool checkout = std::filesystem::exists(std::filesystem::path(POSENC_SOURCE_DIR) / ".git");
-  const std::string ask = "git -C " + std::string(POSENC_SOURCE_DIR) + " rev-parse --short=12 HEAD 2>/dev/null";
   std::string head;
-  if (FILE* git = checkout ? ::popen(ask.c_str(), "r") : nullptr) {
-    char line[64] = {};
-    if (std::fgets(line, sizeof line, git)) head = line;
-    if (::pclose(git) != 0) head.clear();
-  }
+  if (checkout && posenc::run_command({"git", "-C", POSENC_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"}, head) != 0)
+    head.clear();
   head = head.substr(0, head.find('\n'));
   const std::string commit = posenc::build_commit();
   if (head.empty()) {

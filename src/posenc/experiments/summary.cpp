@@ -382,13 +382,13 @@ std::string spread_note(const ComparisonSummary& s) {
 std::string training_differences(const ComparisonSummary& s) {
   std::vector<std::string> notes;
   for (const auto& v : s.variants) {
-    if ((v.steps == 0 || v.steps == s.steps) && v.averaged_from == 0) continue;
-    std::string note = v.scheme + ":";
-    if (v.steps != 0 && v.steps != s.steps) note += fmt::format(" {} steps", v.steps);
+    std::vector<std::string> differences;
+    if (v.steps != 0 && v.steps != s.steps) differences.push_back(fmt::format("{} steps", v.steps));
     if (v.averaged_from > 0)
-      note += fmt::format("{} scored with the mean weights from step {} on", note.back() == ':' ? "" : ",",
-                          v.averaged_from);
-    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+      differences.push_back(fmt::format("scored with the mean weights from step {} on", v.averaged_from));
+    if (differences.empty()) continue;
+    const std::string note = v.scheme + ": " + join(differences, ", ");
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);  // once per grid row
   }
   return notes.empty() ? "" : " (" + join(notes, "; ") + ")";
 }
