@@ -18,6 +18,9 @@ as the C++ modules, then:
     forward, warm-up then the median over timed steps, at the same thread count.
 
 Needs Debian's python3-torch (the same LibTorch 1.13 as the C++ build).
+
+POSENC_BENCH_PROFILE=FOLDER (CUDA cases): a few more steps under torch.profiler,
+their GPU time by kind of kernel written to FOLDER (scripts/step_profile.py).
 """
 import json
 import math
@@ -774,6 +777,8 @@ def run_case(case, bf16):
             forward.append((t1 - t0) * 1000)
             backward.append((t2 - t1) * 1000)
             opt.append((t3 - t2) * 1000)
+    if device.type == "cuda" and os.environ.get("POSENC_BENCH_PROFILE"):
+        profile_case(case, bf16, model, tokens, labels, optimizer, clip, sync)
     if device.type == "cuda" and os.environ.get("POSENC_BENCH_COMPILE") == "1" and hasattr(torch, "compile"):
         result["compile_ms"] = compiled_step_ms(model, tokens, labels, optimizer, clip, bf16, case, sync)
     model.eval()
@@ -794,6 +799,34 @@ def run_case(case, bf16):
     if device.type == "cuda":
         result["peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return result
+
+
+def profile_case(case, bf16, model, tokens, labels, optimizer, clip, sync):
+    """POSENC_BENCH_PROFILE=FOLDER: the same training step under torch.profiler,
+    its GPU time by kind of kernel (scripts/step_profile.py), once per case."""
+    folder = os.environ["POSENC_BENCH_PROFILE"]
+    name = f'profile-{case["size"]}-{case["scheme"]}-{case["qkv"]}{"-bf16" if bf16 else ""}.md'
+    out_path = os.path.join(folder, name)
+    if os.path.exists(out_path):  # posenc bench asks for a case more than once
+        return
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(tokens), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+
+    from step_profile import profile_step
+    os.makedirs(folder, exist_ok=True)
+    title = (f'PyTorch twin, {case["size"]} {case["scheme"]} {case["qkv"]}, batch {case["batch"]} x length '
+             f'{case["length"]}, {"bf16 autocast" if bf16 else "float32"}, {torch.cuda.get_device_name()}')
+    try:
+        profile_step(step, sync, 5, out_path, title)
+    except Exception as e:  # a profile is extra: the timing above stands without it
+        print(f"bench_eager.py: profiling {name} failed: {e}", file=sys.stderr, flush=True)
 
 
 def compiled_step_ms(model, tokens, labels, optimizer, clip, bf16, case, sync):

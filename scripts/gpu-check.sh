@@ -7,7 +7,15 @@
 #
 # Usage: scripts/gpu-check.sh [REPORT_DIR] [STAGE ...]
 #   REPORT_DIR  where gpu-report.md and the stage logs go (default runs/gpu-check)
-#   STAGE       any of: build test train compare bench (default: all, in that order)
+#   STAGE       any of: build test train compare bench profile scan jobs
+#               (default: build test train compare bench, in that order)
+#     profile   the large model in bf16 (none, t5): posenc's phases, and the
+#               PyTorch twin's GPU time by kind of kernel (torch.profiler)
+#     scan      configs/scan_published.json (xl, 50,000 steps), three seeds side
+#               by side, for as long as the time allows; the runs checkpoint, and
+#               `posenc train ... --resume` continues them
+#     jobs      16 runs of the ordering grid 16 at a time, then one at a time
+#               for what time is left: runs per hour of each
 #
 # LibTorch: $TORCH_PREFIX, else the one inside python3's torch package
 # (torch.utils.cmake_prefix_path). CLI11, spdlog, fmt, nlohmann_json and
@@ -18,6 +26,10 @@
 #   - offline: ./.gpu-deps, a bundle made beforehand on a Debian machine by
 #     scripts/bundle-deps.sh (from Debian's packages) and copied along.
 # Environment: POSENC_GPU_BUILD (build dir, default build-gpu), POSENC_GPU_JOBS;
+# POSENC_GPU_DEADLINE (epoch seconds; stages then fit themselves before it, or
+# say "not run"), POSENC_GPU_RESERVE (seconds the test stage leaves for later ones),
+# POSENC_GPU_SCAN_SECONDS (the scan stage's length at most), POSENC_GPU_SCAN_RESERVE
+# (seconds it leaves for the jobs stage);
 # POSENC_BUILD_COMMIT names the commit of a tree copied without .git (the
 # report and `posenc --version` then say it).
 set -uo pipefail
@@ -40,6 +52,9 @@ md() { printf '%s\n' "$@" >>"$report"; }
 fence() { md '```'; cat "$1" >>"$report"; md '```'; }
 now() { date +%s; }
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+deadline=${POSENC_GPU_DEADLINE:-0}
+left() { if [ "$deadline" -gt 0 ]; then echo $((deadline - $(now))); else echo 86400; fi; }
+not_run() { md "" "## $1" "" "**Not run**: $2"; say "$1: not run ($2)"; }
 fail() { status=1; md "" "**FAILED: $1** (log: \`$(basename "$2")\`, last lines below)"; md "\`\`\`"; tail -n 40 "$2" >>"$report"; md '```'; }
 
 : >"$report"
@@ -69,14 +84,30 @@ if wants build; then
   t0=$(now)
   # --no-as-needed: otherwise the linker drops libtorch_cuda.so, which nothing
   # calls by name, and LibTorch sees no GPU.
-  if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-       ${gtest_src:+-DPOSENC_GTEST_SOURCE="$gtest_src"} -DPOSENC_CUDA=ON \
-       -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" >"$out/build.log" 2>&1 &&
-     cmake --build "$build" -j "$jobs" -- -k >>"$out/build.log" 2>&1; then
+  configure_and_build() {  # extra cmake flags; appends to build.log
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+      ${gtest_src:+-DPOSENC_GTEST_SOURCE="$gtest_src"} -DPOSENC_CUDA=ON \
+      -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" "$@" >>"$out/build.log" 2>&1 &&
+      cmake --build "$build" -j "$jobs" -- -k >>"$out/build.log" 2>&1
+  }
+  : >"$out/build.log"
+  built=0
+  if configure_and_build -DPOSENC_NCCL=ON; then
+    built=1
+  elif grep -q 'error:' "$out/build.log"; then
+    # The NCCL backend compiles only against a CUDA LibTorch: if that is what
+    # failed, say so and go on without it rather than lose the whole check.
+    cp "$out/build.log" "$out/build-nccl-failed.log"
+    md "" "**The build failed with the NCCL backend on**; its first errors (log: \`build-nccl-failed.log\`):" '```'
+    grep -m 15 'error:' "$out/build-nccl-failed.log" >>"$report"
+    md '```' "Built again with -DPOSENC_NCCL=OFF:"
+    configure_and_build -DPOSENC_NCCL=OFF && built=1
+  fi
+  if [ $built = 1 ]; then
     warnings=$(grep -c 'warning:' "$out/build.log" || true)
     own=$(grep 'warning:' "$out/build.log" | grep -c -E "^($root/)?(src|include|tests)/" || true)
     md "" "## Build" "" "$(($(now) - t0)) s with $jobs jobs; compiler warnings: $warnings ($own from posenc's own sources)."
-    grep -m1 'libtorch=' "$out/build.log" >/dev/null || true
+    md "$(grep -m1 'NCCL:' "$out/build.log" | sed 's/^-- //')"
   else
     fail "build" "$out/build.log"
     say "build failed; report in $report"
@@ -87,9 +118,14 @@ fi
 if wants test; then
   say "test suite (CUDA tests on)"
   t0=$(now)
-  (cd "$build" && ctest --output-on-failure -j "$((jobs < 8 ? jobs : 8))" --timeout 900) >"$out/test.log" 2>&1
+  limit=$(($(left) - ${POSENC_GPU_RESERVE:-0}))
+  (cd "$build" && timeout -s TERM "$limit" ctest --output-on-failure -j "$jobs" --timeout 900) >"$out/test.log" 2>&1
   rc=$?
   md "" "## Test suite" "" "$(($(now) - t0)) s: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) (CTest counts suites)"
+  if [ $rc -eq 124 ]; then
+    md "" "Stopped by the time limit ($limit s). The CTest suites that finished by then:" ""
+    md "$(grep -oE 'Test +#[0-9]+: [^ ]+ [.]* *[A-Za-z*]+' "$out/test.log" | sed 's/^/    /')"
+  fi
   md "" "$(scripts/test-cases.sh "$build" | sed '2,$s/^/    /')"
   [ $rc -eq 0 ] || fail "tests" "$out/test.log"
 fi
@@ -152,6 +188,108 @@ if wants bench; then
       fail "bench $variant" "$out/bench-$variant.log"
     fi
   done
+fi
+
+if wants profile; then
+  # The large model of configs/bench_gpu.json in bf16: posenc's eager and
+  # graphed step with its phases, the twin's step, and the twin's GPU time by
+  # kind of kernel (POSENC_BENCH_PROFILE, scripts/step_profile.py).
+  if [ "$(left)" -lt 90 ]; then
+    not_run "Profile of the large model" "$(left) s were left of the time limit"
+  else
+    say "profile: bench the large model in bf16 (none, t5) with the twin under torch.profiler"
+    rm -rf "$out/profile"
+    mkdir -p "$out/profile"
+    if POSENC_BENCH_PROFILE="$out/profile" timeout -s TERM "$(($(left) - 10))" "$bin" bench configs/bench_gpu.json \
+         --device cuda --bf16 --sizes large --schemes none,t5 --out "$out/bench-large" >"$out/profile.log" 2>&1; then
+      md "" "## The large model in bf16 (posenc bench --device cuda --bf16 --sizes large --schemes none,t5)" ""
+      cat "$out/bench-large/bench.md" >>"$report"
+      for f in "$out"/profile/profile-*.md; do
+        [ -f "$f" ] && { md ""; sed 's/^# /### /' "$f" >>"$report"; }
+      done
+    else
+      fail "profile" "$out/profile.log"
+    fi
+  fi
+fi
+
+if wants scan; then
+  # Three seeds of the published SCAN recipe side by side on the GPU, for what
+  # the time allows; the steps per second say how long 50,000 steps take.
+  seconds=$(($(left) - ${POSENC_GPU_SCAN_RESERVE:-0} - 15))
+  cap=${POSENC_GPU_SCAN_SECONDS:-0}  # at most this long, where set
+  [ "$cap" -gt 0 ] && [ "$seconds" -gt "$cap" ] && seconds=$cap
+  if [ "$seconds" -lt 45 ]; then
+    not_run "SCAN at the published budget" "$(left) s were left of the time limit"
+  else
+    say "scan: configs/scan_published.json, 50,000 steps, seeds 0-2 side by side, for $seconds s"
+    pids=()
+    for seed in 0 1 2; do
+      timeout -s TERM "$seconds" "$bin" train configs/scan_published.json --device cuda --set train.steps=50000 \
+        --set train.seed=$seed --out "$out/scan-seed$seed" --no-progress >"$out/scan-seed$seed.log" 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    md "" "## SCAN, published recipe (configs/scan_published.json, xl, 50,000 steps), three seeds side by side" ""
+    md "Each run had $seconds s (stopped by SIGTERM, which checkpoints it, unless finished)." ""
+    md "| seed | steps done | s | steps/s (last logged) | 50,000 steps would take | cutoff-26 test exact match |" \
+      "|---|---:|---:|---:|---:|---|"
+    for seed in 0 1 2; do
+      $python - "$out/scan-seed$seed" "$seed" >>"$report" <<'EOF'
+import json, os, sys
+run, seed = sys.argv[1], sys.argv[2]
+path = os.path.join(run, "metrics.jsonl")
+rows = [json.loads(l) for l in open(path) if '"steps_per_s"' in l] if os.path.exists(path) else []
+if not rows:
+    print(f"| {seed} | 0 | - | - | - | no step logged (see scan-seed{seed}.log) |")
+    sys.exit()
+last = rows[-1]
+rate = last["step"] / last["elapsed_s"]
+done = os.path.join(run, "results.json")
+if os.path.exists(done):  # pooled over the test lengths, as scripts/scan_table.py pools them
+    lengths = json.load(open(done))["lengths"]
+    score = "%.3f" % (sum(x["correct"] for x in lengths) / sum(x["n"] for x in lengths))
+else:
+    score = "not finished"
+print(f'| {seed} | {last["step"]} | {last["elapsed_s"]:.0f} | {last["steps_per_s"]:.1f} | '
+      f'{50000 / rate / 60:.0f} min | {score} |')
+EOF
+    done
+  fi
+fi
+
+if wants jobs; then
+  # The ordering grid's first 8 schemes x 2 q,k,v variants: 16 runs of 2000
+  # steps, 16 side by side, then one at a time for what time is left.
+  if [ "$(left)" -lt 60 ]; then
+    not_run "Runs side by side against one at a time" "$(left) s were left of the time limit"
+  else
+    $python - configs/ordering_compare.json "$out/jobs-grid.json" <<'EOF'
+import json, os, sys
+g = json.load(open(sys.argv[1]))
+g["base"] = os.path.abspath(os.path.join(os.path.dirname(sys.argv[1]), g["base"]))
+g["schemes"] = g["schemes"][:8]
+g.pop("full", None)
+json.dump(g, open(sys.argv[2], "w"), indent=1)
+EOF
+    md "" "## Runs side by side against one at a time (16 runs: configs/ordering_compare.json's first 8 schemes, both q,k,v)" ""
+    md "| --jobs | runs finished | wall s | runs per hour |" "|---:|---:|---:|---:|"
+    for j in 16 1; do
+      seconds=$(($(left) - 10))
+      if [ "$seconds" -lt 20 ]; then
+        md "| $j | not run: $(left) s were left | | |"
+        continue
+      fi
+      say "jobs: compare --jobs $j for at most $seconds s"
+      rm -rf "$out/jobs-$j"
+      t0=$(now)
+      timeout -s TERM "$seconds" "$bin" compare "$out/jobs-grid.json" --out "$out/jobs-$j" --jobs $j --no-progress \
+        --no-figures >"$out/jobs-$j.log" 2>&1
+      wall=$(($(now) - t0))
+      finished=$(find "$out/jobs-$j" -path '*/runs/*' -name results.json 2>/dev/null | wc -l)
+      md "| $j | $finished of 16 | $wall | $((finished * 3600 / (wall > 0 ? wall : 1))) |"
+    done
+  fi
 fi
 
 say "report: $report"

@@ -394,6 +394,33 @@ TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
   EXPECT_NE(out.find("(rank 1 ended, hung or lost its connection"), std::string::npos) << out;
 }
 
+// On CUDA each rank takes a GPU of its own and the ranks meet over NCCL. A
+// machine with one GPU refuses --nproc 2 before any rank starts (NCCL itself
+// refuses two ranks on one GPU); with two or more, two ranks train over NCCL.
+TEST(DataParallel, OnCudaEachRankTakesAGpuAndTheRanksMeetOverNccl) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  Scratch s("dp_nccl");
+  const std::string cfg =
+      posenc::testing::write_config(s, "c.json", {"train.steps=20", "train.log_every=10", "eval.lengths=[8]"});
+  const std::string args = "train " + cfg + " --no-progress --device cuda --set train.backend=nccl --nproc 2";
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  auto r = run_cli(args + " --out " + s.path("run"));
+  if (gpus < 2) {
+    EXPECT_EQ(r.code, 2) << r.output;
+    expect_one_line_error(r.output,
+                          "this machine has " + std::to_string(gpus) + " CUDA device(s), and each rank takes one");
+    EXPECT_FALSE(fs::exists(s.path("run/config.json")));
+    GTEST_SKIP() << "two ranks over NCCL need two GPUs; this machine has " << gpus
+                 << " (the refusal of --nproc 2 was checked)";
+  }
+  if (r.output.find("built without NCCL") != std::string::npos)
+    GTEST_SKIP() << "this posenc was built without NCCL: " << r.output;
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto results = read_json_file(s.path("run/results.json"));
+  EXPECT_EQ(results["ranks"].get<int>(), 2);
+  EXPECT_NE(r.output.find("ranks=2 backend=nccl"), std::string::npos) << r.output;
+}
+
 TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   Scratch s("dp_bad");
   const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=5"});

@@ -16,10 +16,11 @@ namespace POSENC_TEST_UNIT {
 namespace {
 
 /// Two groups as the trainer makes them: matrices with weight decay, vectors without.
-std::vector<torch::Tensor> make_params(torch::Dtype dtype = torch::kFloat) {
+std::vector<torch::Tensor> make_params(torch::Dtype dtype = torch::kFloat, torch::Device device = torch::kCPU) {
   torch::manual_seed(11);
-  return {torch::randn({16, 8}, dtype).requires_grad_(), torch::randn({40000}, dtype).requires_grad_(),
-          torch::randn({8}, dtype).requires_grad_()};
+  const auto o = torch::dtype(dtype);
+  return {torch::randn({16, 8}, o).to(device).requires_grad_(), torch::randn({40000}, o).to(device).requires_grad_(),
+          torch::randn({8}, o).to(device).requires_grad_()};
 }
 
 template <class Opt>
@@ -127,6 +128,23 @@ TEST(FusedAdamW, HandsWhatItDoesNotFuseToTorchAdamW) {
     run_both(reference, ref_opt, fused, fused_opt, 0, 10, /*strided=*/true);
     expect_close(fused, reference, "strided gradients");
   }
+}
+
+// On CUDA, step() is ATen's multi-tensor fused kernel (LibTorch 2.4+): the
+// same update as torch::optim::AdamW's ten ops per tensor, to float32 rounding,
+// and the same state, so a checkpoint continues in either.
+TEST(FusedAdamW, OnCudaFollowsTorchAdamWStepForStep) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto reference = make_params(torch::kFloat, torch::kCUDA), fused = make_params(torch::kFloat, torch::kCUDA);
+  auto ref_opt = make_optimizer<torch::optim::AdamW>(reference);
+  auto fused_opt = make_optimizer<posenc::FusedAdamW>(fused);
+  run_both(reference, ref_opt, fused, fused_opt, 0, 30);
+  expect_close(fused, reference, "30 steps on CUDA");
+  EXPECT_GT((fused[0] - make_params(torch::kFloat, torch::kCUDA)[0]).abs().max().item<double>(), 1e-2);
+  auto resumed = make_optimizer<torch::optim::AdamW>(fused);
+  load_state(resumed, saved_state(fused_opt));
+  run_both(reference, ref_opt, fused, resumed, 30, 35);
+  expect_close(fused, reference, "the fused state continued in torch AdamW");
 }
 
 }  // namespace POSENC_TEST_UNIT

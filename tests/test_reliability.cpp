@@ -702,7 +702,8 @@ TEST(EarlyChecks, NprocIsWeighedAgainstMemoryAndCoresBeforeAnyRankStarts) {
   const int64_t width = static_cast<int64_t>(0.7 * budget.bytes / (16.0 * vocab) / 4) * 4;
   if (width < 8 || width > 65536) GTEST_SKIP() << "memory out of the range this test sizes for";
   const std::string ordering = std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json";
-  auto r = run_cli("train " + ordering + " --nproc 2 --set task.vocab_size=" + std::to_string(vocab) +
+  // On the CPU: this is about the machine's memory and cores (a GPU has its own check, one rank per GPU).
+  auto r = run_cli("train " + ordering + " --device cpu --nproc 2 --set task.vocab_size=" + std::to_string(vocab) +
                    " --set model.d_model=" + std::to_string(width) + " --set model.d_ff=64 --no-progress --out " +
                    s.path("big"));
   EXPECT_EQ(r.code, 2) << r.output;
@@ -711,7 +712,7 @@ TEST(EarlyChecks, NprocIsWeighedAgainstMemoryAndCoresBeforeAnyRankStarts) {
   // One rank more than there are cores: trained, and said.
   const int ranks = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) + 1;
   const std::string config = write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
-  r = run_cli("train " + config + " --nproc " + std::to_string(ranks) +
+  r = run_cli("train " + config + " --device cpu --nproc " + std::to_string(ranks) +
               " --set train.batch_size=" + std::to_string(4 * ranks) + " --no-progress --out " + s.path("many"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("threads on " + std::to_string(ranks - 1) + " cores: the ranks take turns"),

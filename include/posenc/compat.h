@@ -107,10 +107,17 @@ Key optimizer_state_key(const at::Tensor& p) {
 /// graph can capture it (ATen's _fused_adamw_, tensor-lr overload, 2.4 on).
 /// Returns false, having done nothing, where this build has no such kernel
 /// (then the caller updates tensor by tensor).
+#if defined(POSENC_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+#define POSENC_HAS_FUSED_ADAMW_CUDA 1
+#else
+#define POSENC_HAS_FUSED_ADAMW_CUDA 0
+#endif
+constexpr bool kHasFusedAdamwCuda = POSENC_HAS_FUSED_ADAMW_CUDA != 0;
+
 inline bool fused_adamw_on_device(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                                   at::TensorList exp_avg_sqs, at::TensorList steps, const at::Tensor& lr, double beta1,
                                   double beta2, double weight_decay, double eps) {
-#if defined(POSENC_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+#if POSENC_HAS_FUSED_ADAMW_CUDA
   if (params.empty() || !params[0].is_cuda()) return false;
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2, weight_decay,
                     eps, /*amsgrad=*/false, /*maximize=*/false);

@@ -26,7 +26,10 @@
 #else
 #define POSENC_HAS_GLOO 0
 #endif
-#if defined(USE_C10D_NCCL)
+// NCCL likewise needs nccl.h besides LibTorch's USE_C10D_NCCL: a pip LibTorch
+// defines the macro for its users but ships the header in its nvidia-nccl
+// package, which CMakeLists.txt adds where it finds it (-DPOSENC_NCCL=OFF: off).
+#if defined(USE_C10D_NCCL) && !defined(POSENC_NO_NCCL) && __has_include(<nccl.h>)
 #define POSENC_HAS_NCCL 1
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #else
@@ -51,8 +54,8 @@ CollectiveBackend resolve_backend(CollectiveBackend requested, c10::Device devic
         "and rebuild, as scripts/setup.sh does)");
   if (backend == CollectiveBackend::Nccl && !POSENC_HAS_NCCL)
     throw ConfigError(
-        "train.backend=nccl: this LibTorch has no NCCL (Debian's does not; a CUDA build of LibTorch "
-        "does), so use train.backend=gloo on CUDA or a CUDA LibTorch");
+        "train.backend=nccl: this posenc was built without NCCL (Debian's LibTorch has none; with a CUDA "
+        "LibTorch, the build found no nccl.h: see the NCCL line of cmake's output), so use train.backend=gloo");
   return backend;
 }
 

@@ -1,6 +1,7 @@
 #include "posenc/train/fused_adamw.h"
 
 #include <cmath>
+#include <optional>
 
 #include <ATen/Parallel.h>
 
@@ -34,6 +35,36 @@ void update(float* p, const float* g, float* m, float* v, int64_t begin, int64_t
 
 }  // namespace
 
+std::optional<int64_t> FusedAdamW::fused_cuda_step() const {
+  if (!compat::kHasFusedAdamwCuda) return std::nullopt;
+  using Key = typename std::decay_t<decltype(state_)>::key_type;
+  std::optional<int64_t> common;
+  std::optional<torch::Device> device;
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return std::nullopt;
+    for (const auto& p : group.params()) {
+      const auto& g = p.grad();
+      if (!g.defined()) continue;
+      if (!p.is_cuda() || p.scalar_type() != torch::kFloat || !p.is_contiguous() || g.device() != p.device() ||
+          g.scalar_type() != torch::kFloat || !g.is_contiguous())
+        return std::nullopt;
+      const auto it = state_.find(compat::optimizer_state_key<Key>(p));
+      int64_t taken = 0;
+      if (it != state_.end() && it->second) {
+        const auto& state = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+        if (state.exp_avg().device() != p.device() || !state.exp_avg().is_contiguous() ||
+            !state.exp_avg_sq().is_contiguous())
+          return std::nullopt;
+        taken = state.step();
+      }
+      if ((common && *common != taken) || (device && *device != p.device())) return std::nullopt;
+      common = taken;
+      device = p.device();
+    }
+  }
+  return common;
+}
+
 bool FusedAdamW::fusable() const {
   for (const auto& group : param_groups_) {
     if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
@@ -46,12 +77,31 @@ bool FusedAdamW::fusable() const {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  if (!fusable()) return torch::optim::AdamW::step(closure);
+  const std::optional<int64_t> cuda_step = fused_cuda_step();
+  if (!cuda_step && !fusable()) return torch::optim::AdamW::step(closure);
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
+  }
+  if (cuda_step) {
+    prepare_device_steps();
+    torch::Device device = torch::kCPU;
+    for (const auto& group : param_groups_)
+      for (const auto& p : group.params())
+        if (p.grad().defined()) device = p.device();
+    const auto t = torch::full({}, static_cast<double>(*cuda_step + 1), torch::dtype(torch::kFloat).device(device));
+    update_on_device(torch::Tensor(), t);
+    // As torch::optim::AdamW counts: only the parameters that had a gradient.
+    using Key = typename std::decay_t<decltype(state_)>::key_type;
+    for (const auto& group : param_groups_)
+      for (const auto& p : group.params())
+        if (p.grad().defined()) {
+          auto& state = static_cast<torch::optim::AdamWParamState&>(*state_[compat::optimizer_state_key<Key>(p)]);
+          state.step(state.step() + 1);
+        }
+    return loss;
   }
   using Key = typename std::decay_t<decltype(state_)>::key_type;
   for (auto& group : param_groups_) {
@@ -129,7 +179,9 @@ void FusedAdamW::count_device_step() {
     if (slot) adamw_state(*slot).step(adamw_state(*slot).step() + 1);
 }
 
-void FusedAdamW::step_on_device(const torch::Tensor& lr, const torch::Tensor& t) {
+void FusedAdamW::step_on_device(const torch::Tensor& lr, const torch::Tensor& t) { update_on_device(lr, t); }
+
+void FusedAdamW::update_on_device(const torch::Tensor& shared_lr, const torch::Tensor& t) {
   torch::NoGradGuard no_grad;
   using Key = typename std::decay_t<decltype(state_)>::key_type;
   for (auto& group : param_groups_) {
@@ -149,6 +201,7 @@ void FusedAdamW::step_on_device(const torch::Tensor& lr, const torch::Tensor& t)
       steps.push_back(t);  // the kernel reads each parameter's step; all are the same
     }
     if (params.empty()) continue;
+    const torch::Tensor lr = shared_lr.defined() ? shared_lr : torch::full({}, o.lr(), t.options());
     if (compat::fused_adamw_on_device(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, o.weight_decay(),
                                       o.eps()))
       continue;
