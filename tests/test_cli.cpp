@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include <torch/cuda.h>
 #include <torch/version.h>
 
 #include "cli_helpers.h"
@@ -129,7 +130,7 @@ TEST(Cli, ResultsRecordTheKernelsTheirNumbersCameFrom) {
   const auto evaluated = posenc::read_json_file((dir / "results_eval.json").string()).at("environment");
   for (const auto& env : {trained, evaluated}) {
     EXPECT_EQ(env.at("posenc"), posenc::build_commit());
-    EXPECT_EQ(env.at("device"), "cpu");
+    EXPECT_EQ(env.at("device"), torch::cuda::is_available() ? "cuda" : "cpu") << "train.device auto, as resolved";
     EXPECT_EQ(env.at("libtorch"), TORCH_VERSION);
     EXPECT_EQ(env.at("blas"), posenc::live_blas());
     EXPECT_EQ(env.at("blas_kernels"), posenc::blas_kernels()) << "the kernels this machine's OpenBLAS picks";

@@ -13,6 +13,7 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "posenc/errors.h"
 #include "posenc/environment.h"
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/experiments/process_pool.h"
@@ -676,6 +677,7 @@ TEST(ComparePlan, EveryShippedGridPlans) {
   // runs, default and --full.
   const AtRepositoryRoot at_root;
   int grids = 0;
+  std::string unchecked;  // grids whose system corpus this machine lacks (scripts/setup.sh installs them)
   for (const auto& [path, j] : shipped_configs()) {
     if (!j.contains("schemes") || j.contains("sizes")) continue;
     const std::string name = path.filename().string();
@@ -684,11 +686,22 @@ TEST(ComparePlan, EveryShippedGridPlans) {
     for (const bool full : {false, true}) {
       if (full && !has_full) continue;
       ComparePlan plan;
-      ASSERT_NO_THROW(plan = posenc::plan_comparison(path.string(), "out", full, 1)) << name;
+      try {
+        plan = posenc::plan_comparison(path.string(), "out", full, 1);
+      } catch (const posenc::ConfigError& e) {
+        const std::string what = e.what();
+        if (what.find("does not exist (it comes with Debian's") != std::string::npos) {
+          unchecked += " " + name + ": " + what.substr(what.find("task.path"));
+          break;
+        }
+        ADD_FAILURE() << name << (full ? " --full" : "") << ": " << what;
+        continue;
+      }
       EXPECT_FALSE(plan.runs.empty()) << name;
     }
   }
   EXPECT_GE(grids, 3);
+  if (!unchecked.empty()) GTEST_SKIP() << "every other grid planned; not checked here:" << unchecked;
 }
 
 TEST(ComparePlan, EveryShippedTrainingConfigLoadsAndBuildsItsTask) {

@@ -20,6 +20,8 @@
 #include <regex>
 #include <thread>
 
+#include <torch/cuda.h>
+
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "reliability_helpers.h"

@@ -46,7 +46,12 @@ class T5Impl : public PositionalSchemeImpl {
       return t5_buckets(bias_offsets(pos), num_buckets_, max_distance_, bidirectional_);  // (Lq, Lk) or (B, Lq, Lk)
     });
     return once_per_forward(pos, "bias", [&] {
-      return with_batch_dim(table_.index({buckets}).movedim(-1, -3));  // (..., Lq, Lk, H) -> (1 or B, H, Lq, Lk)
+      // embedding, not table_.index(buckets): the same rows, but its backward
+      // sums the many positions of each bucket in parallel, where index's
+      // backward sums each bucket's positions one by one: 54 ms of a 97 ms
+      // step at length 512 on an H200 (scripts/step_profile.py).
+      return with_batch_dim(
+          torch::embedding(table_, buckets).movedim(-1, -3));  // (..., Lq, Lk, H) -> (1 or B, H, Lq, Lk)
     });
   }
 
