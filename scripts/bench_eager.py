@@ -385,7 +385,7 @@ class T5(Scheme):
 
     def bias(self, pos):
         buckets = pos.once(self, "buckets", lambda: t5_buckets(relative_positions(pos.q, pos.k), self.nb, self.md, self.bi))
-        return pos.once(self, "bias", lambda: F.embedding(buckets, self.table).permute(2, 0, 1).unsqueeze(0))
+        return pos.once(self, "bias", lambda: F.embedding(buckets, self.table).permute(2, 0, 1).contiguous().unsqueeze(0))
 
 
 def pick_columns(per_offset, index):

@@ -119,8 +119,19 @@ if wants test; then
   say "test suite (CUDA tests on)"
   t0=$(now)
   limit=$(($(left) - ${POSENC_GPU_RESERVE:-0}))
-  (cd "$build" && timeout -s TERM "$limit" ctest --output-on-failure -j "$jobs" --timeout 900) >"$out/test.log" 2>&1
+  # One thread per test process: with 16 suites side by side, LibTorch's
+  # default of one thread per core put 256 threads on 16 cores (2026-11-27:
+  # the Cli suite took 163 s so, 35 s with one thread each).
+  (cd "$build" && OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout -s TERM "$limit" \
+    ctest --output-on-failure -j "$jobs" --timeout 900) >"$out/test.log" 2>&1
   rc=$?
+  # A time limit stops ctest, not the test processes it started: left running,
+  # they would share the GPU with the stages after this one.
+  if [ $rc -eq 124 ]; then
+    pkill -TERM -f "$root/$build/posenc" 2>/dev/null
+    sleep 3
+    pkill -KILL -f "$root/$build/posenc" 2>/dev/null
+  fi
   md "" "## Test suite" "" "$(($(now) - t0)) s: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) (CTest counts suites)"
   if [ $rc -eq 124 ]; then
     md "" "Stopped by the time limit ($limit s). The CTest suites that finished by then:" ""

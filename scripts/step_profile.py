@@ -37,6 +37,13 @@ def category(kernel_name):
     return "other"
 
 
+def is_annotation(event):
+    """A range that PyTorch marks on the GPU's timeline around the kernels of
+    an operation (e.g. "Optimizer.step#AdamW.step"): not a kernel, and
+    counting it would count its kernels twice."""
+    return getattr(event, "is_user_annotation", False) or "#" in event.name or event.name.startswith("ProfilerStep")
+
+
 def profile_step(step, sync, steps, out_path, title, flops_per_step=None, peak_flops=None):
     """Runs `step` (a callable doing one training step) `steps` times under
     torch.profiler and writes the Markdown table to out_path (atomically)."""
@@ -53,7 +60,7 @@ def profile_step(step, sync, steps, out_path, title, flops_per_step=None, peak_f
         wall_ms = (time.perf_counter() - t0) * 1000 / steps
     by_category, by_kernel = {}, {}
     for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
+        if e.device_type != torch.autograd.DeviceType.CUDA or is_annotation(e):
             continue
         us = e.time_range.elapsed_us()
         by_category[category(e.name)] = by_category.get(category(e.name), 0.0) + us
@@ -97,6 +104,11 @@ def selftest():
         "Memset (Device)": "casts and copies",
     }
     wrong = {n: (category(n), want) for n, want in cases.items() if category(n) != want}
+    Event = type("Event", (), {})
+    marked, kernel = Event(), Event()
+    marked.name, kernel.name = "Optimizer.step#AdamW.step", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+    if not is_annotation(marked) or is_annotation(kernel):
+        wrong["annotation"] = (is_annotation(marked), is_annotation(kernel))
     if wrong:
         sys.exit(f"step_profile.py: misclassified: {wrong}")
     print(f"step_profile.py: {len(cases)} kernel names classified as expected")

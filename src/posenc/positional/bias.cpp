@@ -48,10 +48,11 @@ class T5Impl : public PositionalSchemeImpl {
     return once_per_forward(pos, "bias", [&] {
       // embedding, not table_.index(buckets): the same rows, but its backward
       // sums the many positions of each bucket in parallel, where index's
-      // backward sums each bucket's positions one by one: 54 ms of a 97 ms
-      // step at length 512 on an H200 (scripts/step_profile.py).
-      return with_batch_dim(
-          torch::embedding(table_, buckets).movedim(-1, -3));  // (..., Lq, Lk, H) -> (1 or B, H, Lq, Lk)
+      // backward sums each bucket's positions one by one (54 ms of a step at
+      // length 512 on an H200, docs/gpu/gpu-report-2026-11-27-h200.md).
+      // Contiguous: the fused attention kernels read a bias whose last
+      // dimension is contiguous, and movedim leaves a stride of H there.
+      return with_batch_dim(torch::embedding(table_, buckets).movedim(-1, -3).contiguous());  // (1 or B, H, Lq, Lk)
     });
   }
 
