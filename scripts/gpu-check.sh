@@ -121,7 +121,8 @@ if wants test; then
   limit=$(($(left) - ${POSENC_GPU_RESERVE:-0}))
   # One thread per test process: with 16 suites side by side, LibTorch's
   # default of one thread per core put 256 threads on 16 cores (2026-11-27:
-  # the Cli suite took 163 s so, 35 s with one thread each).
+  # the Cli suite took 163 s so, 35 s in a run with one thread each and
+  # fewer suites beside it).
   (cd "$build" && OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout -s TERM "$limit" \
     ctest --output-on-failure -j "$jobs" --timeout 900) >"$out/test.log" 2>&1
   rc=$?
