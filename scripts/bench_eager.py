@@ -385,7 +385,9 @@ class T5(Scheme):
 
     def bias(self, pos):
         buckets = pos.once(self, "buckets", lambda: t5_buckets(relative_positions(pos.q, pos.k), self.nb, self.md, self.bi))
-        return pos.once(self, "bias", lambda: F.embedding(buckets, self.table).permute(2, 0, 1).contiguous().unsqueeze(0))
+        # As the C++ side gathers (positional/bias.cpp): embedding on CUDA, indexing on the CPU.
+        rows = lambda: F.embedding(buckets, self.table) if buckets.is_cuda else self.table[buckets]
+        return pos.once(self, "bias", lambda: rows().permute(2, 0, 1).contiguous().unsqueeze(0))
 
 
 def pick_columns(per_offset, index):

@@ -46,13 +46,16 @@ class T5Impl : public PositionalSchemeImpl {
       return t5_buckets(bias_offsets(pos), num_buckets_, max_distance_, bidirectional_);  // (Lq, Lk) or (B, Lq, Lk)
     });
     return once_per_forward(pos, "bias", [&] {
-      // embedding, not table_.index(buckets): the same rows, but its backward
-      // sums the many positions of each bucket in parallel, where index's
-      // backward sums each bucket's positions one by one (54 ms of a step at
-      // length 512 on an H200, docs/gpu/gpu-report-2026-11-27-h200.md).
+      // The same gather either way; what differs is its backward, which sums
+      // the thousands of positions of each of the few buckets. On CUDA,
+      // index's backward sums each bucket's positions one by one (54 ms of a
+      // step at length 512 on an H200, docs/gpu/gpu-report-2026-11-27-h200.md)
+      // where embedding's sums them in parallel; on the CPU index's is the
+      // faster one (3.1 against 9.5 ms forward and backward at length 512, LibTorch 1.13).
+      const auto rows = buckets.is_cuda() ? torch::embedding(table_, buckets) : table_.index({buckets});
       // Contiguous: the fused attention kernels read a bias whose last
       // dimension is contiguous, and movedim leaves a stride of H there.
-      return with_batch_dim(torch::embedding(table_, buckets).movedim(-1, -3).contiguous());  // (1 or B, H, Lq, Lk)
+      return with_batch_dim(rows.movedim(-1, -3).contiguous());  // (..., Lq, Lk, H) -> (1 or B, H, Lq, Lk)
     });
   }
 
