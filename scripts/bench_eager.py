@@ -291,7 +291,7 @@ class Fire(Scheme):
             normalizer = psi(torch.maximum(query, self.threshold.abs()))
             x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1)
             b = self.out(torch.relu(self.hidden(x)))
-            return apply_directional(self, b.permute(2, 0, 1).unsqueeze(0), rel)
+            return apply_directional(self, b.permute(2, 0, 1).contiguous().unsqueeze(0), rel)
 
         return pos.once(self, "fire", make)
 

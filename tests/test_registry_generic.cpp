@@ -122,6 +122,17 @@ TEST_P(EveryScheme, BiasDependsOnlyOnOffset) {
   }
 }
 
+TEST_P(EveryScheme, BiasIsContiguousAlongTheKeys) {
+  // The fused attention kernels (memory-efficient, cuDNN) read a bias whose
+  // last dimension is contiguous; given another layout, SDPA falls back to its
+  // float32 math kernel (T5's bias, a movedim of its table's rows, ran there:
+  // docs/gpu/gpu-report-2026-11-27-h200.md).
+  auto s = posenc::testing::scheme_with(GetParam(), {32, 4, 8, 0});
+  if (!s->capabilities().bias) GTEST_SKIP() << "no bias hook";
+  const auto b = s->bias(posenc::testing::arange_positions(12));  // (1 or B, H, 12, 12)
+  EXPECT_EQ(b.stride(-1), 1) << "strides " << b.strides();
+}
+
 TEST_P(EveryScheme, HasARowInTheReadmesSchemeTable) {
   std::ifstream readme(std::string(POSENC_SOURCE_DIR) + "/README.md");
   ASSERT_TRUE(readme.good());

@@ -142,7 +142,9 @@ class FireImpl : public OffsetBiasImpl {
     auto normalizer = psi(torch::maximum(query, threshold_.abs()));                       // psi(max(T, i))
     auto x = (psi(rel.abs().to(dtype)) / normalizer).unsqueeze(-1);  // (..., Lq, Lk, 1), in [0, 1] up to T
     auto b = out_->forward(torch::relu(hidden_->forward(x)));        // (..., Lq, Lk, H)
-    return b.movedim(-1, -3);                                        // (H, Lq, Lk) or (B, H, Lq, Lk)
+    // Contiguous: the fused attention kernels read a bias whose last
+    // dimension is contiguous, and movedim leaves a stride of H there.
+    return b.movedim(-1, -3).contiguous();  // (H, Lq, Lk) or (B, H, Lq, Lk)
   }
 
   torch::nn::Linear hidden_{nullptr}, out_{nullptr};
