@@ -487,7 +487,9 @@ TEST(DataParallel, ARankWhoseOwnHostNameDoesNotResolveBindsWhereItReachesRankZer
   const std::string address = non_loopback_address();
   if (address.empty()) GTEST_SKIP() << "this machine has no IPv4 address besides loopback";
   Scratch s("dp_own_name");
-  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=5"});
+  // On the CPU (Gloo): both ranks run on this host, and on a GPU machine
+  // train.device auto would put both on its one GPU.
+  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=5", "train.device=\"cpu\""});
   const std::string train = std::string(POSENC_BINARY) + " train " + cfg + " --no-progress --out " + s.path("run");
   const std::string script =
       "hostname posenc-rank-host.invalid || exit 77\n"
@@ -580,8 +582,10 @@ TEST(DataParallel, TwoRanksOnTwoHostsTrainStopAndSurviveADeathOverARealInterface
   const TwoHosts hosts;
   if (!hosts.error.empty()) GTEST_SKIP() << hosts.error;
   Scratch s("dp_two_hosts");
-  // 1. Training: the same as one process.
-  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=40", "train.log_every=10"});
+  // 1. Training: the same as one process. On the CPU, over Gloo: the two
+  // "hosts" share this machine, and on a GPU machine its one GPU.
+  const std::string cfg =
+      posenc::testing::write_config(s, "c.json", {"train.steps=40", "train.log_every=10", "train.device=\"cpu\""});
   ASSERT_EQ(run_cli("train " + cfg + " --no-progress --out " + s.path("one")).code, 0);
   const std::vector<std::string> args = {"train", cfg, "--no-progress", "--out", s.path("two")};
   int port = free_local_port();
@@ -595,7 +599,8 @@ TEST(DataParallel, TwoRanksOnTwoHostsTrainStopAndSurviveADeathOverARealInterface
 
   // 2. SIGTERM to rank 1's host stops both at one step; rank 0 checkpoints.
   const std::string endless = posenc::testing::write_config(
-      s, "endless.json", {"train.steps=100000000", "train.log_every=10", "train.checkpoint_every=100000000"});
+      s, "endless.json",
+      {"train.steps=100000000", "train.log_every=10", "train.checkpoint_every=100000000", "train.device=\"cpu\""});
   const std::vector<std::string> endless_args = {"train", endless, "--no-progress", "--out", s.path("stopped")};
   port = free_local_port();
   pid_t ranks[2] = {hosts.start_rank(0, endless_args, port, s.path("stop0.log")),
@@ -628,7 +633,9 @@ TEST(DataParallel, AnSrunStepOfTwoTasksTrainsLikeOneProcess) {
   if (!posenc::testing::slurm_cluster_up())
     GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
   Scratch s("dp_srun");
-  const std::string cfg = posenc::testing::write_config(s, "c.json", {"train.steps=40", "train.log_every=10"});
+  // Two tasks on one node: Gloo ranks on the CPU, which a GPU node would not be without the pin.
+  const std::string cfg =
+      posenc::testing::write_config(s, "c.json", {"train.steps=40", "train.log_every=10", "train.device=\"cpu\""});
   const auto one = s.dir / "one", two = s.dir / "two";
   ASSERT_EQ(run_cli("train " + cfg + " --no-progress --out " + one.string()).code, 0);
   std::string out;
