@@ -12,8 +12,10 @@
 #     profile   the large model in bf16 (none, t5): posenc's phases, and the
 #               PyTorch twin's GPU time by kind of kernel (torch.profiler)
 #     scan      configs/scan_published.json (xl, 50,000 steps), three seeds side
-#               by side, for as long as the time allows; the runs checkpoint, and
-#               `posenc train ... --resume` continues them
+#               by side, for as long as the time allows; stopped, the runs keep
+#               their checkpoints, and the next scan stage over the same folder
+#               (POSENC_GPU_SCAN_DIR) continues them: 50,000 steps over several
+#               GPU runs
 #     jobs      16 runs of the ordering grid 16 at a time, then one at a time
 #               for what time is left: runs per hour of each
 #
@@ -29,7 +31,8 @@
 # POSENC_GPU_DEADLINE (epoch seconds; stages then fit themselves before it, or
 # say "not run"), POSENC_GPU_RESERVE (seconds the test stage leaves for later ones),
 # POSENC_GPU_SCAN_SECONDS (the scan stage's length at most), POSENC_GPU_SCAN_RESERVE
-# (seconds it leaves for the jobs stage);
+# (seconds it leaves for the jobs stage), POSENC_GPU_SCAN_DIR (where the three
+# SCAN runs live, default REPORT_DIR: carry it from one GPU machine to the next);
 # POSENC_BUILD_COMMIT names the commit of a tree copied without .git (the
 # report and `posenc --version` then say it).
 set -uo pipefail
@@ -120,7 +123,7 @@ if wants test; then
   t0=$(now)
   limit=$(($(left) - ${POSENC_GPU_RESERVE:-0}))
   # One thread per test process: with 16 suites side by side, LibTorch's
-  # default of one thread per core put 256 threads on 16 cores (2026-11-27:
+  # default of one thread per core put up to 256 threads on 16 cores (2026-11-27:
   # the Cli suite took 163 s so, 35 s in a run with one thread each and
   # fewer suites beside it).
   (cd "$build" && OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout -s TERM "$limit" \
@@ -234,37 +237,42 @@ if wants scan; then
   if [ "$seconds" -lt 45 ]; then
     not_run "SCAN at the published budget" "$(left) s were left of the time limit"
   else
-    say "scan: configs/scan_published.json, 50,000 steps, seeds 0-2 side by side, for $seconds s"
+    scan_dir=${POSENC_GPU_SCAN_DIR:-$out}
+    mkdir -p "$scan_dir"
+    say "scan: configs/scan_published.json, 50,000 steps, seeds 0-2 side by side in $scan_dir, for $seconds s"
     pids=()
     for seed in 0 1 2; do
-      timeout -s TERM "$seconds" "$bin" train configs/scan_published.json --device cuda --set train.steps=50000 \
-        --set train.seed=$seed --out "$out/scan-seed$seed" --no-progress >"$out/scan-seed$seed.log" 2>&1 &
+      # --resume=auto: a run that a previous GPU machine stopped goes on from its checkpoint.
+      timeout -s TERM "$seconds" "$bin" train configs/scan_published.json --device "${POSENC_GPU_DEVICE:-cuda}" \
+        --set train.steps=50000 --set train.seed=$seed --out "$scan_dir/scan-seed$seed" --resume=auto \
+        --no-progress >"$out/scan-seed$seed.log" 2>&1 &
       pids+=($!)
     done
     wait "${pids[@]}"
     md "" "## SCAN, published recipe (configs/scan_published.json, xl, 50,000 steps), three seeds side by side" ""
     md "Each run had $seconds s (stopped by SIGTERM, which checkpoints it, unless finished)." ""
-    md "| seed | steps done | s | steps/s (last logged) | 50,000 steps would take | cutoff-26 test exact match |" \
+    md "| seed | from step | to step | steps/s (last logged) | the rest would take | cutoff-26 test exact match |" \
       "|---|---:|---:|---:|---:|---|"
     for seed in 0 1 2; do
-      $python - "$out/scan-seed$seed" "$seed" >>"$report" <<'EOF'
-import json, os, sys
-run, seed = sys.argv[1], sys.argv[2]
+      $python - "$scan_dir/scan-seed$seed" "$seed" "$out/scan-seed$seed.log" >>"$report" <<'EOF'
+import json, os, re, sys
+run, seed, log = sys.argv[1:4]
+resumed = re.search(r"resuming \S+ at step (\d+)", open(log).read()) if os.path.exists(log) else None
+start = int(resumed.group(1)) if resumed else 0
 path = os.path.join(run, "metrics.jsonl")
 rows = [json.loads(l) for l in open(path) if '"steps_per_s"' in l] if os.path.exists(path) else []
 if not rows:
-    print(f"| {seed} | 0 | - | - | - | no step logged (see scan-seed{seed}.log) |")
+    print(f"| {seed} | {start} | - | - | - | no step logged (see scan-seed{seed}.log) |")
     sys.exit()
 last = rows[-1]
-rate = last["step"] / last["elapsed_s"]
 done = os.path.join(run, "results.json")
 if os.path.exists(done):  # pooled over the test lengths, as scripts/scan_table.py pools them
     lengths = json.load(open(done))["lengths"]
     score = "%.3f" % (sum(x["correct"] for x in lengths) / sum(x["n"] for x in lengths))
 else:
     score = "not finished"
-print(f'| {seed} | {last["step"]} | {last["elapsed_s"]:.0f} | {last["steps_per_s"]:.1f} | '
-      f'{50000 / rate / 60:.0f} min | {score} |')
+rest = (50000 - last["step"]) / last["steps_per_s"] / 60
+print(f'| {seed} | {start} | {last["step"]} | {last["steps_per_s"]:.1f} | {rest:.0f} min | {score} |')
 EOF
     done
   fi
