@@ -14,7 +14,9 @@ import sys
 import time
 
 # First match wins: the order puts the specific names before the generic ones
-# (a fused attention kernel may also say "gemm"; a cast is an element-wise kernel).
+# (a fused attention kernel may also say "gemm"; a cast is an element-wise
+# kernel; an add of a bf16 tensor to a float32 one names a cast among its
+# template arguments, so arithmetic is matched before casts).
 CATEGORIES = [
     ("fused attention", ("flash", "fmha", "efficient_attention", "attention", "sdpa")),
     ("optimizer (AdamW)", ("adam",)),
@@ -23,6 +25,7 @@ CATEGORIES = [
     ("matrix products", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "sm90_", "sm80_", "ampere_", "splitk")),
     ("softmax", ("softmax",)),
     ("dropout", ("dropout", "bernoulli", "philox")),
+    ("element-wise arithmetic", ("functor_add", "binaryfunctor", "mulfunctor", "addfunctor", "gelu", "relu")),
     ("casts and copies", ("copy", "cast", "catarray", "to_copy", "memcpy", "memset")),
     ("reductions", ("reduce",)),
     ("other element-wise", ("elementwise", "vectorized", "unrolled", "multi_tensor_apply")),
@@ -99,7 +102,12 @@ def selftest():
         "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer (AdamW)",
         "void at::native::lpnorm_cleanup<float, NormType::L2>": "gradient clipping",
         "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda>": "casts and copies",
-        "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>": "other element-wise",
+        "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>": "element-wise arithmetic",
+        "void at::native::unrolled_elementwise_kernel<at::native::CUDAFunctor_add<float>, "
+        "std::array<char*, 3>, 4, TrivialOffsetCalculator<2>, LoadWithCast<2>, StoreWithCast<1>>":
+            "element-wise arithmetic",
+        "void at::native::vectorized_elementwise_kernel<8, at::native::bfloat16_copy_kernel_cuda>": "casts and copies",
+        "void at::native::elementwise_kernel<128, 4, at::native::FillFunctor<float>>": "other element-wise",
         "void at::native::reduce_kernel<512, 1, ReduceOp<float, SumOps>>": "reductions",
         "Memset (Device)": "casts and copies",
     }

@@ -18,6 +18,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/process.h"
 #include "posenc/util/python.h"
 
 // This file's names live in a namespace of their own, so that the unity build
@@ -119,6 +120,19 @@ TEST(Bench, PlanErrorsNameTheEntry) {
   } catch (const posenc::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("sizes[0].length: required"), std::string::npos) << e.what();
   }
+}
+
+// The twin's kernel profile (POSENC_BENCH_PROFILE, scripts/step_profile.py)
+// sums GPU time by kind of kernel: its classes, and its telling PyTorch's range
+// marks from kernels, are checked on kernel names such as an H200 runs.
+TEST(Bench, TheKernelProfileClassesKernelsByWhatTheyDo) {
+  const std::string python = posenc::find_python("sys");
+  if (python.empty()) GTEST_SKIP() << "no python3";
+  std::string out;
+  const int code =
+      posenc::run_command({python, std::string(POSENC_SOURCE_DIR) + "/scripts/step_profile.py", "--selftest"}, out);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("classified as expected"), std::string::npos) << out;
 }
 
 // The PyTorch twin must compute the same loss as the C++ model on the same
