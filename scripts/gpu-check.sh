@@ -7,7 +7,7 @@
 #
 # Usage: scripts/gpu-check.sh [REPORT_DIR] [STAGE ...]
 #   REPORT_DIR  where gpu-report.md and the stage logs go (default runs/gpu-check)
-#   STAGE       any of: build test train compare bench profile scan jobs
+#   STAGE       any of: build test train compare bench profile scan jobs grid
 #               (default: build test train compare bench, in that order)
 #     profile   the large model in bf16 (none, t5): posenc's phases, and the
 #               PyTorch twin's GPU time by kind of kernel (torch.profiler)
@@ -18,6 +18,10 @@
 #               GPU runs
 #     jobs      16 runs of the ordering grid 16 at a time, then one at a time
 #               for what time is left: runs per hour of each
+#     grid      posenc compare of POSENC_GPU_GRID (default the decoder grid,
+#               configs/decoder_extrapolation_compare.json) with --jobs
+#               POSENC_GPU_GRID_JOBS (16) in POSENC_GPU_GRID_DIR, continued
+#               there by the next grid stage if the time runs out
 #
 # LibTorch: $TORCH_PREFIX, else the one inside python3's torch package
 # (torch.utils.cmake_prefix_path). CLI11, spdlog, fmt, nlohmann_json and
@@ -309,6 +313,37 @@ EOF
       finished=$(find "$out/jobs-$j" -path '*/runs/*' -name results.json 2>/dev/null | wc -l)
       md "| $j | $finished of 16 | $wall | $((finished * 3600 / (wall > 0 ? wall : 1))) |"
     done
+  fi
+fi
+
+if wants grid; then
+  # One comparison grid on the GPU (by default the decoder grid of the
+  # length-generalization schemes), for what the time allows; stopped, its
+  # runs keep their checkpoints, and the same stage over the same folder
+  # (POSENC_GPU_GRID_DIR) continues it.
+  grid=${POSENC_GPU_GRID:-configs/decoder_extrapolation_compare.json}
+  grid_dir=${POSENC_GPU_GRID_DIR:-$out/grid}
+  grid_jobs=${POSENC_GPU_GRID_JOBS:-16}
+  seconds=$(($(left) - 10))
+  if [ "$seconds" -lt 60 ]; then
+    not_run "posenc compare $grid" "$(left) s were left of the time limit"
+  else
+    say "grid: compare $grid --jobs $grid_jobs in $grid_dir for at most $seconds s"
+    t0=$(now)
+    timeout -s TERM "$seconds" "$bin" compare "$grid" --out "$grid_dir" --jobs "$grid_jobs" --no-progress \
+      --no-figures >"$out/grid.log" 2>&1
+    rc=$?
+    md "" "## posenc compare $grid --jobs $grid_jobs on the GPU" ""
+    finished=$(find "$grid_dir" -path '*/runs/*' -name results.json 2>/dev/null | wc -l)
+    if [ $rc -eq 0 ] && [ -f "$grid_dir/summary.md" ]; then
+      md "$(($(now) - t0)) s in this stage; runs finished: $finished." ""
+      cat "$grid_dir/summary.md" >>"$report"
+    elif [ $rc -eq 124 ]; then
+      md "Stopped by the time limit after $(($(now) - t0)) s (runs finished: $finished); the same stage over" \
+        "the same folder (POSENC_GPU_GRID_DIR=$grid_dir) continues it."
+    else
+      fail "grid" "$out/grid.log"
+    fi
   fi
 fi
 
