@@ -1,11 +1,15 @@
 # Run at build time (cmake -P): writes OUT, a .cpp that defines
-# posenc::build_commit() from the git commit of SOURCE_DIR, with "-dirty" when
-# tracked files differ from it. Outside a git checkout (a copied tree, a
-# tarball) it takes the environment's POSENC_BUILD_COMMIT, which whoever copied
-# the tree can set, else "unknown". The file is rewritten only when its text
-# changes, so an unchanged tree rebuilds nothing.
-execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --show-toplevel --short=12 HEAD
-                OUTPUT_VARIABLE answer RESULT_VARIABLE failed ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+# posenc::build_commit(). The environment's POSENC_BUILD_COMMIT, where set,
+# names it: whoever copied the tree knows its commit better than a .git that
+# may have come along stale (a GPU machine's copy once carried the .git of an
+# older commit). Else the git commit of SOURCE_DIR, with "-dirty" when tracked
+# files differ from it; else "unknown". The file is rewritten only when its
+# text changes, so an unchanged tree rebuilds nothing.
+set(failed 1)
+if("$ENV{POSENC_BUILD_COMMIT}" STREQUAL "")
+  execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --show-toplevel --short=12 HEAD
+                  OUTPUT_VARIABLE answer RESULT_VARIABLE failed ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()
 set(commit "")
 if(NOT failed)
   # Only posenc's own checkout counts, not a repository a copied tree sits in.

@@ -37,8 +37,8 @@
 # POSENC_GPU_SCAN_SECONDS (the scan stage's length at most), POSENC_GPU_SCAN_RESERVE
 # (seconds it leaves for the jobs stage), POSENC_GPU_SCAN_DIR (where the three
 # SCAN runs live, default REPORT_DIR: carry it from one GPU machine to the next);
-# POSENC_BUILD_COMMIT names the commit of a tree copied without .git (the
-# report and `posenc --version` then say it).
+# POSENC_BUILD_COMMIT names the commit of a copied tree (the report and
+# `posenc --version` then say it, whatever .git came along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -67,10 +67,12 @@ fail() { status=1; md "" "**FAILED: $1** (log: \`$(basename "$2")\`, last lines 
 : >"$report"
 md "# posenc GPU check" ""
 md "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-if commit=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+if [ -n "${POSENC_BUILD_COMMIT:-}" ]; then
+  commit=$POSENC_BUILD_COMMIT  # what the copier said, as the build takes it (a copied .git may be stale)
+elif commit=$(git rev-parse --short=12 HEAD 2>/dev/null); then
   git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 else
-  commit=${POSENC_BUILD_COMMIT:-unknown}  # a copied tree: what the copier said, as the build takes it
+  commit=unknown
 fi
 md "- commit: $commit"
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)

@@ -146,9 +146,9 @@ TEST(Cli, VersionNamesTheCommitItWasBuiltFrom) {
   const CliRun v = run("--version");
   EXPECT_EQ(v.code, 0) << v.output;
   EXPECT_EQ(v.output, posenc::version_line() + "\n");
-  // The commit is the checkout's HEAD (git asked here, apart from the build's
-  // script); where git cannot say (a tarball, a copied tree), the one the
-  // environment's POSENC_BUILD_COMMIT gave the build, else "unknown".
+  // The commit is the one the environment's POSENC_BUILD_COMMIT gave the
+  // build, where set; else the checkout's HEAD (git asked here, apart from the
+  // build's script); where git cannot say (a tarball, a copied tree), "unknown".
   // Only posenc's own checkout counts, not a repository a copied tree sits in.
   const bool checkout = std::filesystem::exists(std::filesystem::path(POSENC_SOURCE_DIR) / ".git");
   std::string head;
@@ -156,9 +156,11 @@ TEST(Cli, VersionNamesTheCommitItWasBuiltFrom) {
     head.clear();
   head = head.substr(0, head.find('\n'));
   const std::string commit = posenc::build_commit();
-  if (head.empty()) {
-    const char* given = std::getenv("POSENC_BUILD_COMMIT");
-    EXPECT_EQ(commit, given && *given ? given : "unknown");
+  const char* given = std::getenv("POSENC_BUILD_COMMIT");  // where set, it names the commit, .git or not
+  if (given && *given) {
+    EXPECT_EQ(commit, given);
+  } else if (head.empty()) {
+    EXPECT_EQ(commit, "unknown");
   } else {
     EXPECT_EQ(commit.substr(0, head.size()), head) << "rebuild after committing: the binary predates HEAD";
     const std::string rest = commit.substr(head.size());
