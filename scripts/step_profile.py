@@ -47,7 +47,7 @@ def is_annotation(event):
     return getattr(event, "is_user_annotation", False) or "#" in event.name or event.name.startswith("ProfilerStep")
 
 
-def profile_step(step, sync, steps, out_path, title, flops_per_step=None, peak_flops=None):
+def profile_step(step, sync, steps, out_path, title):
     """Runs `step` (a callable doing one training step) `steps` times under
     torch.profiler and writes the Markdown table to out_path (atomically)."""
     import torch
@@ -66,16 +66,14 @@ def profile_step(step, sync, steps, out_path, title, flops_per_step=None, peak_f
         if e.device_type != torch.autograd.DeviceType.CUDA or is_annotation(e):
             continue
         us = e.time_range.elapsed_us()
-        by_category[category(e.name)] = by_category.get(category(e.name), 0.0) + us
+        kind = category(e.name)
+        by_category[kind] = by_category.get(kind, 0.0) + us
         by_kernel[e.name] = by_kernel.get(e.name, 0.0) + us
     busy_ms = sum(by_category.values()) / 1000 / steps
     lines = [f"# {title}", "",
              f"{steps} profiled steps (torch.profiler, PyTorch {torch.__version__}); the step took {wall_ms:.2f} ms "
              f"under the profiler, of which the GPU was busy {busy_ms:.2f} ms "
              f"({100 * busy_ms / wall_ms:.0f}%; the rest is launch and host time).", ""]
-    if flops_per_step and peak_flops:
-        lines += [f"At {flops_per_step / 1e9:.1f} GFLOP per step the busy time alone would be "
-                  f"{100 * flops_per_step / (busy_ms / 1000) / peak_flops:.0f}% of the peak.", ""]
     lines += ["| kernels | ms per step | % of GPU time |", "|---|---:|---:|"]
     total = sum(by_category.values()) or 1.0
     for label, us in sorted(by_category.items(), key=lambda kv: -kv[1]):
