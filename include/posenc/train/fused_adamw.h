@@ -46,10 +46,16 @@ class FusedAdamW : public torch::optim::AdamW {
 
  private:
   bool fusable() const;
-  /// The step count that every parameter with a gradient shares, where step()
-  /// can run the fused CUDA kernel (all of them contiguous float32 tensors on
-  /// one CUDA device, no amsgrad); nullopt where it cannot.
-  std::optional<int64_t> fused_cuda_step() const;
+  struct CudaStep {
+    int64_t taken;  // the step count every parameter with a gradient shares
+    torch::Device device;
+  };
+  /// Where step() can run the fused CUDA kernel (every parameter with a
+  /// gradient a contiguous float32 tensor on one CUDA device, all at one step
+  /// count, no amsgrad): that count and device; nullopt where it cannot.
+  std::optional<CudaStep> fused_cuda_step() const;
+  /// As torch::optim::AdamW counts: only the parameters that have a gradient.
+  void count_steps_of_params_with_grads();
   /// One update of every group with `t` (a 0-dim float32 tensor) as the step
   /// number and each group's lr, from `lr` when defined, else from its options.
   void update_on_device(const torch::Tensor& lr, const torch::Tensor& t);

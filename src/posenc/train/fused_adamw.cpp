@@ -35,7 +35,7 @@ void update(float* p, const float* g, float* m, float* v, int64_t begin, int64_t
 
 }  // namespace
 
-std::optional<int64_t> FusedAdamW::fused_cuda_step() const {
+std::optional<FusedAdamW::CudaStep> FusedAdamW::fused_cuda_step() const {
   if (!compat::kHasFusedAdamwCuda) return std::nullopt;
   using Key = typename std::decay_t<decltype(state_)>::key_type;
   std::optional<int64_t> common;
@@ -62,7 +62,8 @@ std::optional<int64_t> FusedAdamW::fused_cuda_step() const {
       device = p.device();
     }
   }
-  return common;
+  if (!common) return std::nullopt;
+  return CudaStep{*common, *device};
 }
 
 bool FusedAdamW::fusable() const {
@@ -77,7 +78,7 @@ bool FusedAdamW::fusable() const {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  const std::optional<int64_t> cuda_step = fused_cuda_step();
+  const std::optional<CudaStep> cuda_step = fused_cuda_step();
   if (!cuda_step && !fusable()) return torch::optim::AdamW::step(closure);
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -87,20 +88,10 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   }
   if (cuda_step) {
     prepare_device_steps();
-    torch::Device device = torch::kCPU;
-    for (const auto& group : param_groups_)
-      for (const auto& p : group.params())
-        if (p.grad().defined()) device = p.device();
-    const auto t = torch::full({}, static_cast<double>(*cuda_step + 1), torch::dtype(torch::kFloat).device(device));
+    const auto t = torch::full({}, static_cast<double>(cuda_step->taken + 1),
+                               torch::dtype(torch::kFloat).device(cuda_step->device));
     update_on_device(torch::Tensor(), t);
-    // As torch::optim::AdamW counts: only the parameters that had a gradient.
-    using Key = typename std::decay_t<decltype(state_)>::key_type;
-    for (const auto& group : param_groups_)
-      for (const auto& p : group.params())
-        if (p.grad().defined()) {
-          auto& state = static_cast<torch::optim::AdamWParamState&>(*state_[compat::optimizer_state_key<Key>(p)]);
-          state.step(state.step() + 1);
-        }
+    count_steps_of_params_with_grads();
     return loss;
   }
   using Key = typename std::decay_t<decltype(state_)>::key_type;
@@ -177,6 +168,16 @@ int64_t FusedAdamW::steps_taken() const {
 void FusedAdamW::count_device_step() {
   for (auto& [key, slot] : state_)
     if (slot) adamw_state(*slot).step(adamw_state(*slot).step() + 1);
+}
+
+void FusedAdamW::count_steps_of_params_with_grads() {
+  using Key = typename std::decay_t<decltype(state_)>::key_type;
+  for (const auto& group : param_groups_)
+    for (const auto& p : group.params())
+      if (p.grad().defined()) {
+        auto& state = adamw_state(*state_.at(compat::optimizer_state_key<Key>(p)));
+        state.step(state.step() + 1);
+      }
 }
 
 void FusedAdamW::step_on_device(const torch::Tensor& lr, const torch::Tensor& t) { update_on_device(lr, t); }
