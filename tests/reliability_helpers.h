@@ -10,7 +10,15 @@
 #include <vector>
 
 #include "helpers.h"
+#include "posenc/train/data_parallel.h"
 #include "posenc/util/io.h"
+
+/// Skips the rest of a test that needs data parallel on the CPU where this
+/// build has no Gloo (e.g. one against a pip CUDA LibTorch).
+#define POSENC_SKIP_WITHOUT_GLOO()                                        \
+  if (!posenc::backend_built(posenc::CollectiveBackend::Gloo))           \
+  GTEST_SKIP() << "this posenc was built without Gloo (LibTorch's Gloo and libgloo-dev's headers): " \
+                  "no data parallel on the CPU"
 
 namespace posenc::testing {
 

@@ -248,6 +248,7 @@ TEST(Launch, InconsistentVariablesAreNamed) {
 // swap); from there the runs drifted apart to 1e-3 of that tensor. Max-pooled
 // runs of 1 and 2 ranks are equally good models, not the same one.
 TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
+  POSENC_SKIP_WITHOUT_GLOO();
   Scratch s("dp_match");
   // SCAN's answers are padded: the ranks' slices score different numbers of tokens.
   for (const std::string task : {"ordering", "copy", "scan"}) {
@@ -294,6 +295,7 @@ TEST(DataParallel, TwoGlooRanksMatchOneProcess) {
 // writes one checkpoint, and the run resumes on one process (another number of
 // ranks) to the same weights as a run that was never stopped.
 TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
+  POSENC_SKIP_WITHOUT_GLOO();
   Scratch s("dp_stop");
   // A run far longer than the test waits (so the signal always lands before
   // the end, however busy the machine), with a flat schedule after warm-up
@@ -334,6 +336,7 @@ TEST(DataParallel, SigtermToOneRankStopsAllAndTheRunResumesOnOneProcess) {
 // groups of their own), which passes it on as the same signal: every rank
 // stops at one step, checkpoints, and the command exits 130, as one process does.
 TEST(DataParallel, CtrlCToTheLauncherStopsEveryRankAsSigint) {
+  POSENC_SKIP_WITHOUT_GLOO();
   Scratch s("dp_ctrl_c");
   const std::string cfg =
       posenc::testing::write_config(s, "c.json",
@@ -357,6 +360,7 @@ TEST(DataParallel, CtrlCToTheLauncherStopsEveryRankAsSigint) {
 // A rank killed outright: the other fails on its own (not killed by a
 // launcher) well within a minute, with an error that names the lost rank.
 TEST(DataParallel, AKilledRankEndsTheOtherWithAnErrorNamingIt) {
+  POSENC_SKIP_WITHOUT_GLOO();
   Scratch s("dp_kill");
   const std::string cfg =
       posenc::testing::write_config(s, "c.json", {"train.steps=100000", "train.log_every=10", "train.device=\"cpu\""});
@@ -431,9 +435,19 @@ TEST(DataParallel, BadLaunchesAreOneLineErrors) {
   auto r = run_cli(args + " --nproc 3");
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "train.batch_size=32 does not divide among the 3 ranks");
+  // A backend that cannot serve the device: refused by the launcher, before any rank starts.
   r = run_cli(args + " --set train.backend=nccl --device cpu --nproc 2");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("train.backend=nccl serves CUDA devices only"), std::string::npos) << r.output;
+  expect_one_line_error(r.output, "train.backend=nccl serves CUDA devices only");
+  EXPECT_EQ(r.output.find("started"), std::string::npos) << r.output;
+  if (!posenc::backend_built(posenc::CollectiveBackend::Gloo)) {
+    // Nor does one rank start where this build lacks the backend.
+    r = run_cli(args + " --set train.backend=gloo --device cpu --nproc 2");
+    EXPECT_EQ(r.code, 2) << r.output;
+    expect_one_line_error(r.output, "this posenc was built without Gloo");
+    EXPECT_EQ(r.output.find("started"), std::string::npos) << r.output;
+  }
+  POSENC_SKIP_WITHOUT_GLOO();  // the rest are one rank's launches on the CPU
   // torchrun's variables without the rendezvous address.
   r = run_cli(args, "RANK=0 WORLD_SIZE=2 MASTER_PORT=29999");
   EXPECT_EQ(r.code, 2) << r.output;
@@ -483,6 +497,7 @@ std::string non_loopback_address() {
 // Such a rank binds instead to the address from which it reaches MASTER_ADDR,
 // and says so.
 TEST(DataParallel, ARankWhoseOwnHostNameDoesNotResolveBindsWhereItReachesRankZero) {
+  POSENC_SKIP_WITHOUT_GLOO();
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give the ranks a host name of their own (unshare --uts)";
   const std::string address = non_loopback_address();
   if (address.empty()) GTEST_SKIP() << "this machine has no IPv4 address besides loopback";
@@ -578,6 +593,7 @@ int wait_exit_within(pid_t pid, double seconds) {
 // rendezvous, the all-reduce, a stop and a rank's death all cross a real
 // interface. Runs as root (CI); skipped elsewhere.
 TEST(DataParallel, TwoRanksOnTwoHostsTrainStopAndSurviveADeathOverARealInterface) {
+  POSENC_SKIP_WITHOUT_GLOO();
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to make two network namespaces";
   const TwoHosts hosts;
   if (!hosts.error.empty()) GTEST_SKIP() << hosts.error;
@@ -630,6 +646,7 @@ TEST(DataParallel, TwoRanksOnTwoHostsTrainStopAndSurviveADeathOverARealInterface
 // one-node cluster of scripts/slurm-local.sh in CI) makes two Gloo ranks from
 // the step's variables, and they agree with one process.
 TEST(DataParallel, AnSrunStepOfTwoTasksTrainsLikeOneProcess) {
+  POSENC_SKIP_WITHOUT_GLOO();
   if (!posenc::testing::slurm_cluster_up())
     GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
   Scratch s("dp_srun");

@@ -486,6 +486,7 @@ TEST(SlurmCluster, EveryWayTheClusterStopsATaskCheckpointsAndRequeuesIt) {
 // to srun itself would cancel the step): they stop at one step, rank 0
 // checkpoints, the task requeues, and both ranks resume and finish the run.
 TEST(SlurmCluster, ARunOfTwoRanksStopsAtOneStepRequeuesAndFinishes) {
+  POSENC_SKIP_WITHOUT_GLOO();
   if (!posenc::testing::slurm_cluster_up())
     GTEST_SKIP() << "no Slurm cluster here (scripts/slurm-local.sh start, then SLURM_CONF)";
   Scratch s("slurmranks");

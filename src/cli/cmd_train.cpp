@@ -16,6 +16,7 @@
 #include "posenc/environment.h"
 #include "posenc/experiments/process_pool.h"
 #include "posenc/tasks/registry.h"
+#include "posenc/train/data_parallel.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
@@ -155,6 +156,7 @@ int launch_local_ranks(const TrainOptions& o) {
   const Config cfg = load_config(o.config, train_overrides(o));
   check_batch_divides(cfg.train, o.nproc);
   check_ranks_fit(cfg, o.nproc);
+  resolve_backend(cfg.train.backend, resolve_device(cfg.train.device));  // one this build lacks
   const int port = free_local_port();
   const std::vector<std::string> argv = rank_command(o);
   std::map<pid_t, int> rank_of;

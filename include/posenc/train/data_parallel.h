@@ -34,6 +34,11 @@ class CollectiveError : public std::runtime_error {
 /// or one that does not serve the device is a ConfigError saying what is missing.
 CollectiveBackend resolve_backend(CollectiveBackend backend, c10::Device device);
 
+/// Whether this build can use `backend` (gloo or nccl): Gloo needs LibTorch's
+/// Gloo and libgloo-dev's headers (a pip LibTorch's build has none), NCCL a
+/// CUDA LibTorch and nccl.h.
+bool backend_built(CollectiveBackend backend);
+
 class DataParallel {
  public:
   /// Joins the ranks of `launch` (blocks until all have joined, at most

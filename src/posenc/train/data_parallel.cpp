@@ -19,8 +19,9 @@
 #include "posenc/errors.h"
 #include "posenc/util/text.h"
 
-// Gloo needs libgloo-dev's headers as well as LibTorch's USE_C10D_GLOO.
-#if defined(USE_C10D_GLOO) && __has_include(<gloo/config.h>)
+// Gloo needs libgloo-dev's headers as well as LibTorch's USE_C10D_GLOO
+// (-DPOSENC_GLOO=OFF: off, to try a build without it).
+#if defined(USE_C10D_GLOO) && !defined(POSENC_NO_GLOO) && __has_include(<gloo/config.h>)
 #define POSENC_HAS_GLOO 1
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #else
@@ -38,6 +39,12 @@
 
 namespace posenc {
 
+bool backend_built(CollectiveBackend backend) {
+  if (backend == CollectiveBackend::Gloo) return POSENC_HAS_GLOO;
+  if (backend == CollectiveBackend::Nccl) return POSENC_HAS_NCCL;
+  return false;
+}
+
 using Backend = POSENC_C10D_BACKEND_BASE;
 using Clock = std::chrono::steady_clock;
 
@@ -48,11 +55,11 @@ CollectiveBackend resolve_backend(CollectiveBackend requested, c10::Device devic
   if (backend == CollectiveBackend::Nccl && !device.is_cuda())
     throw ConfigError("train.backend=nccl serves CUDA devices only; this run trains on " + device.str() +
                       " (use gloo or auto)");
-  if (backend == CollectiveBackend::Gloo && !POSENC_HAS_GLOO)
+  if (backend == CollectiveBackend::Gloo && !backend_built(backend))
     throw ConfigError(
         "train.backend=gloo: this posenc was built without Gloo (its headers come from libgloo-dev; install it "
         "and rebuild, as scripts/setup.sh does)");
-  if (backend == CollectiveBackend::Nccl && !POSENC_HAS_NCCL)
+  if (backend == CollectiveBackend::Nccl && !backend_built(backend))
     throw ConfigError(
         "train.backend=nccl: this posenc was built without NCCL (Debian's LibTorch has none; with a CUDA "
         "LibTorch, the build found no nccl.h: see the NCCL line of cmake's output), so use train.backend=gloo");
