@@ -16,8 +16,8 @@
 #               their checkpoints, and the next scan stage over the same folder
 #               (POSENC_GPU_SCAN_DIR) continues them: 50,000 steps over several
 #               GPU runs
-#     jobs      16 runs of the ordering grid 16 at a time, then one at a time
-#               for what time is left: runs per hour of each
+#     jobs      the 13 runs of the ordering grid's first 8 schemes all side by
+#               side, then one at a time for what time is left: runs per hour
 #     grid      posenc compare of POSENC_GPU_GRID (default the decoder grid,
 #               configs/decoder_extrapolation_compare.json) with --jobs
 #               POSENC_GPU_GRID_JOBS (16) in POSENC_GPU_GRID_DIR, continued
@@ -285,8 +285,9 @@ EOF
 fi
 
 if wants jobs; then
-  # The ordering grid's first 8 schemes x 2 q,k,v variants: 16 runs of 2000
-  # steps, 16 side by side, then one at a time for what time is left.
+  # The ordering grid's first 8 schemes x both q,k,v variants where the scheme
+  # offers them (13 runs of 2000 steps): all side by side, then one at a time
+  # for what time is left.
   if [ "$(left)" -lt 60 ]; then
     not_run "Runs side by side against one at a time" "$(left) s were left of the time limit"
   else
@@ -298,22 +299,26 @@ g["schemes"] = g["schemes"][:8]
 g.pop("full", None)
 json.dump(g, open(sys.argv[2], "w"), indent=1)
 EOF
-    md "" "## Runs side by side against one at a time (16 runs: configs/ordering_compare.json's first 8 schemes, both q,k,v)" ""
-    md "| --jobs | runs finished | wall s | runs per hour |" "|---:|---:|---:|---:|"
-    for j in 16 1; do
+    planned=$("$bin" compare "$out/jobs-grid.json" --out "$out/jobs-plan" --status 2>/dev/null | grep -cE '^[^ ]+ +pending ')
+    md "" "## Runs side by side against one at a time ($planned runs: configs/ordering_compare.json's first 8 schemes, both q,k,v where offered)" ""
+    md "| --jobs | runs finished | wall s | runs per hour | train s per run (median) |" "|---:|---:|---:|---:|---:|"
+    for j in "$planned" 1; do
       seconds=$(($(left) - 10))
       if [ "$seconds" -lt 20 ]; then
-        md "| $j | not run: $(left) s were left | | |"
+        md "| $j | not run: $(left) s were left | | | |"
         continue
       fi
       say "jobs: compare --jobs $j for at most $seconds s"
       rm -rf "$out/jobs-$j"
       t0=$(now)
-      timeout -s TERM "$seconds" "$bin" compare "$out/jobs-grid.json" --out "$out/jobs-$j" --jobs $j --no-progress \
+      timeout -s TERM "$seconds" "$bin" compare "$out/jobs-grid.json" --out "$out/jobs-$j" --jobs "$j" --no-progress \
         --no-figures >"$out/jobs-$j.log" 2>&1
       wall=$(($(now) - t0))
       finished=$(find "$out/jobs-$j" -path '*/runs/*' -name results.json 2>/dev/null | wc -l)
-      md "| $j | $finished of 16 | $wall | $((finished * 3600 / (wall > 0 ? wall : 1))) |"
+      train=$(find "$out/jobs-$j" -path '*/runs/*' -name results.json -print0 2>/dev/null | xargs -0 -r $python -c '
+import json, statistics, sys
+print("%.1f" % statistics.median(json.load(open(f))["train_seconds"] for f in sys.argv[1:]))')
+      md "| $j | $finished of $planned | $wall | $((finished * 3600 / (wall > 0 ? wall : 1))) | ${train:--} |"
     done
   fi
 fi
