@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>  // the base of both backends, and its options
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "posenc/compat.h"
@@ -57,8 +58,9 @@ CollectiveBackend resolve_backend(CollectiveBackend requested, c10::Device devic
                       " (use gloo or auto)");
   if (backend == CollectiveBackend::Gloo && !backend_built(backend))
     throw ConfigError(
-        "train.backend=gloo: this posenc was built without Gloo (its headers come from libgloo-dev; install it "
-        "and rebuild, as scripts/setup.sh does)");
+        "train.backend=gloo: this posenc was built without Gloo, the CPU's data-parallel backend (it needs "
+        "libgloo-dev's headers, which scripts/setup.sh installs on Debian; a build against a pip CUDA LibTorch "
+        "has none: there, train data parallel on CUDA)");
   if (backend == CollectiveBackend::Nccl && !backend_built(backend))
     throw ConfigError(
         "train.backend=nccl: this posenc was built without NCCL (Debian's LibTorch has none; with a CUDA "
