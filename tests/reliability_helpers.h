@@ -15,8 +15,8 @@
 
 /// Skips the rest of a test that needs data parallel on the CPU where this
 /// build has no Gloo (e.g. one against a pip CUDA LibTorch).
-#define POSENC_SKIP_WITHOUT_GLOO()                                        \
-  if (!posenc::backend_built(posenc::CollectiveBackend::Gloo))           \
+#define POSENC_SKIP_WITHOUT_GLOO()                                                                   \
+  if (!posenc::backend_built(posenc::CollectiveBackend::Gloo))                                       \
   GTEST_SKIP() << "this posenc was built without Gloo (LibTorch's Gloo and libgloo-dev's headers): " \
                   "no data parallel on the CPU"
 
