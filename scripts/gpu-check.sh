@@ -31,7 +31,9 @@
 #     distribution's -dev packages); set CMAKE_PREFIX_PATH for a conda prefix;
 #   - offline: ./.gpu-deps, a bundle made beforehand on a Debian machine by
 #     scripts/bundle-deps.sh (from Debian's packages) and copied along.
-# Environment: POSENC_GPU_BUILD (build dir, default build-gpu), POSENC_GPU_JOBS;
+# Environment: POSENC_GPU_BUILD (build dir, default build-gpu), POSENC_GPU_JOBS,
+# POSENC_GPU_BUILD_TARGET (e.g. posenc: the command alone, without the tests,
+# for a machine held only for the scan, jobs or grid stages);
 # POSENC_GPU_DEADLINE (epoch seconds; stages then fit themselves before it, or
 # say "not run"), POSENC_GPU_RESERVE (seconds the test stage leaves for later ones),
 # POSENC_GPU_SCAN_SECONDS (the scan stage's length at most), POSENC_GPU_SCAN_RESERVE
@@ -97,7 +99,8 @@ if wants build; then
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
       ${gtest_src:+-DPOSENC_GTEST_SOURCE="$gtest_src"} -DPOSENC_CUDA=ON \
       -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" "$@" >>"$out/build.log" 2>&1 &&
-      cmake --build "$build" -j "$jobs" -- -k >>"$out/build.log" 2>&1
+      cmake --build "$build" -j "$jobs" ${POSENC_GPU_BUILD_TARGET:+--target "$POSENC_GPU_BUILD_TARGET"} -- -k \
+        >>"$out/build.log" 2>&1
   }
   : >"$out/build.log"
   built=0
@@ -115,7 +118,7 @@ if wants build; then
   if [ $built = 1 ]; then
     warnings=$(grep -c 'warning:' "$out/build.log" || true)
     own=$(grep 'warning:' "$out/build.log" | grep -c -E "^($root/)?(src|include|tests)/" || true)
-    md "" "## Build" "" "$(($(now) - t0)) s with $jobs jobs; compiler warnings: $warnings ($own from posenc's own sources)."
+    md "" "## Build" "" "$(($(now) - t0)) s with $jobs jobs${POSENC_GPU_BUILD_TARGET:+ (target $POSENC_GPU_BUILD_TARGET)}; compiler warnings: $warnings ($own from posenc's own sources)."
     md "$(grep -m1 'NCCL:' "$out/build.log" | sed 's/^-- //')"
   else
     fail "build" "$out/build.log"
