@@ -9,6 +9,13 @@
 # Usage: scripts/test-cases.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 log=${1:-build}/Testing/Temporary/LastTest.log
+stopped=""
+# A ctest stopped before its end (a time limit) leaves its log as .tmp, with
+# the suites it finished; newer than LastTest.log, it is the last run's.
+if [ -f "$log.tmp" ] && { [ ! -f "$log" ] || [ "$log.tmp" -nt "$log" ]; }; then
+  log=$log.tmp
+  stopped=" (ctest was stopped before its end: the suites it finished)"
+fi
 [ -f "$log" ] || { echo "test-cases: no $log (run ctest in that build directory first)" >&2; exit 1; }
 # A case's result line ends with its time, "(12 ms)"; the summary's repeats do
 # not. Skips are grouped by GoogleTest's reason, which it prints just before.
@@ -25,8 +32,8 @@ awk '
     names[reason] = names[reason] (count[reason] > 1 ? ", " : "") name_of($4)
   }
   END {
-    printf "test cases: %d passed, %d skipped, %d failed\n", passed, skipped, failed
+    printf "test cases: %d passed, %d skipped, %d failed%s\n", passed, skipped, failed, stopped
     for (i = 1; i <= reasons; i++)
       printf "  %d skipped: %s: %s\n", count[order[i]], (order[i] == "" ? "no reason given" : order[i]), names[order[i]]
     printf "%s", failures
-  }' "$log"
+  }' stopped="$stopped" "$log"
