@@ -119,8 +119,7 @@ std::string describe_exit(int code) {
 /// N local ranks against what the machine has, before any starts: more ranks
 /// than GPUs, or CPU ranks whose models together cannot fit, are refused; more
 /// threads than cores is said once, since the ranks then take turns.
-void check_ranks_fit(const Config& cfg, int nproc) {
-  const torch::Device device = resolve_device(cfg.train.device);
+void check_ranks_fit(const Config& cfg, const torch::Device& device, int nproc) {
   if (device.is_cuda()) {  // local rank r trains on GPU r, each its own model
     const int gpus = static_cast<int>(torch::cuda::device_count());
     if (nproc > gpus)
@@ -155,8 +154,9 @@ int launch_local_ranks(const TrainOptions& o) {
   // What every rank would refuse, refused once here.
   const Config cfg = load_config(o.config, train_overrides(o));
   check_batch_divides(cfg.train, o.nproc);
-  check_ranks_fit(cfg, o.nproc);
-  resolve_backend(cfg.train.backend, resolve_device(cfg.train.device));  // one this build lacks
+  const torch::Device device = resolve_device(cfg.train.device);
+  check_ranks_fit(cfg, device, o.nproc);
+  resolve_backend(cfg.train.backend, device);  // one this build lacks
   const int port = free_local_port();
   const std::vector<std::string> argv = rank_command(o);
   std::map<pid_t, int> rank_of;
