@@ -86,8 +86,8 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  prepare_device_steps();  // the moments of parameters that have none yet
   if (cuda_step) {
-    prepare_device_steps();
     const auto t = torch::full({}, static_cast<double>(cuda_step->taken + 1),
                                torch::dtype(torch::kFloat).device(cuda_step->device));
     update_on_device(torch::Tensor(), t);
@@ -100,15 +100,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      auto& slot = state_[compat::optimizer_state_key<Key>(p)];
-      if (!slot) {
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        slot = std::move(fresh);
-      }
-      auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*state_.at(compat::optimizer_state_key<Key>(p)));
       if (!fusable_tensor(state.exp_avg()) || !fusable_tensor(state.exp_avg_sq())) {
         // e.g. moments loaded from a checkpoint in another layout
         state.exp_avg(state.exp_avg().contiguous());
