@@ -11,12 +11,14 @@ OUT/figures/:
                            (qkv, pooling); band = +-std over seeds, or the 95%
                            Wilson interval with one seed; training range shaded
   training_curves.png      training loss and validation accuracy per step
-  scheme_<variant>.png     the trained scheme: for an added encoding, the three panels
-                           three panels (heatmap, position cosine similarity,
+  scheme_<variant>.png     the trained scheme: for an added encoding, three
+                           panels (heatmap, position cosine similarity,
                            selected dimensions as waves); for a rotation, the
                            same for a rotated all-ones vector; for a bias, each
                            head's bias matrix and its profile against j - i
-                           (ALiBi: slopes per head on a log2 axis)
+                           (ALiBi: slopes per head on a log2 axis); for score
+                           terms or reweighting, the same matrices for an
+                           all-ones query and key, or scores of 1
   attention_<variant>.png  attention of every block and head on one sorted example
   operand_grid.png         addition with eval.operand_grid (in results.json, or
                            results_eval.json of `posenc eval --set
@@ -286,13 +288,27 @@ def matrix_panels(axes, m, title, trained_max, row_label):
     axes[2].grid(alpha=0.3)
 
 
-def plot_scheme(d, out):
-    """One figure for the trained scheme of a variant; False if there is nothing to draw."""
-    variant, scheme = d["variant"], d["scheme"]
+# What a scheme adds to the attention scores, as inspect writes it: (key, what the colour bar says).
+SCORE_MATRICES = (("bias", "bias added to the score"),
+                  ("score_terms_of_ones", "score term for an all-ones q and k"),
+                  ("reweighted_ones", "a score of 1 after reweighting"))
+
+
+def figure_label(d):
+    """The name a figure is titled with: the grid's variant, else the checkpoint, else the scheme."""
+    return d.get("variant") or d.get("checkpoint") or d["scheme"]
+
+
+def scheme_figure(d):
+    """The figure of one `posenc inspect` description (of a scheme, or of a trained one); None if there is
+    nothing to draw (no positions at all)."""
+    scheme = d["scheme"]
     trained = d.get("trained_lengths", [None, None])[1]
     if trained is not None and d.get("cls_position"):
         trained += 1  # the CLS token takes position 0
-    header = f'{variant}: {scheme} {json.dumps(d.get("options", {}))}'
+    label = figure_label(d)
+    header = ("" if label == scheme else f"{label}: ") + f'{scheme} {json.dumps(d.get("options", {}))}'
+    matrix = next(((key, label) for key, label in SCORE_MATRICES if key in d), None)
     if "embedding" in d:
         m = np.array(d["embedding"])
         fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
@@ -303,11 +319,12 @@ def plot_scheme(d, out):
         matrix_panels(axes, m, f'an all-ones vector rotated at each position (one head, width {m.shape[1]})',
                       None, "position")
         axes[1].set_title("cosine similarity of rotated vectors: depends only on m - n")
-    elif "bias" in d:
-        b = np.array(d["bias"])  # (H, L, L)
+    elif matrix is not None:
+        key, label = matrix
+        b = np.array(d[key])  # (H, L, L)
         H, L, _ = b.shape
         shown = min(H, 8)
-        extra = 2 if scheme == "alibi" else 1
+        extra = 2 if key == "bias" and scheme == "alibi" else 1
         fig, axes = plt.subplots(1, shown + extra, figsize=(3.4 * (shown + extra), 3.9), squeeze=False,
                                  layout="constrained")
         axes = axes[0]
@@ -318,7 +335,7 @@ def plot_scheme(d, out):
             axes[h].set_xlabel("key position j")
             if h == 0:
                 axes[h].set_ylabel("query position i")
-        fig.colorbar(im, ax=list(axes[:shown]), shrink=0.8, label="bias")
+        fig.colorbar(im, ax=list(axes[:shown]), shrink=0.8, label=label)
         i = L // 2
         offsets = np.arange(L) - i
         ax = axes[shown]
@@ -327,11 +344,11 @@ def plot_scheme(d, out):
         if trained is not None:
             ax.axvspan(-(trained - 1), trained - 1, color="0.9", zorder=0, label="offsets seen in training")
         ax.set_xlabel("key offset j - i")
-        ax.set_ylabel("bias added to the score")
+        ax.set_ylabel(label)
         ax.set_title(f"profile at query i = {i}")
         ax.legend(fontsize=6, ncol=2)
         ax.grid(alpha=0.3)
-        if scheme == "alibi":
+        if extra == 2:
             # Slope per head between two keys on the left: bias(i, i-1) - bias(i, i-2) = m_h
             # (away from the diagonal, so the directional variant's left offset cancels).
             slopes = b[:, i, i - 1] - b[:, i, i - 2]
@@ -347,14 +364,25 @@ def plot_scheme(d, out):
                 ax.set_title("slopes m_h (ratios " + ", ".join(f"{r:.3g}" for r in ratios) + ")")
             ax.grid(alpha=0.3, which="both")
     else:
-        return False  # score-term schemes and none: their effect shows in the attention maps
-    fig.suptitle(header + f"  (after training on lengths up to {d.get('trained_lengths', ['?', '?'])[1]})",
-                 fontsize=10)
-    save(fig, os.path.join(out, f"scheme_{variant}.png"))
+        return None  # none: no positions to draw
+    if trained is not None:
+        when = f"after training on lengths up to {d['trained_lengths'][1]}"
+    else:
+        when = "at initialization"
+    fig.suptitle(f"{header}  ({when})", fontsize=10)
+    return fig
+
+
+def plot_scheme(d, out):
+    """scheme_<variant>.png for the trained scheme of a grid's variant; False if there is nothing to draw."""
+    fig = scheme_figure(d)
+    if fig is None:
+        return False
+    save(fig, os.path.join(out, f"scheme_{d['variant']}.png"))
     return True
 
 
-def plot_encoder_decoder_attention(d, out):
+def encoder_decoder_attention_figure(d):
     """An encoder_decoder's maps: a row per encoder block (source x source), then per decoder
     block a row of causal self-attention (target x target) and one of cross-attention (target x source)."""
     rows = [(f"encoder {b + 1}", m, d["source"], d["source"]) for b, m in enumerate(d["encoder"])]
@@ -379,16 +407,17 @@ def plot_encoder_decoder_attention(d, out):
                 ax.set_title(f"head {h + 1}", fontsize=8)
     cross = d.get("cross_scheme", "none")
     verdict = "every answer token right" if d.get("teacher_forced_right") else "some answer token wrong"
-    fig.suptitle(f'{d["variant"]}: attention on one {d.get("task", "")} example of {d["length"]} target tokens '
+    fig.suptitle(f'{figure_label(d)}: attention on one {d.get("task", "")} example of {d["length"]} target tokens '
                  f'(teacher-forced: {verdict})\nrows: encoder self-attention over the source, then per decoder block '
                  f'its causal self-attention and its cross-attention to the source (cross positions: {cross})\n'
                  f'darker = more attention, each map scaled to its own maximum', fontsize=9)
-    save(fig, os.path.join(out, f"attention_{d['variant']}.png"))
+    return fig
 
 
-def plot_attention(d, out):
+def attention_figure(d):
+    """The figure of one `posenc attention` output: every block's and head's map."""
     if d.get("encoder_decoder"):
-        return plot_encoder_decoder_attention(d, out)
+        return encoder_decoder_attention_figure(d)
     layers = np.array(d["layers"])  # (blocks, heads, L, L)
     n_blocks, n_heads = layers.shape[:2]
     labels = (["CLS"] if d.get("cls") else []) + [str(t) for t in d["tokens"]]
@@ -411,14 +440,19 @@ def plot_attention(d, out):
                 ax.set_title(f"head {h + 1}")
     if "prediction" in d:
         verdict = "sorted" if d["prediction"] == 1 else "not sorted"
-        fig.suptitle(f'{d["variant"]}: attention on one {d["kind"]} example of length {d["length"]}; '
+        fig.suptitle(f'{figure_label(d)}: attention on one {d["kind"]} example of length {d["length"]}; '
                      f'model says {verdict} (p_sorted = {d["p_sorted"]:.3f}, label {d["label"]}); darker = more '
                      f'attention, each map scaled to its own maximum', fontsize=10)
     else:
-        fig.suptitle(f'{d["variant"]}: causal attention on one {d.get("task", "")} example of length {d["length"]} '
+        fig.suptitle(f'{figure_label(d)}: causal attention on one {d.get("task", "")} example of length {d["length"]} '
                      f'(prompt and answer, teacher-forced; the answer starts at token {d.get("answer_start", "?")}); '
                      f'darker = more attention, each map scaled to its own maximum', fontsize=10)
-    save(fig, os.path.join(out, f"attention_{d['variant']}.png"))
+    return fig
+
+
+def plot_attention(d, out):
+    """attention_<variant>.png for a grid's variant."""
+    save(attention_figure(d), os.path.join(out, f"attention_{d['variant']}.png"))
 
 
 def plot_operand_grid(root, out):

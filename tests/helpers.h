@@ -28,6 +28,25 @@ inline Config config_with(std::initializer_list<std::string> overrides) {
   return config_with(std::vector<std::string>(overrides));
 }
 
+/// A nested JSON array of numbers (as `posenc inspect` writes them) as a float64 tensor of its shape.
+inline torch::Tensor tensor_of(const json& nested) {
+  std::vector<double> flat;
+  std::vector<int64_t> shape;
+  const json* level = &nested;
+  while (level->is_array()) {
+    shape.push_back(static_cast<int64_t>(level->size()));
+    level = &(*level)[0];
+  }
+  std::function<void(const json&)> walk = [&](const json& j) {
+    if (j.is_array())
+      for (const auto& e : j) walk(e);
+    else
+      flat.push_back(j.get<double>());
+  };
+  walk(nested);
+  return torch::tensor(flat, torch::kFloat64).view(shape);
+}
+
 /// A scheme built from its registry entry with default options (plus overrides).
 inline PositionalScheme scheme_with(const std::string& type, const SchemeContext& ctx,
                                     const json& options = json::object()) {

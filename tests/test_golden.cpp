@@ -19,31 +19,14 @@ json golden(const std::string& name) {
   return read_json_file(std::string(POSENC_SOURCE_DIR) + "/tests/golden/" + name + ".json");
 }
 
-torch::Tensor tensor_of(const json& nested) {
-  std::vector<double> flat;
-  std::vector<int64_t> shape;
-  const json* level = &nested;
-  while (level->is_array()) {
-    shape.push_back(static_cast<int64_t>(level->size()));
-    level = &(*level)[0];
-  }
-  std::function<void(const json&)> walk = [&](const json& j) {
-    if (j.is_array())
-      for (const auto& e : j) walk(e);
-    else
-      flat.push_back(j.get<double>());
-  };
-  walk(nested);
-  return torch::tensor(flat, torch::kFloat64).view(shape);
-}
-
 }  // namespace
 
 TEST(Golden, SinusoidalTables) {
   for (const auto& c : golden("sinusoidal")["cases"]) {
     InspectRequest r{"sinusoidal", c["length"], 1, c["dim"], {{"base", c["base"]}, {"layout", c["layout"]}}};
-    const auto got = tensor_of(inspect_scheme(r)["embedding"]);
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["table"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+    const auto got = posenc::testing::tensor_of(inspect_scheme(r)["embedding"]);
+    EXPECT_TRUE(torch::allclose(got, posenc::testing::tensor_of(c["table"]), tolerance::kFloat32Value,
+                                tolerance::kFloat32Value))
         << c["layout"] << " dim " << c["dim"];
   }
 }
@@ -53,9 +36,10 @@ TEST(Golden, RopeRotations) {
     const int64_t L = c["length"], Dh = c["head_dim"];
     auto rope = posenc::testing::scheme_with(
         "rope", {Dh, 1, Dh, 0}, {{"base", c["base"]}, {"layout", c["layout"]}, {"fraction", c["fraction"]}});
-    auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
+    auto q = posenc::testing::tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
     rope->rotate(q, k, posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+    EXPECT_TRUE(torch::allclose(q[0][0], posenc::testing::tensor_of(c["output"]), tolerance::kFloat32Value,
+                                tolerance::kFloat32Value))
         << c["layout"] << " fraction " << c["fraction"] << " base " << c["base"];
   }
 }
@@ -69,7 +53,8 @@ TEST(Golden, AlibiSlopesAndBias) {
     for (size_t h = 0; h < slopes.size(); ++h)
       EXPECT_NEAR(slopes[h], expected[h], tolerance::kFloat64Closed) << H << " heads";
     InspectRequest r{"alibi", c["length"], H, 8 * H};
-    EXPECT_TRUE(torch::allclose(tensor_of(inspect_scheme(r)["bias"]), tensor_of(c["bias"]), tolerance::kFloat32Value,
+    EXPECT_TRUE(torch::allclose(posenc::testing::tensor_of(inspect_scheme(r)["bias"]),
+                                posenc::testing::tensor_of(c["bias"]), tolerance::kFloat32Value,
                                 tolerance::kFloat32Value))
         << H;
   }
@@ -94,7 +79,7 @@ torch::Tensor bias_with(const std::string& type, int64_t heads, int64_t head_dim
   {
     torch::NoGradGuard no_grad;
     for (auto& p : s->named_parameters())
-      if (values.count(p.key())) p.value().copy_(tensor_of(values.at(p.key())).to(torch::kFloat32));
+      if (values.count(p.key())) p.value().copy_(posenc::testing::tensor_of(values.at(p.key())).to(torch::kFloat32));
   }
   return s->bias(posenc::testing::arange_positions(length))[0].to(torch::kFloat64);
 }
@@ -106,7 +91,8 @@ TEST(Golden, KerpleLogAndPower) {
     const int64_t H = c["r1"].size();
     const auto got =
         bias_with("kerple", H, 4, c["length"], {{"variant", c["variant"]}}, {{"r1", c["r1"]}, {"r2", c["r2"]}});
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+    EXPECT_TRUE(
+        torch::allclose(got, posenc::testing::tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
         << c["variant"];
   }
 }
@@ -114,7 +100,8 @@ TEST(Golden, KerpleLogAndPower) {
 TEST(Golden, SandwichBias) {
   for (const auto& c : golden("sandwich")["cases"]) {
     const auto got = bias_with("sandwich", c["heads"], c["head_dim"], c["length"], {{"base", c["base"]}});
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+    EXPECT_TRUE(
+        torch::allclose(got, posenc::testing::tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
         << c["heads"] << " heads, base " << c["base"];
   }
 }
@@ -129,9 +116,10 @@ TEST(Golden, RopeScalingModesAndPRope) {
       options["original_max_position"] = c["original_max_position"];
     }
     auto rope = posenc::testing::scheme_with("rope", {Dh, 1, Dh, 0}, options);
-    auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
+    auto q = posenc::testing::tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
     rope->rotate(q, k, posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["output"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+    EXPECT_TRUE(torch::allclose(q[0][0], posenc::testing::tensor_of(c["output"]), tolerance::kFloat32Value,
+                                tolerance::kFloat32Value))
         << c["scaling"];
   }
 }
@@ -142,11 +130,13 @@ TEST(Golden, XposScalesQueriesAndKeys) {
     auto xpos = posenc::testing::scheme_with(
         "xpos", {Dh, 1, Dh, 0},
         {{"base", c["base"]}, {"layout", c["layout"]}, {"gamma", c["gamma"]}, {"scale_base", c["scale_base"]}});
-    auto q = tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
+    auto q = posenc::testing::tensor_of(c["input"]).view({1, 1, L, Dh}), k = q.clone();
     xpos->rotate(q, k, posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(q[0][0], tensor_of(c["q"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+    EXPECT_TRUE(torch::allclose(q[0][0], posenc::testing::tensor_of(c["q"]), tolerance::kFloat32Value,
+                                tolerance::kFloat32Value))
         << c["layout"];
-    EXPECT_TRUE(torch::allclose(k[0][0], tensor_of(c["k"]), tolerance::kFloat32Value, tolerance::kFloat32Value))
+    EXPECT_TRUE(torch::allclose(k[0][0], posenc::testing::tensor_of(c["k"]), tolerance::kFloat32Value,
+                                tolerance::kFloat32Value))
         << c["layout"];
   }
 }
@@ -161,7 +151,8 @@ TEST(Golden, FireWithFixedWeights) {
                                 {"out.bias", c["b2"]},
                                 {"c", c["c"]},
                                 {"threshold", c["threshold"]}});
-    EXPECT_TRUE(torch::allclose(got, tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
+    EXPECT_TRUE(
+        torch::allclose(got, posenc::testing::tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
   }
 }
 
@@ -170,10 +161,12 @@ TEST(Golden, CopeWithFixedQueriesKeysAndTable) {
     const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
     auto cope = posenc::testing::scheme_with("cope", {H * Dh, H, Dh, 0}, {{"max_count", c["max_count"]}});
     cope->to(torch::kFloat64);
-    cope->named_parameters()["table"].data().copy_(tensor_of(c["table"]));
-    auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
+    cope->named_parameters()["table"].data().copy_(posenc::testing::tensor_of(c["table"]));
+    auto q = posenc::testing::tensor_of(c["q"]).unsqueeze(0),
+         k = posenc::testing::tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
     auto terms = cope->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), tolerance::kFloat32Sum, tolerance::kFloat32Value));
+    EXPECT_TRUE(torch::allclose(terms[0], posenc::testing::tensor_of(c["terms"]), tolerance::kFloat32Sum,
+                                tolerance::kFloat32Value));
   }
 }
 
@@ -195,7 +188,7 @@ PositionalScheme scheme_with_values(const std::string& type, const SchemeContext
     EXPECT_TRUE(params.contains(name)) << type << " has no parameter " << name;
     if (!params.contains(name)) continue;
     auto target = params[name];
-    target.copy_(tensor_of(value).view(target.sizes()));
+    target.copy_(posenc::testing::tensor_of(value).view(target.sizes()));
   }
   return s;
 }
@@ -208,8 +201,10 @@ TEST(Golden, LearnedTableAndItsScaledVariant) {
     const bool scaled = c.value("scaled", false);
     auto s = scheme_with_values("learned", {D, 1, D, 0}, {{"max_positions", c["max_positions"]}, {"scaled", scaled}},
                                 {{"table", c["table"]}, {"scale", golden_case_value(c, "scale")}});
-    auto out = s->embed(tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
-    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64))
+    auto out =
+        s->embed(posenc::testing::tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
+    EXPECT_TRUE(
+        torch::allclose(out[0], posenc::testing::tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64))
         << "scaled " << scaled;
   }
 }
@@ -226,8 +221,10 @@ TEST(Golden, DynamicGatedSinusoids) {
                                  {"gate_out.bias", c["b2"]},
                                  {"content_factor", json::array({c["content_factor"]})},
                                  {"length_factor", json::array({c["length_factor"]})}});
-    auto out = s->embed(tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
-    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
+    auto out =
+        s->embed(posenc::testing::tensor_of(c["x"]).unsqueeze(0), posenc::testing::arange_positions(L));  // (1, L, D)
+    EXPECT_TRUE(
+        torch::allclose(out[0], posenc::testing::tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 
@@ -242,12 +239,15 @@ TEST(Golden, ShawKeyAndValueTerms) {
                                  {"content_scale", golden_case_value(c, "content_scale")},
                                  {"position_scale", golden_case_value(c, "position_scale")}});
     const auto pos = posenc::testing::arange_positions(L);
-    auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
+    auto q = posenc::testing::tensor_of(c["q"]).unsqueeze(0),
+         k = posenc::testing::tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
     auto terms = s->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), pos);
-    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), tolerance::kFloat64, tolerance::kFloat64))
+    EXPECT_TRUE(
+        torch::allclose(terms[0], posenc::testing::tensor_of(c["terms"]), tolerance::kFloat64, tolerance::kFloat64))
         << "head_scales " << head_scales;
-    auto values = s->value_terms(tensor_of(c["probs"]).unsqueeze(0), pos);
-    EXPECT_TRUE(torch::allclose(values[0], tensor_of(c["value_terms"]), tolerance::kFloat64, tolerance::kFloat64));
+    auto values = s->value_terms(posenc::testing::tensor_of(c["probs"]).unsqueeze(0), pos);
+    EXPECT_TRUE(torch::allclose(values[0], posenc::testing::tensor_of(c["value_terms"]), tolerance::kFloat64,
+                                tolerance::kFloat64));
   }
 }
 
@@ -256,9 +256,11 @@ TEST(Golden, TransformerXlScoreTerms) {
     const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
     auto s = scheme_with_values("xl", {H * Dh, H, Dh, 0}, {{"base", c["base"]}},
                                 {{"u", c["u"]}, {"v", c["v"]}, {"w_r.weight", c["w_r"]}});
-    auto q = tensor_of(c["q"]).unsqueeze(0), k = tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
+    auto q = posenc::testing::tensor_of(c["q"]).unsqueeze(0),
+         k = posenc::testing::tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
     auto terms = s->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(terms[0], tensor_of(c["terms"]), tolerance::kFloat64, tolerance::kFloat64));
+    EXPECT_TRUE(
+        torch::allclose(terms[0], posenc::testing::tensor_of(c["terms"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 
@@ -272,8 +274,8 @@ TEST(Golden, ApeAndDecayBiasesWithAndWithoutDirection) {
                                   {{"left_offset", golden_case_value(c, "left_offset")},
                                    {"right_offset", golden_case_value(c, "right_offset")}});
       auto bias = s->bias(posenc::testing::arange_positions(L));  // (1, H or 1, L, L)
-      EXPECT_TRUE(
-          torch::allclose(bias[0].expand({H, L, L}), tensor_of(c["bias"]), tolerance::kFloat64, tolerance::kFloat64))
+      EXPECT_TRUE(torch::allclose(bias[0].expand({H, L, L}), posenc::testing::tensor_of(c["bias"]), tolerance::kFloat64,
+                                  tolerance::kFloat64))
           << type << " directional " << directional;
     }
   }
@@ -283,8 +285,9 @@ TEST(Golden, DaReweightsTheScores) {
   for (const auto& c : golden("da")["cases"]) {
     const int64_t H = c["heads"], L = c["length"];
     auto s = scheme_with_values("da", {H * 4, H, 4, 0}, json::object(), {{"w", c["w"]}, {"v", c["v"]}});
-    auto out = s->reweight(tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
+    auto out = s->reweight(posenc::testing::tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
+    EXPECT_TRUE(
+        torch::allclose(out[0], posenc::testing::tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 
@@ -297,8 +300,9 @@ TEST(Golden, DapeRefinesAKerpleBiasWithAnMlpOfTheScores) {
                                  {"hidden.weight", c["w1"]},
                                  {"hidden.bias", c["b1"]},
                                  {"out.weight", c["w2"]}});
-    auto out = s->reweight(tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(out[0], tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
+    auto out = s->reweight(posenc::testing::tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
+    EXPECT_TRUE(
+        torch::allclose(out[0], posenc::testing::tensor_of(c["output"]), tolerance::kFloat64, tolerance::kFloat64));
   }
 }
 

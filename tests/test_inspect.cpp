@@ -17,10 +17,14 @@ TEST(Inspect, ReportsWhatEachSchemeContributes) {
     EXPECT_EQ(out.contains("embedding"), caps.embed) << name;
     EXPECT_EQ(out.contains("bias"), caps.bias) << name;
     EXPECT_EQ(out.contains("rotated_ones"), caps.rotate) << name;
-    if (caps.bias) {
-      EXPECT_EQ(out["bias"].size(), 2u);
-      EXPECT_EQ(out["bias"][0].size(), 7u);
-    }
+    EXPECT_EQ(out.contains("score_terms_of_ones"), caps.score_terms) << name;
+    EXPECT_EQ(out.contains("reweighted_ones"), caps.reweight) << name;
+    for (const char* key : {"bias", "score_terms_of_ones", "reweighted_ones"})
+      if (out.contains(key)) {  // (H, L, L)
+        EXPECT_EQ(out[key].size(), 2u) << name << " " << key;
+        EXPECT_EQ(out[key][0].size(), 7u) << name << " " << key;
+        EXPECT_EQ(out[key][0][6].size(), 7u) << name << " " << key;
+      }
     if (caps.embed) {
       EXPECT_EQ(out["embedding"][6].size(), 8u) << name;
     }

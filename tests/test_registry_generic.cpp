@@ -7,6 +7,7 @@
 #include "helpers.h"
 #include "posenc/model/transformer.h"
 #include "posenc/model/encoder.h"
+#include "posenc/positional/inspect.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -119,6 +120,36 @@ TEST_P(EveryScheme, BiasDependsOnlyOnOffset) {
     EXPECT_TRUE(torch::allclose(b, b.transpose(-1, -2)));
   } else {
     EXPECT_FALSE(torch::allclose(b, b.transpose(-1, -2)));
+  }
+}
+
+TEST_P(EveryScheme, WhatInspectShowsOfTheScoresDependsOnlyOnOffset) {
+  // inspect's (H, L, L) matrices (a bias, the score terms of an all-ones query
+  // and key, reweighted scores of 1) are Toeplitz for a scheme that claims to
+  // depend on j - i alone, and symmetric for one that cannot tell left from
+  // right: what a user sees in `posenc inspect` is the property the scheme claims.
+  const auto& info = find_scheme(GetParam());
+  auto s = posenc::testing::scheme_with(GetParam(), {32, 4, 8, 0});
+  const Capabilities caps = s->capabilities();
+  if (!(caps.bias || caps.score_terms || caps.reweight)) GTEST_SKIP() << "it adds nothing to the scores";
+  if (!s->offset_only())
+    GTEST_SKIP() << "it also depends on the query position or the content (its own tests cover it)";
+  torch::manual_seed(7);
+  for (auto& p : s->parameters()) p.data().normal_(0.0, 0.5);
+  const auto out = describe_scheme(*s, info, resolve_scheme_options(info, json::object(), "test"), /*length=*/12,
+                                   /*heads=*/4, /*dim=*/32, /*rotate_dim=*/32, /*seed=*/0);
+  for (const char* key : {"bias", "score_terms_of_ones", "reweighted_ones"}) {
+    if (!out.contains(key)) continue;
+    const auto m = posenc::testing::tensor_of(out[key]);  // (H, 12, 12)
+    // float64 copies of float32 values computed per pair: equal along a diagonal up to float32 rounding.
+    const double scale = m.abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(m.narrow(1, 0, 11).narrow(2, 0, 11), m.narrow(1, 1, 11).narrow(2, 1, 11), 0,
+                                tolerance::kFloat32Sum * std::max(1.0, scale)))
+        << GetParam() << " " << key << " is not constant along its diagonals";
+    if (!s->directional()) {
+      EXPECT_TRUE(torch::allclose(m, m.transpose(-1, -2), 0, tolerance::kFloat32Sum * std::max(1.0, scale)))
+          << GetParam() << " " << key << " tells left from right";
+    }
   }
 }
 

@@ -64,11 +64,15 @@ std::vector<Command> commands() {
       command("translate", "translate a source (--input or --file) with an encoder_decoder checkpoint", setup_translate,
               run_translate),
       command("list", "list the config keys, positional schemes and tasks, with their options", setup_list, run_list),
-      command("inspect", "write what a scheme contributes at initialization as JSON", setup_inspect, run_inspect),
+      command(
+          "inspect",
+          "write what a scheme contributes (at initialization, or trained) as JSON; scripts/plot_inspect.py draws it",
+          setup_inspect, run_inspect),
       command("compare", "run a grid of schemes x attention x pooling x seeds; summary, figures, report", setup_compare,
               run_compare),
-      command("attention", "write a trained model's attention maps on one example as JSON", setup_attention,
-              run_attention),
+      command("attention",
+              "write a trained model's attention maps on one example as JSON; scripts/plot_inspect.py draws them",
+              setup_attention, run_attention),
       command("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager", setup_bench,
               run_bench),
   };

@@ -25,7 +25,11 @@ struct InspectRequest {
 /// {"scheme", "length", "heads", "dim", "options", "hooks", "directional",
 ///  "embedding": L x D (embedding-time schemes: embed() of zero tokens),
 ///  "bias": H x L x L (bias schemes),
-///  "rotated_ones": L x D (rotary schemes: one head of width D, an all-ones vector rotated at each position)}
+///  "rotated_ones": L x D (rotary schemes: one head of width D, an all-ones vector rotated at each position),
+///  "score_terms_of_ones": H x L x L (score-term schemes: what they add to q·k, before the 1/sqrt(Dh)
+///  scale, for an all-ones query and key of width D/H),
+///  "reweighted_ones": H x L x L (reweighting schemes: what they make of scores that are all 1)}
+/// Value terms (Shaw's a^V) are not described: they act on the output, not on the scores.
 nlohmann::json inspect_scheme(const InspectRequest& request);
 
 class PositionalSchemeImpl;

@@ -30,15 +30,17 @@ nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& i
   const Positions pos{ids, ids, length, &cache};
 
   const double L = static_cast<double>(length);
-  const double numbers =
-      (caps.embed ? L * dim : 0.0) + (caps.bias ? heads * L * L : 0.0) + (caps.rotate ? L * rotate_dim : 0.0);
+  // Biases, score terms and reweighted scores are each (H, L, L).
+  const int per_pair = int(caps.bias) + int(caps.score_terms) + int(caps.reweight);
+  const double numbers = (caps.embed ? L * dim : 0.0) + per_pair * heads * L * L + (caps.rotate ? L * rotate_dim : 0.0);
   if (numbers > kMaxJsonNumbers)
     throw ConfigError(fmt::format(
         "--length {}: the description of {} would hold {:.0f} numbers ({}), more than the {:.0f} one JSON file may "
         "hold; lower --length{}",
         length, info.name, numbers,
-        caps.bias ? fmt::format("--heads {} x {}^2", heads, length) : fmt::format("{} x --dim {}", length, dim),
-        kMaxJsonNumbers, caps.bias ? " or --heads" : " or --dim"));
+        per_pair > 0 ? fmt::format("{} x --heads {} x {}^2", per_pair, heads, length)
+                     : fmt::format("{} x --dim {}", length, dim),
+        kMaxJsonNumbers, per_pair > 0 ? " or --heads" : " or --dim"));
   nlohmann::json out = {{"scheme", info.name}, {"length", length},          {"heads", heads},
                         {"dim", dim},          {"options", options.json()}, {"directional", scheme.directional()}};
   if (caps.embed) {
@@ -48,6 +50,20 @@ nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& i
   if (caps.bias) {
     out["bias"] =
         to_nested(scheme.bias(pos)[0].expand({heads, length, length}));  // (H, L, L), shared-head biases repeated
+  }
+  const auto per_head_ones = [&](int64_t last) {  // (1, H, L, last) of ones
+    return torch::ones({1, heads, length, last}, torch::TensorOptions().device(device));
+  };
+  if (caps.score_terms) {
+    // Score terms read q and k: an all-ones query and key in every head show
+    // the positional part alone (what it adds to q·k, before the 1/sqrt(Dh) scale).
+    auto q = per_head_ones(dim / heads), k = q.clone();
+    auto qk = torch::matmul(q, k.transpose(-2, -1));                               // (1, H, L, L)
+    out["score_terms_of_ones"] = to_nested(scheme.score_terms(q, k, qk, pos)[0]);  // (H, L, L)
+  }
+  if (caps.reweight) {
+    // What reweighting makes of scores that are all 1: the distance function alone.
+    out["reweighted_ones"] = to_nested(scheme.reweight(per_head_ones(length), pos)[0]);  // (H, L, L)
   }
   if (caps.rotate) {
     torch::manual_seed(static_cast<uint64_t>(seed));

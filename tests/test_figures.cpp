@@ -1,0 +1,156 @@
+// The figures: scripts/plot_inspect.py over `posenc inspect` and `posenc
+// attention` output, and a comparison's report, whose every figure link must
+// lead to a PNG that scripts/plot_compare.py drew.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "reliability_helpers.h"
+#include "posenc/util/process.h"
+#include "posenc/util/python.h"
+
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
+namespace fs = std::filesystem;
+using namespace posenc;
+
+namespace {
+
+/// A python3 with what the figure scripts import, or "" (the test then skips).
+std::string figure_python() { return find_python("matplotlib, numpy"); }
+
+#define SKIP_WITHOUT_FIGURE_PYTHON()                                                                  \
+  if (figure_python().empty())                                                                        \
+  GTEST_SKIP() << "no python3 with matplotlib and numpy (Debian: python3-matplotlib python3-numpy); " \
+                  "CI installs them (scripts/setup.sh)"
+
+/// Width and height of a PNG file; {0, 0} if the file is not a PNG.
+std::pair<uint32_t, uint32_t> png_size(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  unsigned char head[24] = {};
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  const unsigned char magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (in.gcount() != sizeof head || !std::equal(magic, magic + 8, head) || std::string(head + 12, head + 16) != "IHDR")
+    return {0, 0};
+  const auto be32 = [&](int at) {
+    return (uint32_t(head[at]) << 24) | (uint32_t(head[at + 1]) << 16) | (uint32_t(head[at + 2]) << 8) | head[at + 3];
+  };
+  return {be32(16), be32(20)};
+}
+
+/// A figure: a PNG at least `min_side` pixels each way (matplotlib's smallest
+/// figure here is several inches at 110 dpi).
+void expect_figure(const fs::path& file, uint32_t min_side = 200) {
+  const auto [w, h] = png_size(file);
+  EXPECT_GE(w, min_side) << file << " is missing, not a PNG, or too small";
+  EXPECT_GE(h, min_side) << file << " is missing, not a PNG, or too small";
+}
+
+/// `python3 scripts/plot_inspect.py ARGS...`: exit status and output.
+posenc::testing::CliRun plot_inspect(std::vector<std::string> args) {
+  std::vector<std::string> argv = {figure_python(), std::string(POSENC_SOURCE_DIR) + "/scripts/plot_inspect.py"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  posenc::testing::CliRun r{0, ""};
+  r.code = run_command(argv, r.output);
+  return r;
+}
+
+}  // namespace
+
+TEST(Figures, EverySchemeButNoneIsDrawnFromItsInspection) {
+  // Every scheme that adds anything (an encoding, a rotation, a bias, score
+  // terms, reweighting) has a figure; `none` says it has nothing to draw. One
+  // Python process for all of them (matplotlib takes a second to import).
+  SKIP_WITHOUT_FIGURE_PYTHON();
+  posenc::testing::Scratch s("figures_schemes");
+  std::vector<std::string> files;
+  for (const auto& name : scheme_names()) {
+    files.push_back(s.path(name + ".json"));
+    const auto r = posenc::testing::run_cli("inspect " + name + " --length 12 --heads 2 --dim 16 --json " + files.back());
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  const auto r = plot_inspect(files);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const auto& name : scheme_names()) {
+    const auto caps = posenc::testing::scheme_with(name, {16, 2, 8, 0})->capabilities();
+    if (caps.embed || caps.acts_in_attention()) {
+      expect_figure(s.dir / (name + ".png"));
+    } else {
+      EXPECT_FALSE(fs::exists(s.dir / (name + ".png"))) << name;
+      EXPECT_NE(r.output.find(name + ".json: " + name + " adds no positions: nothing to draw"), std::string::npos)
+          << r.output;
+    }
+  }
+}
+
+TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
+  SKIP_WITHOUT_FIGURE_PYTHON();
+  posenc::testing::Scratch s("figures_attention");
+  std::vector<std::string> files;
+  for (const std::string kind : {"encoder", "decoder", "encoder_decoder"}) {
+    // Two steps of training: the maps need a checkpoint, not a trained model.
+    std::vector<std::string> extra = {"train.steps=2", "train.eval_every=2", "train.checkpoint_every=2",
+                                      "train.val_samples=8", "eval.lengths=[8]", "eval.samples_per_length=4"};
+    if (kind != "encoder") {
+      extra.insert(extra.end(), {"task.type=copy", "task.vocab_size=16", "model.kind=" + kind});
+      if (kind == "encoder_decoder") extra.push_back("model.decoder_layers=1");
+    }
+    const std::string config = posenc::testing::write_config(s, kind + ".json", extra);
+    auto r = posenc::testing::run_cli("train " + config + " --out " + s.path("run_" + kind));
+    ASSERT_EQ(r.code, 0) << r.output;
+    files.push_back(s.path("attention_" + kind + ".json"));
+    r = posenc::testing::run_cli("attention " + s.path("run_" + kind) + "/checkpoint.pt --length 6 --json " +
+                                 files.back());
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  // A file of another program's, and one that is not there: each named, the others still drawn.
+  write_file_atomic(s.path("other.json"), "{\"layers\": []}\n");
+  files.push_back(s.path("other.json"));
+  files.push_back(s.path("missing.json"));
+  const fs::path out = s.dir / "pngs";
+  fs::create_directories(out);
+  files.insert(files.end(), {"--out", out.string()});
+  const auto r = plot_inspect(files);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("other.json: not written by `posenc inspect` or `posenc attention`"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("missing.json: "), std::string::npos) << r.output;
+  for (const std::string kind : {"encoder", "decoder", "encoder_decoder"}) expect_figure(out / ("attention_" + kind + ".png"));
+  EXPECT_FALSE(fs::exists(out / "other.png"));
+}
+
+TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {
+  // A grid of an added encoding, a bias and score terms, with figures on:
+  // report.md links the accuracy and training figures and each scheme's own
+  // two, and each link leads to a PNG the script drew.
+  SKIP_WITHOUT_FIGURE_PYTHON();
+  posenc::testing::Scratch s("figures_compare");
+  auto grid = posenc::testing::tiny_grid();
+  grid["schemes"] = {"sinusoidal", "alibi", "xl"};
+  write_file_atomic(s.path("grid.json"), grid.dump(2));
+  const std::string out = s.path("out");
+  const auto r = posenc::testing::run_cli("compare " + s.path("grid.json") + " --jobs 2 --no-progress --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(out + "/report.md");
+  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::set<std::string> linked;
+  const std::regex link(R"(\]\(figures/([^)]+\.png)\))");
+  for (auto it = std::sregex_iterator(report.begin(), report.end(), link); it != std::sregex_iterator(); ++it)
+    linked.insert((*it)[1].str());
+  for (const std::string name : {"accuracy_vs_length.png", "training_curves.png"})
+    EXPECT_TRUE(linked.count(name)) << name << " is not linked from report.md";
+  for (const std::string scheme : {"sinusoidal", "alibi", "xl"})
+    for (const std::string kind : {"scheme_", "attention_"}) {
+      const std::string name = kind + scheme + "-projected-max.png";
+      EXPECT_TRUE(linked.count(name)) << name << " is not linked from report.md";
+    }
+  for (const auto& name : linked) expect_figure(fs::path(out) / "figures" / name);
+}
+
+}  // namespace POSENC_TEST_UNIT
