@@ -1,6 +1,7 @@
 // The figures: scripts/plot_inspect.py over `posenc inspect` and `posenc
-// attention` output, and a comparison's report, whose every figure link must
-// lead to a PNG that scripts/plot_compare.py drew.
+// attention` output, scripts/plot_runs.py over single runs' results, and a
+// comparison's report, whose every figure link must lead to a PNG that
+// scripts/plot_compare.py drew.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -52,13 +53,29 @@ void expect_figure(const fs::path& file, uint32_t min_side = 200) {
   EXPECT_GE(h, min_side) << file << " is missing, not a PNG, or too small";
 }
 
-/// `python3 scripts/plot_inspect.py ARGS...`: exit status and output.
-posenc::testing::CliRun plot_inspect(std::vector<std::string> args) {
-  std::vector<std::string> argv = {figure_python(), std::string(POSENC_SOURCE_DIR) + "/scripts/plot_inspect.py"};
+/// `python3 scripts/SCRIPT ARGS...`: exit status and output.
+posenc::testing::CliRun run_script(const std::string& script, std::vector<std::string> args) {
+  std::vector<std::string> argv = {figure_python(), std::string(POSENC_SOURCE_DIR) + "/scripts/" + script};
   argv.insert(argv.end(), args.begin(), args.end());
   posenc::testing::CliRun r{0, ""};
   r.code = run_command(argv, r.output);
   return r;
+}
+posenc::testing::CliRun plot_inspect(std::vector<std::string> args) { return run_script("plot_inspect.py", args); }
+
+/// Trains a two-step run of `kind` (encoder: ordering; decoder, encoder_decoder: copy) into s/run_KIND.
+std::string train_tiny(const posenc::testing::Scratch& s, const std::string& kind) {
+  std::vector<std::string> extra = {"train.steps=2",       "train.eval_every=2", "train.checkpoint_every=2",
+                                    "train.val_samples=8", "eval.lengths=[8]",   "eval.samples_per_length=4"};
+  if (kind != "encoder") {
+    extra.insert(extra.end(), {"task.type=copy", "task.vocab_size=16", "model.kind=" + kind});
+    if (kind == "encoder_decoder") extra.push_back("model.decoder_layers=1");
+  }
+  const std::string config = posenc::testing::write_config(s, kind + ".json", extra);
+  const std::string dir = s.path("run_" + kind);
+  const auto r = posenc::testing::run_cli("train " + config + " --out " + dir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  return dir;
 }
 
 }  // namespace
@@ -72,7 +89,8 @@ TEST(Figures, EverySchemeButNoneIsDrawnFromItsInspection) {
   std::vector<std::string> files;
   for (const auto& name : scheme_names()) {
     files.push_back(s.path(name + ".json"));
-    const auto r = posenc::testing::run_cli("inspect " + name + " --length 12 --heads 2 --dim 16 --json " + files.back());
+    const auto r =
+        posenc::testing::run_cli("inspect " + name + " --length 12 --heads 2 --dim 16 --json " + files.back());
     ASSERT_EQ(r.code, 0) << r.output;
   }
   const auto r = plot_inspect(files);
@@ -95,18 +113,9 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   std::vector<std::string> files;
   for (const std::string kind : {"encoder", "decoder", "encoder_decoder"}) {
     // Two steps of training: the maps need a checkpoint, not a trained model.
-    std::vector<std::string> extra = {"train.steps=2", "train.eval_every=2", "train.checkpoint_every=2",
-                                      "train.val_samples=8", "eval.lengths=[8]", "eval.samples_per_length=4"};
-    if (kind != "encoder") {
-      extra.insert(extra.end(), {"task.type=copy", "task.vocab_size=16", "model.kind=" + kind});
-      if (kind == "encoder_decoder") extra.push_back("model.decoder_layers=1");
-    }
-    const std::string config = posenc::testing::write_config(s, kind + ".json", extra);
-    auto r = posenc::testing::run_cli("train " + config + " --out " + s.path("run_" + kind));
-    ASSERT_EQ(r.code, 0) << r.output;
+    const std::string run = train_tiny(s, kind);
     files.push_back(s.path("attention_" + kind + ".json"));
-    r = posenc::testing::run_cli("attention " + s.path("run_" + kind) + "/checkpoint.pt --length 6 --json " +
-                                 files.back());
+    const auto r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 6 --json " + files.back());
     ASSERT_EQ(r.code, 0) << r.output;
   }
   // A file of another program's, and one that is not there: each named, the others still drawn.
@@ -121,8 +130,30 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   EXPECT_NE(r.output.find("other.json: not written by `posenc inspect` or `posenc attention`"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("missing.json: "), std::string::npos) << r.output;
-  for (const std::string kind : {"encoder", "decoder", "encoder_decoder"}) expect_figure(out / ("attention_" + kind + ".png"));
+  for (const std::string kind : {"encoder", "decoder", "encoder_decoder"})
+    expect_figure(out / ("attention_" + kind + ".png"));
   EXPECT_FALSE(fs::exists(out / "other.png"));
+}
+
+TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
+  SKIP_WITHOUT_FIGURE_PYTHON();
+  posenc::testing::Scratch s("figures_runs");
+  const std::string encoder = train_tiny(s, "encoder"), decoder = train_tiny(s, "decoder");
+  auto r = posenc::testing::run_cli("eval " + encoder + "/checkpoint.pt --lengths 8,16,32");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // A run directory (its results.json) beside an eval's results file: one figure.
+  r = run_script("plot_runs.py", {encoder, encoder + "/results_eval.json", "--out", s.path("lengths.png")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_figure(s.path("lengths.png"));
+  // Accuracy beside exact match would share an axis that means two things: refused, nothing written.
+  r = run_script("plot_runs.py", {encoder, decoder, "--out", s.path("mixed.png")});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("different metrics (accuracy, exact_match)"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("mixed.png")));
+  // Not a results file: named.
+  r = run_script("plot_runs.py", {encoder + "/config.json", "--out", s.path("config.png")});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("config.json: not a results file"), std::string::npos) << r.output;
 }
 
 TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {

@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""The score of single runs against the evaluation length, in one figure.
+
+    build/posenc train configs/ordering.json --out runs/rope
+    build/posenc train configs/ordering.json --set model.positional.type=alibi --out runs/alibi
+    build/posenc eval runs/alibi/checkpoint.pt --lengths 8,16,32,64,128,256
+    /usr/bin/python3 scripts/plot_runs.py runs/rope runs/alibi/results_eval.json --out lengths.png
+
+Each argument is a run directory (its results.json, as `posenc train` wrote
+it) or a results file (`results.json`, or `results_eval.json` of `posenc
+eval`). One line per file: the task's metric (accuracy, exact match,
+perplexity) at each evaluated length, with its 95% interval where the file has
+one; the training lengths shaded, a log2 length axis. A comparison grid draws
+the same over its seeds: scripts/plot_compare.py.
+
+--out: the PNG to write (default: METRIC_vs_length.png here); --labels: the
+legend's names, comma-separated, one per file (default: the run directory's
+name and the scheme). Exit status 2, with the reason, for a missing or foreign
+file, or files of different metrics.
+
+Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_compare  # noqa: E402  (the figure helpers are the comparison report's; it selects the Agg backend)
+import matplotlib.pyplot as plt  # noqa: E402
+
+METRIC_LABEL = plot_compare.METRIC_LABEL
+
+
+def read_results(arg):
+    """(path, results) of a run directory or a results file; ValueError saying what is wrong."""
+    path = os.path.join(arg, "results.json") if os.path.isdir(arg) else arg
+    try:
+        d = plot_compare.load_json(path)
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror}") from None
+    except ValueError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    if not isinstance(d, dict) or "metric" not in d or not isinstance(d.get("lengths"), list):
+        raise ValueError(f"{path}: not a results file of `posenc train` or `posenc eval` (no \"metric\" and "
+                         f"\"lengths\")")
+    for row in d["lengths"]:
+        if not isinstance(row, dict) or "length" not in row or d["metric"] not in row:
+            raise ValueError(f"{path}: a row of \"lengths\" has no \"length\" or \"{d['metric']}\"")
+    return path, d
+
+
+def default_label(path, d):
+    """The run directory's name and the scheme; the file's name too where it is not results.json."""
+    run = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    name = os.path.basename(path)
+    return f"{run} ({d.get('scheme', '?')}" + ("" if name == "results.json" else f", {name}") + ")"
+
+
+def main():
+    parser = argparse.ArgumentParser(description="The score of single runs against the evaluation length.")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_RESULTS_JSON")
+    parser.add_argument("--out", metavar="PNG", help="the figure to write (default: METRIC_vs_length.png here)")
+    parser.add_argument("--labels", help="legend names, comma-separated, one per file")
+    args = parser.parse_args()
+    try:
+        results = [read_results(a) for a in args.runs]
+        metrics = sorted({d["metric"] for _, d in results})
+        if len(metrics) > 1:
+            raise ValueError("the files hold different metrics (" + ", ".join(metrics) + "): draw each apart")
+        labels = args.labels.split(",") if args.labels is not None else [default_label(p, d) for p, d in results]
+        if len(labels) != len(results):
+            raise ValueError(f"--labels: {len(labels)} names for {len(results)} files")
+    except ValueError as e:
+        print(f"plot_runs.py: {e}", file=sys.stderr)
+        return 2
+    metric = metrics[0]
+    out = args.out if args.out is not None else f"{metric}_vs_length.png"
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
+    trained = set()
+    for (path, d), label in zip(results, labels):
+        rows = sorted(d["lengths"], key=lambda r: r["length"])
+        x = [r["length"] for r in rows]
+        y = [r[metric] for r in rows]
+        line, = ax.plot(x, y, marker="o", lw=1.5, label=label)
+        if all("ci95" in r for r in rows):
+            ax.fill_between(x, [r["ci95"][0] for r in rows], [r["ci95"][1] for r in rows], color=line.get_color(),
+                            alpha=0.15, lw=0)
+        if d.get("train_lengths"):
+            trained.add(tuple(d["train_lengths"]))
+    for lo, hi in sorted(trained):
+        ax.axvspan(lo, hi, color="0.88", zorder=0,
+                   label="training lengths" if len(trained) == 1 else f"training lengths {lo}-{hi}")
+    ax.set_xscale("log", base=2)
+    lengths = sorted({r["length"] for _, d in results for r in d["lengths"]})
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel("evaluation length")
+    ax.set_ylabel(METRIC_LABEL.get(metric, metric))
+    if metric != "perplexity":
+        ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title(f"{METRIC_LABEL.get(metric, metric)} against length (band: 95% interval)", fontsize=10)
+    try:
+        plot_compare.save(fig, out)
+    except OSError as e:
+        print(f"plot_runs.py: --out {out}: {e.strerror}", file=sys.stderr)
+        return 1
+    print(f"plot_runs.py: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
