@@ -98,6 +98,7 @@ const std::map<std::string, Command>& commands() {
        {"inspect --checkpoint {--checkpoint} --length 8 --json {--json}",
         {{"scheme", Kind::Other},
          {"--checkpoint", Kind::InputFile},
+         {"--input-scheme", Kind::Other},
          {"--length", Kind::Other},
          {"--heads", Kind::Other},
          {"--dim", Kind::Other},

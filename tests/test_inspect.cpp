@@ -1,7 +1,10 @@
 // What `posenc inspect` reports of each scheme at initialization (inspect.cpp).
 #include <gtest/gtest.h>
 
+#include "cli_helpers.h"
 #include "helpers.h"
+#include "reliability_helpers.h"
+#include "posenc/model/transformer.h"
 #include "posenc/positional/inspect.h"
 
 // This file's names live in a namespace of their own, so that the unity build
@@ -31,6 +34,50 @@ TEST(Inspect, ReportsWhatEachSchemeContributes) {
   }
   EXPECT_THROW(inspect_scheme({"rope", 7, 3, 8}), ConfigError);
   EXPECT_THROW(inspect_scheme({"rope", 7, 2, 8, {{"bogus", 1}}}), ConfigError);
+}
+
+TEST(Inspect, ACheckpointsInputSchemeIsDescribedWithItsTrainedWeights) {
+  // ALiBi in attention beside a learned table before block 1: --input-scheme
+  // describes the table, and its rows are the trained model's own.
+  posenc::testing::Scratch s("inspect_input_scheme");
+  const std::string config = posenc::testing::write_config(
+      s, "config.json",
+      {"model.positional.type=alibi", "model.positional.input=learned", "train.steps=3", "train.eval_every=3",
+       "train.checkpoint_every=3", "eval.lengths=[8]", "eval.samples_per_length=8", "train.val_samples=8"});
+  auto r = posenc::testing::run_cli("train " + config + " --out " + s.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = s.path("run") + "/checkpoint.pt";
+
+  r = posenc::testing::run_cli("inspect --checkpoint " + ckpt + " --input-scheme --length 10");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json input = json::parse(r.output);
+  EXPECT_EQ(input["scheme"], "learned");
+  EXPECT_EQ(input["slot"], "model.positional.input");
+  Config cfg;
+  const Transformer model = load_model(ckpt, torch::kCPU, &cfg);
+  const auto table = model->named_parameters()["input_positional.table"].narrow(0, 0, 10).to(torch::kFloat64);
+  // embed() of zero tokens is the table's rows, copied without arithmetic.
+  EXPECT_TRUE(torch::equal(posenc::testing::tensor_of(input["embedding"]), table));
+
+  r = posenc::testing::run_cli("inspect --checkpoint " + ckpt + " --length 10");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json stack = json::parse(r.output);
+  EXPECT_EQ(stack["scheme"], "alibi");
+  EXPECT_EQ(stack["slot"], "model.positional.type");
+  EXPECT_TRUE(stack.contains("bias"));
+
+  // A model without an input scheme says so; --input-scheme without a checkpoint is refused by the flags.
+  const std::string plain = posenc::testing::write_config(
+      s, "plain.json",
+      {"train.steps=1", "train.eval_every=1", "eval.lengths=[8]", "eval.samples_per_length=8", "train.val_samples=8"});
+  ASSERT_EQ(posenc::testing::run_cli("train " + plain + " --out " + s.path("plain")).code, 0);
+  r = posenc::testing::run_cli("inspect --checkpoint " + s.path("plain") + "/checkpoint.pt --input-scheme");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output,
+                                         "the model has no input scheme (its model.positional.input is none)");
+  r = posenc::testing::run_cli("inspect alibi --input-scheme");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--checkpoint"), std::string::npos) << r.output;
 }
 
 }  // namespace POSENC_TEST_UNIT

@@ -1,5 +1,5 @@
 // posenc inspect SCHEME --length L --heads H --dim D [--set option=value ...] [--json FILE]
-// posenc inspect --checkpoint FILE [--length L] [--json FILE]  (the trained scheme)
+// posenc inspect --checkpoint FILE [--input-scheme] [--length L] [--json FILE]  (the trained scheme)
 #include <cstdio>
 
 #include "commands.h"
@@ -11,8 +11,12 @@ namespace posenc::cli {
 
 void setup_inspect(CLI::App& app, InspectOptions& o) {
   app.add_option("scheme", o.scheme, "scheme name (posenc list); or give --checkpoint");
-  app.add_option("--checkpoint", o.checkpoint, "describe the scheme of this trained model instead")
-      ->check(CLI::ExistingFile);
+  auto* checkpoint = app.add_option("--checkpoint", o.checkpoint, "describe the scheme of this trained model instead")
+                         ->check(CLI::ExistingFile);
+  app.add_flag("--input-scheme", o.input_slot,
+               "with --checkpoint: describe its model.positional.input scheme (before block 1) instead of "
+               "model.positional.type")
+      ->needs(checkpoint);
   app.add_option("--length", o.length, "number of positions")->check(integer_in(1, int64_t{1} << 16));
   app.add_option("--heads", o.heads, "attention heads")->check(integer_in(1, 1024));
   app.add_option("--dim", o.dim, "model width D")->check(integer_in(2, int64_t{1} << 16));
@@ -26,7 +30,7 @@ int run_inspect(const InspectOptions& o) {
     throw ConfigError("inspect: give either a scheme name or --checkpoint FILE (not both)");
   check_json_target(o.json, "inspect");
   if (!o.checkpoint.empty()) {
-    emit_json(inspect_checkpoint(o.checkpoint, o.length), o.json, "inspect");
+    emit_json(inspect_checkpoint(o.checkpoint, o.length, o.input_slot), o.json, "inspect");
     return 0;
   }
   InspectRequest r;

@@ -96,6 +96,7 @@ int run_list(const ListOptions& o);
 struct InspectOptions {
   std::string scheme;
   std::string checkpoint;
+  bool input_slot = false;
   int64_t length = 64;
   int64_t heads = 4;
   int64_t dim = 32;

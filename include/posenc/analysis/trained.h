@@ -10,9 +10,10 @@
 
 namespace posenc {
 
-/// The trained model's positional scheme (first layer it acts at), described
-/// like `posenc inspect` does, over `length` positions.
-nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length);
+/// The trained model's positional scheme (first layer it acts at), or with
+/// `input_slot` its model.positional.input scheme, described like `posenc
+/// inspect` does, over `length` positions (ids 0..length-1).
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot = false);
 
 struct AttentionRequest {
   int64_t length = 16;          ///< tokens in the example (plus CLS with cls pooling)

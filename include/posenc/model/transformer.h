@@ -136,6 +136,8 @@ class TransformerImpl : public torch::nn::Module {
   const ModelConfig& config() const { return cfg_; }
   /// The scheme instance acting at the first layer it acts at (null for none).
   PositionalSchemeImpl* first_scheme() const { return schemes_.empty() ? nullptr : schemes_.front().get(); }
+  /// The model.positional.input scheme, before block 1 (null where there is none).
+  PositionalSchemeImpl* input_scheme() const { return input_scheme_; }
   /// Token ids run 0 (padding) .. vocab_size + 1 (CLS for the encoder, SEP for the others).
   int64_t cls_token() const { return vocab_size_ + 1; }
   int64_t vocab_size() const { return vocab_size_; }

@@ -17,16 +17,22 @@
 
 namespace posenc {
 
-nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length) {
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot) {
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
-  PositionalSchemeImpl* scheme = model->first_scheme();
-  if (scheme == nullptr) throw ConfigError(checkpoint + ": the model has no positional scheme instance");
+  const PositionalConfig& p = cfg.model.positional;
+  PositionalSchemeImpl* scheme = input_slot ? model->input_scheme() : model->first_scheme();
+  if (scheme == nullptr)
+    throw ConfigError(checkpoint + (input_slot ? ": the model has no input scheme (its model.positional.input is "
+                                                 "none); leave out --input-scheme to describe model.positional.type=" +
+                                                     p.type
+                                               : ": the model has no positional scheme instance"));
   if (scheme->max_positions() > 0) length = std::min(length, scheme->max_positions());
-  const SchemeInfo& info = find_scheme(cfg.model.positional.type);
-  auto out = describe_scheme(*scheme, info, SchemeOptions(cfg.model.positional.options), length, cfg.model.heads,
-                             cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
+  const SchemeInfo& info = find_scheme(input_slot ? p.input : p.type);
+  auto out = describe_scheme(*scheme, info, SchemeOptions(input_slot ? p.input_options : p.options), length,
+                             cfg.model.heads, cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
   out["checkpoint"] = checkpoint;
+  out["slot"] = input_slot ? "model.positional.input" : "model.positional.type";
   out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
   out["rotated_width"] = cfg.model.d_model / cfg.model.heads;  // one head, as the model rotates it
   out["cls_position"] = cfg.model.pooling == Pooling::Cls;     // position 0 holds the CLS token
