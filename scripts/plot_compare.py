@@ -11,7 +11,8 @@ OUT/figures/:
                            (qkv, pooling); band = +-std over seeds, or the 95%
                            Wilson interval with one seed; training range shaded
   training_curves.png      training loss and validation accuracy per step
-  scheme_<variant>.png     the trained scheme: for an added encoding, three
+  scheme_<variant>.png     the trained scheme (scheme_<variant>.input.png: its
+                           model.positional.input scheme, where it has one): for an added encoding, three
                            panels (heatmap, position cosine similarity,
                            selected dimensions as waves); for a rotation, the
                            same for a rotated all-ones vector; for a bias, each
@@ -306,8 +307,12 @@ def scheme_figure(d):
     trained = d.get("trained_lengths", [None, None])[1]
     if trained is not None and d.get("cls_position"):
         trained += 1  # the CLS token takes position 0
+    if "trained_ids_end" in d:
+        trained = d["trained_ids_end"]  # it reads the task's ids (Abacus, coupled): ids, not lengths
     label = figure_label(d)
     header = ("" if label == scheme else f"{label}: ") + f'{scheme} {json.dumps(d.get("options", {}))}'
+    if d.get("slot") == "model.positional.input":
+        header += " (model.positional.input, before block 1)"
     matrix = next(((key, label) for key, label in SCORE_MATRICES if key in d), None)
     if "embedding" in d:
         m = np.array(d["embedding"])
@@ -365,7 +370,10 @@ def scheme_figure(d):
             ax.grid(alpha=0.3, which="both")
     else:
         return None  # none: no positions to draw
-    if trained is not None:
+    if "trained_ids_end" in d:
+        when = (f"after training on lengths up to {d['trained_lengths'][1]}, reading the task's position ids: "
+                f"0-{d['trained_ids_end'] - 1} seen in training")
+    elif trained is not None:
         when = f"after training on lengths up to {d['trained_lengths'][1]}"
     else:
         when = "at initialization"
@@ -374,11 +382,13 @@ def scheme_figure(d):
 
 
 def plot_scheme(d, out):
-    """scheme_<variant>.png for the trained scheme of a grid's variant; False if there is nothing to draw."""
+    """scheme_<variant>.png for the trained scheme of a grid's variant (scheme_<variant>.input.png for its
+    model.positional.input scheme); False if there is nothing to draw."""
     fig = scheme_figure(d)
     if fig is None:
         return False
-    save(fig, os.path.join(out, f"scheme_{d['variant']}.png"))
+    slot = ".input" if d.get("slot") == "model.positional.input" else ""
+    save(fig, os.path.join(out, f"scheme_{d['variant']}{slot}.png"))
     return True
 
 

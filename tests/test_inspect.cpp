@@ -80,4 +80,34 @@ TEST(Inspect, ACheckpointsInputSchemeIsDescribedWithItsTrainedWeights) {
   EXPECT_NE(r.output.find("--checkpoint"), std::string::npos) << r.output;
 }
 
+TEST(Inspect, ASchemeThatReadsTheTasksIdsSaysWhichItSawInTraining) {
+  // Addition with Abacus ids: the learned table before block 1 reads them
+  // (ids 0..end-1 in training, the task's bound), FIRE in attention counts
+  // 0..L-1, so only the input scheme's description carries the bound.
+  posenc::testing::Scratch s("inspect_task_ids");
+  const json config = {{"model",
+                        {{"kind", "decoder"},
+                         {"d_model", 32},
+                         {"heads", 2},
+                         {"layers", 1},
+                         {"d_ff", 64},
+                         {"positional", {{"type", "fire"}, {"input", "learned"}}}}},
+                       {"task", {{"type", "addition"}, {"positions", "abacus"}, {"min_length", 2}, {"max_length", 4}}},
+                       {"train", {{"steps", 2}, {"val_samples", 8}}},
+                       {"eval", {{"lengths", {4}}, {"samples_per_length", 4}}}};
+  write_file_atomic(s.path("config.json"), config.dump());
+  auto r = posenc::testing::run_cli("train " + s.path("config.json") + " --out " + s.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Config cfg = config_from_json(config);
+  const int64_t ids_end = find_task("addition").positions_end(cfg.task, 4);
+  ASSERT_GT(ids_end, 4);  // a sum's ids run past the operands' digits
+
+  r = posenc::testing::run_cli("inspect --checkpoint " + s.path("run") + "/checkpoint.pt --input-scheme --length 12");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(json::parse(r.output).value("trained_ids_end", int64_t{-1}), ids_end) << r.output;
+  r = posenc::testing::run_cli("inspect --checkpoint " + s.path("run") + "/checkpoint.pt --length 12");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(json::parse(r.output).contains("trained_ids_end")) << "fire counts 0..L-1 here";
+}
+
 }  // namespace POSENC_TEST_UNIT

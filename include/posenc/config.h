@@ -55,6 +55,14 @@ struct PositionalConfig {
   /// (`type` reads them in attention too, e.g. coupled ids at the input and a
   /// bias over their differences).
   TaskIds task_ids = TaskIds::Input;
+
+  /// Where the task defines position ids, whether the scheme of this slot
+  /// reads them: the input slot's where there is one (and `type` too with
+  /// task_ids "both"), else `type`.
+  bool reads_task_ids(bool input_slot) const {
+    if (input_slot) return input != "none";
+    return input == "none" || task_ids == TaskIds::Both;
+  }
 };
 
 struct ModelConfig {

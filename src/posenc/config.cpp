@@ -578,9 +578,9 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
   // model.positional.type acts in attention over 0..L-1, unless task_ids is
   // "both"), else the one scheme.
   const PositionalConfig& p = c.model.positional;
-  const bool paired = p.input != "none";
-  if (paired) check_scheme_reads_task_ids(c, task, what, "model.positional.input", p.input, p.input_options, true);
-  if (!paired || p.task_ids == TaskIds::Both)
+  if (p.reads_task_ids(/*input_slot=*/true))
+    check_scheme_reads_task_ids(c, task, what, "model.positional.input", p.input, p.input_options, true);
+  if (p.reads_task_ids(/*input_slot=*/false))
     check_scheme_reads_task_ids(c, task, what, "model.positional.type", p.type, p.options, false);
 }
 

@@ -12,6 +12,7 @@
 #include "posenc/positional/inspect.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/ordering.h"
+#include "posenc/tasks/registry.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 
@@ -33,6 +34,11 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
                              cfg.model.heads, cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
   out["checkpoint"] = checkpoint;
   out["slot"] = input_slot ? "model.positional.input" : "model.positional.type";
+  // Where the scheme reads the ids the task gives each token (Abacus, coupled),
+  // the ids it saw in training are 0..end-1, offsets included, not the lengths.
+  const TaskInfo& task = find_task(cfg.task.type);
+  const int64_t ids_end = task.positions_end ? task.positions_end(cfg.task, cfg.task.max_length) : 0;
+  if (ids_end > 0 && p.reads_task_ids(input_slot)) out["trained_ids_end"] = ids_end;
   out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
   out["rotated_width"] = cfg.model.d_model / cfg.model.heads;  // one head, as the model rotates it
   out["cls_position"] = cfg.model.pooling == Pooling::Cls;     // position 0 holds the CLS token

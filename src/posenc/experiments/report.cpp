@@ -38,14 +38,20 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
                          int64_t attention_length) {
   for (const auto& [variant, id] : figure_runs(plan, summary)) {
     const std::string ckpt = (fs::path(plan.out_dir) / "runs" / id / run_files::kCheckpoint).string();
-    auto inspected = inspect_checkpoint(ckpt, inspect_length);
-    inspected["variant"] = variant;
-    inspected["run"] = id;
-    write_file_atomic((fs::path(plan.out_dir) / "inspect" / (variant + ".json")).string(), inspected.dump() + "\n");
+    const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
+    // The scheme in attention, and the one before block 1 where there is one (<variant>.input.json).
+    const bool has_input = run != plan.runs.end() && run->config.model.positional.input != "none";
+    for (const bool input_slot : {false, true}) {
+      if (input_slot && !has_input) continue;
+      auto inspected = inspect_checkpoint(ckpt, inspect_length, input_slot);
+      inspected["variant"] = variant;
+      inspected["run"] = id;
+      const std::string name = variant + (input_slot ? ".input.json" : ".json");
+      write_file_atomic((fs::path(plan.out_dir) / "inspect" / name).string(), inspected.dump() + "\n");
+    }
     AttentionRequest request;
     request.length = attention_length;
     // An encoder_decoder's example: the shortest evaluation length (SCAN has no command of every length).
-    const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
     if (run != plan.runs.end() && run->config.model.kind == ModelKind::EncoderDecoder &&
         !run->config.eval.lengths.empty())
       request.length = *std::min_element(run->config.eval.lengths.begin(), run->config.eval.lengths.end());
@@ -150,9 +156,13 @@ void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std
   if (!runs.empty()) md << "### Each scheme after training, and its attention on one evaluation example\n\n";
   for (const auto& [variant, id] : runs) {
     const std::string scheme_png = "scheme_" + variant + ".png", attention_png = "attention_" + variant + ".png";
-    if (!figure(scheme_png) && !figure(attention_png)) continue;
+    const std::string input_png = "scheme_" + variant + ".input.png";
+    if (!figure(scheme_png) && !figure(input_png) && !figure(attention_png)) continue;
     md << "#### " << variant << " (run " << id << ")\n\n";
     if (figure(scheme_png)) md << "![" << variant << " scheme](figures/" << scheme_png << ")\n\n";
+    if (figure(input_png))
+      md << "Its input scheme (model.positional.input, before block 1):\n\n![" << variant << " input scheme](figures/"
+         << input_png << ")\n\n";
     if (figure(attention_png)) md << "![" << variant << " attention](figures/" << attention_png << ")\n\n";
   }
   write_file_atomic((fs::path(plan.out_dir) / "report.md").string(), md.str());
