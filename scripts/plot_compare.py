@@ -372,7 +372,7 @@ def scheme_figure(d):
         return None  # none: no positions to draw
     if "trained_ids_end" in d:
         when = (f"after training on lengths up to {d['trained_lengths'][1]}, reading the task's position ids: "
-                f"0-{d['trained_ids_end'] - 1} seen in training")
+                f"training gives ids up to {d['trained_ids_end'] - 1} at most")
     elif trained is not None:
         when = f"after training on lengths up to {d['trained_lengths'][1]}"
     else:

@@ -80,9 +80,9 @@ TEST(Inspect, ACheckpointsInputSchemeIsDescribedWithItsTrainedWeights) {
   EXPECT_NE(r.output.find("--checkpoint"), std::string::npos) << r.output;
 }
 
-TEST(Inspect, ASchemeThatReadsTheTasksIdsSaysWhichItSawInTraining) {
+TEST(Inspect, ASchemeThatReadsTheTasksIdsGivesTheBoundOfItsTrainingIds) {
   // Addition with Abacus ids: the learned table before block 1 reads them
-  // (ids 0..end-1 in training, the task's bound), FIRE in attention counts
+  // (ids below the task's bound in training), FIRE in attention counts
   // 0..L-1, so only the input scheme's description carries the bound.
   posenc::testing::Scratch s("inspect_task_ids");
   const json config = {{"model",

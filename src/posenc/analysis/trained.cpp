@@ -35,7 +35,7 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
   out["checkpoint"] = checkpoint;
   out["slot"] = input_slot ? "model.positional.input" : "model.positional.type";
   // Where the scheme reads the ids the task gives each token (Abacus, coupled),
-  // the ids it saw in training are 0..end-1, offsets included, not the lengths.
+  // training gave it ids below the task's bound (offsets included), not 0..length-1.
   const TaskInfo& task = find_task(cfg.task.type);
   const int64_t ids_end = task.positions_end ? task.positions_end(cfg.task, cfg.task.max_length) : 0;
   if (ids_end > 0 && p.reads_task_ids(input_slot)) out["trained_ids_end"] = ids_end;
