@@ -12,8 +12,9 @@ OUT/figures/:
                            Wilson interval with one seed; training range shaded
   training_curves.png      training loss and validation accuracy per step
   scheme_<variant>.png     the trained scheme (scheme_<variant>.input.png: its
-                           model.positional.input scheme, where it has one): for an added encoding, three
-                           panels (heatmap, position cosine similarity,
+                           model.positional.input scheme, where it has one):
+                           for an added encoding, three panels (heatmap,
+                           position cosine similarity,
                            selected dimensions as waves); for a rotation, the
                            same for a rotated all-ones vector; for a bias, each
                            head's bias matrix and its profile against j - i
@@ -313,7 +314,7 @@ def scheme_figure(d):
     header = ("" if label == scheme else f"{label}: ") + f'{scheme} {json.dumps(d.get("options", {}))}'
     if d.get("slot") == "model.positional.input":
         header += " (model.positional.input, before block 1)"
-    matrix = next(((key, label) for key, label in SCORE_MATRICES if key in d), None)
+    matrix = next(((key, bar_label) for key, bar_label in SCORE_MATRICES if key in d), None)
     if "embedding" in d:
         m = np.array(d["embedding"])
         fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
@@ -325,7 +326,7 @@ def scheme_figure(d):
                       None, "position")
         axes[1].set_title("cosine similarity of rotated vectors: depends only on m - n")
     elif matrix is not None:
-        key, label = matrix
+        key, bar_label = matrix
         b = np.array(d[key])  # (H, L, L)
         H, L, _ = b.shape
         shown = min(H, 8)
@@ -340,7 +341,7 @@ def scheme_figure(d):
             axes[h].set_xlabel("key position j")
             if h == 0:
                 axes[h].set_ylabel("query position i")
-        fig.colorbar(im, ax=list(axes[:shown]), shrink=0.8, label=label)
+        fig.colorbar(im, ax=list(axes[:shown]), shrink=0.8, label=bar_label)
         i = L // 2
         offsets = np.arange(L) - i
         ax = axes[shown]
@@ -349,7 +350,7 @@ def scheme_figure(d):
         if trained is not None:
             ax.axvspan(-(trained - 1), trained - 1, color="0.9", zorder=0, label="offsets seen in training")
         ax.set_xlabel("key offset j - i")
-        ax.set_ylabel(label)
+        ax.set_ylabel(bar_label)
         ax.set_title(f"profile at query i = {i}")
         ax.legend(fontsize=6, ncol=2)
         ax.grid(alpha=0.3)
