@@ -78,12 +78,14 @@ def main():
 
     fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
     trained = set()
+    banded = False
     for (path, d), label in zip(results, labels):
         rows = sorted(d["lengths"], key=lambda r: r["length"])
         x = [r["length"] for r in rows]
         y = [r[metric] for r in rows]
         line, = ax.plot(x, y, marker="o", lw=1.5, label=label)
         if all("ci95" in r for r in rows):
+            banded = True
             ax.fill_between(x, [r["ci95"][0] for r in rows], [r["ci95"][1] for r in rows], color=line.get_color(),
                             alpha=0.15, lw=0)
         if d.get("train_lengths"):
@@ -101,7 +103,8 @@ def main():
         ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    ax.set_title(f"{METRIC_LABEL.get(metric, metric)} against length (band: 95% interval)", fontsize=10)
+    ax.set_title(f"{METRIC_LABEL.get(metric, metric)} against length" + (" (band: 95% interval)" if banded else ""),
+                 fontsize=10)
     try:
         plot_compare.save(fig, out)
     except OSError as e:
