@@ -23,8 +23,12 @@ using namespace posenc;
 
 namespace {
 
-/// A python3 with what the figure scripts import, or "" (the test then skips).
-std::string figure_python() { return find_python("matplotlib, numpy"); }
+/// A python3 with what the figure scripts import, or "" (the test then skips);
+/// looked up once (each look imports matplotlib, about a second).
+const std::string& figure_python() {
+  static const std::string python = find_python("matplotlib, numpy");
+  return python;
+}
 
 #define SKIP_WITHOUT_FIGURE_PYTHON()                                                                  \
   if (figure_python().empty())                                                                        \
