@@ -139,14 +139,16 @@ def plot_accuracy(summary, out):
             if key not in panel_keys_of(v):
                 continue
             field = metric if metric in ("perplexity", "bleu") else "accuracy"
+            # dtype=float reads summary.json's null (a length whose outputs were all NaN or inf: no
+            # score) as NaN, a gap in the line.
             x = np.array([l["length"] for l in v["lengths"]])
-            y = np.array([l[field]["mean"] for l in v["lengths"]])
+            y = np.array([l[field]["mean"] for l in v["lengths"]], dtype=float)
             if len(v["seeds"]) > 1:
-                s = np.array([l[field]["std"] for l in v["lengths"]])
+                s = np.array([l[field]["std"] for l in v["lengths"]], dtype=float)
                 lo, hi = y - s, y + s
             elif field == "accuracy":
-                lo = np.array([l["ci95"][0] for l in v["lengths"]])
-                hi = np.array([l["ci95"][1] for l in v["lengths"]])
+                lo = np.array([l["ci95"][0] for l in v["lengths"]], dtype=float)
+                hi = np.array([l["ci95"][1] for l in v["lengths"]], dtype=float)
             else:
                 lo, hi = y, y
             c = colors[v["scheme"]]

@@ -49,6 +49,12 @@ def read_results(arg):
     return path, d
 
 
+def number(v):
+    """A score as results.json holds it; null (outputs that were all NaN or inf measure nothing) as NaN,
+    which leaves a gap in the line."""
+    return float("nan") if v is None else float(v)
+
+
 def default_label(path, d):
     """The run directory's name and the scheme; the file's name too where it is not results.json."""
     run = os.path.basename(os.path.dirname(os.path.abspath(path)))
@@ -82,12 +88,15 @@ def main():
     for (path, d), label in zip(results, labels):
         rows = sorted(d["lengths"], key=lambda r: r["length"])
         x = [r["length"] for r in rows]
-        y = [r[metric] for r in rows]
+        y = [number(r[metric]) for r in rows]
+        unmeasured = [str(r["length"]) for r in rows if r[metric] is None]
+        if unmeasured:
+            label += " (no score at " + ", ".join(unmeasured) + ": outputs not finite)"
         line, = ax.plot(x, y, marker="o", lw=1.5, label=label)
-        if all("ci95" in r for r in rows):
+        if all(isinstance(r.get("ci95"), list) and len(r["ci95"]) == 2 for r in rows):
             banded = True
-            ax.fill_between(x, [r["ci95"][0] for r in rows], [r["ci95"][1] for r in rows], color=line.get_color(),
-                            alpha=0.15, lw=0)
+            ax.fill_between(x, [number(r["ci95"][0]) for r in rows], [number(r["ci95"][1]) for r in rows],
+                            color=line.get_color(), alpha=0.15, lw=0)
         if d.get("train_lengths"):
             trained.add(tuple(d["train_lengths"]))
     for lo, hi in sorted(trained):

@@ -154,6 +154,14 @@ TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("different metrics (accuracy, exact_match)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(s.path("mixed.png")));
+  // A length whose outputs were all NaN or inf has a null score (and interval): a gap, not a crash.
+  json unmeasured = read_json_file(encoder + "/results_eval.json");
+  unmeasured["lengths"][2]["accuracy"] = nullptr;
+  unmeasured["lengths"][2]["ci95"] = {nullptr, nullptr};
+  write_file_atomic(s.path("unmeasured.json"), unmeasured.dump());
+  r = run_script("plot_runs.py", {s.path("unmeasured.json"), "--out", s.path("unmeasured.png")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_figure(s.path("unmeasured.png"));
   // Not a results file: named.
   r = run_script("plot_runs.py", {encoder + "/config.json", "--out", s.path("config.png")});
   EXPECT_EQ(r.code, 2) << r.output;
@@ -193,6 +201,16 @@ TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {
   // The second scheme of a model with one before block 1 has its own figure.
   EXPECT_TRUE(linked.count("scheme_alibi-learned-projected-max.input.png")) << report;
   for (const auto& name : linked) expect_figure(fs::path(out) / "figures" / name);
+
+  // A summary with a length no run could score (null: outputs all NaN or inf) is still drawn.
+  json summary = read_json_file(out + "/summary.json");
+  summary["variants"][0]["lengths"][1]["accuracy"]["mean"] = nullptr;
+  summary["variants"][0]["lengths"][1]["ci95"] = {nullptr, nullptr};
+  fs::create_directories(s.path("unmeasured"));
+  write_file_atomic(s.path("unmeasured/summary.json"), summary.dump());
+  const auto plotted = run_script("plot_compare.py", {s.path("unmeasured")});
+  ASSERT_EQ(plotted.code, 0) << plotted.output;
+  expect_figure(s.dir / "unmeasured" / "figures" / "accuracy_vs_length.png");
 }
 
 }  // namespace POSENC_TEST_UNIT
