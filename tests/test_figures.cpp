@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "cli_helpers.h"
 #include "helpers.h"
@@ -122,6 +123,24 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
     const auto r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 6 --json " + files.back());
     ASSERT_EQ(r.code, 0) << r.output;
   }
+  // Where each head looks, as a table: every block of every kind; an encoder_decoder's decoder rows are its
+  // causal self-attention, which puts no mass right of the query.
+  const auto stats = run_script("attention_stats.py", files);
+  ASSERT_EQ(stats.code, 0) << stats.output;
+  EXPECT_NE(stats.output.find("p(sorted) = "), std::string::npos) << stats.output;  // the ordering encoder
+  EXPECT_NE(stats.output.find("encoder 0"), std::string::npos) << stats.output;
+  std::istringstream lines(stats.output);
+  int decoder_rows = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("decoder 0 self") != std::string::npos) {
+      ++decoder_rows;
+      std::istringstream cells(line.substr(line.find("self") + 4));  // head, left, self, right, ...
+      double head = 0, left = 0, self = 0, right = -1;
+      cells >> head >> left >> self >> right;
+      EXPECT_EQ(right, 0.0) << line;
+      EXPECT_NEAR(left + self, 1.0, 0.011) << line;  // two decimals each
+    }
+  EXPECT_EQ(decoder_rows, 2) << stats.output;  // one decoder block of two heads (small_config)
   // A file of another program's, and one that is not there: each named, the others still drawn.
   write_file_atomic(s.path("other.json"), "{\"layers\": []}\n");
   files.push_back(s.path("other.json"));
@@ -137,6 +156,10 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   for (const std::string kind : {"encoder", "decoder", "encoder_decoder"})
     expect_figure(out / ("attention_" + kind + ".png"));
   EXPECT_FALSE(fs::exists(out / "other.png"));
+  const auto bad_stats = run_script("attention_stats.py", {s.path("other.json")});
+  EXPECT_EQ(bad_stats.code, 2) << bad_stats.output;
+  EXPECT_NE(bad_stats.output.find("other.json: not written by `posenc attention`"), std::string::npos)
+      << bad_stats.output;
 }
 
 TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
