@@ -18,6 +18,7 @@ error naming it (exit 2).
 Plain python (no numpy), so it runs wherever the JSON is.
 """
 import json
+import os
 import sys
 
 
@@ -42,6 +43,8 @@ def head_stats(rows, tokens):
 
 def read_attention(path):
     """The JSON `posenc attention` wrote; exits with status 2, naming the file, for anything else."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        fail(f"{path}: not a regular file")  # /dev/zero, a FIFO: reading would not end
     try:
         with open(path) as f:
             a = json.load(f)

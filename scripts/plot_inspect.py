@@ -55,6 +55,8 @@ def main():
     failed = 0
     for path in args.files:
         try:
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise ValueError("not a regular file")  # a directory, /dev/zero, a FIFO: reading would not end
             d = plot_compare.load_json(path)
             fig = figure_of(d)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:

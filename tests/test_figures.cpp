@@ -145,6 +145,7 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   write_file_atomic(s.path("other.json"), "{\"layers\": []}\n");
   files.push_back(s.path("other.json"));
   files.push_back(s.path("missing.json"));
+  files.push_back("/dev/zero");  // endless: refused before a byte is read
   const fs::path out = s.dir / "pngs";
   fs::create_directories(out);
   files.insert(files.end(), {"--out", out.string()});
@@ -153,13 +154,17 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   EXPECT_NE(r.output.find("other.json: not written by `posenc inspect` or `posenc attention`"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("missing.json: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/dev/zero: not a regular file"), std::string::npos) << r.output;
   for (const std::string kind : {"encoder", "decoder", "encoder_decoder"})
     expect_figure(out / ("attention_" + kind + ".png"));
   EXPECT_FALSE(fs::exists(out / "other.png"));
-  const auto bad_stats = run_script("attention_stats.py", {s.path("other.json")});
-  EXPECT_EQ(bad_stats.code, 2) << bad_stats.output;
-  EXPECT_NE(bad_stats.output.find("other.json: not written by `posenc attention`"), std::string::npos)
-      << bad_stats.output;
+  for (const auto& [file, reason] :
+       {std::pair<std::string, std::string>{s.path("other.json"), "not written by `posenc attention`"},
+        {"/dev/zero", "not a regular file"}}) {
+    const auto bad_stats = run_script("attention_stats.py", {file});
+    EXPECT_EQ(bad_stats.code, 2) << bad_stats.output;
+    EXPECT_NE(bad_stats.output.find(file + ": " + reason), std::string::npos) << bad_stats.output;
+  }
 }
 
 TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
@@ -189,6 +194,9 @@ TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
   r = run_script("plot_runs.py", {encoder + "/config.json", "--out", s.path("config.png")});
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("config.json: not a results file"), std::string::npos) << r.output;
+  r = run_script("plot_runs.py", {"/dev/zero", "--out", s.path("zero.png")});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("/dev/zero: not a regular file"), std::string::npos) << r.output;
 }
 
 TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {
