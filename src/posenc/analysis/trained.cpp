@@ -12,9 +12,9 @@
 #include "posenc/positional/inspect.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/ordering.h"
-#include "posenc/tasks/registry.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/evaluate.h"
 
 namespace posenc {
 
@@ -36,8 +36,7 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
   out["slot"] = input_slot ? "model.positional.input" : "model.positional.type";
   // Where the scheme reads the ids the task gives each token (Abacus, coupled),
   // training gave it ids below the task's bound (offsets included), not 0..length-1.
-  const TaskInfo& task = find_task(cfg.task.type);
-  const int64_t ids_end = task.positions_end ? task.positions_end(cfg.task, cfg.task.max_length) : 0;
+  const int64_t ids_end = evaluation_spec(cfg).training_positions_end;
   if (ids_end > 0 && p.reads_task_ids(input_slot)) out["trained_ids_end"] = ids_end;
   out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
   out["rotated_width"] = cfg.model.d_model / cfg.model.heads;  // one head, as the model rotates it

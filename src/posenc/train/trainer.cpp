@@ -318,7 +318,7 @@ class TrainingRun {
       why_not = "task " + cfg_.task.type + " pads its batches to lengths and answer counts that change every batch";
     else if (cfg_.model.positional.randomize_max_position > 0)
       why_not = "randomized positions are drawn on the host each step and the model reads the largest of them";
-    else if (task_->info().positions_end && task_->info().positions_end(cfg_.task, cfg_.task.max_length) > 0)
+    else if (evaluation_spec(cfg_).training_positions_end > 0)
       why_not = "the task's position ids (task.positions) are drawn on the host each step and read there";
     else if (!model_->capturable())
       why_not = "scheme " + cfg_.model.positional.type + " decides on the host from each batch's data";
