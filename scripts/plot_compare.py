@@ -29,6 +29,7 @@ OUT/figures/:
 
 Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
 """
+import errno
 import json
 import math
 import os
@@ -44,6 +45,10 @@ DPI = 110
 
 
 def load_json(path):
+    """A JSON file. A path that is not a regular file (a directory, /dev/zero, a FIFO) is an OSError
+    saying so, raised before a byte is read: reading /dev/zero would not end."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise OSError(errno.EINVAL, "not a regular file", path)
     with open(path) as f:
         return json.load(f)
 

@@ -55,12 +55,15 @@ def main():
     failed = 0
     for path in args.files:
         try:
-            if os.path.exists(path) and not os.path.isfile(path):
-                raise ValueError("not a regular file")  # a directory, /dev/zero, a FIFO: reading would not end
             d = plot_compare.load_json(path)
             fig = figure_of(d)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-            reason = f"missing key {e}" if isinstance(e, KeyError) else str(e)
+            if isinstance(e, KeyError):
+                reason = f"missing key {e}"
+            elif isinstance(e, OSError) and e.strerror:
+                reason = e.strerror  # "No such file or directory", "not a regular file"
+            else:
+                reason = str(e)
             print(f"plot_inspect.py: {path}: {reason}", file=sys.stderr)
             failed += 1
             continue
