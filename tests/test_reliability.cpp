@@ -34,6 +34,7 @@ namespace POSENC_TEST_UNIT {
 using namespace posenc;
 using posenc::testing::expect_one_line_error;
 using posenc::testing::fresh_dir;
+using posenc::testing::kBitExactDevice;
 using posenc::testing::parameters_of;
 using posenc::testing::run_cli;
 using posenc::testing::Scratch;
@@ -140,7 +141,7 @@ TEST(Signals, SigtermCheckpointsTheCurrentStepAndResumeMatchesAnUninterruptedRun
       // and the shorter ones it is compared with follow the same learning rates.
       write_config(s, "c.json",
                    {"train.steps=3000", "train.checkpoint_every=100000", "model.dropout=0.1", "train.log_every=5",
-                    "eval.lengths=[8]", "train.min_lr_ratio=1"});
+                    "eval.lengths=[8]", "train.min_lr_ratio=1", kBitExactDevice});
   const fs::path run = s.dir / "run";
   const pid_t pid =
       posenc::testing::start_cli({"train", config, "--out", run.string(), "--no-progress"}, s.path("log"));
@@ -424,7 +425,8 @@ TEST(Divergence, CompareReportsADivergedRunAsFailedAndDoesNotRetryIt) {
 TEST(RunDirectory, AMovedRunResumesAndTimeAndLossWindowSpanTheSegments) {
   const auto straight = fresh_dir("moved_straight"), first = fresh_dir("moved_a"), moved = fresh_dir("moved_b");
   // Stop at step 25, half way through a 10-step log window.
-  const std::vector<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1"};
+  const std::vector<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1",
+                                        kBitExactDevice};
   TrainRequest opts;
   opts.skip_final_eval = true;
   const auto whole = train(small_config(straight, run), opts);

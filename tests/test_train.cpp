@@ -21,6 +21,7 @@ using posenc::testing::config_with;
 namespace fs = std::filesystem;
 
 using posenc::testing::fresh_dir;
+using posenc::testing::kBitExactDevice;
 using posenc::testing::parameters_of;
 using posenc::testing::small_config;
 
@@ -104,7 +105,8 @@ TEST(Checkpoint, GarbageAndMissingFilesAreClearErrors) {
 TEST(Train, ResumeContinuesBitForBit) {
   // Dropout on, so the checkpointed RNG state matters.
   const auto straight = fresh_dir("straight"), split = fresh_dir("split");
-  const std::initializer_list<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1"};
+  const std::initializer_list<std::string> run = {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.1",
+                                                  kBitExactDevice};
   TrainRequest opts;
   opts.skip_final_eval = true;
   train(small_config(straight, run), opts);
@@ -118,7 +120,8 @@ TEST(Train, ResumeContinuesBitForBit) {
   opts.resume = true;
   // A changed model is refused on resume, naming the key.
   try {
-    train(small_config(split, {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.2"}), opts);
+    train(small_config(split, {"train.steps=40", "train.checkpoint_every=20", "model.dropout=0.2", kBitExactDevice}),
+          opts);
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("/model/dropout"), std::string::npos) << e.what();
@@ -145,7 +148,7 @@ TEST(Train, ResumeContinuesBitForBit) {
 TEST(Train, AverageFromScoresTheMeanOfTheCheckpointStepsAndSurvivesStops) {
   const auto straight = fresh_dir("average_straight"), split = fresh_dir("average_split");
   const std::initializer_list<std::string> run = {"train.steps=40", "train.checkpoint_every=10",
-                                                  "train.average_from=20", "model.dropout=0.1"};
+                                                  "train.average_from=20", "model.dropout=0.1", kBitExactDevice};
   TrainRequest opts;
   opts.skip_final_eval = true;
   train(small_config(straight, run), opts);
