@@ -15,7 +15,8 @@
 #               by side, for as long as the time allows; stopped, the runs keep
 #               their checkpoints, and the next scan stage over the same folder
 #               (POSENC_GPU_SCAN_DIR) continues them: 50,000 steps over several
-#               GPU runs
+#               GPU runs. POSENC_GPU_SCAN_BASELINE=1 adds a fourth run beside
+#               them: the sinusoids at cutoff 22, the same recipe otherwise
 #     jobs      the 13 runs of the ordering grid's first 8 schemes all side by
 #               side, then one at a time for what time is left: runs per hour
 #     grid      posenc compare of POSENC_GPU_GRID (default the decoder grid,
@@ -248,22 +249,33 @@ if wants scan; then
   else
     scan_dir=${POSENC_GPU_SCAN_DIR:-$out}
     mkdir -p "$scan_dir"
-    say "scan: configs/scan_published.json, 50,000 steps, seeds 0-2 side by side in $scan_dir, for $seconds s"
+    # Each run: its directory name, then what it sets beside train.steps=50000.
+    runs=("scan-seed0 train.seed=0" "scan-seed1 train.seed=1" "scan-seed2 train.seed=2")
+    # The sinusoidal baseline at the usual cutoff of 22 (published: 0%), where asked for.
+    baseline="scan22-sinusoidal-seed0 train.seed=0 model.positional.type=\"sinusoidal\" task.cutoff=22"
+    baseline+=" task.max_length=22 eval.lengths=[24,25,26,27,28,30,32,33,36,40,48]"
+    [ "${POSENC_GPU_SCAN_BASELINE:-0}" = 1 ] && runs+=("$baseline")
+    say "scan: configs/scan_published.json, 50,000 steps, ${#runs[@]} runs side by side in $scan_dir, for $seconds s"
     pids=()
-    for seed in 0 1 2; do
+    for spec in "${runs[@]}"; do
+      read -ra words <<<"$spec"
+      name=${words[0]}
+      set_args=()
+      for kv in "${words[@]:1}"; do set_args+=(--set "$kv"); done
       # --resume=auto: a run that a previous GPU machine stopped goes on from its checkpoint.
       timeout -s TERM "$seconds" "$bin" train configs/scan_published.json --device "${POSENC_GPU_DEVICE:-cuda}" \
-        --set train.steps=50000 --set train.seed=$seed --out "$scan_dir/scan-seed$seed" --resume=auto \
-        --no-progress >"$out/scan-seed$seed.log" 2>&1 &
+        --set train.steps=50000 "${set_args[@]}" --out "$scan_dir/$name" --resume=auto \
+        --no-progress >"$out/$name.log" 2>&1 &
       pids+=($!)
     done
     wait "${pids[@]}"
-    md "" "## SCAN, published recipe (configs/scan_published.json, xl, 50,000 steps), three seeds side by side" ""
+    md "" "## SCAN, published recipe (configs/scan_published.json, 50,000 steps): ${#runs[@]} runs side by side" ""
     md "Each run had $seconds s (stopped by SIGTERM, which checkpoints it, unless finished)." ""
-    md "| seed | from step | to step | steps/s (last logged) | the rest would take | cutoff-26 test exact match |" \
+    md "| run | from step | to step | steps/s (last logged) | the rest would take | test exact match |" \
       "|---|---:|---:|---:|---:|---|"
-    for seed in 0 1 2; do
-      $python - "$scan_dir/scan-seed$seed" "$seed" "$out/scan-seed$seed.log" >>"$report" <<'EOF'
+    for spec in "${runs[@]}"; do
+      name=${spec%% *}
+      $python - "$scan_dir/$name" "$name" "$out/$name.log" >>"$report" <<'EOF'
 import json, os, re, sys
 run, seed, log = sys.argv[1:4]
 resumed = re.search(r"resuming \S+ at step (\d+)", open(log).read()) if os.path.exists(log) else None
@@ -271,7 +283,7 @@ start = int(resumed.group(1)) if resumed else 0
 path = os.path.join(run, "metrics.jsonl")
 rows = [json.loads(l) for l in open(path) if '"steps_per_s"' in l] if os.path.exists(path) else []
 if not rows:
-    print(f"| {seed} | {start} | - | - | - | no step logged (see scan-seed{seed}.log) |")
+    print(f"| {seed} | {start} | - | - | - | no step logged (see {seed}.log) |")
     sys.exit()
 last = rows[-1]
 done = os.path.join(run, "results.json")
