@@ -300,7 +300,50 @@ def matrix_panels(axes, m, title, trained_max, row_label):
 # What a scheme adds to the attention scores, as inspect writes it: (key, what the colour bar says).
 SCORE_MATRICES = (("bias", "bias added to the score"),
                   ("score_terms_of_ones", "score term for an all-ones q and k"),
+                  ("value_terms_of_ones", "value term on key j alone, summed over the head"),
                   ("reweighted_ones", "a score of 1 after reweighting"))
+
+
+def matrix_row(axes, b, shown, bar_label, trained, slopes):
+    """One (H, L, L) matrix of `posenc inspect` in a row of axes: the first `shown` heads as images, the
+    profile of every head at the middle query, and where `slopes` (ALiBi's bias) the slope of each head."""
+    H, L, _ = b.shape
+    fig = axes[0].figure
+    vmin, vmax = b.min(), b.max()
+    for h in range(shown):
+        im = axes[h].imshow(b[h], cmap="magma", vmin=vmin, vmax=vmax, interpolation="nearest")
+        axes[h].set_title(f"head {h}")
+        axes[h].set_xlabel("key position j")
+        if h == 0:
+            axes[h].set_ylabel("query position i")
+    fig.colorbar(im, ax=list(axes[:shown]), shrink=0.8, label=bar_label)
+    i = L // 2
+    offsets = np.arange(L) - i
+    ax = axes[shown]
+    for h in range(H):
+        ax.plot(offsets, b[h, i], lw=1.2, label=f"head {h}")
+    if trained is not None:
+        ax.axvspan(-(trained - 1), trained - 1, color="0.9", zorder=0, label="offsets seen in training")
+    ax.set_xlabel("key offset j - i")
+    ax.set_ylabel(bar_label)
+    ax.set_title(f"profile at query i = {i}")
+    ax.legend(fontsize=6, ncol=2)
+    ax.grid(alpha=0.3)
+    if slopes:
+        # Slope per head between two keys on the left: bias(i, i-1) - bias(i, i-2) = m_h
+        # (away from the diagonal, so the directional variant's left offset cancels).
+        m = b[:, i, i - 1] - b[:, i, i - 2]
+        ax = axes[shown + 1]
+        ax.plot(np.arange(H), m, marker="o")
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("head h")
+        ax.set_ylabel("slope m_h (log2 scale)")
+        ratios = m[1:] / m[:-1] if H > 1 else np.array([])
+        if len(ratios) and np.allclose(ratios, ratios[0], rtol=1e-4):
+            ax.set_title(f"slopes m_h: geometric, ratio {ratios[0]:.4g}")
+        else:
+            ax.set_title("slopes m_h (ratios " + ", ".join(f"{r:.3g}" for r in ratios) + ")")
+        ax.grid(alpha=0.3, which="both")
 
 
 def figure_label(d):
@@ -321,7 +364,7 @@ def scheme_figure(d):
     header = ("" if label == scheme else f"{label}: ") + f'{scheme} {json.dumps(d.get("options", {}))}'
     if d.get("slot") == "model.positional.input":
         header += " (model.positional.input, before block 1)"
-    matrix = next(((key, bar_label) for key, bar_label in SCORE_MATRICES if key in d), None)
+    matrices = [(key, bar_label) for key, bar_label in SCORE_MATRICES if key in d]
     if "embedding" in d:
         m = np.array(d["embedding"])
         fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
@@ -332,50 +375,17 @@ def scheme_figure(d):
         matrix_panels(axes, m, f'an all-ones vector rotated at each position (one head, width {m.shape[1]})',
                       None, "position")
         axes[1].set_title("cosine similarity of rotated vectors: depends only on m - n")
-    elif matrix is not None:
-        key, bar_label = matrix
-        b = np.array(d[key])  # (H, L, L)
-        H, L, _ = b.shape
+    elif matrices:
+        # One row per matrix (Shaw has score and value terms), one panel per head, then the profiles.
+        H = len(d[matrices[0][0]])
         shown = min(H, 8)
-        extra = 2 if key == "bias" and scheme == "alibi" else 1
-        fig, axes = plt.subplots(1, shown + extra, figsize=(3.4 * (shown + extra), 3.9), squeeze=False,
-                                 layout="constrained")
-        axes = axes[0]
-        vmin, vmax = b.min(), b.max()
-        for h in range(shown):
-            im = axes[h].imshow(b[h], cmap="magma", vmin=vmin, vmax=vmax, interpolation="nearest")
-            axes[h].set_title(f"head {h}")
-            axes[h].set_xlabel("key position j")
-            if h == 0:
-                axes[h].set_ylabel("query position i")
-        fig.colorbar(im, ax=list(axes[:shown]), shrink=0.8, label=bar_label)
-        i = L // 2
-        offsets = np.arange(L) - i
-        ax = axes[shown]
-        for h in range(H):
-            ax.plot(offsets, b[h, i], lw=1.2, label=f"head {h}")
-        if trained is not None:
-            ax.axvspan(-(trained - 1), trained - 1, color="0.9", zorder=0, label="offsets seen in training")
-        ax.set_xlabel("key offset j - i")
-        ax.set_ylabel(bar_label)
-        ax.set_title(f"profile at query i = {i}")
-        ax.legend(fontsize=6, ncol=2)
-        ax.grid(alpha=0.3)
-        if extra == 2:
-            # Slope per head between two keys on the left: bias(i, i-1) - bias(i, i-2) = m_h
-            # (away from the diagonal, so the directional variant's left offset cancels).
-            slopes = b[:, i, i - 1] - b[:, i, i - 2]
-            ax = axes[shown + 1]
-            ax.plot(np.arange(H), slopes, marker="o")
-            ax.set_yscale("log", base=2)
-            ax.set_xlabel("head h")
-            ax.set_ylabel("slope m_h (log2 scale)")
-            ratios = slopes[1:] / slopes[:-1] if H > 1 else np.array([])
-            if len(ratios) and np.allclose(ratios, ratios[0], rtol=1e-4):
-                ax.set_title(f"slopes m_h: geometric, ratio {ratios[0]:.4g}")
-            else:
-                ax.set_title("slopes m_h (ratios " + ", ".join(f"{r:.3g}" for r in ratios) + ")")
-            ax.grid(alpha=0.3, which="both")
+        extra = 2 if "bias" in d and scheme == "alibi" else 1
+        fig, rows = plt.subplots(len(matrices), shown + extra, figsize=(3.4 * (shown + extra), 3.9 * len(matrices)),
+                                 squeeze=False, layout="constrained")
+        for (key, bar_label), axes in zip(matrices, rows):
+            matrix_row(axes, np.array(d[key]), shown, bar_label, trained, slopes=(extra == 2 and key == "bias"))
+            if extra == 2 and key != "bias":
+                axes[shown + 1].axis("off")
     else:
         return None  # none: no positions to draw
     if "trained_ids_end" in d:

@@ -21,8 +21,9 @@ TEST(Inspect, ReportsWhatEachSchemeContributes) {
     EXPECT_EQ(out.contains("bias"), caps.bias) << name;
     EXPECT_EQ(out.contains("rotated_ones"), caps.rotate) << name;
     EXPECT_EQ(out.contains("score_terms_of_ones"), caps.score_terms) << name;
+    EXPECT_EQ(out.contains("value_terms_of_ones"), caps.value_terms) << name;
     EXPECT_EQ(out.contains("reweighted_ones"), caps.reweight) << name;
-    for (const char* key : {"bias", "score_terms_of_ones", "reweighted_ones"})
+    for (const char* key : kPairMatrixKeys)
       if (out.contains(key)) {  // (H, L, L)
         EXPECT_EQ(out[key].size(), 2u) << name << " " << key;
         EXPECT_EQ(out[key][0].size(), 7u) << name << " " << key;
@@ -34,6 +35,32 @@ TEST(Inspect, ReportsWhatEachSchemeContributes) {
   }
   EXPECT_THROW(inspect_scheme({"rope", 7, 3, 8}), ConfigError);
   EXPECT_THROW(inspect_scheme({"rope", 7, 2, 8, {{"bogus", 1}}}), ConfigError);
+}
+
+TEST(Inspect, ShawsValueTermsAreTheSumOfItsValueVectorAtEachClippedOffset) {
+  // Written from the definition (Shaw et al. 2018: z_i += sum_j a_ij a^V_clip(j-i)):
+  // with all of query i's weight on key j, the output gains a^V_clip(j-i), whose
+  // all-ones read-out is the sum of that row of the table, in every head.
+  const int64_t L = 9, H = 2, D = 8, k = 3;
+  const auto& info = find_scheme("shaw");
+  const SchemeOptions options = resolve_scheme_options(info, {{"max_distance", k}}, "test");
+  auto s = info.make({D, H, D / H, 0}, options);
+  torch::manual_seed(3);
+  for (auto& p : s->parameters()) p.data().normal_(0.0, 1.0);
+  const auto out = describe_scheme(*s, info, options, L, H, D, D, 0);
+  ASSERT_TRUE(out.contains("value_terms_of_ones"));
+  const auto got = posenc::testing::tensor_of(out["value_terms_of_ones"]);          // (H, L, L)
+  const auto table = s->named_parameters()["values"].detach().to(torch::kFloat64);  // (2k+1, D/H)
+  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{H, L, L}));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < L; ++j) {
+        const double want = table[std::clamp<int64_t>(j - i, -k, k) + k].sum().item<double>();
+        // One-hot weights pick the table's row exactly; its float32 sum of D/H = 4
+        // standard normal terms errs by at most 4 u32 sum|x| < 1e-5 (|x| < 5).
+        EXPECT_NEAR(got[h][i][j].item<double>(), want, tolerance::kFloat32Sum * (D / H))
+            << "head " << h << ", query " << i << ", key " << j;
+      }
 }
 
 TEST(Inspect, ACheckpointsInputSchemeIsDescribedWithItsTrainedWeights) {

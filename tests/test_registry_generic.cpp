@@ -125,20 +125,21 @@ TEST_P(EveryScheme, BiasDependsOnlyOnOffset) {
 
 TEST_P(EveryScheme, WhatInspectShowsOfTheScoresDependsOnlyOnOffset) {
   // inspect's (H, L, L) matrices (a bias, the score terms of an all-ones query
-  // and key, reweighted scores of 1) are Toeplitz for a scheme that claims to
+  // and key, the value terms of one key, reweighted scores of 1) are Toeplitz for a scheme that claims to
   // depend on j - i alone, and symmetric for one that cannot tell left from
   // right: what a user sees in `posenc inspect` is the property the scheme claims.
   const auto& info = find_scheme(GetParam());
   auto s = posenc::testing::scheme_with(GetParam(), {32, 4, 8, 0});
   const Capabilities caps = s->capabilities();
-  if (!(caps.bias || caps.score_terms || caps.reweight)) GTEST_SKIP() << "it adds nothing to the scores";
+  if (!(caps.bias || caps.score_terms || caps.value_terms || caps.reweight))
+    GTEST_SKIP() << "it adds nothing to the scores or the values";
   if (!s->offset_only())
     GTEST_SKIP() << "it also depends on the query position or the content (its own tests cover it)";
   torch::manual_seed(7);
   for (auto& p : s->parameters()) p.data().normal_(0.0, 0.5);
   const auto out = describe_scheme(*s, info, resolve_scheme_options(info, json::object(), "test"), /*length=*/12,
                                    /*heads=*/4, /*dim=*/32, /*rotate_dim=*/32, /*seed=*/0);
-  for (const char* key : {"bias", "score_terms_of_ones", "reweighted_ones"}) {
+  for (const char* key : kPairMatrixKeys) {
     if (!out.contains(key)) continue;
     const auto m = posenc::testing::tensor_of(out[key]);  // (H, 12, 12)
     // float64 copies of float32 values computed per pair: equal along a diagonal up to float32 rounding.

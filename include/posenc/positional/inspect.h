@@ -2,6 +2,7 @@
 // plotting scripts and of the golden tests (`posenc inspect`).
 #pragma once
 
+#include <array>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,11 @@ namespace posenc {
 /// description, attention's maps): about 100 MB of text, which the plotting
 /// scripts still read. Larger requests are refused before any work.
 inline constexpr double kMaxJsonNumbers = double(1 << 22);
+
+/// The (H, L, L) matrices a description may hold (see inspect_scheme), in the
+/// order scripts/plot_compare.py draws them.
+inline constexpr std::array<const char*, 4> kPairMatrixKeys = {"bias", "score_terms_of_ones", "value_terms_of_ones",
+                                                               "reweighted_ones"};
 
 struct InspectRequest {
   std::string scheme;
@@ -28,8 +34,9 @@ struct InspectRequest {
 ///  "rotated_ones": L x D (rotary schemes: one head of width D, an all-ones vector rotated at each position),
 ///  "score_terms_of_ones": H x L x L (score-term schemes: what they add to q·k, before the 1/sqrt(Dh)
 ///  scale, for an all-ones query and key of width D/H),
+///  "value_terms_of_ones": H x L x L (value-term schemes: what query i's output gains from
+///  attending to key j alone, read out with an all-ones vector of width D/H),
 ///  "reweighted_ones": H x L x L (reweighting schemes: what they make of scores that are all 1)}
-/// Value terms (Shaw's a^V) are not described: they act on the output, not on the scores.
 nlohmann::json inspect_scheme(const InspectRequest& request);
 
 class PositionalSchemeImpl;

@@ -1,5 +1,7 @@
 #include "posenc/positional/inspect.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "posenc/errors.h"
@@ -30,8 +32,8 @@ nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& i
   const Positions pos{ids, ids, length, &cache};
 
   const double L = static_cast<double>(length);
-  // Biases, score terms and reweighted scores are each (H, L, L).
-  const int per_pair = int(caps.bias) + int(caps.score_terms) + int(caps.reweight);
+  // Biases, score terms, value terms and reweighted scores are each (H, L, L).
+  const int per_pair = int(caps.bias) + int(caps.score_terms) + int(caps.value_terms) + int(caps.reweight);
   const double numbers = (caps.embed ? L * dim : 0.0) + per_pair * heads * L * L + (caps.rotate ? L * rotate_dim : 0.0);
   if (numbers > kMaxJsonNumbers)
     throw ConfigError(fmt::format(
@@ -60,6 +62,22 @@ nlohmann::json describe_scheme(PositionalSchemeImpl& scheme, const SchemeInfo& i
     auto q = per_head_ones(dim / heads), k = q.clone();
     auto qk = torch::matmul(q, k.transpose(-2, -1));                               // (1, H, L, L)
     out["score_terms_of_ones"] = to_nested(scheme.score_terms(q, k, qk, pos)[0]);  // (H, L, L)
+  }
+  if (caps.value_terms) {
+    // Value terms are linear in the attention weights: weights all on key j
+    // give what query i's output gains from attending to j alone, a vector of
+    // the head's width, read out here with an all-ones vector as the score
+    // terms are. Keys go through in batches (one batch element per key).
+    const int64_t keys_per_batch = std::max<int64_t>(1, int64_t(kMaxJsonNumbers) / (heads * length * length));
+    auto terms = torch::empty({heads, length, length}, torch::TensorOptions().device(device));  // (H, L, L)
+    for (int64_t j0 = 0; j0 < length; j0 += keys_per_batch) {
+      const int64_t n = std::min(keys_per_batch, length - j0);
+      auto onto = torch::one_hot(ids.slice(0, j0, j0 + n), length).to(torch::kFloat);             // (n, L)
+      auto probs = onto.view({n, 1, 1, length}).expand({n, heads, length, length}).contiguous();  // (n, H, L, L)
+      auto gained = scheme.value_terms(probs, pos).sum(-1);                                       // (n, H, L)
+      terms.slice(2, j0, j0 + n).copy_(gained.permute({1, 2, 0}));
+    }
+    out["value_terms_of_ones"] = to_nested(terms);  // (H, L, L): [h, i, j] for query i on key j alone
   }
   if (caps.reweight) {
     // What reweighting makes of scores that are all 1: the distance function alone.
