@@ -81,6 +81,28 @@ TEST_P(CudaEveryScheme, ForwardAndBackwardMatchTheCpu) {
   }
 }
 
+TEST_P(CudaEveryScheme, DeterministicKernelsMakeTwoRunsEqualBitForBit) {
+  // Without train.deterministic two CUDA runs of one config differ in the last
+  // bits (kernels that add with atomics); with it they must not, or the run
+  // must stop naming the operation that has no deterministic kernel.
+  POSENC_REQUIRE_CUDA();
+  std::vector<std::vector<torch::Tensor>> params;
+  for (const char* name : {"det_a", "det_b"}) {
+    const fs::path dir = fresh_dir(std::string(name) + "_" + GetParam());
+    auto c = small_cuda_config(dir, {"model.positional.type=\"" + GetParam() + "\"", "train.steps=12",
+                                     "model.dropout=0.1", "train.checkpoint_every=12"});
+    c.train.deterministic = true;
+    TrainRequest opts;
+    opts.skip_final_eval = true;
+    train(c, opts);
+    params.push_back(posenc::testing::parameters_of((dir / "checkpoint.pt").string()));
+    fs::remove_all(dir);
+  }
+  ASSERT_EQ(params[0].size(), params[1].size());
+  for (size_t i = 0; i < params[0].size(); ++i)
+    EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << GetParam() << ": parameter " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, CudaEveryScheme, ::testing::ValuesIn(scheme_names()),
                          [](const auto& info) { return info.param; });
 

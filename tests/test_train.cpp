@@ -2,6 +2,8 @@
 // resume, and a short run that must learn.
 #include <gtest/gtest.h>
 
+#include <ATen/Context.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -143,6 +145,27 @@ TEST(Train, ResumeContinuesBitForBit) {
     return losses;
   };
   EXPECT_EQ(read(straight / "metrics.jsonl"), read(split / "metrics.jsonl"));
+}
+
+TEST(Train, DeterministicKernelsChangeNothingOnTheCpuAndEndWithTheRun) {
+  // The CPU's kernels are deterministic already: train.deterministic must not
+  // change what a run computes there (no other seed, no other data), is kept in
+  // the run's config.json only where set, and leaves LibTorch's mode as it found it.
+  const auto plain = fresh_dir("det_plain"), det = fresh_dir("det_on");
+  const std::initializer_list<std::string> run = {"train.steps=20", "model.dropout=0.1", kBitExactDevice};
+  TrainRequest opts;
+  opts.skip_final_eval = true;
+  ASSERT_FALSE(at::globalContext().deterministicAlgorithms());
+  train(small_config(plain, run), opts);
+  auto with = small_config(det, run);
+  with.train.deterministic = true;
+  train(with, opts);
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms()) << "the run left deterministic mode on";
+  const auto a = parameters_of((plain / "checkpoint.pt").string()), b = parameters_of((det / "checkpoint.pt").string());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  EXPECT_FALSE(read_json_file((plain / "config.json").string())["train"].contains("deterministic"));
+  EXPECT_EQ(read_json_file((det / "config.json").string())["train"].value("deterministic", false), true);
 }
 
 TEST(Train, AverageFromScoresTheMeanOfTheCheckpointStepsAndSurvivesStops) {

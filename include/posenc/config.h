@@ -108,6 +108,8 @@ struct TrainConfig {
   Precision precision = Precision::Float32;
   /// train/cuda_graphs.h.
   CudaGraphs cuda_graphs = CudaGraphs::Auto;
+  /// LibTorch's deterministic kernels (train/deterministic.h).
+  bool deterministic = false;
   std::string out_dir = "runs/ordering";
   /// Several processes on one run (train/data_parallel.h; how many comes from
   /// the launcher, not the config).

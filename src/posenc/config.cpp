@@ -207,6 +207,14 @@ const std::vector<Key<TrainConfig>>& train_keys() {
       choice_key("cuda_graphs", &TrainConfig::cuda_graphs,
                  "capture the training step (forward, backward, clipping, AdamW) as a CUDA graph per batch shape "
                  "and replay it; graphed and eager steps agree to float tolerance and a run resumes across the two"),
+      written_if<TrainConfig>(
+          bool_key("deterministic", &TrainConfig::deterministic,
+                   "LibTorch's deterministic kernels for the run (and CUBLAS_WORKSPACE_CONFIG=:4096:8 unless "
+                   "set): on CUDA, where some kernels add with atomics in no fixed order, two runs of one config "
+                   "(and a resumed run and an uninterrupted one) then agree bit for bit, and an operation with no "
+                   "such kernel stops the run with an error that names it; it can be slower there. On the CPU "
+                   "training is deterministic already"),
+          [](const TrainConfig& t) { return t.deterministic; }),
       string_key("out_dir", &TrainConfig::out_dir,
                  "the run directory (--out overrides it; a relative path is taken from the working directory); "
                  "where a run is, not what it is: a moved run resumes"),

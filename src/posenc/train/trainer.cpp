@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@
 #include "posenc/train/data_parallel.h"
 #include "posenc/train/finite_watch.h"
 #include "posenc/train/schedule.h"
+#include "posenc/train/deterministic.h"
 #include "posenc/util/dir_lock.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
@@ -255,6 +257,10 @@ class TrainingRun {
                         cfg_.train.min_lr_ratio),
           cfg_.train.lr);
     set_threads(cfg_.train.threads);
+    if (cfg_.train.deterministic) {
+      deterministic_.emplace(device_);  // before the first kernel of the run
+      if (rank_ == 0) spdlog::info("train.deterministic: LibTorch's deterministic kernels are on for this run");
+    }
     torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
     check_model_fits(cfg_.model, task_->vocab_size(), device_);  // before a byte of it is allocated
     model_ = Transformer(cfg_.model, task_->vocab_size());
@@ -767,6 +773,7 @@ class TrainingRun {
   const TrainHooks& hooks_;
   const int rank_, world_;
   const torch::Device device_;
+  std::optional<DeterministicKernels> deterministic_;  // train.deterministic, for the run's lifetime
   const fs::path dir_, ckpt_;
   const std::unique_ptr<Task> task_;
   Transformer model_;
