@@ -364,6 +364,8 @@ def scheme_figure(d):
     header = ("" if label == scheme else f"{label}: ") + f'{scheme} {json.dumps(d.get("options", {}))}'
     if d.get("slot") == "model.positional.input":
         header += " (model.positional.input, before block 1)"
+    if "block" in d:
+        header += f' (block {d["block"]})'
     matrices = [(key, bar_label) for key, bar_label in SCORE_MATRICES if key in d]
     if "embedding" in d:
         m = np.array(d["embedding"])

@@ -4,7 +4,10 @@
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "reliability_helpers.h"
+#include "posenc/analysis/trained.h"
 #include "posenc/model/transformer.h"
+#include "posenc/positional/registry.h"
+#include "posenc/train/checkpoint.h"
 #include "posenc/positional/inspect.h"
 
 // This file's names live in a namespace of their own, so that the unity build
@@ -105,6 +108,45 @@ TEST(Inspect, ACheckpointsInputSchemeIsDescribedWithItsTrainedWeights) {
   r = posenc::testing::run_cli("inspect alibi --input-scheme");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--checkpoint"), std::string::npos) << r.output;
+}
+
+TEST(Inspect, ASchemeNotSharedAcrossLayersIsDescribedAtTheBlockAsked) {
+  // T5 with a bias table per block: --block 2 describes the second block's
+  // table (the module registered as positional1), block 1 the default one.
+  posenc::testing::Scratch s("inspect_block");
+  const json config = {{"model",
+                        {{"d_model", 16},
+                         {"heads", 2},
+                         {"layers", 2},
+                         {"d_ff", 32},
+                         {"positional", {{"type", "t5"}, {"share_across_layers", false}}}}},
+                       {"task", {{"type", "ordering"}, {"min_length", 4}, {"max_length", 8}}},
+                       {"train", {{"steps", 2}, {"val_samples", 8}}},
+                       {"eval", {{"lengths", {8}}, {"samples_per_length", 4}}}};
+  write_file_atomic(s.path("config.json"), config.dump());
+  auto r = posenc::testing::run_cli("train " + s.path("config.json") + " --out " + s.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = s.path("run") + "/checkpoint.pt";
+  const json first = inspect_checkpoint(ckpt, 8), one = inspect_checkpoint(ckpt, 8, false, 1),
+             two = inspect_checkpoint(ckpt, 8, false, 2);
+  EXPECT_EQ(one["bias"], first["bias"]);
+  EXPECT_EQ(two.value("block", 0), 2);
+  EXPECT_NE(two["bias"], one["bias"]);
+
+  Config cfg;
+  Transformer model = load_model(ckpt, torch::kCPU, &cfg);
+  auto second = std::dynamic_pointer_cast<PositionalSchemeImpl>(model->named_children()["positional1"]);
+  ASSERT_TRUE(second);
+  const auto& info = find_scheme("t5");
+  const json want = describe_scheme(*second, info, SchemeOptions(cfg.model.positional.options), 8, 2, 16, 8, 0);
+  EXPECT_EQ(two["bias"], want["bias"]);
+
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--block 3", "has 2 block(s)"}, {"--block 1 --input-scheme", "--block"}}) {
+    r = posenc::testing::run_cli("inspect --checkpoint " + ckpt + " " + args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.output.find(says), std::string::npos) << args << ": " << r.output;
+  }
 }
 
 TEST(Inspect, ASchemeThatReadsTheTasksIdsGivesTheBoundOfItsTrainingIds) {

@@ -1,5 +1,5 @@
 // posenc inspect SCHEME --length L --heads H --dim D [--set option=value ...] [--json FILE]
-// posenc inspect --checkpoint FILE [--input-scheme] [--length L] [--json FILE]  (the trained scheme)
+// posenc inspect --checkpoint FILE [--input-scheme | --block N] [--length L] [--json FILE]  (the trained scheme)
 #include <cstdio>
 
 #include "commands.h"
@@ -17,6 +17,11 @@ void setup_inspect(CLI::App& app, InspectOptions& o) {
                "with --checkpoint: describe its model.positional.input scheme (before block 1) instead of "
                "model.positional.type")
       ->needs(checkpoint);
+  app.add_option("--block", o.block,
+                 "with --checkpoint: describe the instance block N (1 = the first) runs, for a scheme not shared "
+                 "across layers (model.positional.share_across_layers false); default: the first it acts at")
+      ->check(integer_in(1, 1024))
+      ->needs(checkpoint);
   app.add_option("--length", o.length, "number of positions")->check(integer_in(1, int64_t{1} << 16));
   app.add_option("--heads", o.heads, "attention heads")->check(integer_in(1, 1024));
   app.add_option("--dim", o.dim, "model width D")->check(integer_in(2, int64_t{1} << 16));
@@ -30,7 +35,7 @@ int run_inspect(const InspectOptions& o) {
     throw ConfigError("inspect: give either a scheme name or --checkpoint FILE (not both)");
   check_json_target(o.json, "inspect");
   if (!o.checkpoint.empty()) {
-    emit_json(inspect_checkpoint(o.checkpoint, o.length, o.input_slot), o.json, "inspect");
+    emit_json(inspect_checkpoint(o.checkpoint, o.length, o.input_slot, o.block), o.json, "inspect");
     return 0;
   }
   InspectRequest r;

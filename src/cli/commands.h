@@ -97,6 +97,7 @@ struct InspectOptions {
   std::string scheme;
   std::string checkpoint;
   bool input_slot = false;
+  int64_t block = 0;
   int64_t length = 64;
   int64_t heads = 4;
   int64_t dim = 32;

@@ -10,13 +10,15 @@
 
 namespace posenc {
 
-/// The trained model's positional scheme (first layer it acts at), or with
-/// `input_slot` its model.positional.input scheme, described like `posenc
+/// The trained model's positional scheme (first layer it acts at; with `block`
+/// > 0 the instance that block runs, for schemes not shared across layers), or
+/// with `input_slot` its model.positional.input scheme, described like `posenc
 /// inspect` does, over `length` positions (ids 0..length-1), with
 /// "trained_ids_end" where it reads the ids the task gives each token: one
 /// past the largest id training can give (TaskInfo::positions_end at
 /// task.max_length, a bound).
-nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot = false);
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot = false,
+                                  int64_t block = 0);
 
 struct AttentionRequest {
   int64_t length = 16;          ///< tokens in the example (plus CLS with cls pooling)

@@ -136,6 +136,10 @@ class TransformerImpl : public torch::nn::Module {
   const ModelConfig& config() const { return cfg_; }
   /// The scheme instance acting at the first layer it acts at (null for none).
   PositionalSchemeImpl* first_scheme() const { return schemes_.empty() ? nullptr : schemes_.front().get(); }
+  /// The model.positional.type instance block `block` (1-based, of the stack:
+  /// the encoder's for encoder_decoder) runs: the one in its attention, else the
+  /// one adding positions before it; null where none acts at that block.
+  PositionalSchemeImpl* scheme_at_block(int64_t block) const;
   /// The model.positional.input scheme, before block 1 (null where there is none).
   PositionalSchemeImpl* input_scheme() const { return input_scheme_; }
   /// Token ids run 0 (padding) .. vocab_size + 1 (CLS for the encoder, SEP for the others).

@@ -18,11 +18,20 @@
 
 namespace posenc {
 
-nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot) {
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot, int64_t block) {
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   const PositionalConfig& p = cfg.model.positional;
-  PositionalSchemeImpl* scheme = input_slot ? model->input_scheme() : model->first_scheme();
+  if (block > 0 && input_slot)
+    throw ConfigError("--block: the input scheme acts before block 1 only; leave out --block or --input-scheme");
+  if (block > cfg.model.layers)
+    throw ConfigError(fmt::format("--block {}: {} has {} block(s)", block, checkpoint, cfg.model.layers));
+  if (block > 0 && model->scheme_at_block(block) == nullptr)
+    throw ConfigError(
+        fmt::format("--block {}: model.positional.type={} {}; leave out --block", block, p.type,
+                    model->scheme_at_block(1) ? "adds positions before block 1 only" : "acts at no block"));
+  PositionalSchemeImpl* scheme =
+      input_slot ? model->input_scheme() : (block > 0 ? model->scheme_at_block(block) : model->first_scheme());
   if (scheme == nullptr)
     throw ConfigError(checkpoint + (input_slot ? ": the model has no input scheme (its model.positional.input is "
                                                  "none); leave out --input-scheme to describe model.positional.type=" +
@@ -34,6 +43,7 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
                              cfg.model.heads, cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
   out["checkpoint"] = checkpoint;
   out["slot"] = input_slot ? "model.positional.input" : "model.positional.type";
+  if (block > 0) out["block"] = block;
   // Where the scheme reads the ids the task gives each token (Abacus, coupled),
   // training gave it ids below the task's bound (offsets included), not 0..length-1.
   const int64_t ids_end = evaluation_spec(cfg).training_positions_end;

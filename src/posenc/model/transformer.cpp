@@ -72,6 +72,12 @@ SchemePlacement TransformerImpl::place_scheme(const std::string& type, const nlo
   return placed;
 }
 
+PositionalSchemeImpl* TransformerImpl::scheme_at_block(int64_t block) const {
+  if (block < 1 || block > static_cast<int64_t>(stack_schemes_.attend_with.size())) return nullptr;
+  PositionalSchemeImpl* in_attention = stack_schemes_.attend_with[block - 1];
+  return in_attention != nullptr ? in_attention : stack_schemes_.embed_at[block - 1];
+}
+
 void TransformerImpl::place_stack_schemes(bool causal) {
   const PositionalConfig& p = cfg_.positional;
   stack_schemes_ = place_scheme(p.type, p.options, cfg_.layers, causal, "", p.apply_to);
