@@ -19,6 +19,7 @@
 #               them: the sinusoids at cutoff 22, the same recipe otherwise
 #     jobs      the 13 runs of the ordering grid's first 8 schemes all side by
 #               side, then one at a time for what time is left: runs per hour
+#               (POSENC_GPU_JOBS_VALUES="13 4 1" times other --jobs values too)
 #     grid      posenc compare of POSENC_GPU_GRID (default the decoder grid,
 #               configs/decoder_extrapolation_compare.json) with --jobs
 #               POSENC_GPU_GRID_JOBS (16) in POSENC_GPU_GRID_DIR, continued
@@ -317,7 +318,8 @@ EOF
     planned=$("$bin" compare "$out/jobs-grid.json" --out "$out/jobs-plan" --status 2>/dev/null | grep -cE '^[^ ]+ +pending ')
     md "" "## Runs side by side against one at a time ($planned runs: configs/ordering_compare.json's first 8 schemes, both q,k,v where offered)" ""
     md "| --jobs | runs finished | wall s | runs per hour | train s per run (median) |" "|---:|---:|---:|---:|---:|"
-    for j in "$planned" 1; do
+    # POSENC_GPU_JOBS_VALUES: the --jobs values to time, in order (default: all side by side, then 1).
+    for j in ${POSENC_GPU_JOBS_VALUES:-$planned 1}; do
       seconds=$(($(left) - 10))
       if [ "$seconds" -lt 20 ]; then
         md "| $j | not run: $(left) s were left | | | |"
