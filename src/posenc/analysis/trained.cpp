@@ -26,12 +26,12 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
     throw ConfigError("--block: the input scheme acts before block 1 only; leave out --block or --input-scheme");
   if (block > cfg.model.layers)
     throw ConfigError(fmt::format("--block {}: {} has {} block(s)", block, checkpoint, cfg.model.layers));
-  if (block > 0 && model->scheme_at_block(block) == nullptr)
+  PositionalSchemeImpl* at_block = block > 0 ? model->scheme_at_block(block) : nullptr;
+  if (block > 0 && at_block == nullptr)
     throw ConfigError(
         fmt::format("--block {}: model.positional.type={} {}; leave out --block", block, p.type,
                     model->scheme_at_block(1) ? "adds positions before block 1 only" : "acts at no block"));
-  PositionalSchemeImpl* scheme =
-      input_slot ? model->input_scheme() : (block > 0 ? model->scheme_at_block(block) : model->first_scheme());
+  PositionalSchemeImpl* scheme = input_slot ? model->input_scheme() : (block > 0 ? at_block : model->first_scheme());
   if (scheme == nullptr)
     throw ConfigError(checkpoint + (input_slot ? ": the model has no input scheme (its model.positional.input is "
                                                  "none); leave out --input-scheme to describe model.positional.type=" +
