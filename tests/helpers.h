@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,17 @@ inline std::vector<torch::Tensor> parameters_of(const std::string& ckpt) {
   auto model = load_model(ckpt, torch::kCPU);
   std::vector<torch::Tensor> out;
   for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+/// The training losses a run logged (metrics.jsonl's lines with a loss): step -> loss.
+inline std::map<int64_t, double> logged_losses(const std::filesystem::path& run) {
+  std::map<int64_t, double> out;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = json::parse(line);
+    if (j.contains("loss")) out[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+  }
   return out;
 }
 

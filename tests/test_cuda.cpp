@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iomanip>
+#include <sstream>
 
 #include "fused_check.h"
 #include "helpers.h"
@@ -27,6 +29,7 @@ namespace POSENC_TEST_UNIT {
 using namespace posenc;
 using posenc::testing::config_with;
 using posenc::testing::fresh_dir;
+using posenc::testing::logged_losses;
 using posenc::testing::relative_error;
 namespace fs = std::filesystem;
 
@@ -87,20 +90,38 @@ TEST_P(CudaEveryScheme, DeterministicKernelsMakeTwoRunsEqualBitForBit) {
   // must stop naming the operation that has no deterministic kernel.
   POSENC_REQUIRE_CUDA();
   std::vector<std::vector<torch::Tensor>> params;
+  std::vector<std::map<int64_t, double>> losses;
   for (const char* name : {"det_a", "det_b"}) {
     const fs::path dir = fresh_dir(std::string(name) + "_" + GetParam());
     auto c = small_cuda_config(dir, {"model.positional.type=\"" + GetParam() + "\"", "train.steps=12",
-                                     "model.dropout=0.1", "train.checkpoint_every=12"});
+                                     "model.dropout=0.1", "train.checkpoint_every=12", "train.log_every=1"});
     c.train.deterministic = true;
     TrainRequest opts;
     opts.skip_final_eval = true;
     train(c, opts);
     params.push_back(posenc::testing::parameters_of((dir / "checkpoint.pt").string()));
+    losses.push_back(logged_losses(dir));
     fs::remove_all(dir);
+  }
+  // Where the runs part says what to look for: at step 1 the first forward and
+  // backward already differ; later, something that carries from step to step.
+  std::string parted = "their logged losses are equal at every step";
+  for (const auto& [step, loss] : losses[0]) {
+    const auto other = losses[1].find(step);
+    if (other != losses[1].end() && other->second == loss) continue;
+    std::ostringstream where;
+    where << std::setprecision(17) << "their logged losses first differ at step " << step << ": " << loss
+          << " against ";
+    if (other == losses[1].end())
+      where << "none";
+    else
+      where << other->second;
+    parted = where.str();
+    break;
   }
   ASSERT_EQ(params[0].size(), params[1].size());
   for (size_t i = 0; i < params[0].size(); ++i)
-    EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << GetParam() << ": parameter " << i;
+    EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << GetParam() << ": parameter " << i << "; " << parted;
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, CudaEveryScheme, ::testing::ValuesIn(scheme_names()),

@@ -25,6 +25,7 @@ namespace POSENC_TEST_UNIT {
 using namespace posenc;
 using posenc::testing::error_of;
 using posenc::testing::fresh_dir;
+using posenc::testing::logged_losses;
 using posenc::testing::parameters_of;
 using posenc::testing::small_config;
 namespace fs = std::filesystem;
@@ -48,18 +49,6 @@ FusedAdamW optimizer_for(const std::vector<torch::Tensor>& decayed, const std::v
 
 void set_lr(FusedAdamW& opt, double lr) {
   for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-}
-
-/// The losses of metrics.jsonl's log lines, in order.
-std::vector<double> logged_losses(const fs::path& dir) {
-  std::ifstream in(dir / "metrics.jsonl");
-  std::vector<double> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
 }
 
 /// max |a - b| over all parameters, relative to max |a|.
@@ -203,8 +192,10 @@ TEST_P(CudaGraphsEveryScheme, GraphedAndEagerTrainingAgree) {
   // Graphed and eager steps run different kernels (SDPA's, a fused AdamW), so
   // the runs part by rounding that training amplifies: 2e-3 of a logged loss
   // over 5 log lines, as measured on an H100 (docs/gpu/).
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(b[i], a[i], 2e-3 * std::abs(a[i]) + tolerance::kFloat32Sum) << "log line " << i;
+  for (const auto& [step, loss] : a) {
+    ASSERT_TRUE(b.count(step)) << "no loss logged at step " << step;
+    EXPECT_NEAR(b.at(step), loss, 2e-3 * std::abs(loss) + tolerance::kFloat32Sum) << "step " << step;
+  }
   EXPECT_LT(relative_weight_difference(parameters_of((eager_dir / "checkpoint.pt").string()),
                                        parameters_of((graphed_dir / "checkpoint.pt").string())),
             2e-3);  // as the losses above
@@ -225,8 +216,10 @@ TEST(CudaGraphs, ResumeWorksAcrossGraphedAndEagerSteps) {
   train(graph_config(pieces, "alibi", "on"), quiet(0, /*resume=*/true));
   const auto a = logged_losses(whole), b = logged_losses(pieces);
   ASSERT_EQ(b.size(), a.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(b[i], a[i], 2e-3 * std::abs(a[i]) + tolerance::kFloat32Sum) << "log line " << i;
+  for (const auto& [step, loss] : a) {
+    ASSERT_TRUE(b.count(step)) << "no loss logged at step " << step;
+    EXPECT_NEAR(b.at(step), loss, 2e-3 * std::abs(loss) + tolerance::kFloat32Sum) << "step " << step;
+  }
   EXPECT_LT(relative_weight_difference(parameters_of((whole / "checkpoint.pt").string()),
                                        parameters_of((pieces / "checkpoint.pt").string())),
             2e-3);  // as the losses above

@@ -38,6 +38,7 @@ namespace POSENC_TEST_UNIT {
 
 using namespace posenc;
 using posenc::testing::expect_one_line_error;
+using posenc::testing::logged_losses;
 using posenc::testing::parameters_of;
 using posenc::testing::run_cli;
 using posenc::testing::Scratch;
@@ -56,17 +57,6 @@ Launch launch_from(const Env& env) {
 
 std::string launch_error(const Env& env) {
   return posenc::testing::error_of([&] { launch_from(env); });
-}
-
-/// The metrics lines that carry a training loss: step -> loss.
-std::map<int64_t, double> logged_losses(const fs::path& run) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
-  }
-  return out;
 }
 
 /// How far apart two runs' final weights are, in units of the farthest AdamW
