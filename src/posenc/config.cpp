@@ -210,10 +210,10 @@ const std::vector<Key<TrainConfig>>& train_keys() {
       written_if<TrainConfig>(
           bool_key("deterministic", &TrainConfig::deterministic,
                    "LibTorch's deterministic kernels for the run (and CUBLAS_WORKSPACE_CONFIG=:4096:8 unless "
-                   "set): on CUDA, where some kernels add with atomics in no fixed order, two runs of one config "
-                   "(and a resumed run and an uninterrupted one) then agree bit for bit, and an operation with no "
-                   "such kernel stops the run with an error that names it; it can be slower there. On the CPU "
-                   "training is deterministic already"),
+                   "set), where CUDA's kernels otherwise add with atomics in no fixed order; an operation with no "
+                   "such kernel stops the run with an error that names it, and it can be slower. Two CUDA runs "
+                   "of one config are not yet equal bit for bit for every scheme with it (docs/platforms.md). "
+                   "On the CPU training is deterministic already"),
           [](const TrainConfig& t) { return t.deterministic; }),
       string_key("out_dir", &TrainConfig::out_dir,
                  "the run directory (--out overrides it; a relative path is taken from the working directory); "
