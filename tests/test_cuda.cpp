@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "cli_helpers.h"
 #include "fused_check.h"
 #include "helpers.h"
 #include "posenc/compat.h"
@@ -122,6 +123,37 @@ TEST_P(CudaEveryScheme, DeterministicKernelsMakeTwoRunsEqualBitForBit) {
   ASSERT_EQ(params[0].size(), params[1].size());
   for (size_t i = 0; i < params[0].size(); ++i)
     EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << GetParam() << ": parameter " << i << "; " << parted;
+}
+
+TEST(Cuda, DeterministicRunsInTheirOwnProcessesAreEqualBitForBit) {
+  // As a user runs them: two `posenc train` processes, each setting up CUDA
+  // (and cuBLAS's workspace) with train.deterministic from its start. The
+  // in-process case above found none and sinusoidal parting on an H200 with
+  // the GPU shared; this one tells process state from the kernels.
+  POSENC_REQUIRE_CUDA();
+  for (const std::string scheme : {"none", "sinusoidal"}) {
+    std::vector<std::vector<torch::Tensor>> params;
+    std::vector<std::map<int64_t, double>> losses;
+    for (const char* name : {"cli_det_a", "cli_det_b"}) {
+      const fs::path dir = fresh_dir(std::string(name) + "_" + scheme);
+      const auto run = posenc::testing::run_cli(
+          "train " + std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json --no-progress --device cuda --out " +
+          dir.string() + " --set 'model.positional.type=\"" + scheme +
+          "\"' --set model.d_model=32 --set model.heads=2 --set model.layers=2 --set model.d_ff=64"
+          " --set model.dropout=0.1 --set train.steps=12 --set train.batch_size=32 --set train.log_every=1"
+          " --set train.checkpoint_every=12 --set train.eval_every=1000 --set train.val_samples=200"
+          " --set train.deterministic=true --set 'eval.lengths=[8]' --set eval.samples_per_length=64");
+      ASSERT_EQ(run.code, 0) << run.output;
+      params.push_back(posenc::testing::parameters_of((dir / "checkpoint.pt").string()));
+      losses.push_back(logged_losses(dir));
+      fs::remove_all(dir);
+    }
+    ASSERT_EQ(losses[0].size(), 12u);
+    EXPECT_EQ(losses[0], losses[1]) << scheme << ": the logged losses differ";
+    ASSERT_EQ(params[0].size(), params[1].size());
+    for (size_t i = 0; i < params[0].size(); ++i)
+      EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << scheme << ": parameter " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, CudaEveryScheme, ::testing::ValuesIn(scheme_names()),
