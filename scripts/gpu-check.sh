@@ -121,6 +121,8 @@ if wants build; then
     warnings=$(grep -c 'warning:' "$out/build.log" || true)
     own=$(grep 'warning:' "$out/build.log" | grep -c -E "^($root/)?(src|include|tests)/" || true)
     md "" "## Build" "" "$(($(now) - t0)) s with $jobs jobs${POSENC_GPU_BUILD_TARGET:+ (target $POSENC_GPU_BUILD_TARGET)}; compiler warnings: $warnings ($own from posenc's own sources)."
+    # The warnings themselves, so that the report says what they were (the log may not come back).
+    if [ "$warnings" -gt 0 ]; then md "" "The first of them:" "" '```' "$(grep -m 10 'warning:' "$out/build.log")" '```'; fi
     md "$(grep -m1 'NCCL:' "$out/build.log" | sed 's/^-- //')"
   else
     fail "build" "$out/build.log"
