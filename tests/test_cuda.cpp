@@ -48,6 +48,41 @@ Config small_cuda_config(const fs::path& dir, std::initializer_list<std::string>
   return posenc::testing::small_config(dir, overrides);
 }
 
+/// What a finished run left that two runs are compared by (its directory is removed).
+struct RunRecord {
+  std::vector<torch::Tensor> parameters;  ///< the checkpoint's, in model order
+  std::map<int64_t, double> losses;       ///< step -> logged loss
+};
+
+RunRecord take_record(const fs::path& dir) {
+  RunRecord r{posenc::testing::parameters_of((dir / "checkpoint.pt").string()), logged_losses(dir)};
+  fs::remove_all(dir);
+  return r;
+}
+
+/// Expects two runs' parameters equal bit for bit; a failure says where their
+/// logged losses first part: at step 1 the first forward and backward already
+/// differ; later, something that carries from step to step.
+void expect_equal_bit_for_bit(const RunRecord& a, const RunRecord& b, const std::string& what) {
+  std::string parted = "their logged losses are equal at every step";
+  for (const auto& [step, loss] : a.losses) {
+    const auto other = b.losses.find(step);
+    if (other != b.losses.end() && other->second == loss) continue;
+    std::ostringstream where;
+    where << std::setprecision(17) << "their logged losses first differ at step " << step << ": " << loss
+          << " against ";
+    if (other == b.losses.end())
+      where << "none";
+    else
+      where << other->second;
+    parted = where.str();
+    break;
+  }
+  ASSERT_EQ(a.parameters.size(), b.parameters.size()) << what;
+  for (size_t i = 0; i < a.parameters.size(); ++i)
+    EXPECT_TRUE(torch::equal(a.parameters[i], b.parameters[i])) << what << ": parameter " << i << "; " << parted;
+}
+
 }  // namespace
 
 class CudaEveryScheme : public ::testing::TestWithParam<std::string> {};
@@ -90,8 +125,7 @@ TEST_P(CudaEveryScheme, DeterministicKernelsMakeTwoRunsEqualBitForBit) {
   // bits (kernels that add with atomics); with it they must not, or the run
   // must stop naming the operation that has no deterministic kernel.
   POSENC_REQUIRE_CUDA();
-  std::vector<std::vector<torch::Tensor>> params;
-  std::vector<std::map<int64_t, double>> losses;
+  std::vector<RunRecord> runs;
   for (const char* name : {"det_a", "det_b"}) {
     const fs::path dir = fresh_dir(std::string(name) + "_" + GetParam());
     auto c = small_cuda_config(dir, {"model.positional.type=\"" + GetParam() + "\"", "train.steps=12",
@@ -100,29 +134,9 @@ TEST_P(CudaEveryScheme, DeterministicKernelsMakeTwoRunsEqualBitForBit) {
     TrainRequest opts;
     opts.skip_final_eval = true;
     train(c, opts);
-    params.push_back(posenc::testing::parameters_of((dir / "checkpoint.pt").string()));
-    losses.push_back(logged_losses(dir));
-    fs::remove_all(dir);
+    runs.push_back(take_record(dir));
   }
-  // Where the runs part says what to look for: at step 1 the first forward and
-  // backward already differ; later, something that carries from step to step.
-  std::string parted = "their logged losses are equal at every step";
-  for (const auto& [step, loss] : losses[0]) {
-    const auto other = losses[1].find(step);
-    if (other != losses[1].end() && other->second == loss) continue;
-    std::ostringstream where;
-    where << std::setprecision(17) << "their logged losses first differ at step " << step << ": " << loss
-          << " against ";
-    if (other == losses[1].end())
-      where << "none";
-    else
-      where << other->second;
-    parted = where.str();
-    break;
-  }
-  ASSERT_EQ(params[0].size(), params[1].size());
-  for (size_t i = 0; i < params[0].size(); ++i)
-    EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << GetParam() << ": parameter " << i << "; " << parted;
+  expect_equal_bit_for_bit(runs[0], runs[1], GetParam());
 }
 
 TEST(Cuda, DeterministicRunsInTheirOwnProcessesAreEqualBitForBit) {
@@ -132,8 +146,7 @@ TEST(Cuda, DeterministicRunsInTheirOwnProcessesAreEqualBitForBit) {
   // the GPU shared; this one tells process state from the kernels.
   POSENC_REQUIRE_CUDA();
   for (const std::string scheme : {"none", "sinusoidal"}) {
-    std::vector<std::vector<torch::Tensor>> params;
-    std::vector<std::map<int64_t, double>> losses;
+    std::vector<RunRecord> runs;
     for (const char* name : {"cli_det_a", "cli_det_b"}) {
       const fs::path dir = fresh_dir(std::string(name) + "_" + scheme);
       const auto run = posenc::testing::run_cli(
@@ -144,15 +157,11 @@ TEST(Cuda, DeterministicRunsInTheirOwnProcessesAreEqualBitForBit) {
           " --set train.checkpoint_every=12 --set train.eval_every=1000 --set train.val_samples=200"
           " --set train.deterministic=true --set 'eval.lengths=[8]' --set eval.samples_per_length=64");
       ASSERT_EQ(run.code, 0) << run.output;
-      params.push_back(posenc::testing::parameters_of((dir / "checkpoint.pt").string()));
-      losses.push_back(logged_losses(dir));
-      fs::remove_all(dir);
+      runs.push_back(take_record(dir));
     }
-    ASSERT_EQ(losses[0].size(), 12u);
-    EXPECT_EQ(losses[0], losses[1]) << scheme << ": the logged losses differ";
-    ASSERT_EQ(params[0].size(), params[1].size());
-    for (size_t i = 0; i < params[0].size(); ++i)
-      EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << scheme << ": parameter " << i;
+    ASSERT_EQ(runs[0].losses.size(), 12u);
+    EXPECT_EQ(runs[0].losses, runs[1].losses) << scheme << ": the logged losses differ";
+    expect_equal_bit_for_bit(runs[0], runs[1], scheme);
   }
 }
 
