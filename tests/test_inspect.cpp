@@ -45,7 +45,8 @@ TEST(Inspect, ShawsValueTermsAreTheSumOfItsValueVectorAtEachClippedOffset) {
   // with all of query i's weight on key j, the output gains a^V_clip(j-i), whose
   // all-ones read-out is the sum of that row of the table, in every head.
   const int64_t L = 9, H = 2, D = 8, k = 3;
-  const auto& info = find_scheme("shaw");
+  const std::string scheme = "shaw";  // named: GCC 13 warns of a dangling reference for a temporary
+  const auto& info = find_scheme(scheme);
   const SchemeOptions options = resolve_scheme_options(info, {{"max_distance", k}}, "test");
   auto s = info.make({D, H, D / H, 0}, options);
   torch::manual_seed(3);
@@ -137,7 +138,8 @@ TEST(Inspect, ASchemeNotSharedAcrossLayersIsDescribedAtTheBlockAsked) {
   Transformer model = load_model(ckpt, torch::kCPU, &cfg);
   auto second = std::dynamic_pointer_cast<PositionalSchemeImpl>(model->named_children()["positional1"]);
   ASSERT_TRUE(second);
-  const auto& info = find_scheme("t5");
+  const std::string scheme = "t5";  // named: GCC 13 warns of a dangling reference for a temporary
+  const auto& info = find_scheme(scheme);
   const json want = describe_scheme(*second, info, SchemeOptions(cfg.model.positional.options), 8, 2, 16, 8, 0);
   EXPECT_EQ(two["bias"], want["bias"]);
 
