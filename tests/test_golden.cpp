@@ -19,10 +19,14 @@ json golden(const std::string& name) {
   return read_json_file(std::string(POSENC_SOURCE_DIR) + "/tests/golden/" + name + ".json");
 }
 
+// The fixture's "cases", by value: `for (c : golden(n)["cases"])` would iterate
+// a reference into a temporary destroyed before the loop's first pass.
+json golden_cases(const std::string& name) { return golden(name).at("cases"); }
+
 }  // namespace
 
 TEST(Golden, SinusoidalTables) {
-  for (const auto& c : golden("sinusoidal")["cases"]) {
+  for (const auto& c : golden_cases("sinusoidal")) {
     InspectRequest r{"sinusoidal", c["length"], 1, c["dim"], {{"base", c["base"]}, {"layout", c["layout"]}}};
     const auto got = posenc::testing::tensor_of(inspect_scheme(r)["embedding"]);
     EXPECT_TRUE(torch::allclose(got, posenc::testing::tensor_of(c["table"]), tolerance::kFloat32Value,
@@ -32,7 +36,7 @@ TEST(Golden, SinusoidalTables) {
 }
 
 TEST(Golden, RopeRotations) {
-  for (const auto& c : golden("rope")["cases"]) {
+  for (const auto& c : golden_cases("rope")) {
     const int64_t L = c["length"], Dh = c["head_dim"];
     auto rope = posenc::testing::scheme_with(
         "rope", {Dh, 1, Dh, 0}, {{"base", c["base"]}, {"layout", c["layout"]}, {"fraction", c["fraction"]}});
@@ -45,7 +49,7 @@ TEST(Golden, RopeRotations) {
 }
 
 TEST(Golden, AlibiSlopesAndBias) {
-  for (const auto& c : golden("alibi")["cases"]) {
+  for (const auto& c : golden_cases("alibi")) {
     const int64_t H = c["heads"];
     const auto slopes = alibi_slopes(H);
     const auto expected = c["slopes"].get<std::vector<double>>();
@@ -87,7 +91,7 @@ torch::Tensor bias_with(const std::string& type, int64_t heads, int64_t head_dim
 }  // namespace
 
 TEST(Golden, KerpleLogAndPower) {
-  for (const auto& c : golden("kerple")["cases"]) {
+  for (const auto& c : golden_cases("kerple")) {
     const int64_t H = c["r1"].size();
     const auto got =
         bias_with("kerple", H, 4, c["length"], {{"variant", c["variant"]}}, {{"r1", c["r1"]}, {"r2", c["r2"]}});
@@ -98,7 +102,7 @@ TEST(Golden, KerpleLogAndPower) {
 }
 
 TEST(Golden, SandwichBias) {
-  for (const auto& c : golden("sandwich")["cases"]) {
+  for (const auto& c : golden_cases("sandwich")) {
     const auto got = bias_with("sandwich", c["heads"], c["head_dim"], c["length"], {{"base", c["base"]}});
     EXPECT_TRUE(
         torch::allclose(got, posenc::testing::tensor_of(c["bias"]), tolerance::kFloat32Sum, tolerance::kFloat32Sum))
@@ -107,7 +111,7 @@ TEST(Golden, SandwichBias) {
 }
 
 TEST(Golden, RopeScalingModesAndPRope) {
-  for (const auto& c : golden("rope_scaling")["cases"]) {
+  for (const auto& c : golden_cases("rope_scaling")) {
     const int64_t L = c["length"], Dh = c["head_dim"];
     json options = {
         {"base", c["base"]}, {"scaling", c["scaling"]}, {"drop_low_frequencies", c["drop_low_frequencies"]}};
@@ -125,7 +129,7 @@ TEST(Golden, RopeScalingModesAndPRope) {
 }
 
 TEST(Golden, XposScalesQueriesAndKeys) {
-  for (const auto& c : golden("xpos")["cases"]) {
+  for (const auto& c : golden_cases("xpos")) {
     const int64_t L = c["length"], Dh = c["head_dim"];
     auto xpos = posenc::testing::scheme_with(
         "xpos", {Dh, 1, Dh, 0},
@@ -142,7 +146,7 @@ TEST(Golden, XposScalesQueriesAndKeys) {
 }
 
 TEST(Golden, FireWithFixedWeights) {
-  for (const auto& c : golden("fire")["cases"]) {
+  for (const auto& c : golden_cases("fire")) {
     const int64_t H = c["b2"].size(), hidden = c["b1"].size();
     const auto got = bias_with("fire", H, 4, c["length"], {{"hidden", hidden}},
                                {{"hidden.weight", c["w1"]},
@@ -157,7 +161,7 @@ TEST(Golden, FireWithFixedWeights) {
 }
 
 TEST(Golden, CopeWithFixedQueriesKeysAndTable) {
-  for (const auto& c : golden("cope")["cases"]) {
+  for (const auto& c : golden_cases("cope")) {
     const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
     auto cope = posenc::testing::scheme_with("cope", {H * Dh, H, Dh, 0}, {{"max_count", c["max_count"]}});
     cope->to(torch::kFloat64);
@@ -176,18 +180,23 @@ namespace {
 
 json golden_case_value(const json& c, const std::string& key) { return c.contains(key) ? c[key] : json(); }
 
-/// A scheme built with `options`, moved to float64, each parameter named in `values` set from the fixture.
+/// A scheme built with `options`, moved to float64, each parameter or buffer
+/// named in `values` set from the fixture. Setting a value the options also
+/// gave keeps it exact: an option is stored at the model's float32 first, and
+/// 0.7 read back from float32 is 0.7 + 1.2e-8, beyond the float64 tolerance.
 PositionalScheme scheme_with_values(const std::string& type, const SchemeContext& ctx, const json& options,
                                     const std::map<std::string, json>& values) {
   auto s = posenc::testing::scheme_with(type, ctx, options);
   s->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
   auto params = s->named_parameters();
+  auto buffers = s->named_buffers();
   for (const auto& [name, value] : values) {
     if (value.is_null()) continue;
-    EXPECT_TRUE(params.contains(name)) << type << " has no parameter " << name;
-    if (!params.contains(name)) continue;
-    auto target = params[name];
+    const bool found = params.contains(name) || buffers.contains(name);
+    EXPECT_TRUE(found) << type << " has no parameter or buffer " << name;
+    if (!found) continue;
+    auto target = params.contains(name) ? params[name] : buffers[name];
     target.copy_(posenc::testing::tensor_of(value).view(target.sizes()));
   }
   return s;
@@ -196,7 +205,7 @@ PositionalScheme scheme_with_values(const std::string& type, const SchemeContext
 }  // namespace
 
 TEST(Golden, LearnedTableAndItsScaledVariant) {
-  for (const auto& c : golden("learned")["cases"]) {
+  for (const auto& c : golden_cases("learned")) {
     const int64_t L = c["length"], D = c["d_model"];
     const bool scaled = c.value("scaled", false);
     auto s = scheme_with_values("learned", {D, 1, D, 0}, {{"max_positions", c["max_positions"]}, {"scaled", scaled}},
@@ -210,7 +219,7 @@ TEST(Golden, LearnedTableAndItsScaledVariant) {
 }
 
 TEST(Golden, DynamicGatedSinusoids) {
-  for (const auto& c : golden("dynamic")["cases"]) {
+  for (const auto& c : golden_cases("dynamic")) {
     const int64_t L = c["length"], D = c["d_model"];
     auto s = scheme_with_values("dynamic", {D, 1, D, 0}, {{"max_length", c["max_length"]}},
                                 {{"content_scale", c["content_scale"]},
@@ -229,7 +238,7 @@ TEST(Golden, DynamicGatedSinusoids) {
 }
 
 TEST(Golden, ShawKeyAndValueTerms) {
-  for (const auto& c : golden("shaw")["cases"]) {
+  for (const auto& c : golden_cases("shaw")) {
     const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
     const bool head_scales = c.value("head_scales", false);
     auto s = scheme_with_values("shaw", {H * Dh, H, Dh, 0},
@@ -252,7 +261,7 @@ TEST(Golden, ShawKeyAndValueTerms) {
 }
 
 TEST(Golden, TransformerXlScoreTerms) {
-  for (const auto& c : golden("xl")["cases"]) {
+  for (const auto& c : golden_cases("xl")) {
     const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
     auto s = scheme_with_values("xl", {H * Dh, H, Dh, 0}, {{"base", c["base"]}},
                                 {{"u", c["u"]}, {"v", c["v"]}, {"w_r.weight", c["w_r"]}});
@@ -267,11 +276,15 @@ TEST(Golden, TransformerXlScoreTerms) {
 TEST(Golden, ApeAndDecayBiasesWithAndWithoutDirection) {
   for (const std::string type : {"ape", "decay"}) {
     const std::string knob = type == "ape" ? "scale" : "tau";
-    for (const auto& c : golden(type)["cases"]) {
+    for (const auto& c : golden_cases(type)) {
       const int64_t H = c["heads"], L = c["length"];
       const bool directional = c.value("directional", false);
-      auto s = scheme_with_values(type, {H * 4, H, 4, 0}, {{knob, c[knob]}, {"directional", directional}},
-                                  {{"left_offset", golden_case_value(c, "left_offset")},
+      // The scale, or log tau, set again in float64 (scheme_with_values says why).
+      const double knob_value = c[knob];
+      const auto stored = type == "ape" ? std::pair{"scale", knob_value} : std::pair{"log_tau", std::log(knob_value)};
+      auto s = scheme_with_values(type, {H * 4, H, 4, 0}, {{knob, knob_value}, {"directional", directional}},
+                                  {{stored.first, stored.second},
+                                   {"left_offset", golden_case_value(c, "left_offset")},
                                    {"right_offset", golden_case_value(c, "right_offset")}});
       auto bias = s->bias(posenc::testing::arange_positions(L));  // (1, H or 1, L, L)
       EXPECT_TRUE(torch::allclose(bias[0].expand({H, L, L}), posenc::testing::tensor_of(c["bias"]), tolerance::kFloat64,
@@ -282,7 +295,7 @@ TEST(Golden, ApeAndDecayBiasesWithAndWithoutDirection) {
 }
 
 TEST(Golden, DaReweightsTheScores) {
-  for (const auto& c : golden("da")["cases"]) {
+  for (const auto& c : golden_cases("da")) {
     const int64_t H = c["heads"], L = c["length"];
     auto s = scheme_with_values("da", {H * 4, H, 4, 0}, json::object(), {{"w", c["w"]}, {"v", c["v"]}});
     auto out = s->reweight(posenc::testing::tensor_of(c["scores"]).unsqueeze(0), posenc::testing::arange_positions(L));
@@ -292,7 +305,7 @@ TEST(Golden, DaReweightsTheScores) {
 }
 
 TEST(Golden, DapeRefinesAKerpleBiasWithAnMlpOfTheScores) {
-  for (const auto& c : golden("dape")["cases"]) {
+  for (const auto& c : golden_cases("dape")) {
     const int64_t H = c["heads"], L = c["length"];
     auto s = scheme_with_values("dape", {H * 4, H, 4, 0}, {{"hidden", c["hidden"]}},
                                 {{"r1", c["r1"]},
