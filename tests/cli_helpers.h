@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "posenc/util/process.h"
@@ -21,6 +22,14 @@ struct CliRun {
   std::string output;
 };
 
+/// Fails the test if `output` holds a report of AddressSanitizer, LeakSanitizer
+/// or UndefinedBehaviorSanitizer: in a build with them (scripts/test-sanitizers.sh)
+/// a command that met one may still exit with the code its test expects.
+inline void expect_no_sanitizer_report(const std::string& output, const std::string& what) {
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"})
+    if (output.find(marker) != std::string::npos) ADD_FAILURE() << what << " met a sanitizer:\n" << output;
+}
+
 /// Runs `posenc ARGS` (stdout and stderr together), with `VAR=value ...`
 /// added to its environment if given.
 inline CliRun run_cli(const std::string& args, const std::string& variables = "") {
@@ -31,6 +40,7 @@ inline CliRun run_cli(const std::string& args, const std::string& variables = ""
   while (std::fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
   const int status = ::pclose(pipe);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  expect_no_sanitizer_report(r.output, "posenc " + args);
   return r;
 }
 

@@ -7,6 +7,7 @@
 // A command or flag that --help lists without a line in kCommands below fails
 // the first test, the way a scheme without its README row fails the registry's:
 // a new flag joins the contract when it is added.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <sys/mount.h>
@@ -368,6 +369,23 @@ TEST(CliContract, EveryLongRunStopsOnSigtermWithItsOwnLine) {
         << line << ": the command's own line, not the default action:\n"
         << r.output.substr(0, 3000);
   }
+}
+
+// In a build with sanitizers (scripts/test-sanitizers.sh) a command that met
+// one may still exit with the code its test expects: run_cli fails the test on
+// the report in its output.
+TEST(CliContract, ASanitizersReportInACommandsOutputFailsItsTest) {
+  EXPECT_NONFATAL_FAILURE(posenc::testing::expect_no_sanitizer_report(
+                              "src/a.cpp:3:5: runtime error: signed integer overflow", "posenc train"),
+                          "posenc train met a sanitizer");
+  EXPECT_NONFATAL_FAILURE(posenc::testing::expect_no_sanitizer_report(
+                              "==7==ERROR: AddressSanitizer: heap-use-after-free on address", "posenc eval"),
+                          "posenc eval met a sanitizer");
+  EXPECT_NONFATAL_FAILURE(
+      posenc::testing::expect_no_sanitizer_report("==7==ERROR: LeakSanitizer: detected memory leaks", "posenc list"),
+      "posenc list met a sanitizer");
+  posenc::testing::expect_no_sanitizer_report("error: c.json: model.heads: 3 does not divide model.d_model 64",
+                                              "an error of posenc's own");
 }
 
 }  // namespace POSENC_TEST_UNIT
