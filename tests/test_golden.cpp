@@ -19,9 +19,15 @@ json golden(const std::string& name) {
   return read_json_file(std::string(POSENC_SOURCE_DIR) + "/tests/golden/" + name + ".json");
 }
 
-// The fixture's "cases", by value: `for (c : golden(n)["cases"])` would iterate
-// a reference into a temporary destroyed before the loop's first pass.
-json golden_cases(const std::string& name) { return golden(name).at("cases"); }
+// The fixture's "cases", by value. `for (c : golden(n)["cases"])` iterates a
+// reference into a temporary destroyed before the loop's first pass: built
+// that way, these tests ran no case at all from 2026-11-21 to 11-27, and
+// passed. A fixture without cases fails here for the same reason.
+json golden_cases(const std::string& name) {
+  json cases = golden(name).at("cases");
+  EXPECT_FALSE(cases.empty()) << "tests/golden/" << name << ".json has no cases";
+  return cases;
+}
 
 }  // namespace
 
