@@ -27,7 +27,10 @@ struct CliRun {
 /// a command that met one may still exit with the code its test expects.
 inline void expect_no_sanitizer_report(const std::string& output, const std::string& what) {
   for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"})
-    if (output.find(marker) != std::string::npos) ADD_FAILURE() << what << " met a sanitizer:\n" << output;
+    if (output.find(marker) != std::string::npos) {
+      ADD_FAILURE() << what << " met a sanitizer:\n" << output;
+      return;
+    }
 }
 
 /// Runs `posenc ARGS` (stdout and stderr together), with `VAR=value ...`

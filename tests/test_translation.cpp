@@ -338,6 +338,7 @@ TEST(Translation, TrainEvalAndTranslateFromTheCommandLineWithoutTheFile) {
   EXPECT_NE(r.output.find("corpus BLEU over these lengths"), std::string::npos) << r.output;
   const auto results = read_json_file(run + "/results.json");
   EXPECT_EQ(results.at("metric"), "exact_match");
+  ASSERT_EQ(results.at("lengths").size(), 2u) << "eval.lengths=[12,24]";
   for (const auto& length : results.at("lengths")) {
     EXPECT_GE(length.at("bleu").get<double>(), 0.0);
     EXPECT_LE(length.at("bleu").get<double>(), 100.0);
