@@ -27,8 +27,13 @@ suites+=":BatchedMatmul.*:FusedAdamW.*:GradClip.*:Registry/EveryScheme.*:Registr
 suites+=":Sinusoidal.*:Rope.*:Layouts/RopeLayouts.*:RopeScaling.*:Xpos.*:Alibi.*:Kerple.*:Sandwich.*:T5.*"
 suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*"
 
-# The core type OpenBLAS picks here (it prints "Core: NAME" when asked to be verbose).
-picked=$(OPENBLAS_VERBOSE=2 "$tests" --gtest_filter=NoSuchTest 2>&1 | sed -n 's/^Core: //p' | head -1)
+# The core type the suite runs here (OpenBLAS prints "Core: NAME" for each choice
+# when asked to be verbose: its own, then the one posenc switches it to where
+# OpenBLAS does not know the CPU and picked kernels without AVX2).
+cores=$(OPENBLAS_VERBOSE=2 "$tests" --gtest_filter=NoSuchTest 2>&1 | sed -n 's/^Core: //p')
+picked=$(tail -1 <<<"$cores")
+own=$(head -1 <<<"$cores")
+[ "$own" != "$picked" ] && echo "kernel paths: OpenBLAS picks $own on this CPU; posenc runs its $picked kernels"
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
 has() { [[ " $flags " == *" $1 "* ]]; }
 

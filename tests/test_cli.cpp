@@ -142,6 +142,55 @@ TEST(Cli, ResultsRecordTheKernelsTheirNumbersCameFrom) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Environment, OpenBlasKernelsWithoutAvx2AreReplacedOnlyWithOnesTheCpuRuns) {
+  using posenc::faster_blas_kernels;
+  using List = std::vector<std::string>;
+  const posenc::CpuVectorUnits avx512{true, true}, avx2{true, false}, none{};
+  EXPECT_EQ(faster_blas_kernels("Prescott", avx512), (List{"SkylakeX", "Haswell"}));
+  EXPECT_EQ(faster_blas_kernels("Sandybridge", avx2), List{"Haswell"});
+  EXPECT_EQ(faster_blas_kernels("Prescott", none), List{}) << "a CPU without AVX2 keeps OpenBLAS's pick";
+  for (const char* known : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    EXPECT_EQ(faster_blas_kernels(known, avx512), List{}) << known << " means OpenBLAS knew the CPU";
+  EXPECT_EQ(faster_blas_kernels("unknown", avx512), List{}) << "not OpenBLAS";
+}
+
+// On a CPU newer than its OpenBLAS (Debian 12's 0.3.21 on Intel's family 6
+// model 207 picks Prescott), posenc runs the kernels the CPU does, says so,
+// and hands them to the processes it starts; a user's OPENBLAS_CORETYPE wins.
+TEST(Cli, AnOpenBlasThatDoesNotKnowTheCpuIsSwitchedToKernelsTheCpuRuns) {
+  if (posenc::blas_kernels() == "unknown") GTEST_SKIP() << "the BLAS here is not OpenBLAS";
+  const auto dir = posenc::testing::fresh_dir("cli_kernels");
+  const auto train = [&](const std::string& variables) {
+    std::filesystem::remove_all(dir);
+    const CliRun t = posenc::testing::run_cli(
+        "train " + config_path() + " --set train.steps=3 --set eval.lengths=[8] --no-progress --out " + dir.string(),
+        variables);
+    EXPECT_EQ(t.code, 0) << t.output;
+    return std::make_pair(t.output, posenc::read_json_file((dir / "results.json").string()).at("environment"));
+  };
+  // OPENBLAS_VERBOSE=2: OpenBLAS prints "Core: NAME" for each choice it makes, its own first.
+  const auto [output, env] = train("env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2");
+  std::smatch first;
+  ASSERT_TRUE(std::regex_search(output, first, std::regex("Core: (\\w+)"))) << output;
+  const std::string own = first[1];
+  const auto better = posenc::faster_blas_kernels(own, posenc::cpu_vector_units());
+  const bool said = output.find("posenc switched it") != std::string::npos;
+  if (better.empty()) {
+    EXPECT_EQ(env.at("blas_kernels"), own) << "OpenBLAS knew this CPU, or it has nothing faster";
+    EXPECT_FALSE(env.contains("OPENBLAS_CORETYPE")) << env.dump();
+    EXPECT_FALSE(said) << output;
+  } else {
+    const std::string used = env.at("blas_kernels");
+    EXPECT_EQ(std::count(better.begin(), better.end(), used), 1) << own << " replaced by " << used;
+    EXPECT_EQ(env.value("OPENBLAS_CORETYPE", ""), used) << "what the processes it starts load";
+    EXPECT_TRUE(said) << output;
+  }
+  const auto [kept_output, kept] = train("OPENBLAS_CORETYPE=" + own);
+  EXPECT_EQ(kept.at("blas_kernels"), own) << "the user's choice stays";
+  EXPECT_EQ(kept_output.find("posenc switched it"), std::string::npos) << kept_output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, VersionNamesTheCommitItWasBuiltFrom) {
   const CliRun v = run("--version");
   EXPECT_EQ(v.code, 0) << v.output;

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace posenc {
 
@@ -20,10 +21,37 @@ std::string live_blas();
 /// between kernels, and training amplifies that: the same config and seed can
 /// score differently on two machines (docs/platforms.md).
 std::string blas_kernels();
+/// What an x86-64 CPU's vector units let OpenBLAS's kernels use.
+struct CpuVectorUnits {
+  bool avx2_fma = false;  ///< AVX2 and FMA (OpenBLAS's Haswell kernels)
+  bool avx512 = false;    ///< AVX-512 F, CD, BW, DQ and VL (SkylakeX)
+};
+/// This CPU's, as the CPU and the operating system report them (all false off x86-64).
+CpuVectorUnits cpu_vector_units();
+/// The OpenBLAS kernels to use instead of `picked` on a CPU with `units`,
+/// best first, or none where `picked` is to stay: where OpenBLAS picked kernels
+/// without AVX2 on a CPU that has AVX2 and FMA (it does not know the CPU), the
+/// widest the CPU runs: SkylakeX with AVX-512, then Haswell (AVX2), for an
+/// OpenBLAS that lacks the first. (OpenBLAS's Cooperlake and SapphireRapids
+/// kernels add bfloat16 products to SkylakeX's, which float32 training does
+/// not call, and OpenBLAS 0.3.21 cannot be told to use Cooperlake by name.)
+std::vector<std::string> faster_blas_kernels(const std::string& picked, const CpuVectorUnits& units);
+/// Called first in main, before any matrix product. OpenBLAS 0.3.21 (Debian
+/// 12's) takes Intel CPUs newer than it (family 6, model 207) for old ones and
+/// runs its SSE3 "Prescott" kernels there, on which a small decoder trains 2-3x
+/// slower than on the AVX-512 kernels the CPU runs. Where the kernels it picked
+/// are among faster_blas_kernels' cases, this switches OpenBLAS to the first
+/// candidate it has and sets OPENBLAS_CORETYPE to it, so that the processes
+/// posenc starts (a grid's runs, data-parallel ranks, the PyTorch twin) load the
+/// same ones. Leaves everything alone where the user set OPENBLAS_CORETYPE
+/// (their choice, e.g. to reproduce a result) and where the BLAS is not an
+/// OpenBLAS built for several CPUs. Returns the kernels it replaced ("" where none).
+std::string use_the_cpus_blas_kernels();
 /// What a result depends on beyond its config, for results.json and
 /// results_eval.json: posenc's commit, the device, LibTorch's version, the
-/// live BLAS and its kernels, and the kernel overrides a user set
-/// (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY).
+/// live BLAS and its kernels, and the kernel overrides in effect
+/// (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY: set by the user, or
+/// OPENBLAS_CORETYPE by use_the_cpus_blas_kernels).
 nlohmann::json numeric_environment(const std::string& device);
 /// Makes glibc malloc keep freed memory for reuse instead of handing it back
 /// to the kernel (called first thing in main). A training step frees and

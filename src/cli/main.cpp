@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   // a run between checkpoints: writes to the closed pipe fail quietly instead,
   // and the run goes on to its checkpoint and results.
   ::signal(SIGPIPE, SIG_IGN);
+  posenc::use_the_cpus_blas_kernels();
   posenc::tune_malloc_for_training();
   posenc::flush_denormals();
   CLI::App app{"posenc: study positional encodings in transformers"};

@@ -29,6 +29,59 @@ std::string blas_kernels() {
   return name && *name ? std::string(name) : std::string("unknown");
 }
 
+CpuVectorUnits cpu_vector_units() {
+  CpuVectorUnits units;
+#if defined(__x86_64__)
+  // GCC's checks include the operating system's support (XCR0) for the wider registers.
+  __builtin_cpu_init();
+  units.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  units.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512vl");
+#endif
+  return units;
+}
+
+std::vector<std::string> faster_blas_kernels(const std::string& picked, const CpuVectorUnits& units) {
+  // OpenBLAS's x86-64 kernels that use AVX2 or AVX-512: a pick among them knew the CPU.
+  for (const char* fast : {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (picked == fast) return {};
+  if (picked == "unknown" || !units.avx2_fma) return {};  // not OpenBLAS, or nothing faster to run
+  std::vector<std::string> candidates;
+  if (units.avx512) candidates.emplace_back("SkylakeX");
+  candidates.emplace_back("Haswell");
+  return candidates;
+}
+
+namespace {
+std::string replaced_blas_kernels;  ///< OpenBLAS's own pick, where use_the_cpus_blas_kernels replaced it
+}  // namespace
+
+std::string use_the_cpus_blas_kernels() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return "";
+  const std::string picked = blas_kernels();
+  const auto candidates = faster_blas_kernels(picked, cpu_vector_units());
+  // An OpenBLAS built for several CPUs chooses its kernels when it is loaded,
+  // reading OPENBLAS_CORETYPE; these two (exported by such builds) drop that
+  // choice and make it again. No matrix product has run yet.
+  using Hook = void (*)();
+  const auto forget = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  const auto choose = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (candidates.empty() || !forget || !choose) return "";
+  for (const auto& kernels : candidates) {
+    ::setenv("OPENBLAS_CORETYPE", kernels.c_str(), 1);
+    forget();
+    choose();
+    if (blas_kernels() == kernels) return replaced_blas_kernels = picked;
+  }
+  // This OpenBLAS has none of them under those names: back to its own pick.
+  ::setenv("OPENBLAS_CORETYPE", picked.c_str(), 1);
+  forget();
+  choose();
+  ::unsetenv("OPENBLAS_CORETYPE");
+  return "";
+}
+
 nlohmann::json numeric_environment(const std::string& device) {
   nlohmann::json facts = {{"posenc", build_commit()},
                           {"device", device},
@@ -72,6 +125,12 @@ void log_environment() {
   spdlog::info("posenc={} libtorch={} cuda={} threads={} blas={} ({} kernels) malloc={} denormals={}", build_commit(),
                TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no", torch::get_num_threads(), blas,
                blas_kernels(), malloc_mode, denormals_flushed ? "flushed" : "kept");
+  if (!replaced_blas_kernels.empty())
+    spdlog::info(
+        "OpenBLAS took this CPU for an older one and picked its {} kernels; posenc switched it to its {} "
+        "kernels, which this CPU runs, and set OPENBLAS_CORETYPE={} for the processes it starts (set "
+        "OPENBLAS_CORETYPE yourself to choose)",
+        replaced_blas_kernels, blas_kernels(), blas_kernels());
   if (blas.find("openblas") == std::string::npos && blas != "unknown")
     spdlog::warn("the live BLAS is not OpenBLAS: matrix products run ~15x slower (install libopenblas0-openmp)");
 }

@@ -1,0 +1,13 @@
+// The suite's main: GoogleTest's, after the start-up step posenc's own main
+// takes that changes numbers, so that the suite tests what posenc runs.
+#include <gtest/gtest.h>
+
+#include "posenc/environment.h"
+
+int main(int argc, char** argv) {
+  // OpenBLAS's kernels as posenc's main chooses them (and OPENBLAS_CORETYPE
+  // for every posenc the suite starts, which then loads the same ones).
+  posenc::use_the_cpus_blas_kernels();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
