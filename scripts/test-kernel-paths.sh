@@ -40,12 +40,12 @@ has() { [[ " $flags " == *" $1 "* ]]; }
 paths=()   # "NAME|VAR=VALUE"
 case "$picked" in
   SkylakeX | Cooperlake | SapphireRapids)
-    has avx2 && paths+=("OpenBLAS Haswell kernels (this machine picks $picked)|OPENBLAS_CORETYPE=Haswell") ;;
+    has avx2 && paths+=("OpenBLAS Haswell kernels (the suite runs $picked here)|OPENBLAS_CORETYPE=Haswell") ;;
   *)
     if has avx512f; then
-      paths+=("OpenBLAS SkylakeX kernels (this machine picks ${picked:-an unknown core})|OPENBLAS_CORETYPE=SkylakeX")
+      paths+=("OpenBLAS SkylakeX kernels (the suite runs ${picked:-an unknown core} here)|OPENBLAS_CORETYPE=SkylakeX")
     elif has avx2 && [ "$picked" != Haswell ] && [ "$picked" != Zen ]; then
-      paths+=("OpenBLAS Haswell kernels (this machine picks ${picked:-an unknown core})|OPENBLAS_CORETYPE=Haswell")
+      paths+=("OpenBLAS Haswell kernels (the suite runs ${picked:-an unknown core} here)|OPENBLAS_CORETYPE=Haswell")
     else
       echo "kernel paths: skipped another OpenBLAS core type: this CPU has no AVX-512, so no" \
         "SkylakeX kernels, and OpenBLAS already picks ${picked:-its own} (AVX2 or below)"

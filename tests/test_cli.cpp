@@ -155,8 +155,8 @@ TEST(Environment, OpenBlasKernelsWithoutAvx2AreReplacedOnlyWithOnesTheCpuRuns) {
 }
 
 // On a CPU newer than its OpenBLAS (Debian 12's 0.3.21 on Intel's family 6
-// model 207 picks Prescott), posenc runs the kernels the CPU does, says so,
-// and hands them to the processes it starts; a user's OPENBLAS_CORETYPE wins.
+// model 207 picks Prescott), posenc runs the kernels the CPU does, says so and
+// records it; a user's OPENBLAS_CORETYPE wins.
 TEST(Cli, AnOpenBlasThatDoesNotKnowTheCpuIsSwitchedToKernelsTheCpuRuns) {
   if (posenc::blas_kernels() == "unknown") GTEST_SKIP() << "the BLAS here is not OpenBLAS";
   const auto dir = posenc::testing::fresh_dir("cli_kernels");
@@ -177,18 +177,31 @@ TEST(Cli, AnOpenBlasThatDoesNotKnowTheCpuIsSwitchedToKernelsTheCpuRuns) {
   const bool said = output.find("posenc switched it") != std::string::npos;
   if (better.empty()) {
     EXPECT_EQ(env.at("blas_kernels"), own) << "OpenBLAS knew this CPU, or it has nothing faster";
-    EXPECT_FALSE(env.contains("OPENBLAS_CORETYPE")) << env.dump();
+    EXPECT_FALSE(env.contains("blas_kernels_replaced")) << env.dump();
     EXPECT_FALSE(said) << output;
   } else {
     const std::string used = env.at("blas_kernels");
     EXPECT_EQ(std::count(better.begin(), better.end(), used), 1) << own << " replaced by " << used;
-    EXPECT_EQ(env.value("OPENBLAS_CORETYPE", ""), used) << "what the processes it starts load";
+    EXPECT_EQ(env.value("blas_kernels_replaced", ""), own) << env.dump();
     EXPECT_TRUE(said) << output;
   }
+  EXPECT_FALSE(env.contains("OPENBLAS_CORETYPE")) << "no choice of the user's, and none handed down: " << env.dump();
   const auto [kept_output, kept] = train("OPENBLAS_CORETYPE=" + own);
   EXPECT_EQ(kept.at("blas_kernels"), own) << "the user's choice stays";
   EXPECT_EQ(kept_output.find("posenc switched it"), std::string::npos) << kept_output;
+  EXPECT_FALSE(kept.contains("blas_kernels_replaced")) << kept.dump();
   std::filesystem::remove_all(dir);
+}
+
+// The processes posenc starts may run on another machine (a Slurm task, a
+// data-parallel rank on another host), whose CPU may lack the kernels chosen
+// here: the choice is not handed down in OPENBLAS_CORETYPE.
+TEST(Environment, TheKernelSwitchIsNotHandedToOtherProcesses) {
+  if (posenc::replaced_blas_kernels().empty())
+    GTEST_SKIP() << "this suite's process did not switch OpenBLAS's kernels (OpenBLAS knew the CPU, or "
+                    "OPENBLAS_CORETYPE was set)";
+  EXPECT_EQ(std::getenv("OPENBLAS_CORETYPE"), nullptr) << std::getenv("OPENBLAS_CORETYPE");
+  EXPECT_NE(posenc::blas_kernels(), posenc::replaced_blas_kernels());
 }
 
 TEST(Cli, VersionNamesTheCommitItWasBuiltFrom) {

@@ -41,17 +41,19 @@ std::vector<std::string> faster_blas_kernels(const std::string& picked, const Cp
 /// runs its SSE3 "Prescott" kernels there, on which a small decoder trains 2-3x
 /// slower than on the AVX-512 kernels the CPU runs. Where the kernels it picked
 /// are among faster_blas_kernels' cases, this switches OpenBLAS to the first
-/// candidate it has and sets OPENBLAS_CORETYPE to it, so that the processes
-/// posenc starts (a grid's runs, data-parallel ranks, the PyTorch twin) load the
-/// same ones. Leaves everything alone where the user set OPENBLAS_CORETYPE
-/// (their choice, e.g. to reproduce a result) and where the BLAS is not an
-/// OpenBLAS built for several CPUs. Returns the kernels it replaced ("" where none).
+/// candidate it has. Every posenc process does so for its own CPU; nothing is
+/// handed down to the processes it starts, which may run on other machines.
+/// Leaves everything alone where the user set OPENBLAS_CORETYPE (their choice,
+/// e.g. to reproduce a result) and where the BLAS is not an OpenBLAS built for
+/// several CPUs. Returns the kernels it replaced ("" where none).
 std::string use_the_cpus_blas_kernels();
+/// The kernels OpenBLAS picked itself where use_the_cpus_blas_kernels replaced them, else "".
+std::string replaced_blas_kernels();
 /// What a result depends on beyond its config, for results.json and
 /// results_eval.json: posenc's commit, the device, LibTorch's version, the
-/// live BLAS and its kernels, and the kernel overrides in effect
-/// (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY: set by the user, or
-/// OPENBLAS_CORETYPE by use_the_cpus_blas_kernels).
+/// live BLAS and its kernels (and OpenBLAS's own pick, as
+/// `blas_kernels_replaced`, where posenc replaced it), and the kernel
+/// overrides a user set (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY).
 nlohmann::json numeric_environment(const std::string& device);
 /// Makes glibc malloc keep freed memory for reuse instead of handing it back
 /// to the kernel (called first thing in main). A training step frees and

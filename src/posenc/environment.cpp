@@ -54,7 +54,7 @@ std::vector<std::string> faster_blas_kernels(const std::string& picked, const Cp
 }
 
 namespace {
-std::string replaced_blas_kernels;  ///< OpenBLAS's own pick, where use_the_cpus_blas_kernels replaced it
+std::string replaced_kernels;  ///< OpenBLAS's own pick, where use_the_cpus_blas_kernels replaced it
 }  // namespace
 
 std::string use_the_cpus_blas_kernels() {
@@ -68,19 +68,24 @@ std::string use_the_cpus_blas_kernels() {
   const auto forget = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
   const auto choose = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
   if (candidates.empty() || !forget || !choose) return "";
-  for (const auto& kernels : candidates) {
+  const auto choose_as = [&](const std::string& kernels) {
     ::setenv("OPENBLAS_CORETYPE", kernels.c_str(), 1);
     forget();
     choose();
-    if (blas_kernels() == kernels) return replaced_blas_kernels = picked;
+    // Not left set: a process started elsewhere (a Slurm task on another
+    // node, a data-parallel rank on another host) must not be made to load
+    // kernels its CPU may lack. Every posenc process makes this choice itself.
+    ::unsetenv("OPENBLAS_CORETYPE");
+  };
+  for (const auto& kernels : candidates) {
+    choose_as(kernels);
+    if (blas_kernels() == kernels) return replaced_kernels = picked;
   }
-  // This OpenBLAS has none of them under those names: back to its own pick.
-  ::setenv("OPENBLAS_CORETYPE", picked.c_str(), 1);
-  forget();
-  choose();
-  ::unsetenv("OPENBLAS_CORETYPE");
+  choose_as(picked);  // this OpenBLAS has none of them under those names: back to its own pick
   return "";
 }
+
+std::string replaced_blas_kernels() { return replaced_kernels; }
 
 nlohmann::json numeric_environment(const std::string& device) {
   nlohmann::json facts = {{"posenc", build_commit()},
@@ -88,6 +93,7 @@ nlohmann::json numeric_environment(const std::string& device) {
                           {"libtorch", TORCH_VERSION},
                           {"blas", live_blas()},
                           {"blas_kernels", blas_kernels()}};
+  if (!replaced_kernels.empty()) facts["blas_kernels_replaced"] = replaced_kernels;
   for (const char* name : {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"})
     if (const char* value = std::getenv(name)) facts[name] = value;
   return facts;
@@ -125,12 +131,11 @@ void log_environment() {
   spdlog::info("posenc={} libtorch={} cuda={} threads={} blas={} ({} kernels) malloc={} denormals={}", build_commit(),
                TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no", torch::get_num_threads(), blas,
                blas_kernels(), malloc_mode, denormals_flushed ? "flushed" : "kept");
-  if (!replaced_blas_kernels.empty())
+  if (!replaced_kernels.empty())
     spdlog::info(
         "OpenBLAS took this CPU for an older one and picked its {} kernels; posenc switched it to its {} "
-        "kernels, which this CPU runs, and set OPENBLAS_CORETYPE={} for the processes it starts (set "
-        "OPENBLAS_CORETYPE yourself to choose)",
-        replaced_blas_kernels, blas_kernels(), blas_kernels());
+        "kernels, which this CPU runs (set OPENBLAS_CORETYPE to choose)",
+        replaced_kernels, blas_kernels());
   if (blas.find("openblas") == std::string::npos && blas != "unknown")
     spdlog::warn("the live BLAS is not OpenBLAS: matrix products run ~15x slower (install libopenblas0-openmp)");
 }

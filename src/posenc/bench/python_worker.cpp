@@ -1,5 +1,7 @@
 #include "posenc/bench/python_worker.h"
 
+#include "posenc/environment.h"
+
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,7 +26,14 @@ PythonWorker::PythonWorker(const std::string& python, const std::string& script)
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const int rc = posix_spawnp(&pid_, python.c_str(), &actions, nullptr, argv.data(), environ);
+  // The twin runs on this CPU: it gets the OpenBLAS kernels posenc switched to, if it did.
+  std::vector<std::string> variables;
+  for (char** v = environ; *v; ++v) variables.emplace_back(*v);
+  if (!replaced_blas_kernels().empty()) variables.push_back("OPENBLAS_CORETYPE=" + blas_kernels());
+  std::vector<char*> envp;
+  for (auto& v : variables) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  const int rc = posix_spawnp(&pid_, python.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(in[0]);
   ::close(out[1]);

@@ -243,8 +243,11 @@ std::string describe_environment(const json& environment) {
   if (!environment.is_object()) return "not recorded";
   const auto text = [&](const char* key) { return environment.value(key, std::string("unknown")); };
   std::string out = environment.contains("posenc") ? "posenc " + text("posenc") + ", " : "";
-  out += fmt::format("{}, LibTorch {}, BLAS {} ({} kernels)", text("device"), text("libtorch"), text("blas"),
-                     text("blas_kernels"));
+  out += fmt::format("{}, LibTorch {}, BLAS {} ({} kernels{})", text("device"), text("libtorch"), text("blas"),
+                     text("blas_kernels"),
+                     environment.contains("blas_kernels_replaced")
+                         ? ", in place of OpenBLAS's own pick, " + text("blas_kernels_replaced")
+                         : "");
   for (const char* name : {"OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"})
     if (environment.contains(name)) out += fmt::format(", {}={}", name, text(name));
   return out;
