@@ -5,8 +5,8 @@
 #include "posenc/environment.h"
 
 int main(int argc, char** argv) {
-  // OpenBLAS's kernels as posenc's main chooses them (and OPENBLAS_CORETYPE
-  // for every posenc the suite starts, which then loads the same ones).
+  // OpenBLAS's kernels as posenc's main chooses them (each posenc the suite
+  // starts makes the same choice itself: nothing is handed down).
   posenc::use_the_cpus_blas_kernels();
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
