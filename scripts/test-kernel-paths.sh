@@ -29,7 +29,7 @@ suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*"
 
 # The core type the suite runs here (OpenBLAS prints "Core: NAME" for each choice
 # when asked to be verbose: its own, then the one posenc switches it to where
-# OpenBLAS does not know the CPU and picked kernels without AVX2).
+# OpenBLAS does not know the CPU and picked kernels narrower than it runs).
 cores=$(OPENBLAS_VERBOSE=2 "$tests" --gtest_filter=NoSuchTest 2>&1 | sed -n 's/^Core: //p')
 picked=$(tail -1 <<<"$cores")
 own=$(head -1 <<<"$cores")

@@ -142,21 +142,28 @@ TEST(Cli, ResultsRecordTheKernelsTheirNumbersCameFrom) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Environment, OpenBlasKernelsWithoutAvx2AreReplacedOnlyWithOnesTheCpuRuns) {
+TEST(Environment, OpenBlasKernelsNarrowerThanTheCpuAreReplacedOnlyWithOnesTheCpuRuns) {
   using posenc::faster_blas_kernels;
   using List = std::vector<std::string>;
   const posenc::CpuVectorUnits avx512{true, true}, avx2{true, false}, none{};
+  // Below AVX2 (Intel family 6 model 207 under OpenBLAS 0.3.21: Prescott).
   EXPECT_EQ(faster_blas_kernels("Prescott", avx512), (List{"SkylakeX", "Haswell"}));
   EXPECT_EQ(faster_blas_kernels("Sandybridge", avx2), List{"Haswell"});
   EXPECT_EQ(faster_blas_kernels("Prescott", none), List{}) << "a CPU without AVX2 keeps OpenBLAS's pick";
-  for (const char* known : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
-    EXPECT_EQ(faster_blas_kernels(known, avx512), List{}) << known << " means OpenBLAS knew the CPU";
+  // AVX2 kernels on an AVX-512 CPU (15-25% slower than SkylakeX's on AMD's Zen 5).
+  for (const char* avx2_kernels : {"Haswell", "Zen", "Excavator"}) {
+    EXPECT_EQ(faster_blas_kernels(avx2_kernels, avx512), List{"SkylakeX"}) << avx2_kernels;
+    EXPECT_EQ(faster_blas_kernels(avx2_kernels, avx2), List{}) << avx2_kernels << " is the widest an AVX2 CPU runs";
+  }
+  for (const char* avx512_kernels : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    EXPECT_EQ(faster_blas_kernels(avx512_kernels, avx512), List{}) << avx512_kernels << " is as wide as there is";
   EXPECT_EQ(faster_blas_kernels("unknown", avx512), List{}) << "not OpenBLAS";
+  EXPECT_EQ(faster_blas_kernels("Zen5", avx512), List{}) << "kernels newer than the rule are left alone";
 }
 
-// On a CPU newer than its OpenBLAS (Debian 12's 0.3.21 on Intel's family 6
-// model 207 picks Prescott), posenc runs the kernels the CPU does, says so and
-// records it; a user's OPENBLAS_CORETYPE wins.
+// On a CPU newer than its OpenBLAS (Debian 12's 0.3.21 picks Prescott on
+// Intel's family 6 model 207), posenc runs the widest kernels the CPU does,
+// says so and records it; a user's OPENBLAS_CORETYPE wins.
 TEST(Cli, AnOpenBlasThatDoesNotKnowTheCpuIsSwitchedToKernelsTheCpuRuns) {
   if (posenc::blas_kernels() == "unknown") GTEST_SKIP() << "the BLAS here is not OpenBLAS";
   const auto dir = posenc::testing::fresh_dir("cli_kernels");

@@ -29,24 +29,27 @@ struct CpuVectorUnits {
 /// This CPU's, as the CPU and the operating system report them (all false off x86-64).
 CpuVectorUnits cpu_vector_units();
 /// The OpenBLAS kernels to use instead of `picked` on a CPU with `units`,
-/// best first, or none where `picked` is to stay: where OpenBLAS picked kernels
-/// without AVX2 on a CPU that has AVX2 and FMA (it does not know the CPU), the
-/// widest the CPU runs: SkylakeX with AVX-512, then Haswell (AVX2), for an
-/// OpenBLAS that lacks the first. (OpenBLAS's Cooperlake and SapphireRapids
-/// kernels add bfloat16 products to SkylakeX's, which float32 training does
-/// not call, and OpenBLAS 0.3.21 cannot be told to use Cooperlake by name.)
+/// best first, or none where `picked` is to stay. OpenBLAS picks the widest
+/// kernels a CPU runs when it knows the CPU; kernels narrower than the CPU's
+/// widest vector unit mean it did not: each wider set the CPU runs is a
+/// candidate, SkylakeX (AVX-512) before Haswell (AVX2 and FMA), for an
+/// OpenBLAS that lacks the first. A name this rule does not list (not
+/// OpenBLAS, or kernels newer than it) is left alone. (OpenBLAS's Cooperlake
+/// and SapphireRapids kernels add bfloat16 products to SkylakeX's, which
+/// float32 training does not call, and OpenBLAS 0.3.21 cannot be told to use
+/// Cooperlake by name.)
 std::vector<std::string> faster_blas_kernels(const std::string& picked, const CpuVectorUnits& units);
 /// Called first in main, before any matrix product. OpenBLAS 0.3.21 (Debian
-/// 12's) takes Intel CPUs newer than it (family 6, model 207) for old ones and
-/// runs its SSE3 "Prescott" kernels there, on which a small decoder trains 2-3x
-/// slower than on the AVX-512 kernels the CPU runs. Where the kernels it picked
-/// are among faster_blas_kernels' cases, this switches OpenBLAS to the first
-/// candidate it has. Every posenc process does so for its own CPU; nothing is
+/// 12's) takes Intel's family 6 model 207 for an older CPU and runs its SSE3
+/// "Prescott" kernels there, on which a small decoder trains 2-3x slower than
+/// on the AVX-512 kernels the CPU runs (AVX2 kernels on an AVX-512 CPU: 15-25%
+/// slower, measured on AMD's Zen 5). Where faster_blas_kernels names
+/// candidates, this switches OpenBLAS to the first one it has. Every posenc process does so for its own CPU; nothing is
 /// handed down to the processes it starts, which may run on other machines.
 /// Leaves everything alone where the user set OPENBLAS_CORETYPE (their choice,
 /// e.g. to reproduce a result) and where the BLAS is not an OpenBLAS built for
-/// several CPUs. Returns the kernels it replaced ("" where none).
-std::string use_the_cpus_blas_kernels();
+/// several CPUs.
+void use_the_cpus_blas_kernels();
 /// The kernels OpenBLAS picked itself where use_the_cpus_blas_kernels replaced them, else "".
 std::string replaced_blas_kernels();
 /// What a result depends on beyond its config, for results.json and

@@ -42,14 +42,29 @@ CpuVectorUnits cpu_vector_units() {
   return units;
 }
 
+namespace {
+/// How wide a vector unit OpenBLAS's x86-64 kernels of this name use: 0 below
+/// AVX2 (SSE or AVX), 1 AVX2 with FMA, 2 AVX-512; -1 for a name not listed
+/// here (not OpenBLAS, or kernels newer than this list: left alone).
+int kernel_width(const std::string& kernels) {
+  for (const char* name : {"Katmai", "Coppermine",  "Northwood", "Prescott",  "Banias",       "Atom",       "Core2",
+                           "Penryn", "Dunnington",  "Nehalem",   "Athlon",    "Opteron_SSE3", "Opteron",    "Barcelona",
+                           "Nano",   "Sandybridge", "Bobcat",    "Bulldozer", "Piledriver",   "Steamroller"})
+    if (kernels == name) return 0;
+  for (const char* name : {"Haswell", "Zen", "Excavator"})
+    if (kernels == name) return 1;
+  for (const char* name : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (kernels == name) return 2;
+  return -1;
+}
+}  // namespace
+
 std::vector<std::string> faster_blas_kernels(const std::string& picked, const CpuVectorUnits& units) {
-  // OpenBLAS's x86-64 kernels that use AVX2 or AVX-512: a pick among them knew the CPU.
-  for (const char* fast : {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "SapphireRapids"})
-    if (picked == fast) return {};
-  if (picked == "unknown" || !units.avx2_fma) return {};  // not OpenBLAS, or nothing faster to run
+  const int width = kernel_width(picked);
   std::vector<std::string> candidates;
-  if (units.avx512) candidates.emplace_back("SkylakeX");
-  candidates.emplace_back("Haswell");
+  if (width < 0) return candidates;
+  if (units.avx512 && units.avx2_fma && width < 2) candidates.emplace_back("SkylakeX");
+  if (units.avx2_fma && width < 1) candidates.emplace_back("Haswell");
   return candidates;
 }
 
@@ -57,8 +72,8 @@ namespace {
 std::string replaced_kernels;  ///< OpenBLAS's own pick, where use_the_cpus_blas_kernels replaced it
 }  // namespace
 
-std::string use_the_cpus_blas_kernels() {
-  if (std::getenv("OPENBLAS_CORETYPE")) return "";
+void use_the_cpus_blas_kernels() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
   const std::string picked = blas_kernels();
   const auto candidates = faster_blas_kernels(picked, cpu_vector_units());
   // An OpenBLAS built for several CPUs chooses its kernels when it is loaded,
@@ -67,7 +82,7 @@ std::string use_the_cpus_blas_kernels() {
   using Hook = void (*)();
   const auto forget = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
   const auto choose = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
-  if (candidates.empty() || !forget || !choose) return "";
+  if (candidates.empty() || !forget || !choose) return;
   const auto choose_as = [&](const std::string& kernels) {
     ::setenv("OPENBLAS_CORETYPE", kernels.c_str(), 1);
     forget();
@@ -79,10 +94,12 @@ std::string use_the_cpus_blas_kernels() {
   };
   for (const auto& kernels : candidates) {
     choose_as(kernels);
-    if (blas_kernels() == kernels) return replaced_kernels = picked;
+    if (blas_kernels() == kernels) {
+      replaced_kernels = picked;
+      return;
+    }
   }
   choose_as(picked);  // this OpenBLAS has none of them under those names: back to its own pick
-  return "";
 }
 
 std::string replaced_blas_kernels() { return replaced_kernels; }
