@@ -344,14 +344,14 @@ TEST(CompareSummary, BleuIsAveragedOverSeedsAndShownOnlyForTasksThatHaveIt) {
   const std::string md = posenc::summary_to_markdown(s);
   EXPECT_NE(md.find("| BLEU within | BLEU beyond |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 85.0 ± 7.1 | 50.0 ± 14.1 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 0.200 | 8 | - | - |"), std::string::npos) << md;  // the copy row: no BLEU
+  EXPECT_NE(md.find("| 0.200 | 8 | 8 (1) | - | - |"), std::string::npos) << md;  // the copy row: no BLEU
   const json j = posenc::summary_to_json(s);
   EXPECT_DOUBLE_EQ(j["variants"][0]["bleu"]["beyond_training"]["mean"].get<double>(), 50);
   EXPECT_DOUBLE_EQ(j["variants"][0]["lengths"][1]["bleu"]["mean"].get<double>(), 51);
   EXPECT_FALSE(j["variants"][1].contains("bleu"));
   const std::string csv = posenc::summary_to_csv(s);
-  EXPECT_NE(csv.find(",translation,exact_match,85.00,50.00\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find(",copy,exact_match,,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",translation,exact_match,85.00,50.00,8;8\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",copy,exact_match,,,8\n"), std::string::npos) << csv;
 }
 
 TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
@@ -410,6 +410,59 @@ TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
   EXPECT_NE(csv.find("len32_mean,len32_std,len32_ci_lo,len32_ci_hi"), std::string::npos);
   EXPECT_NE(posenc::summary_to_text(s).find("rope-projected-max"), std::string::npos);
   EXPECT_EQ(posenc::summary_to_json(s)["variants"][0]["extrapolation"], 8);
+}
+
+// A row's mean can extrapolate while some seeds fail: "per seed" applies the
+// same rule to each run alone, so a grid says how many seeds get how far.
+TEST(CompareSummary, PerSeedExtrapolationAppliesTheRuleToEachRunAlone) {
+  const auto result = [](int64_t seed, double val, double at16, double at32) {
+    const auto length = [](int64_t L, double score, bool beyond) {
+      return json{{"length", L},
+                  {"n", 100},
+                  {"correct", std::lround(score * 100)},
+                  {"exact_match", score},
+                  {"beyond_training", beyond},
+                  {"by_kind", json::object()}};
+    };
+    return json{{"task", "addition"},
+                {"metric", "exact_match"},
+                {"scheme", "kerple"},
+                {"qkv", "projected"},
+                {"pooling", "max"},
+                {"seed", seed},
+                {"parameters", 100},
+                {"train_seconds", 1.0},
+                {"val_accuracy", val},
+                {"final_train_loss", 0.1},
+                {"lengths", {length(8, val, false), length(16, at16, true), length(32, at32, true)}}};
+  };
+  // Seeds 0 and 3 hold to 32, seed 1 to 16, seed 2 only in training, seed 4 never learned it.
+  // The mean curve (0.69 at 16 against 0.9 in-distribution, below 0.81) stops at 8.
+  auto v = posenc::summarize_variant({result(0, 1.0, 1.0, 0.95), result(1, 1.0, 0.95, 0.5), result(2, 1.0, 0.5, 0.2),
+                                      result(3, 1.0, 1.0, 1.0), result(4, 0.5, 0.0, 0.0)},
+                                     {"s0", "s1", "s2", "s3", "s4"});
+  EXPECT_EQ(v.extrapolation, 8);
+  EXPECT_EQ(v.extrapolation_by_seed, (std::vector<int64_t>{32, 16, 8, 32, posenc::kNotLearned}));
+
+  posenc::ComparisonSummary s;
+  s.train_min_length = 2;
+  s.train_max_length = 10;
+  s.eval_lengths = {8, 16, 32};
+  s.tasks = {"addition"};
+  v.variant = "addition-kerple";
+  s.variants = {v};
+  const std::string md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("| extrapolates to | per seed |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 8 | 32 (2), 16 (1), 8 (1), not learned (1) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("\"per seed\": the same rule on each seed's run alone"), std::string::npos) << md;
+  const json j = posenc::summary_to_json(s);
+  EXPECT_EQ(j["variants"][0]["extrapolation_by_seed"], json({32, 16, 8, 32, "not learned"}));
+  EXPECT_NE(posenc::summary_to_csv(s).find(",32;16;8;32;not learned\n"), std::string::npos);
+
+  // One seed per row: the column would repeat "extrapolates to", and is left out.
+  s.variants = {posenc::summarize_variant({result(0, 1.0, 1.0, 0.95)}, {"s0"})};
+  s.variants[0].variant = "addition-kerple";
+  EXPECT_EQ(posenc::summary_to_markdown(s).find("per seed"), std::string::npos);
 }
 
 TEST(CompareSummary, NamesTheEnvironmentsItsRunsCameFrom) {

@@ -64,6 +64,10 @@ struct VariantSummary {
   /// accuracy >= 0.5 + kRetainedMargin * (val - 0.5); 0 if even the shortest
   /// does not; kNotLearned if val < kLearnedAccuracy.
   int64_t extrapolation = 0;
+  /// The same rule on each run alone (its own in-distribution score and
+  /// curve), in `seeds` order: whether a row's mean extrapolates because every
+  /// seed does or because some do and others fail.
+  std::vector<int64_t> extrapolation_by_seed;
   /// Corpus BLEU over the evaluation lengths within and beyond training
   /// (results.json "bleu"), over seeds; n == 0 for tasks without BLEU.
   Stat bleu_within, bleu_beyond;

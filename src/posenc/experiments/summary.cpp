@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -110,6 +112,23 @@ int64_t perplexity_extrapolation(const std::vector<LengthSummary>& lengths) {
   return out;
 }
 
+/// The extrapolation rule on one run's own scores (results.json).
+int64_t run_extrapolation(const json& r, const std::string& metric) {
+  const std::string key = score_key(metric);
+  std::vector<LengthSummary> lengths;  // only length, beyond_training and the scores are set
+  std::vector<std::pair<int64_t, double>> curve;
+  for (const json& at : r.at("lengths")) {
+    LengthSummary l;
+    l.length = at.at("length");
+    l.beyond_training = at.at("beyond_training");
+    if (at.contains("perplexity")) l.perplexity.mean = number(at.at("perplexity"));
+    lengths.push_back(l);
+    curve.emplace_back(l.length, number(at.contains(key) ? at.at(key) : at.at("accuracy")));
+  }
+  if (metric == "perplexity") return perplexity_extrapolation(lengths);
+  return extrapolation_length(number(r.at("val_accuracy")), curve, metric == "accuracy" ? 0.5 : 0.0);
+}
+
 }  // namespace
 
 VariantSummary summarize_variant(const std::vector<json>& results, const std::vector<std::string>& ids) {
@@ -162,6 +181,7 @@ VariantSummary summarize_variant(const std::vector<json>& results, const std::ve
   v.extrapolation = v.metric == "perplexity"
                         ? perplexity_extrapolation(v.lengths)
                         : extrapolation_length(v.val_accuracy.mean, curve, v.metric == "accuracy" ? 0.5 : 0.0);
+  for (const auto& r : results) v.extrapolation_by_seed.push_back(run_extrapolation(r, v.metric));
   return v;
 }
 
@@ -292,10 +312,29 @@ std::string val_cell(const Stat& s) {
   return s.n > 1 ? fmt::format("{:.3f} ± {:.3f}", s.mean, s.std) : fmt::format("{:.3f}", s.mean);
 }
 
-std::string extrapolation_cell(const VariantSummary& v) {
-  if (v.extrapolation == kNotLearned) return "not learned";
-  if (v.extrapolation == 0) return "none";
-  return std::to_string(v.extrapolation);
+std::string extrapolation_word(int64_t length) {
+  if (length == kNotLearned) return "not learned";
+  if (length == 0) return "none";
+  return std::to_string(length);
+}
+
+std::string extrapolation_cell(const VariantSummary& v) { return extrapolation_word(v.extrapolation); }
+
+/// summary.json's form: the length, or "not learned".
+json extrapolation_json(int64_t length) { return length == kNotLearned ? json("not learned") : json(length); }
+
+/// "50 (5), 40 (1), 30 (3), none (1)": how many seeds extrapolate to each
+/// length on their own, longest first ("not learned" last).
+std::string per_seed_cell(const VariantSummary& v) {
+  std::map<int64_t, int, std::greater<>> seeds_at;
+  for (int64_t length : v.extrapolation_by_seed) ++seeds_at[length];
+  std::vector<std::string> parts;
+  for (const auto& [length, n] : seeds_at) parts.push_back(fmt::format("{} ({})", extrapolation_word(length), n));
+  return join(parts, ", ");
+}
+
+bool several_seeds(const ComparisonSummary& s) {
+  return std::any_of(s.variants.begin(), s.variants.end(), [](const VariantSummary& v) { return v.seeds.size() > 1; });
 }
 
 /// A corpus BLEU cell: "73.1", "73.1 ± 2.4" over seeds, "-" where there is none.
@@ -319,6 +358,8 @@ Table table_rows(const ComparisonSummary& s) {
   for (int64_t L : s.eval_lengths) header.push_back(length_header(s, L));
   header.push_back("beyond mean");
   header.push_back("extrapolates to");
+  const bool per_seed = several_seeds(s);
+  if (per_seed) header.push_back("per seed");
   const bool bleu = any_bleu(s);
   if (bleu) {
     header.push_back("BLEU within");
@@ -335,6 +376,7 @@ Table table_rows(const ComparisonSummary& s) {
     }
     row.push_back(v.beyond_mean < 0 ? "-" : fmt::format("{:.3f}", v.beyond_mean));
     row.push_back(extrapolation_cell(v));
+    if (per_seed) row.push_back(per_seed_cell(v));
     if (bleu) {
       row.push_back(bleu_cell(v.bleu_within));
       row.push_back(bleu_cell(v.bleu_beyond));
@@ -396,7 +438,7 @@ std::string training_differences(const ComparisonSummary& s) {
   return notes.empty() ? "" : " (" + join(notes, "; ") + ")";
 }
 
-std::string protocol_lines(const ComparisonSummary& s) {
+std::string protocol_text(const ComparisonSummary& s) {
   if (!s.variants.empty() && s.variants.front().metric == "perplexity")
     return fmt::format(
         "Language modelling: trained {} steps{} of batch {} at context {}-{}. In-dist: next-character accuracy on "
@@ -435,6 +477,13 @@ std::string protocol_lines(const ComparisonSummary& s) {
       kLearnedAccuracy);
 }
 
+/// The protocol, and what "per seed" counts where the table has that column.
+std::string protocol_lines(const ComparisonSummary& s) {
+  return protocol_text(s) + (several_seeds(s) ? " \"per seed\": the same rule on each seed's run alone, as length "
+                                                "(number of seeds), longest first."
+                                              : "");
+}
+
 }  // namespace
 
 json summary_to_json(const ComparisonSummary& s) {
@@ -460,6 +509,8 @@ json summary_to_json(const ComparisonSummary& s) {
                               {"sequence_rate", stat_json(l.alarmed_sequences)}};
       lengths.push_back(at);
     }
+    json by_seed = json::array();
+    for (int64_t length : v.extrapolation_by_seed) by_seed.push_back(extrapolation_json(length));
     json variant = {{"variant", v.variant},
                     {"task", v.task},
                     {"length_unit", length_unit_of(v.task)},
@@ -477,7 +528,8 @@ json summary_to_json(const ComparisonSummary& s) {
                     {"final_train_loss", stat_json(v.final_loss)},
                     {"lengths", lengths},
                     {"beyond_mean", v.beyond_mean < 0 ? json(nullptr) : json(v.beyond_mean)},
-                    {"extrapolation", v.extrapolation == kNotLearned ? json("not learned") : json(v.extrapolation)}};
+                    {"extrapolation", extrapolation_json(v.extrapolation)},
+                    {"extrapolation_by_seed", by_seed}};
     if (v.has_bleu())
       variant["bleu"] = {{"within_training", v.bleu_within.n ? stat_json(v.bleu_within) : json(nullptr)},
                          {"beyond_training", v.bleu_beyond.n ? stat_json(v.bleu_beyond) : json(nullptr)}};
@@ -513,7 +565,7 @@ std::string summary_to_csv(const ComparisonSummary& s) {
   std::ostringstream out;
   out << "variant,scheme,qkv,pooling,seeds,parameters,train_seconds,val_mean,val_std";
   for (int64_t L : s.eval_lengths) out << fmt::format(",len{0}_mean,len{0}_std,len{0}_ci_lo,len{0}_ci_hi", L);
-  out << ",beyond_mean,extrapolation,task,metric,bleu_within,bleu_beyond\n";
+  out << ",beyond_mean,extrapolation,task,metric,bleu_within,bleu_beyond,extrapolation_by_seed\n";
   for (const auto& v : s.variants) {
     out << fmt::format("{},{},{},{},{},{},{:.2f},{:.4f},{:.4f}", v.variant, v.scheme, v.qkv, v.pooling, v.seeds.size(),
                        v.parameters, v.train_seconds.mean, v.val_accuracy.mean, v.val_accuracy.std);
@@ -527,7 +579,10 @@ std::string summary_to_csv(const ComparisonSummary& s) {
     out << "," << (v.beyond_mean < 0 ? "" : fmt::format("{:.4f}", v.beyond_mean)) << ","
         << (v.extrapolation == kNotLearned ? "not learned" : std::to_string(v.extrapolation)) << "," << v.task << ","
         << v.metric << "," << (v.bleu_within.n ? fmt::format("{:.2f}", v.bleu_within.mean) : "") << ","
-        << (v.bleu_beyond.n ? fmt::format("{:.2f}", v.bleu_beyond.mean) : "") << "\n";
+        << (v.bleu_beyond.n ? fmt::format("{:.2f}", v.bleu_beyond.mean) : "") << ",";
+    for (size_t i = 0; i < v.extrapolation_by_seed.size(); ++i)
+      out << (i ? ";" : "") << extrapolation_word(v.extrapolation_by_seed[i]);  // in the order of summary.json's seeds
+    out << "\n";
   }
   return out.str();
 }
