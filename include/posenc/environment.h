@@ -44,8 +44,9 @@ std::vector<std::string> faster_blas_kernels(const std::string& picked, const Cp
 /// "Prescott" kernels there, on which a small decoder trains 2-3x slower than
 /// on the AVX-512 kernels the CPU runs (AVX2 kernels on an AVX-512 CPU: 15-25%
 /// slower, measured on AMD's Zen 5). Where faster_blas_kernels names
-/// candidates, this switches OpenBLAS to the first one it has. Every posenc process does so for its own CPU; nothing is
-/// handed down to the processes it starts, which may run on other machines.
+/// candidates, this switches OpenBLAS to the first one it has. Every posenc
+/// process does so for its own CPU; nothing is handed down to the processes it
+/// starts, which may run on other machines.
 /// Leaves everything alone where the user set OPENBLAS_CORETYPE (their choice,
 /// e.g. to reproduce a result) and where the BLAS is not an OpenBLAS built for
 /// several CPUs.
