@@ -59,6 +59,13 @@ int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<in
 
 namespace {
 
+/// A run's score at one evaluation length (results.json "lengths" entry): under
+/// its metric's `key`; results written before each metric had its own key held
+/// every score as "accuracy".
+double score_at(const json& at, const std::string& key) {
+  return number(at.contains(key) ? at.at(key) : at.at("accuracy"));
+}
+
 /// The runs' scores at their li-th evaluation length: per-run means and
 /// deviations, the pooled Wilson interval, per example kind.
 LengthSummary summarize_length(const std::vector<json>& results, size_t li) {
@@ -68,14 +75,12 @@ LengthSummary summarize_length(const std::vector<json>& results, size_t li) {
   ls.beyond_training = first.at("beyond_training");
   std::vector<double> acc, perplexity, bleu, alarms, alarmed;
   std::map<std::string, std::vector<double>> kinds;
-  // The score is under its metric's key; results written before each metric had
-  // its own key held every score as "accuracy".
   const std::string key = score_key(results[0].value("metric", std::string("accuracy")));
   for (const auto& r : results) {
     const json& at = r.at("lengths").at(li);
     if (at.at("length") != ls.length)
       throw std::runtime_error("runs of one variant were evaluated at different lengths");
-    acc.push_back(number(at.contains(key) ? at.at(key) : at.at("accuracy")));
+    acc.push_back(score_at(at, key));
     if (at.contains("perplexity")) perplexity.push_back(number(at.at("perplexity")));
     if (at.contains("bleu")) bleu.push_back(number(at.at("bleu")));
     if (at.contains("false_alarms")) {
@@ -123,7 +128,7 @@ int64_t run_extrapolation(const json& r, const std::string& metric) {
     l.beyond_training = at.at("beyond_training");
     if (at.contains("perplexity")) l.perplexity.mean = number(at.at("perplexity"));
     lengths.push_back(l);
-    curve.emplace_back(l.length, number(at.contains(key) ? at.at(key) : at.at("accuracy")));
+    curve.emplace_back(l.length, score_at(at, key));
   }
   if (metric == "perplexity") return perplexity_extrapolation(lengths);
   return extrapolation_length(number(r.at("val_accuracy")), curve, metric == "accuracy" ? 0.5 : 0.0);
@@ -322,6 +327,11 @@ std::string extrapolation_cell(const VariantSummary& v) { return extrapolation_w
 
 /// summary.json's form: the length, or "not learned".
 json extrapolation_json(int64_t length) { return length == kNotLearned ? json("not learned") : json(length); }
+
+/// summary.csv's form, the same: the length (0: none), or "not learned".
+std::string extrapolation_field(int64_t length) {
+  return length == kNotLearned ? "not learned" : std::to_string(length);
+}
 
 /// "50 (5), 40 (1), 30 (3), none (1)": how many seeds extrapolate to each
 /// length on their own, longest first ("not learned" last).
@@ -577,11 +587,11 @@ std::string summary_to_csv(const ComparisonSummary& s) {
         out << fmt::format(",{:.4f},{:.4f},{:.4f},{:.4f}", it->accuracy.mean, it->accuracy.std, it->ci_lo, it->ci_hi);
     }
     out << "," << (v.beyond_mean < 0 ? "" : fmt::format("{:.4f}", v.beyond_mean)) << ","
-        << (v.extrapolation == kNotLearned ? "not learned" : std::to_string(v.extrapolation)) << "," << v.task << ","
-        << v.metric << "," << (v.bleu_within.n ? fmt::format("{:.2f}", v.bleu_within.mean) : "") << ","
+        << extrapolation_field(v.extrapolation) << "," << v.task << "," << v.metric << ","
+        << (v.bleu_within.n ? fmt::format("{:.2f}", v.bleu_within.mean) : "") << ","
         << (v.bleu_beyond.n ? fmt::format("{:.2f}", v.bleu_beyond.mean) : "") << ",";
     for (size_t i = 0; i < v.extrapolation_by_seed.size(); ++i)
-      out << (i ? ";" : "") << extrapolation_word(v.extrapolation_by_seed[i]);  // in the order of summary.json's seeds
+      out << (i ? ";" : "") << extrapolation_field(v.extrapolation_by_seed[i]);  // in the order of summary.json's seeds
     out << "\n";
   }
   return out.str();
