@@ -76,6 +76,14 @@ void GraphCache::run(const std::string& key, const std::function<void()>& work) 
     }
     graph->capture_end();
   }
+  // capture_begin set the CUDA generator's seed and offset tensors for the
+  // capture (LibTorch's CUDAGeneratorState::capture_prologue: offset 0) with
+  // kernels on the side stream; the replay below sets them to the run's offset
+  // on the current stream. Nothing orders the two streams, so on a GPU busy
+  // with other processes the side stream's write could land last and the
+  // replay draw its dropout masks from offset 0 (seen on an H200: two runs of
+  // one config with train.deterministic parted at capture steps). Wait for it.
+  torch::cuda::synchronize();
   if (!s.has_pool) {
     s.pool = graph->pool();
     s.has_pool = true;
