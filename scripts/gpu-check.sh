@@ -7,7 +7,7 @@
 #
 # Usage: scripts/gpu-check.sh [REPORT_DIR] [STAGE ...]
 #   REPORT_DIR  where gpu-report.md and the stage logs go (default runs/gpu-check)
-#   STAGE       any of: build test train compare bench profile scan jobs grid
+#   STAGE       any of: build test train compare bench profile scan jobs grid determinism
 #               (default: build test train compare bench, in that order)
 #     profile   the large model in bf16 (none, t5): posenc's phases, and the
 #               PyTorch twin's GPU time by kind of kernel (torch.profiler)
@@ -24,6 +24,8 @@
 #               configs/decoder_extrapolation_compare.json) with --jobs
 #               POSENC_GPU_GRID_JOBS (16) in POSENC_GPU_GRID_DIR, continued
 #               there by the next grid stage if the time runs out
+#     determinism the CUDA determinism cases, two copies a round beside four
+#               eager SCAN trainings, for what time is left
 #
 # LibTorch: $TORCH_PREFIX, else the one inside python3's torch package
 # (torch.utils.cmake_prefix_path). CLI11, spdlog, fmt, nlohmann_json and
@@ -370,6 +372,60 @@ if wants grid; then
     else
       fail "grid" "$out/grid.log"
     fi
+  fi
+fi
+
+if wants determinism; then
+  # The CUDA determinism cases (two runs of one config with train.deterministic
+  # must end bit-equal, for every scheme) with the GPU busy: four eager SCAN
+  # trainings and a second copy of the cases beside each copy, in rounds of two
+  # copies for what the time allows. Alone on the GPU the cases hide races
+  # between the host and the GPU's streams that a shared GPU shows.
+  tests_bin="$root/$build/posenc_tests"
+  if [ "$(left)" -lt 90 ] || [ ! -x "$tests_bin" ]; then
+    not_run "Determinism under load" "$(left) s were left of the time limit, or $tests_bin was not built"
+  else
+    load_seconds=$(($(left) - 20))
+    say "determinism: the CUDA determinism cases beside four SCAN trainings, for at most $load_seconds s"
+    load=()
+    for s in 0 1 2 3; do  # 50,000 steps: they outlast the rounds, which stop them
+      timeout -s TERM "$load_seconds" "$bin" train configs/scan_published.json --device cuda --set train.seed=$s \
+        --set train.steps=50000 \
+        --out "$out/det-load-$s" --no-progress >"$out/det-load-$s.log" 2>&1 &
+      load+=($!)
+    done
+    md "" "## Determinism under load: \`*Cuda*Deterministic*\`, two copies a round beside four SCAN trainings" ""
+    md "| round | copy | s | cases passed | cases failed (where the runs part) |" "|---:|---|---:|---:|---|"
+    round=0
+    while [ "$(left)" -gt 130 ]; do
+      round=$((round + 1))
+      t0=$(now)
+      copies=()
+      for copy in a b; do
+        (cd "$build" && OMP_NUM_THREADS=1 timeout 120 "$tests_bin" --gtest_filter='*Cuda*Deterministic*' \
+          >"$out/det-$round-$copy.log" 2>&1) &
+        copies+=($!)
+      done
+      wait "${copies[@]}"
+      for copy in a b; do
+        f="$out/det-$round-$copy.log"
+        passed=$(grep -cE '^\[       OK \]' "$f")
+        # Each failed case, with where each of its pairs of runs parted.
+        failed=$(grep -E '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$f" |
+          sed -E 's/.*\/([a-z0-9_]+), where.*/\1/; s/^\[  FAILED  \] ([^ ]+).*/\1/' |
+          while read -r name; do
+            where=$(grep -E "^$name logging every [0-9]+ steps: parameter" "$f" |
+              sed -E 's/: parameter [0-9]+;.*first differ at step ([0-9]+).*/ parted at step \1/; s/: parameter [0-9]+;.*equal at every logged step.*/: losses equal, weights not/' |
+              sort -u | paste -sd, - | sed 's/,/, /g')
+            printf '%s; ' "${where:-$name}"
+          done)
+        md "| $round | $copy | $(($(now) - t0)) | $passed | ${failed:-none} |"
+      done
+    done
+    kill -TERM "${load[@]}" 2>/dev/null
+    wait "${load[@]}" 2>/dev/null
+    [ $round -eq 0 ] && md "| - | - | - | - | not run: $(left) s were left |"
+    md "" "The case names the step at which its two runs' logged losses first part."
   fi
 fi
 
