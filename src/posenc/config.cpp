@@ -121,6 +121,11 @@ const std::vector<Key<ModelConfig>>& model_keys() {
 const std::vector<Key<ModelConfig>>& attention_keys() {
   static const std::vector<Key<ModelConfig>> keys = {
       choice_key("qkv", &ModelConfig::qkv, "where attention's queries, keys and values come from"),
+      float_key("log_length_scale", &ModelConfig::log_length_scale, 0.0, 100.0,
+                "0: the plain softmax; s > 0: Scalable-Softmax (Nakanishi 2025): every attention's logits of a "
+                "query that sees n keys (after the causal mask and padding) are multiplied by s_h log n, s_h "
+                "learned per head and layer from s (the paper's figure uses 0.43), so that attention does not "
+                "flatten as sequences grow; a query that sees one key is unchanged"),
   };
   return keys;
 }

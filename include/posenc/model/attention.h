@@ -4,7 +4,7 @@
 // handed in directly (attend), which is how the "embedded QKV" first block
 // works (Attention Positional Encoding, Bhorania: docs/sources.md). The positional scheme's hooks are called here and nowhere
 // else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
-// causal mask -> softmax -> probs·v (+ value_terms).
+// (* s_h log n, Scalable-Softmax, where on) -> causal mask -> softmax -> probs·v (+ value_terms).
 #pragma once
 
 #include <torch/torch.h>
@@ -29,6 +29,9 @@ struct MultiHeadAttentionOptions {
   TORCH_ARG(bool, project_input) = true;
   /// A query sees the keys whose position id is not greater than its own.
   TORCH_ARG(bool, causal) = false;
+  /// > 0: Scalable-Softmax, the logits of a query that sees n keys times
+  /// s_h log n, with s_h learned per head and starting here; 0: none.
+  TORCH_ARG(double, log_length_scale) = 0.0;
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
@@ -56,6 +59,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
 
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)
+  /// Scalable-Softmax's s_h log n (1|B, H, Lq|1, 1), n the keys a query sees under mask
+  /// (1|B, 1, Lq|1, Lk, 0 or -inf; undefined: all `keys`).
+  torch::Tensor length_factor(const torch::Tensor& mask, int64_t keys) const;
 
   int64_t d_model_, heads_, head_dim_;
   double dropout_;
@@ -63,6 +69,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   bool keep_weights_ = false;
   bool force_explicit_ = false;
   torch::Tensor last_weights_;
+  torch::Tensor length_scale_;  ///< (H) s_h of Scalable-Softmax; undefined when it is off
   torch::nn::Linear qkv_{nullptr}, out_{nullptr};
   torch::nn::Dropout attn_drop_{nullptr};
 };

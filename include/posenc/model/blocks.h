@@ -24,6 +24,8 @@ struct BlockOptions {
   TORCH_ARG(bool, causal) = false;
   /// false: the block's attention has no W_qkv and is handed q, k, v (the embedded-QKV first block).
   TORCH_ARG(bool, project_input) = true;
+  /// Scalable-Softmax in every attention of the block (MultiHeadAttentionOptions).
+  TORCH_ARG(double, log_length_scale) = 0.0;
 };
 
 class BlockImpl : public torch::nn::Module {

@@ -20,6 +20,16 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   if (options.project_input()) qkv_ = register_module("qkv", torch::nn::Linear(d_model_, 3 * d_model_));
   out_ = register_module("out", torch::nn::Linear(d_model_, d_model_));
   attn_drop_ = register_module("attn_drop", torch::nn::Dropout(dropout_));
+  if (options.log_length_scale() > 0)
+    length_scale_ = register_parameter("length_scale", torch::full({heads_}, options.log_length_scale()));
+}
+
+torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, int64_t keys) const {
+  // n: the keys each query sees, after the causal mask and padding.
+  const auto n = mask.defined()
+                     ? mask.eq(0).sum(-1, /*keepdim=*/true).to(torch::kFloat).clamp_min(1)  // (1|B, 1, Lq, 1)
+                     : torch::full({1, 1, 1, 1}, static_cast<double>(keys), length_scale_.options());
+  return length_scale_.view({1, heads_, 1, 1}) * n.log();  // (1|B, H, Lq|1, 1)
 }
 
 torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const {
@@ -79,9 +89,18 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     mask = mask.defined() ? mask + padding : padding;  // (B, 1, Lq|1, Lk)
   }
 
+  // Scalable-Softmax: every logit of a query that sees n keys times s_h log n.
+  // The mask is added after it: a query with one key has the factor 0.
+  const torch::Tensor factor = length_scale_.defined() ? length_factor(mask, k.size(2)) : torch::Tensor();
+
   torch::Tensor ctx;  // (B, H, L, Dh)
   if (compat::kHasSdpa && caps.fits_fused_attention() && !keep_weights_ && !force_explicit_) {
     // Fused kernel; the bias becomes an additive float mask in the query dtype.
+    // The factor scales q (so q·k) and the bias.
+    if (factor.defined()) {
+      q = q * factor.to(q.scalar_type());
+      if (bias.defined()) bias = bias * factor;
+    }
     torch::Tensor additive = bias.defined() && mask.defined() ? bias + mask : bias.defined() ? bias : mask;
     ctx = compat::scaled_dot_product_attention(q, k, v, additive.defined() ? additive.to(q.scalar_type()) : additive,
                                                is_training() ? dropout_ : 0.0);
@@ -93,6 +112,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     scores = scores * scale;
     if (bias.defined()) scores = scores + bias;
     if (caps.reweight) scores = scheme->reweight(scores, pos);
+    if (factor.defined()) scores = scores * factor;
     if (mask.defined()) scores = scores + mask;       // after reweighting, which may scale the scores
     auto probs = torch::softmax(scores, /*dim=*/-1);  // (B, H, L, L)
     if (keep_weights_) last_weights_ = probs.detach();

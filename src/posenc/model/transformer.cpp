@@ -109,7 +109,8 @@ void TransformerImpl::register_stack(bool causal) {
     blocks_.push_back(Block(BlockOptions(cfg_.d_model, cfg_.heads, cfg_.d_ff)
                                 .dropout(cfg_.dropout)
                                 .causal(causal)
-                                .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))));
+                                .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))
+                                .log_length_scale(cfg_.log_length_scale)));
     blocks->push_back(blocks_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
