@@ -1,0 +1,173 @@
+// Scalable-Softmax (model.attention.log_length_scale, Nakanishi 2025): the
+// logits of a query that sees n keys times s_h log n. Its formula against an
+// independent computation, the property it exists for (attention on a key that
+// stands out does not fade as n grows), n counted after the mask and padding,
+// the fused path and the KV cache agreeing with the explicit whole-sequence
+// forward, and the option's parameters.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "helpers.h"
+#include "posenc/compat.h"
+#include "posenc/model/attention.h"
+#include "posenc/model/decoder.h"
+#include "posenc/model/transformer.h"
+
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
+using namespace posenc;
+using posenc::testing::arange_positions;
+using posenc::testing::scheme_with;
+
+namespace {
+
+/// Attention fed q, k, v directly, with s_h set per head.
+MultiHeadAttention scaled_attention(int64_t d_model, int64_t heads, bool causal, const std::vector<double>& s) {
+  MultiHeadAttention attention(
+      MultiHeadAttentionOptions(d_model, heads).project_input(false).causal(causal).log_length_scale(0.43));
+  torch::NoGradGuard no_grad;
+  attention->named_parameters()["length_scale"].copy_(torch::tensor(s, torch::kFloat));
+  attention->eval();
+  attention->keep_weights(true);  // the explicit path, which keeps its weights
+  return attention;
+}
+
+Config decoder_config(const std::string& scheme, double s) {
+  return posenc::testing::small_next_token_config("decoder", scheme,
+                                                  {"model.attention.log_length_scale=" + std::to_string(s)});
+}
+
+}  // namespace
+
+TEST(ScalableSoftmax, WeightsAreTheSoftmaxOfTheLogitsTimesSLogN) {
+  // Causal attention with ALiBi's bias: query i sees n_i = i + 1 keys, and its
+  // weights must be softmax_j(s_h log(n_i) (q_i.k_j / sqrt(Dh) + b_ij)),
+  // computed here in float64 from the same q, k and bias.
+  torch::manual_seed(0);
+  const int64_t L = 7, D = 16, H = 2, Dh = D / H;
+  const std::vector<double> s = {0.3, 0.9};
+  auto attention = scaled_attention(D, H, /*causal=*/true, s);
+  auto alibi = scheme_with("alibi", {D, H, Dh, 0, true});
+  const auto pos = arange_positions(L);
+  const auto q = torch::randn({1, L, D}), k = torch::randn({1, L, D}), v = torch::randn({1, L, D});
+  torch::NoGradGuard no_grad;
+  attention->attend(q, k, v, alibi.get(), pos);
+  const auto weights = attention->last_weights().to(torch::kFloat64);  // (1, H, L, L)
+
+  const auto qh = q.view({L, H, Dh}).transpose(0, 1).to(torch::kFloat64);  // (H, L, Dh)
+  const auto kh = k.view({L, H, Dh}).transpose(0, 1).to(torch::kFloat64);
+  const auto bias = alibi->bias(pos).to(torch::kFloat64).view({H, L, L});
+  const auto z = torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(static_cast<double>(Dh)) + bias;  // (H, L, L)
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i) {
+      const auto logits = z[h][i].narrow(0, 0, i + 1) * (s[h] * std::log(static_cast<double>(i + 1)));
+      const auto expected = torch::softmax(logits, 0);
+      const auto got = weights[0][h][i];
+      EXPECT_TRUE(torch::allclose(got.narrow(0, 0, i + 1), expected, tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+          << "head " << h << " query " << i;
+      EXPECT_EQ(got.narrow(0, i + 1, L - i - 1).abs().sum().item<double>(), 0.0) << "a key right of query " << i;
+    }
+}
+
+TEST(ScalableSoftmax, AttentionOnAKeyThatStandsOutDoesNotFadeAsKeysAreAdded) {
+  // The paper's example: one key scores +3, the n - 1 others -2. Softmax gives
+  // the first e^5 / (e^5 + n - 1), which falls towards 0 as n grows (0.37 at
+  // n = 256); with s = 0.43 it is 1 / (1 + (n - 1) n^(-5 s)), which rises
+  // towards 1 (0.998 at n = 256).
+  const int64_t D = 4;
+  auto attention = scaled_attention(D, 1, /*causal=*/false, {0.43});
+  torch::NoGradGuard no_grad;
+  const auto q = torch::tensor({2.0f, 0.0f, 0.0f, 0.0f}).view({1, 1, D});  // q.k / sqrt(4) = k_0
+  double previous = 0.0;
+  for (const int64_t n : {4, 16, 64, 256}) {
+    auto k = torch::zeros({1, n, D});
+    k.select(2, 0).fill_(-2.0f);
+    k[0][0][0] = 3.0f;
+    const auto v = torch::randn({1, n, D});
+    attention->attend(q, k, v, nullptr, Positions{});
+    const double top = attention->last_weights()[0][0][0][0].item<double>();
+    const double n_d = static_cast<double>(n);
+    EXPECT_NEAR(top, 1.0 / (1.0 + (n_d - 1.0) * std::pow(n_d, -5.0 * 0.43)), tolerance::kFloat32Sum) << n;
+    EXPECT_GE(top, previous) << "fades at n = " << n;
+    previous = top;
+  }
+  EXPECT_GT(previous, 0.99);
+  EXPECT_LT(std::exp(5.0) / (std::exp(5.0) + 255.0), 0.4);  // what the plain softmax gives at 256
+}
+
+TEST(ScalableSoftmax, PaddingKeysAreNotCounted) {
+  // A padded key gets no weight and does not count in n: the real keys'
+  // weights are those of the same attention over the real keys alone.
+  torch::manual_seed(1);
+  const int64_t D = 8, H = 2, real = 5, padded = 9;
+  auto attention = scaled_attention(D, H, /*causal=*/false, {0.5, 1.5});
+  torch::NoGradGuard no_grad;
+  const auto q = torch::randn({1, 3, D}), k = torch::randn({1, padded, D}), v = torch::randn({1, padded, D});
+  Positions with_padding;
+  with_padding.key_padding = torch::arange(padded).ge(real).view({1, padded});  // (1, Lk)
+  attention->attend(q, k, v, nullptr, with_padding);
+  const auto weights = attention->last_weights().narrow(3, 0, real).clone();
+  attention->attend(q, k.narrow(1, 0, real), v.narrow(1, 0, real), nullptr, Positions{});
+  EXPECT_TRUE(torch::allclose(weights, attention->last_weights(), tolerance::kFloat32Sum, tolerance::kFloat32Sum));
+}
+
+TEST(ScalableSoftmax, KvCacheAndTheFusedPathGiveTheExplicitWholeSequencesLogits) {
+  // n is counted per query: a decoder step from the cache sees as many keys
+  // as its row of the whole sequence's causal mask.
+  for (const char* scheme : {"none", "rope", "alibi", "kerple"}) {
+    auto model = posenc::testing::random_positional_model<Decoder>(decoder_config(scheme, 0.7).model, 2);
+    torch::NoGradGuard no_grad;
+    const auto tokens = torch::randint(1, 17, {2, 14}, torch::kLong);
+    model->force_explicit_attention(true);
+    const auto whole = model->forward(tokens);  // (2, 14, 18)
+    KVCache cache;
+    std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 5), cache)};
+    for (int64_t t = 5; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
+    const auto cached = torch::cat(steps, 1);
+    EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
+        << scheme << ": " << (cached - whole).abs().max().item<double>();
+    if (compat::kHasSdpa) {
+      model->force_explicit_attention(false);
+      const auto fused = model->forward(tokens);
+      EXPECT_TRUE(torch::allclose(fused, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
+          << scheme << ": " << (fused - whole).abs().max().item<double>();
+    }
+  }
+  // And the option is not a no-op: the same weights without it give other logits.
+  auto with = posenc::testing::random_positional_model<Decoder>(decoder_config("alibi", 0.7).model, 3);
+  auto without = posenc::testing::random_positional_model<Decoder>(decoder_config("alibi", 0.0).model, 3);
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::randint(1, 17, {2, 14}, torch::kLong);
+  EXPECT_FALSE(torch::allclose(with->forward(tokens), without->forward(tokens), tolerance::kFloat32Model,
+                               tolerance::kFloat32Model));
+}
+
+TEST(ScalableSoftmax, OnePerHeadScaleInEveryAttentionOnlyWhenOn) {
+  // Off (the default, 0) adds no parameter, so earlier checkpoints load; on,
+  // every attention (self and cross) learns one s_h per head, starting at s.
+  for (const char* kind : {"decoder", "encoder_decoder"}) {
+    auto count = [&](double s) {
+      auto cfg = posenc::testing::small_next_token_config(
+          kind, "alibi", {"model.attention.log_length_scale=" + std::to_string(s)});
+      Transformer model(cfg.model, 16);
+      int64_t found = 0;
+      for (const auto& p : model->named_parameters())
+        if (p.key().find("length_scale") != std::string::npos) {
+          EXPECT_EQ(p.value().numel(), cfg.model.heads) << p.key();
+          EXPECT_TRUE(torch::allclose(p.value(), torch::full({cfg.model.heads}, s))) << p.key();
+          ++found;
+        }
+      return found;
+    };
+    EXPECT_EQ(count(0.0), 0) << kind;
+    // decoder: 2 self-attentions; encoder_decoder: 2 encoder + 2 decoder self + 2 cross.
+    EXPECT_EQ(count(0.43), std::string(kind) == "decoder" ? 2 : 6) << kind;
+  }
+  EXPECT_NE(posenc::testing::config_error({"model.attention.log_length_scale=-0.5"}).find("log_length_scale"),
+            std::string::npos);
+}
+
+}  // namespace POSENC_TEST_UNIT
