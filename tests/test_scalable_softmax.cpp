@@ -150,8 +150,8 @@ TEST(ScalableSoftmax, OnePerHeadScaleInEveryAttentionOnlyWhenOn) {
   // every attention (self and cross) learns one s_h per head, starting at s.
   for (const char* kind : {"decoder", "encoder_decoder"}) {
     auto count = [&](double s) {
-      auto cfg = posenc::testing::small_next_token_config(
-          kind, "alibi", {"model.attention.log_length_scale=" + std::to_string(s)});
+      auto cfg = posenc::testing::small_next_token_config(kind, "alibi",
+                                                          {"model.attention.log_length_scale=" + std::to_string(s)});
       Transformer model(cfg.model, 16);
       int64_t found = 0;
       for (const auto& p : model->named_parameters())
