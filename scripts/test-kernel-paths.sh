@@ -25,7 +25,7 @@ tests=$build/posenc_tests
 suites="DataParallel.*:Golden.*:FastPath.*:Cuda.*:Registry/CudaEveryScheme.*:Bench.PythonTwinComputesTheSameLoss"
 suites+=":BatchedMatmul.*:FusedAdamW.*:GradClip.*:Registry/EveryScheme.*:Registry/EverySchemeCausally.*"
 suites+=":Sinusoidal.*:Rope.*:Layouts/RopeLayouts.*:RopeScaling.*:Xpos.*:Alibi.*:Kerple.*:Sandwich.*:T5.*"
-suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*"
+suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*:ScalableSoftmax.*"
 
 # The core type the suite runs here (OpenBLAS prints "Core: NAME" for each choice
 # when asked to be verbose: its own, then the one posenc switches it to where
