@@ -9,7 +9,9 @@
 # under:
 #   1. another OpenBLAS core type: Haswell (AVX2) where OpenBLAS picks an
 #      AVX-512 one, SkylakeX (AVX-512) where the CPU has AVX-512 and OpenBLAS
-#      picks another; skipped, with the reason, on a CPU without AVX2;
+#      picks another, Sandybridge (AVX without FMA: what OpenBLAS runs on a
+#      CPU without AVX2) where the CPU has AVX2 but no AVX-512 and OpenBLAS
+#      picks Haswell or Zen; skipped, with the reason, on a CPU without AVX2;
 #   2. ATen's portable kernels (ATEN_CPU_CAPABILITY=default).
 # Each path prints one line; a failing path prints its failures and the run
 # exits 1.
@@ -46,9 +48,13 @@ case "$picked" in
       paths+=("OpenBLAS SkylakeX kernels (the suite runs ${picked:-an unknown core} here)|OPENBLAS_CORETYPE=SkylakeX")
     elif has avx2 && [ "$picked" != Haswell ] && [ "$picked" != Zen ]; then
       paths+=("OpenBLAS Haswell kernels (the suite runs ${picked:-an unknown core} here)|OPENBLAS_CORETYPE=Haswell")
+    elif has avx2; then
+      # No wider kernels to try: the narrower AVX ones (no FMA, so other
+      # rounding) that OpenBLAS runs on a CPU without AVX2.
+      paths+=("OpenBLAS Sandybridge kernels (the suite runs $picked here)|OPENBLAS_CORETYPE=Sandybridge")
     else
-      echo "kernel paths: skipped another OpenBLAS core type: this CPU has no AVX-512, so no" \
-        "SkylakeX kernels, and OpenBLAS already picks ${picked:-its own} (AVX2 or below)"
+      echo "kernel paths: skipped another OpenBLAS core type: this CPU has no AVX2, and OpenBLAS" \
+        "already picks ${picked:-its own}"
     fi ;;
 esac
 paths+=("ATen's portable kernels|ATEN_CPU_CAPABILITY=default")
