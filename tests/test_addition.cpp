@@ -418,4 +418,50 @@ TEST(Addition, IndexHintsMarkEachSignificanceAlikeInAllThreeNumbers) {
       << "a task without digits has no hints";
 }
 
+// task.answer_tokens=own changes the answer's tokens and nothing else: the
+// same sums and products, prompts and ids, the answer's digits moved past the
+// operator and the hints, and the vocabulary ten tokens larger.
+TEST(Addition, OwnAnswerTokensKeepEverySumAndTellItsDigitsFromTheOperands) {
+  constexpr int64_t kPlus = 11;
+  for (const std::string task_name : {"addition", "multiplication"}) {
+    for (const int64_t hints : {int64_t{0}, int64_t{16}}) {
+      if (hints > 0 && task_name != "addition") continue;
+      std::vector<std::string> options = {"task.operands=\"independent\""};
+      options.push_back(hints > 0 ? "task.index_hints=" + std::to_string(hints) : "task.positions=\"coupled\"");
+      const auto shared = find_task(task_name).make(addition_config(options, task_name).task);
+      options.push_back("task.answer_tokens=\"own\"");
+      const auto own = find_task(task_name).make(addition_config(options, task_name).task);
+      const std::string what = task_name + " with " + std::to_string(hints) + " hints";
+      EXPECT_EQ(own->vocab_size(), shared->vocab_size() + 10) << what;
+      const int64_t first_answer_digit = kPlus + hints + 1;  // the answer's digit 0
+      for (const auto& [s, o] :
+           {std::make_pair(shared->train_batch(7, 8, 0), own->train_batch(7, 8, 0)),
+            std::make_pair(shared->fixed_operand_set(3, 5, 8, 1), own->fixed_operand_set(3, 5, 8, 1))}) {
+        ASSERT_EQ(s.answer_start, o.answer_start) << what;
+        const int64_t a = s.answer_start;
+        EXPECT_TRUE(torch::equal(s.tokens.narrow(1, 0, a - 1), o.tokens.narrow(1, 0, a - 1)))
+            << what << ": the prompt before SEP";
+        if (s.positions.defined()) EXPECT_TRUE(torch::equal(s.positions, o.positions)) << what << ": the ids";
+        const auto answer_shared = s.tokens.narrow(1, a, s.tokens.size(1) - a);
+        const auto answer_own = o.tokens.narrow(1, a, o.tokens.size(1) - a);
+        // A digit d is d + 1 shared and first_answer_digit + d own; hints stay as they are.
+        const auto is_digit = answer_shared.le(10);
+        EXPECT_TRUE(torch::equal(answer_own.masked_select(is_digit),
+                                 answer_shared.masked_select(is_digit) - 1 + first_answer_digit))
+            << what;
+        EXPECT_TRUE(torch::equal(answer_own.masked_select(is_digit.logical_not()),
+                                 answer_shared.masked_select(is_digit.logical_not())))
+            << what << ": the hints";
+        EXPECT_GT(answer_own.masked_select(is_digit).min().item<int64_t>(), kPlus + hints) << what;
+        EXPECT_LE(answer_own.max().item<int64_t>(), own->vocab_size()) << what << ": inside the vocabulary";
+        EXPECT_LE(o.tokens.narrow(1, 0, a - 1).max().item<int64_t>(), kPlus + hints)
+            << what << ": the operands keep their tokens";
+      }
+    }
+  }
+  EXPECT_NE(config_error({"task.type=\"addition\"", "model.kind=\"decoder\"", "task.answer_tokens=\"separate\""})
+                .find("answer_tokens"),
+            std::string::npos);
+}
+
 }  // namespace POSENC_TEST_UNIT

@@ -196,6 +196,12 @@ class PermutationTask : public SequenceTask {
 /// symbols; in training an example's hints start at a random place in them
 /// (consecutive from start s, drawn from [0, H - m - 1]), in evaluation at the
 /// first, so every hint an evaluation reads was trained.
+///
+/// task.answer_tokens: with `shared` an operand's digit and the answer's are one
+/// token (d + 1); with `own` the answer's digits are ten tokens of their own.
+/// Under coupled ids the keys one id below the query that writes the answer's
+/// digit j are the operands' digits j - 1 (the carry's) and the answer's digit
+/// j - 2: with shared tokens only the far-off operator and SEP tell them apart.
 class ArithmeticTask : public SequenceBase {
  public:
   enum class Op { Add, Multiply };
@@ -208,7 +214,8 @@ class ArithmeticTask : public SequenceBase {
         independent_(cfg.options.get_string("operands") == "independent"),
         pad_(cfg.options.get_bool("pad_operands")),
         hints_(op == Op::Add ? cfg.options.get_int("index_hints") : 0),  // multiplication declares no hints
-        multiplier_(op == Op::Multiply ? cfg.options.get_int("multiplier_digits") : 0) {
+        multiplier_(op == Op::Multiply ? cfg.options.get_int("multiplier_digits") : 0),
+        own_answer_tokens_(cfg.options.get_string("answer_tokens") == "own") {
     if (multiplier_ > 0 && independent_)
       throw ConfigError("task.operands=independent draws b's digits, which task.multiplier_digits=" +
                         std::to_string(multiplier_) + " fixes: set one of them");
@@ -236,7 +243,9 @@ class ArithmeticTask : public SequenceBase {
     // The answer's last digit: id answer_digits + k (abacus) or start + answer_digits + 1 (coupled).
     return answer_digits + (mode == "abacus" ? 1 : 2) + cfg.options.get_int("position_offset");
   }
-  int64_t vocab_size() const override { return kOperator + hints_; }
+  /// Digits 1..10, the operator, the hints, then the answer's own ten digits
+  /// where task.answer_tokens=own.
+  int64_t vocab_size() const override { return kOperator + hints_ + (own_answer_tokens_ ? 10 : 0); }
   int64_t sequence_length(int64_t length) const override { return operand_sequence_length(length, b_digits(length)); }
   int64_t operand_sequence_length(int64_t a_digits, int64_t b_digits) const override {
     const int64_t wa = pad_ ? std::max(a_digits, b_digits) : a_digits,
@@ -319,8 +328,11 @@ class ArithmeticTask : public SequenceBase {
     for (int d : a) input.push_back(d + 1);
     input.push_back(kOperator);
     for (int d : b) input.push_back(d + 1);
-    for (int d : op_ == Op::Add ? sum(a, b) : product(a, b)) answer.push_back(d + 1);
+    for (int d : op_ == Op::Add ? sum(a, b) : product(a, b)) answer.push_back(answer_token(d));
   }
+  /// The token of the answer's digit d: the operands' (d + 1), or with
+  /// task.answer_tokens=own one of ten after the operator and the hints.
+  int64_t answer_token(int d) const { return own_answer_tokens_ ? kOperator + hints_ + 1 + d : d + 1; }
 
   /// Least-significant digit first: max(len) + 1 digits.
   static std::vector<int> sum(const std::vector<int>& a, const std::vector<int>& b) {
@@ -390,6 +402,7 @@ class ArithmeticTask : public SequenceBase {
   bool independent_, pad_;
   int64_t hints_;
   int64_t multiplier_;  // b's digits where fixed; 0: drawn like a's
+  bool own_answer_tokens_;
 };
 
 TaskInfo sequence_info(const std::string& name, const std::string& description) {
@@ -469,6 +482,16 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
        0,
        {"equal", "independent"}},
       {"pad_operands", OptionKind::Bool, false, "write the shorter operand with leading zeros to the longer's length"},
+      {"answer_tokens",
+       OptionKind::String,
+       "shared",
+       std::string("shared: the ") + (addition ? "sum" : "product") +
+           "'s digits are the operands' ten tokens; own: ten tokens of their own, so that a digit's token alone "
+           "says whether it is an operand's or the answer's (without them the model learns that from where "
+           "the operator and SEP are)",
+       0,
+       0,
+       {"shared", "own"}},
   };
   if (!addition)
     options.push_back({"multiplier_digits", OptionKind::Int, 0,
