@@ -441,7 +441,9 @@ TEST(Addition, OwnAnswerTokensKeepEverySumAndTellItsDigitsFromTheOperands) {
         const int64_t a = s.answer_start;
         EXPECT_TRUE(torch::equal(s.tokens.narrow(1, 0, a - 1), o.tokens.narrow(1, 0, a - 1)))
             << what << ": the prompt before SEP";
-        if (s.positions.defined()) EXPECT_TRUE(torch::equal(s.positions, o.positions)) << what << ": the ids";
+        if (s.positions.defined()) {
+          EXPECT_TRUE(torch::equal(s.positions, o.positions)) << what << ": the ids";
+        }
         const auto answer_shared = s.tokens.narrow(1, a, s.tokens.size(1) - a);
         const auto answer_own = o.tokens.narrow(1, a, o.tokens.size(1) - a);
         // A digit d is d + 1 shared and first_answer_digit + d own; hints stay as they are.
