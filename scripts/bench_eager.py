@@ -337,7 +337,13 @@ class Kerple(Scheme):
     def __init__(self, o, D, H, Dh):
         super().__init__()
         self.power = o["variant"] == "power"
-        self.min_r1, self.min_r2 = o["min_r1"], o["min_r2"]
+        # Per-head floors: the last free_heads heads keep the paper's 0.01 (or the floor, if lower).
+        free = o["free_heads"]
+        self.register_buffer("min_r1", torch.full((H,), float(o["min_r1"])), persistent=False)
+        self.register_buffer("min_r2", torch.full((H,), float(o["min_r2"])), persistent=False)
+        if free > 0:
+            self.min_r1[H - free:] = min(o["min_r1"], 0.01)
+            self.min_r2[H - free:] = min(o["min_r2"], 0.01)
         self.r1 = nn.Parameter(torch.rand(H) * (1.0 if self.power else 2.0))
         self.r2 = nn.Parameter(torch.rand(H) * (2.0 if self.power else 1.0))
         add_directional(self, o, H)
@@ -346,8 +352,8 @@ class Kerple(Scheme):
         def make():
             rel = relative_positions(pos.q, pos.k)
             distance = rel.abs().to(self.r1.dtype).unsqueeze(0)
-            r1 = self.r1.clamp(min=self.min_r1).view(-1, 1, 1)
-            r2 = self.r2.clamp(min=self.min_r2).view(-1, 1, 1)
+            r1 = torch.maximum(self.r1, self.min_r1).view(-1, 1, 1)
+            r2 = torch.maximum(self.r2, self.min_r2).view(-1, 1, 1)
             b = -r1 * distance.pow(r2.clamp(max=2.0)) if self.power else -r1 * torch.log1p(r2 * distance)
             return apply_directional(self, b.unsqueeze(0), rel)
 

@@ -122,6 +122,31 @@ TEST(Kerple, FloorsKeepEveryHeadFallingOffWithDistance) {
   EXPECT_THROW(build("kerple", {{"variant", "power"}, {"min_r2", 2.5}}), ConfigError);
 }
 
+TEST(Kerple, FreeHeadsKeepThePapersFloorsBesideHeldOnes) {
+  // free_heads = 1 of 4: the first three heads are held at r1, r2 >= 1 (a bias
+  // at least the distance below the nearest key's), the last keeps the paper's
+  // floor 0.01, so with r1 = r2 = 0.01 it stays within 0.02 of zero out to 39.
+  auto s = build("kerple", {{"variant", "power"}, {"min_r1", 1.0}, {"min_r2", 1.0}, {"free_heads", 1}});
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : s->named_parameters()) p.value().fill_(-1.0);
+  }
+  const auto row = bias_of(s, 40).select(-2, 0);  // (H, 40): bias against distance 0..39
+  const auto d = torch::arange(40, torch::kFloat32);
+  EXPECT_TRUE(torch::allclose(row.slice(0, 0, kHeads - 1), -d.expand({kHeads - 1, 40})));
+  EXPECT_TRUE(torch::allclose(row[kHeads - 1], -0.01 * d.pow(0.01)));
+  EXPECT_GT(row[kHeads - 1][39].item<double>(), -0.02);
+  // Every head held, or none: free_heads = 0 is the floors of every head, = H the paper's everywhere.
+  auto none_free = build("kerple", {{"variant", "power"}, {"min_r1", 1.0}, {"min_r2", 1.0}, {"free_heads", kHeads}});
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : none_free->named_parameters()) p.value().fill_(-1.0);
+  }
+  EXPECT_TRUE(torch::allclose(bias_of(none_free, 40).select(-2, 0), -0.01 * d.pow(0.01).expand({kHeads, 40})));
+  const std::string error = posenc::testing::error_of([] { build("kerple", {{"free_heads", kHeads + 1}}); });
+  EXPECT_NE(error.find("model.positional.free_heads=5"), std::string::npos) << error;
+}
+
 TEST(Sandwich, ZeroOnTheDiagonalNegativeToeplitzAndWiderInLaterHeads) {
   auto s = build("sandwich");
   EXPECT_EQ(s->parameters().size(), 0u);  // parameter-free

@@ -18,6 +18,7 @@
 //             interpolation), so it is not Toeplitz there.
 // All are symmetric in i - j and take the shared `directional` option
 // (OffsetBiasImpl, relative_offsets.h).
+#include <algorithm>
 #include <cmath>
 
 #include "posenc/errors.h"
@@ -50,31 +51,53 @@ class KerpleImpl : public OffsetBiasImpl {
   /// default to 1e-2, as the paper's code clamps the parameters), and the power
   /// variant's exponent to <= 2 (a conditionally positive definite kernel).
   /// Higher floors (`min_r1`, `min_r2`) keep every head's bias falling off with
-  /// distance, so that no head can become a global one.
+  /// distance, so that no head can become a global one; `free_heads` = k
+  /// exempts the last k heads (they keep the paper's floors), so that heads
+  /// held local can sit beside heads free to reach a far key.
   KerpleImpl(const SchemeContext& ctx, const SchemeOptions& o)
       : OffsetBiasImpl("kerple"),
         power_(o.get_string("variant") == "power"),
+        heads_(ctx.heads),
+        free_heads_(o.get_int("free_heads")),
         min_r1_(o.get_float("min_r1")),
         min_r2_(o.get_float("min_r2")) {
     if (power_ && min_r2_ > 2.0)
       throw ConfigError("model.positional.min_r2=" + std::to_string(min_r2_) +
                         ": the power variant's exponent is at most 2");
+    if (free_heads_ > heads_)
+      throw ConfigError("model.positional.free_heads=" + std::to_string(free_heads_) + ": the model has " +
+                        std::to_string(heads_) + " heads");
     // Initialization as in the paper's code: the factor outside the kernel
     // uniform in (0, 2) for log and (0, 1) for power, the one inside (0, 1) for
     // log, the exponent (0, 2) for power; raised to the floors, so that every
     // parameter starts where it has a gradient.
-    r1_ = register_parameter("r1", (torch::rand({ctx.heads}) * (power_ ? 1.0 : 2.0)).clamp_min(min_r1_));
-    r2_ = register_parameter("r2", (torch::rand({ctx.heads}) * (power_ ? 2.0 : 1.0)).clamp_min(min_r2_));
+    r1_ = register_parameter("r1", floored(torch::rand({heads_}) * (power_ ? 1.0 : 2.0), min_r1_));
+    r2_ = register_parameter("r2", floored(torch::rand({heads_}) * (power_ ? 2.0 : 1.0), min_r2_));
     register_direction(ctx.heads, o);
   }
 
  private:
+  static constexpr double kPaperFloor = 1e-2;
+
+  /// r (H) raised to `floor` in the held heads and to the paper's floor (or
+  /// `floor`, if lower) in the free ones.
+  torch::Tensor floored(const torch::Tensor& r, double floor) const {
+    if (free_heads_ == 0) return r.clamp_min(floor);
+    auto floors = torch::full({heads_}, floor, r.options());  // (H)
+    floors.narrow(0, heads_ - free_heads_, free_heads_).fill_(std::min(floor, kPaperFloor));
+    return torch::maximum(r, floors);
+  }
+
   torch::Tensor symmetric_bias(const Positions& /*pos*/, const torch::Tensor& rel) override {
-    auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(-3);       // (1, Lq, Lk) or (B, 1, Lq, Lk)
-    return kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk) or (B, H, Lq, Lk)
+    auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(-3);  // (1, Lq, Lk) or (B, 1, Lq, Lk)
+    if (free_heads_ == 0) return kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk) ...
+    // Per-head floors applied here; the kernel's own clamp at the lowest floor then changes nothing.
+    const double lowest_r1 = std::min(min_r1_, kPaperFloor), lowest_r2 = std::min(min_r2_, kPaperFloor);
+    return kerple_kernel(floored(r1_, min_r1_), floored(r2_, min_r2_), lowest_r1, lowest_r2, distance, power_);
   }
 
   bool power_;
+  int64_t heads_, free_heads_;
   double min_r1_, min_r2_;
   torch::Tensor r1_, r2_;  // (H)
 };
@@ -172,6 +195,10 @@ SchemeInfo kerple_scheme_info() {
       {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}},
        {"min_r1", OptionKind::Float, 0.01, "floor of r1 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
        {"min_r2", OptionKind::Float, 0.01, "floor of r2 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
+       {"free_heads", OptionKind::Int, 0,
+        "the last k heads keep the paper's floors (0.01) whatever min_r1 and min_r2 say: heads free to reach far "
+        "keys beside heads held local",
+        0, 1 << 20},
        directional_option()},
       Placement::EveryLayer,
       construct<KerpleImpl>};
