@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -14,6 +15,7 @@
 
 #include "tolerances.h"
 #include "posenc/config.h"
+#include "posenc/experiments/compare_plan.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/train/checkpoint.h"
@@ -156,6 +158,26 @@ inline std::map<int64_t, double> logged_losses(const std::filesystem::path& run)
     if (j.contains("loss")) out[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
   }
   return out;
+}
+
+/// Checks that the shipped config `config` (relative to the source tree) trains
+/// what the run `row` of the grid `grid` trained: the two are equal but for
+/// the evaluation and the run directory. Returns the shipped config.
+inline Config expect_shipped_config_trains_grid_row(const std::string& config, const std::string& grid,
+                                                    const std::string& row) {
+  const std::string root = POSENC_SOURCE_DIR;
+  const Config shipped = config_from_json(read_json_file(root + "/" + config));
+  const auto plan = plan_comparison(root + "/" + grid, "out", false, 1);
+  const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == row; });
+  if (run == plan.runs.end()) {
+    ADD_FAILURE() << grid << " has no run " << row;
+    return shipped;
+  }
+  Config trained = run->config;
+  trained.eval = shipped.eval;
+  trained.train.out_dir = shipped.train.out_dir;
+  EXPECT_EQ(config_to_json(shipped), config_to_json(trained)) << config << " against " << grid << "'s " << row;
+  return shipped;
 }
 
 }  // namespace posenc::testing

@@ -3,14 +3,11 @@
 // multiplication's products and abacus ids, on the same operands.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <set>
 
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "reliability_helpers.h"
-#include "posenc/config.h"
-#include "posenc/experiments/compare_plan.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/evaluate.h"
@@ -472,16 +469,9 @@ TEST(Addition, OwnAnswerTokensKeepEverySumAndTellItsDigitsFromTheOperands) {
 TEST(Addition, TheShipped20xConfigIsTheLocalGridsRowEvaluatedTo200Digits) {
   // configs/addition_20x.json trains what every run of the local grid trained
   // (docs/results.md holds its ten seeds), with evaluation lengths to 200 digits.
-  const std::string root = POSENC_SOURCE_DIR;
-  const Config shipped = config_from_json(read_json_file(root + "/configs/addition_20x.json"));
-  const auto plan = plan_comparison(root + "/configs/addition_5x_local_seeds_compare.json", "out", false, 1);
-  const auto row = std::find_if(plan.runs.begin(), plan.runs.end(),
-                                [](const auto& r) { return r.id == "kerple-power-local-own-answer-projected-max-s0"; });
-  ASSERT_NE(row, plan.runs.end());
-  Config trained = row->config;
-  trained.eval = shipped.eval;
-  trained.train.out_dir = shipped.train.out_dir;
-  EXPECT_EQ(config_to_json(shipped), config_to_json(trained));
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/addition_20x.json", "configs/addition_5x_local_seeds_compare.json",
+      "kerple-power-local-own-answer-projected-max-s0");
   EXPECT_EQ(shipped.eval.lengths.back(), 200);
 }
 

@@ -266,17 +266,9 @@ TEST(ControlsGrid, TheShipped32xConfigIsTheHalfTiesRowEvaluatedTo512) {
   // configs/ordering_32x.json trains what the grid's half-ties row for
   // kerple-dir-power trained (docs/results.md holds its three seeds), with the
   // 32x grid's evaluation lengths.
-  const Config shipped =
-      posenc::config_from_json(posenc::read_json_file(std::string(POSENC_SOURCE_DIR) + "/configs/ordering_32x.json"));
-  const auto plan = posenc::plan_comparison(
-      std::string(POSENC_SOURCE_DIR) + "/configs/extrapolation_controls_compare.json", "out", false, 1);
-  const auto row = std::find_if(plan.runs.begin(), plan.runs.end(),
-                                [](const auto& r) { return r.id == "half-ties-kerple-dir-power-projected-max-s0"; });
-  ASSERT_NE(row, plan.runs.end());
-  Config trained = row->config;
-  trained.eval = shipped.eval;
-  trained.train.out_dir = shipped.train.out_dir;
-  EXPECT_EQ(posenc::config_to_json(shipped), posenc::config_to_json(trained));
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/ordering_32x.json", "configs/extrapolation_controls_compare.json",
+      "half-ties-kerple-dir-power-projected-max-s0");
   EXPECT_EQ(shipped.eval.lengths.back(), 512);
 }
 
