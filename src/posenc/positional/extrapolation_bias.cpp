@@ -45,6 +45,9 @@ class AlibiImpl : public OffsetBiasImpl {
   torch::Tensor slopes_;
 };
 
+/// KERPLE's floor for r1 and r2 in the paper's code.
+constexpr double kPaperFloor = 1e-2;
+
 class KerpleImpl : public OffsetBiasImpl {
  public:
   /// Positivity: r1 and r2 are clamped from below in the forward pass (by
@@ -77,8 +80,6 @@ class KerpleImpl : public OffsetBiasImpl {
   }
 
  private:
-  static constexpr double kPaperFloor = 1e-2;
-
   /// r (H) raised to `floor` in the held heads and to the paper's floor (or
   /// `floor`, if lower) in the free ones.
   torch::Tensor floored(const torch::Tensor& r, double floor) const {
@@ -90,10 +91,10 @@ class KerpleImpl : public OffsetBiasImpl {
 
   torch::Tensor symmetric_bias(const Positions& /*pos*/, const torch::Tensor& rel) override {
     auto distance = rel.abs().to(r1_.scalar_type()).unsqueeze(-3);  // (1, Lq, Lk) or (B, 1, Lq, Lk)
-    if (free_heads_ == 0) return kerple_kernel(r1_, r2_, min_r1_, min_r2_, distance, power_);  // (H, Lq, Lk) ...
-    // Per-head floors applied here; the kernel's own clamp at the lowest floor then changes nothing.
+    // The floors are applied here, per head; the kernel's own clamp at the lowest floor then changes nothing.
     const double lowest_r1 = std::min(min_r1_, kPaperFloor), lowest_r2 = std::min(min_r2_, kPaperFloor);
-    return kerple_kernel(floored(r1_, min_r1_), floored(r2_, min_r2_), lowest_r1, lowest_r2, distance, power_);
+    return kerple_kernel(floored(r1_, min_r1_), floored(r2_, min_r2_), lowest_r1, lowest_r2, distance,
+                         power_);  // (H, Lq, Lk) or (B, H, Lq, Lk)
   }
 
   bool power_;
@@ -193,8 +194,10 @@ SchemeInfo kerple_scheme_info() {
       "kernelized bias -r1*log(1+r2*|i-j|) (log) or -r1*|i-j|^r2 (power, r2 <= 2), r1, r2 > 0 learned per head "
       "(Chi et al. 2022)",
       {{"variant", OptionKind::String, "log", "log or power kernel", 0, 0, {"log", "power"}},
-       {"min_r1", OptionKind::Float, 0.01, "floor of r1 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
-       {"min_r2", OptionKind::Float, 0.01, "floor of r2 in the forward pass (the paper's code: 0.01)", 1e-6, 1e6},
+       {"min_r1", OptionKind::Float, kPaperFloor, "floor of r1 in the forward pass (the paper's code: 0.01)", 1e-6,
+        1e6},
+       {"min_r2", OptionKind::Float, kPaperFloor, "floor of r2 in the forward pass (the paper's code: 0.01)", 1e-6,
+        1e6},
        {"free_heads", OptionKind::Int, 0,
         "the last k heads keep the paper's floors (0.01) whatever min_r1 and min_r2 say: heads free to reach far "
         "keys beside heads held local",
