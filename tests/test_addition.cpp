@@ -217,6 +217,76 @@ TEST(Multiplication, AFixedMultiplierGivesBItsDigitsAndTheGridStillSetsBoth) {
             std::string::npos);
 }
 
+/// `a0 B a1 B ... * SEP p` read back, B being b's k digits after each digit of a.
+Sum read_beside(const std::vector<int64_t>& tokens, int64_t answer_start, size_t k) {
+  Sum out;
+  const size_t written = static_cast<size_t>(answer_start) - 2;  // before '*' and SEP
+  for (size_t i = 0; i < written; i += 1 + k) {
+    out.a.push_back(static_cast<int>(tokens[i] - 1));
+    std::vector<int> b;
+    for (size_t l = 1; l <= k; ++l) b.push_back(static_cast<int>(tokens[i + l] - 1));
+    if (out.b.empty()) out.b = b;
+    EXPECT_EQ(b, out.b) << "every copy of b is b";
+  }
+  EXPECT_EQ(tokens[written], 11) << "the operator closes the operands";
+  for (size_t i = answer_start; i < tokens.size(); ++i) out.s.push_back(static_cast<int>(tokens[i] - 1));
+  return out;
+}
+
+// task.multiplier_placement=beside_each_digit: the same operands, b written
+// after every digit of a with that digit's coupled id, every product right.
+TEST(Multiplication, TheMultiplierBesideEachDigitSharesItsIdAndKeepsEveryProduct) {
+  const auto beside_config = [](const std::string& positions, int64_t k) {
+    return addition_config({"task.positions=\"" + positions + "\"", "task.multiplier_digits=" + std::to_string(k),
+                            "task.multiplier_placement=\"beside_each_digit\""},
+                           "multiplication");
+  };
+  const auto once = find_task("multiplication")
+                        .make(addition_config({"task.positions=\"coupled\"", "task.multiplier_digits=1"},
+                                              "multiplication")
+                                  .task);
+  const Config c = beside_config("coupled", 1);
+  const auto beside = find_task("multiplication").make(c.task);
+  // a0 b a1 b a2 b * SEP p0 p1 p2 p3: b shares the id of the digit of a before it.
+  EXPECT_EQ(row_of(beside->fixed_set(3, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 1, 2, 2, 3, 3, 0, 1, 2, 3, 4, 5}));
+  for (const int64_t length : {2, 5, 9}) {
+    const auto set = beside->fixed_set(length, 16, 1), plain = once->fixed_set(length, 16, 1);
+    EXPECT_EQ(set.tokens.size(1), beside->sequence_length(length)) << "2n digits, '*', SEP, n + 1";
+    for (int64_t r = 0; r < 16; ++r) {
+      const Sum e = read_beside(row_of(set.tokens, r), set.answer_start, 1);
+      const Sum p = read_example(row_of(plain.tokens, r), plain.answer_start);
+      EXPECT_EQ(e.a, p.a) << "the placement moves b, not the draw";
+      EXPECT_EQ(e.b, p.b);
+      EXPECT_EQ(e.s, p.s);
+      EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b)) << length << " digits, row " << r;
+    }
+  }
+  for (int64_t step = 0; step < 20; ++step) {
+    const auto b = beside->train_batch(step, 4, 0);
+    const Sum e = read_beside(row_of(b.tokens, 0), b.answer_start, 1);
+    EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b)) << "step " << step;
+  }
+  // N x 2 under abacus ids: each copy counts inside b.
+  const auto abacus = find_task("multiplication").make(beside_config("abacus", 2).task);
+  EXPECT_EQ(row_of(abacus->fixed_set(2, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 1, 2, 2, 1, 2, 0, 0, 1, 2, 3, 4}));
+  const auto two = abacus->fixed_set(4, 8, 3);
+  EXPECT_EQ(two.tokens.size(1), abacus->sequence_length(4));
+  const Sum e = read_beside(row_of(two.tokens, 0), two.answer_start, 2);
+  EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b));
+  expect_ids_below_positions_end({"task.positions=\"coupled\"", "task.multiplier_digits=2",
+                                  "task.multiplier_placement=\"beside_each_digit\""},
+                                 {2, 6, 9});
+  // Without a fixed multiplier, b would be written n times: refused, naming both keys.
+  const std::string error = error_of([] {
+    find_task("multiplication")
+        .make(addition_config({"task.multiplier_placement=\"beside_each_digit\""}, "multiplication").task);
+  });
+  EXPECT_NE(error.find("task.multiplier_placement=beside_each_digit"), std::string::npos) << error;
+  EXPECT_NE(error.find("task.multiplier_digits"), std::string::npos) << error;
+}
+
 TEST(Multiplication, WhatOnlyAdditionDefinesIsRefusedNamingTheKey) {
   EXPECT_NE(config_error({"task.type=\"multiplication\"", "model.kind=\"decoder\"", "task.index_hints=8"})
                 .find("index_hints"),

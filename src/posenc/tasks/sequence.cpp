@@ -197,6 +197,13 @@ class PermutationTask : public SequenceTask {
 /// (consecutive from start s, drawn from [0, H - m - 1]), in evaluation at the
 /// first, so every hint an evaluation reads was trained.
 ///
+/// task.multiplier_placement (multiplication with task.multiplier_digits = k):
+/// `once` writes `a * b SEP p`; `beside_each_digit` writes b's k digits after
+/// every digit of a, `a0 b a1 b ... * SEP p`, each copy with the id of the
+/// digit of a before it (coupled) or its own index in b (abacus). Under coupled
+/// ids the multiplier is then as near the query that writes digit j as a_j is
+/// (id distance 0), where written once it is j ids away.
+///
 /// task.answer_tokens: with `shared` an operand's digit and the answer's are one
 /// token (d + 1); with `own` the answer's digits are ten tokens of their own.
 /// Under coupled ids the keys one id below the query that writes the answer's
@@ -215,10 +222,15 @@ class ArithmeticTask : public SequenceBase {
         pad_(cfg.options.get_bool("pad_operands")),
         hints_(op == Op::Add ? cfg.options.get_int("index_hints") : 0),  // multiplication declares no hints
         multiplier_(op == Op::Multiply ? cfg.options.get_int("multiplier_digits") : 0),
+        beside_(op == Op::Multiply && cfg.options.get_string("multiplier_placement") == "beside_each_digit"),
         own_answer_tokens_(cfg.options.get_string("answer_tokens") == "own") {
     if (multiplier_ > 0 && independent_)
       throw ConfigError("task.operands=independent draws b's digits, which task.multiplier_digits=" +
                         std::to_string(multiplier_) + " fixes: set one of them");
+    if (beside_ && multiplier_ == 0)
+      throw ConfigError(
+          "task.multiplier_placement=beside_each_digit writes b after every digit of a, so b's digits must be "
+          "fixed and few: set task.multiplier_digits (1 for N x 1)");
     if (hints_ > 0 && positions_ != "sequence")
       throw ConfigError("task.index_hints and task.positions=" + positions_ +
                         " both mark a digit's significance: set one of them (task.positions=sequence with hints)");
@@ -250,7 +262,8 @@ class ArithmeticTask : public SequenceBase {
   int64_t operand_sequence_length(int64_t a_digits, int64_t b_digits) const override {
     const int64_t wa = pad_ ? std::max(a_digits, b_digits) : a_digits,
                   wb = pad_ ? std::max(a_digits, b_digits) : b_digits;
-    if (op_ == Op::Multiply) return 2 * (wa + wb) + 2;  // a, '*', b, SEP, a product of wa + wb digits
+    if (op_ == Op::Multiply)  // a, '*', b (or b after each digit of a, '*'), SEP, a product of wa + wb digits
+      return (beside_ ? wa * (1 + wb) : wa + wb) + (wa + wb) + 2;
     const int64_t digits = wa + wb + std::max(wa, wb) + 1;
     return (hints_ > 0 ? 2 * digits : digits) + 2;  // '+' and SEP; hints double the digits
   }
@@ -325,9 +338,17 @@ class ArithmeticTask : public SequenceBase {
     std::vector<int> a(wa, 0), b(wb, 0);
     for (int64_t i = 0; i < na; ++i) a[i] = digit(rng);
     for (int64_t i = 0; i < nb; ++i) b[i] = digit(rng);
-    for (int d : a) input.push_back(d + 1);
-    input.push_back(kOperator);
-    for (int d : b) input.push_back(d + 1);
+    if (beside_) {  // a0 b a1 b ... '*'
+      for (int ad : a) {
+        input.push_back(ad + 1);
+        for (int bd : b) input.push_back(bd + 1);
+      }
+      input.push_back(kOperator);
+    } else {  // a '*' b
+      for (int d : a) input.push_back(d + 1);
+      input.push_back(kOperator);
+      for (int d : b) input.push_back(d + 1);
+    }
     for (int d : op_ == Op::Add ? sum(a, b) : product(a, b)) answer.push_back(answer_token(d));
   }
   /// The token of the answer's digit d: the operands' (d + 1), or with
@@ -377,16 +398,30 @@ class ArithmeticTask : public SequenceBase {
     for (int64_t r = 0; r < n; ++r) {
       std::vector<int64_t> ids;
       if (positions_ == "abacus") {
-        for (int64_t i = 0; i < wa; ++i) ids.push_back(1 + i + batch_k);             // a
-        ids.push_back(0);                                                            // the operator
-        for (int64_t i = 0; i < wb; ++i) ids.push_back(1 + i + batch_k);             // b
+        if (beside_) {
+          for (int64_t i = 0; i < wa; ++i) {
+            ids.push_back(1 + i + batch_k);                                // a_i
+            for (int64_t l = 0; l < wb; ++l) ids.push_back(1 + l + batch_k);  // b after it
+          }
+          ids.push_back(0);  // the operator
+        } else {
+          for (int64_t i = 0; i < wa; ++i) ids.push_back(1 + i + batch_k);  // a
+          ids.push_back(0);                                                 // the operator
+          for (int64_t i = 0; i < wb; ++i) ids.push_back(1 + i + batch_k);  // b
+        }
         ids.push_back(0);                                                            // SEP
         for (int64_t i = 0; i < answer_digits; ++i) ids.push_back(1 + i + batch_k);  // the sum or product
       } else {
-        const int64_t start = offsets ? draw(*offsets) : 0;             // one per example
-        for (int64_t i = 0; i < wa; ++i) ids.push_back(start + i + 1);  // a
-        ids.push_back(0);                                               // the operator
-        for (int64_t i = 0; i < wb; ++i) ids.push_back(start + i + 1);  // b
+        const int64_t start = offsets ? draw(*offsets) : 0;  // one per example
+        if (beside_) {
+          for (int64_t i = 0; i < wa; ++i)  // a_i, then b with a_i's id
+            for (int64_t l = 0; l <= wb; ++l) ids.push_back(start + i + 1);
+          ids.push_back(0);  // the operator
+        } else {
+          for (int64_t i = 0; i < wa; ++i) ids.push_back(start + i + 1);  // a
+          ids.push_back(0);                                               // the operator
+          for (int64_t i = 0; i < wb; ++i) ids.push_back(start + i + 1);  // b
+        }
         // SEP, then the answer's digits but the last: each predicts the digit of the next significance.
         for (int64_t j = 0; j < answer_digits; ++j) ids.push_back(start + j + 1);
         ids.push_back(start + answer_digits + 1);  // the last digit: fed by no step, never read
@@ -402,6 +437,7 @@ class ArithmeticTask : public SequenceBase {
   bool independent_, pad_;
   int64_t hints_;
   int64_t multiplier_;  // b's digits where fixed; 0: drawn like a's
+  bool beside_;         // b written after every digit of a (task.multiplier_placement)
   bool own_answer_tokens_;
 };
 
@@ -499,6 +535,16 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
                        "per-length evaluation sets, whose length is then a's digits (Cho et al. 2024 train N x 2 "
                        "multiplication: k = 2); eval.operand_grid still sets both",
                        0, 64});
+  if (!addition)
+    options.push_back({"multiplier_placement",
+                       OptionKind::String,
+                       "once",
+                       "once: a * b SEP; beside_each_digit: b's digits written after every digit of a "
+                       "(a0 b a1 b ... * SEP), each copy with the id of the digit of a before it under coupled ids, "
+                       "so a product digit's multiplier is as near as its digit of a; needs task.multiplier_digits",
+                       0,
+                       0,
+                       {"once", "beside_each_digit"}});
   if (addition)
     options.push_back({"index_hints", OptionKind::Int, 0,
                        "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H "
