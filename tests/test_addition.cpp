@@ -241,10 +241,9 @@ TEST(Multiplication, TheMultiplierBesideEachDigitSharesItsIdAndKeepsEveryProduct
                             "task.multiplier_placement=\"beside_each_digit\""},
                            "multiplication");
   };
-  const auto once = find_task("multiplication")
-                        .make(addition_config({"task.positions=\"coupled\"", "task.multiplier_digits=1"},
-                                              "multiplication")
-                                  .task);
+  const auto once =
+      find_task("multiplication")
+          .make(addition_config({"task.positions=\"coupled\"", "task.multiplier_digits=1"}, "multiplication").task);
   const Config c = beside_config("coupled", 1);
   const auto beside = find_task("multiplication").make(c.task);
   // a0 b a1 b a2 b * SEP p0 p1 p2 p3: b shares the id of the digit of a before it.
@@ -275,9 +274,9 @@ TEST(Multiplication, TheMultiplierBesideEachDigitSharesItsIdAndKeepsEveryProduct
   EXPECT_EQ(two.tokens.size(1), abacus->sequence_length(4));
   const Sum e = read_beside(row_of(two.tokens, 0), two.answer_start, 2);
   EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b));
-  expect_ids_below_positions_end({"task.positions=\"coupled\"", "task.multiplier_digits=2",
-                                  "task.multiplier_placement=\"beside_each_digit\""},
-                                 {2, 6, 9});
+  expect_ids_below_positions_end(
+      {"task.positions=\"coupled\"", "task.multiplier_digits=2", "task.multiplier_placement=\"beside_each_digit\""},
+      {2, 6, 9});
   // Without a fixed multiplier, b would be written n times: refused, naming both keys.
   const std::string error = error_of([] {
     find_task("multiplication")

@@ -400,7 +400,7 @@ class ArithmeticTask : public SequenceBase {
       if (positions_ == "abacus") {
         if (beside_) {
           for (int64_t i = 0; i < wa; ++i) {
-            ids.push_back(1 + i + batch_k);                                // a_i
+            ids.push_back(1 + i + batch_k);                                   // a_i
             for (int64_t l = 0; l < wb; ++l) ids.push_back(1 + l + batch_k);  // b after it
           }
           ids.push_back(0);  // the operator
