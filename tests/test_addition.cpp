@@ -544,4 +544,14 @@ TEST(Addition, TheShipped20xConfigIsTheLocalGridsRowEvaluatedTo200Digits) {
   EXPECT_EQ(shipped.eval.lengths.back(), 200);
 }
 
+TEST(Multiplication, TheShipped20xConfigIsTheBesideGridsLocalRowEvaluatedTo200Digits) {
+  // configs/multiplication_20x.json trains what the local row of the
+  // multiplier-beside grid trained (docs/results.md holds its three seeds),
+  // with evaluation lengths to 200 digits.
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/multiplication_20x.json", "configs/multiplication_beside_compare.json",
+      "kerple-power-local-own-answer-beside-projected-max-s0");
+  EXPECT_EQ(shipped.eval.lengths.back(), 200);
+}
+
 }  // namespace POSENC_TEST_UNIT
