@@ -96,6 +96,22 @@ void expect_ids_below_positions_end(const std::vector<std::string>& options, std
   }
 }
 
+/// `a0 B a1 B ... * SEP p` read back, B being b's k digits after each digit of a.
+Sum read_beside(const std::vector<int64_t>& tokens, int64_t answer_start, size_t k) {
+  Sum out;
+  const size_t written = static_cast<size_t>(answer_start) - 2;  // before '*' and SEP
+  for (size_t i = 0; i < written; i += 1 + k) {
+    out.a.push_back(static_cast<int>(tokens[i] - 1));
+    std::vector<int> b;
+    for (size_t l = 1; l <= k; ++l) b.push_back(static_cast<int>(tokens[i + l] - 1));
+    if (out.b.empty()) out.b = b;
+    EXPECT_EQ(b, out.b) << "every copy of b is b";
+  }
+  EXPECT_EQ(tokens[written], 11) << "the operator closes the operands";
+  for (size_t i = answer_start; i < tokens.size(); ++i) out.s.push_back(static_cast<int>(tokens[i] - 1));
+  return out;
+}
+
 }  // namespace
 
 // Checked against the machine's own multiplication of the operands' values.
@@ -215,22 +231,6 @@ TEST(Multiplication, AFixedMultiplierGivesBItsDigitsAndTheGridStillSetsBoth) {
   const Config both = addition_config({"task.multiplier_digits=2", "task.operands=\"independent\""}, "multiplication");
   EXPECT_NE(error_of([&] { find_task("multiplication").make(both.task); }).find("task.multiplier_digits=2 fixes"),
             std::string::npos);
-}
-
-/// `a0 B a1 B ... * SEP p` read back, B being b's k digits after each digit of a.
-Sum read_beside(const std::vector<int64_t>& tokens, int64_t answer_start, size_t k) {
-  Sum out;
-  const size_t written = static_cast<size_t>(answer_start) - 2;  // before '*' and SEP
-  for (size_t i = 0; i < written; i += 1 + k) {
-    out.a.push_back(static_cast<int>(tokens[i] - 1));
-    std::vector<int> b;
-    for (size_t l = 1; l <= k; ++l) b.push_back(static_cast<int>(tokens[i + l] - 1));
-    if (out.b.empty()) out.b = b;
-    EXPECT_EQ(b, out.b) << "every copy of b is b";
-  }
-  EXPECT_EQ(tokens[written], 11) << "the operator closes the operands";
-  for (size_t i = answer_start; i < tokens.size(); ++i) out.s.push_back(static_cast<int>(tokens[i] - 1));
-  return out;
 }
 
 // task.multiplier_placement=beside_each_digit: the same operands, b written
