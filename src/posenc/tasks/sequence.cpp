@@ -309,6 +309,23 @@ class ArithmeticTask : public SequenceBase {
         position_ids(wa, wb, n, offsets));
   }
 
+  /// Appends one entry per operand token in the prompt's order: `a op b`, or
+  /// with the multiplier beside each digit `a0 b a1 b ... op`. a_entry(i) is
+  /// a's digit i's; b_entry(i, l) b's digit l's, in the copy after a's digit i
+  /// (i = -1: b written once); op the operator's. Tokens and ids alike.
+  template <class AEntry, class BEntry>
+  void lay_out_operands(int64_t wa, int64_t wb, AEntry a_entry, BEntry b_entry, int64_t op,
+                        std::vector<int64_t>& out) const {
+    for (int64_t i = 0; i < wa; ++i) {
+      out.push_back(a_entry(i));
+      if (beside_)
+        for (int64_t l = 0; l < wb; ++l) out.push_back(b_entry(i, l));
+    }
+    out.push_back(op);
+    if (!beside_)
+      for (int64_t l = 0; l < wb; ++l) out.push_back(b_entry(int64_t{-1}, l));
+  }
+
   /// b's digits where a has `a_digits` and the draw does not decide them.
   int64_t b_digits(int64_t a_digits) const { return multiplier_ > 0 ? multiplier_ : a_digits; }
 
@@ -338,17 +355,9 @@ class ArithmeticTask : public SequenceBase {
     std::vector<int> a(wa, 0), b(wb, 0);
     for (int64_t i = 0; i < na; ++i) a[i] = digit(rng);
     for (int64_t i = 0; i < nb; ++i) b[i] = digit(rng);
-    if (beside_) {  // a0 b a1 b ... '*'
-      for (int ad : a) {
-        input.push_back(ad + 1);
-        for (int bd : b) input.push_back(bd + 1);
-      }
-      input.push_back(kOperator);
-    } else {  // a '*' b
-      for (int d : a) input.push_back(d + 1);
-      input.push_back(kOperator);
-      for (int d : b) input.push_back(d + 1);
-    }
+    lay_out_operands(
+        wa, wb, [&](int64_t i) { return int64_t{a[i]} + 1; }, [&](int64_t, int64_t l) { return int64_t{b[l]} + 1; },
+        kOperator, input);
     for (int d : op_ == Op::Add ? sum(a, b) : product(a, b)) answer.push_back(answer_token(d));
   }
   /// The token of the answer's digit d: the operands' (d + 1), or with
@@ -397,31 +406,18 @@ class ArithmeticTask : public SequenceBase {
     const int64_t batch_k = positions_ == "abacus" && offsets ? draw(*offsets) : 0;  // one per batch
     for (int64_t r = 0; r < n; ++r) {
       std::vector<int64_t> ids;
-      if (positions_ == "abacus") {
-        if (beside_) {
-          for (int64_t i = 0; i < wa; ++i) {
-            ids.push_back(1 + i + batch_k);                                   // a_i
-            for (int64_t l = 0; l < wb; ++l) ids.push_back(1 + l + batch_k);  // b after it
-          }
-          ids.push_back(0);  // the operator
-        } else {
-          for (int64_t i = 0; i < wa; ++i) ids.push_back(1 + i + batch_k);  // a
-          ids.push_back(0);                                                 // the operator
-          for (int64_t i = 0; i < wb; ++i) ids.push_back(1 + i + batch_k);  // b
-        }
+      if (positions_ == "abacus") {  // each digit's index inside its own number
+        lay_out_operands(
+            wa, wb, [&](int64_t i) { return 1 + i + batch_k; }, [&](int64_t, int64_t l) { return 1 + l + batch_k; }, 0,
+            ids);
         ids.push_back(0);                                                            // SEP
         for (int64_t i = 0; i < answer_digits; ++i) ids.push_back(1 + i + batch_k);  // the sum or product
       } else {
         const int64_t start = offsets ? draw(*offsets) : 0;  // one per example
-        if (beside_) {
-          for (int64_t i = 0; i < wa; ++i)  // a_i, then b with a_i's id
-            for (int64_t l = 0; l <= wb; ++l) ids.push_back(start + i + 1);
-          ids.push_back(0);  // the operator
-        } else {
-          for (int64_t i = 0; i < wa; ++i) ids.push_back(start + i + 1);  // a
-          ids.push_back(0);                                               // the operator
-          for (int64_t i = 0; i < wb; ++i) ids.push_back(start + i + 1);  // b
-        }
+        // A copy of b beside a_i takes a_i's id (i >= 0); b written once, its own significance's.
+        lay_out_operands(
+            wa, wb, [&](int64_t i) { return start + i + 1; },
+            [&](int64_t i, int64_t l) { return start + (i >= 0 ? i : l) + 1; }, 0, ids);
         // SEP, then the answer's digits but the last: each predicts the digit of the next significance.
         for (int64_t j = 0; j < answer_digits; ++j) ids.push_back(start + j + 1);
         ids.push_back(start + answer_digits + 1);  // the last digit: fed by no step, never read
