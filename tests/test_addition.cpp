@@ -286,6 +286,88 @@ TEST(Multiplication, TheMultiplierBesideEachDigitSharesItsIdAndKeepsEveryProduct
   EXPECT_NE(error.find("task.multiplier_digits"), std::string::npos) << error;
 }
 
+// task.carries=written and task.multiplier_tokens=per_digit on N x 2 beside
+// each digit: b's digits told apart by their tokens, every column's digit and
+// carry right by the column sum, the product right by integer arithmetic.
+TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits) {
+  const std::vector<std::string> options = {
+      "task.positions=\"coupled\"", "task.multiplier_digits=2", "task.multiplier_placement=\"beside_each_digit\"",
+      "task.answer_tokens=\"own\"", "task.multiplier_tokens=\"per_digit\"", "task.carries=\"written\""};
+  const auto task = find_task("multiplication").make(addition_config(options, "multiplication").task);
+  const auto plain = find_task("multiplication")
+                         .make(addition_config({"task.positions=\"coupled\"", "task.multiplier_digits=2",
+                                                "task.multiplier_placement=\"beside_each_digit\""},
+                                               "multiplication")
+                                   .task);
+  // Tokens: digits 1..10, '*' 11, the product's own 12..21, b's units 22..31
+  // and tens 32..41, the carries 0..17 at 42..59, SEP 60.
+  EXPECT_EQ(task->vocab_size(), 59);
+  // a0 b0 b1 a1 b0 b1 * SEP p0 c0 p1 c1 p2 c2 p3 c3: a column's digit and carry
+  // are predicted by the queries with its id.
+  EXPECT_EQ(row_of(task->fixed_set(2, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 1, 1, 2, 2, 2, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5}));
+  int64_t carries_of_ten_or_more = 0;
+  const auto check = [&](const std::vector<int64_t>& t, int64_t answer_start, const std::string& what) -> Sum {
+    Sum e;
+    for (int64_t i = 0; i + 2 < answer_start; i += 3) {  // a_i, b0, b1 ... then '*', SEP
+      e.a.push_back(static_cast<int>(t[i] - 1));
+      EXPECT_TRUE(t[i + 1] >= 22 && t[i + 1] <= 31 && t[i + 2] >= 32 && t[i + 2] <= 41) << what;
+      if (i == 0) e.b = {static_cast<int>(t[1] - 22), static_cast<int>(t[2] - 32)};
+      EXPECT_EQ(t[i + 1] - 22, e.b[0]) << what << ": every copy of b is b";
+      EXPECT_EQ(t[i + 2] - 32, e.b[1]) << what;
+    }
+    EXPECT_EQ(t[answer_start - 2], 11) << what;
+    EXPECT_EQ(t[answer_start - 1], 60) << what;
+    int carry = 0;
+    for (size_t i = answer_start, j = 0; i < t.size(); i += 2, ++j) {
+      const int digit = static_cast<int>(t[i] - 12), out = static_cast<int>(t[i + 1] - 42);
+      EXPECT_TRUE(digit >= 0 && digit <= 9 && out >= 0 && out <= 17) << what << ", column " << j;
+      int column = carry;
+      for (size_t l = 0; l < 2; ++l)
+        if (j >= l && j - l < e.a.size()) column += e.a[j - l] * e.b[l];
+      EXPECT_EQ(digit + 10 * out, column) << what << ", column " << j;
+      carries_of_ten_or_more += out >= 10;
+      e.s.push_back(digit);
+      carry = out;
+    }
+    EXPECT_EQ(carry, 0) << what << ": nothing is carried out of the last column";
+    EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b)) << what;
+    return e;
+  };
+  for (const int64_t length : {2, 5, 9}) {
+    const auto set = task->fixed_set(length, 16, 1), same = plain->fixed_set(length, 16, 1);
+    EXPECT_EQ(set.tokens.size(1), task->sequence_length(length)) << "3n, '*', SEP, n + 2 digits and carries";
+    for (int64_t r = 0; r < 16; ++r) {
+      const Sum e = check(row_of(set.tokens, r), set.answer_start, std::to_string(length) + " digits");
+      const Sum p = read_beside(row_of(same.tokens, r), same.answer_start, 2);
+      EXPECT_EQ(e.a, p.a) << "the tokens change, not the draw";
+      EXPECT_EQ(e.b, p.b);
+      EXPECT_EQ(e.s, p.s);
+    }
+  }
+  for (int64_t step = 0; step < 20; ++step) {
+    const auto b = task->train_batch(step, 4, 0);
+    check(row_of(b.tokens, 0), b.answer_start, "step " + std::to_string(step));
+  }
+  EXPECT_GT(carries_of_ten_or_more, 10) << "N x 2 carries reach past 9, which one digit token could not hold";
+  // Abacus ids: a column's digit and carry share the digit's index in the product.
+  const auto abacus = find_task("multiplication")
+                          .make(addition_config({"task.positions=\"abacus\"", "task.multiplier_digits=1",
+                                                 "task.carries=\"written\""},
+                                                "multiplication")
+                                    .task);
+  EXPECT_EQ(row_of(abacus->fixed_set(2, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 2, 0, 1, 0, 1, 1, 2, 2, 3, 3}));
+  expect_ids_below_positions_end(options, {2, 6, 9});
+  // Without a fixed multiplier neither has a bounded vocabulary: refused, naming both keys.
+  for (const std::string option : {"task.multiplier_tokens=\"per_digit\"", "task.carries=\"written\""}) {
+    const std::string error =
+        error_of([&] { find_task("multiplication").make(addition_config({option}, "multiplication").task); });
+    EXPECT_NE(error.find(option.substr(0, option.find('='))), std::string::npos) << error;
+    EXPECT_NE(error.find("task.multiplier_digits"), std::string::npos) << error;
+  }
+}
+
 TEST(Multiplication, WhatOnlyAdditionDefinesIsRefusedNamingTheKey) {
   EXPECT_NE(config_error({"task.type=\"multiplication\"", "model.kind=\"decoder\"", "task.index_hints=8"})
                 .find("index_hints"),

@@ -204,6 +204,22 @@ class PermutationTask : public SequenceTask {
 /// ids the multiplier is then as near the query that writes digit j as a_j is
 /// (id distance 0), where written once it is j ids away.
 ///
+/// task.multiplier_tokens (multiplication with task.multiplier_digits = k):
+/// `shared` writes b's digits with the operands' ten tokens; `per_digit` gives
+/// each of b's k digits ten tokens of its own (b's units, tens, ...). Beside
+/// each digit of a under coupled ids, b's k digits share one id, so that only
+/// their tokens (or the causal order) say which of b's digits each is.
+///
+/// task.carries (multiplication with task.multiplier_digits = k): `hidden`
+/// writes the product's digits only; `written` follows each digit p_j by the
+/// carry out of its column, `SEP p0 c0 p1 c1 ...`, where column j sums
+/// a_{j-l} * b_l over b's digits l and the carry c_{j-1}: p_j is that sum mod
+/// 10 and c_j the rest, below 9k, from 9k tokens of their own. Both tokens of
+/// column j are predicted by queries with j's coupled id. For N x 1 the carry
+/// into a column is fixed by the product digit before it and the digits it
+/// multiplies; for N x 2 (carries up to 17) it is not, and written it need not
+/// be recomputed. Exact match then needs every carry right too.
+///
 /// task.answer_tokens: with `shared` an operand's digit and the answer's are one
 /// token (d + 1); with `own` the answer's digits are ten tokens of their own.
 /// Under coupled ids the keys one id below the query that writes the answer's
@@ -223,6 +239,8 @@ class ArithmeticTask : public SequenceBase {
         hints_(op == Op::Add ? cfg.options.get_int("index_hints") : 0),  // multiplication declares no hints
         multiplier_(op == Op::Multiply ? cfg.options.get_int("multiplier_digits") : 0),
         beside_(op == Op::Multiply && cfg.options.get_string("multiplier_placement") == "beside_each_digit"),
+        per_digit_multiplier_(op == Op::Multiply && cfg.options.get_string("multiplier_tokens") == "per_digit"),
+        carries_(op == Op::Multiply && cfg.options.get_string("carries") == "written"),
         own_answer_tokens_(cfg.options.get_string("answer_tokens") == "own") {
     if (multiplier_ > 0 && independent_)
       throw ConfigError("task.operands=independent draws b's digits, which task.multiplier_digits=" +
@@ -231,6 +249,14 @@ class ArithmeticTask : public SequenceBase {
       throw ConfigError(
           "task.multiplier_placement=beside_each_digit writes b after every digit of a, so b's digits must be "
           "fixed and few: set task.multiplier_digits (1 for N x 1)");
+    if (per_digit_multiplier_ && multiplier_ == 0)
+      throw ConfigError(
+          "task.multiplier_tokens=per_digit gives each of b's digits ten tokens of its own, so b's digits must be "
+          "fixed: set task.multiplier_digits (2 for N x 2)");
+    if (carries_ && multiplier_ == 0)
+      throw ConfigError(
+          "task.carries=written writes each column's carry with a token of its own, below 9 times b's digits, so "
+          "b's digits must be fixed: set task.multiplier_digits (2 for N x 2)");
     if (hints_ > 0 && positions_ != "sequence")
       throw ConfigError("task.index_hints and task.positions=" + positions_ +
                         " both mark a digit's significance: set one of them (task.positions=sequence with hints)");
@@ -256,14 +282,15 @@ class ArithmeticTask : public SequenceBase {
     return answer_digits + (mode == "abacus" ? 1 : 2) + cfg.options.get_int("position_offset");
   }
   /// Digits 1..10, the operator, the hints, then the answer's own ten digits
-  /// where task.answer_tokens=own.
-  int64_t vocab_size() const override { return kOperator + hints_ + (own_answer_tokens_ ? 10 : 0); }
+  /// where task.answer_tokens=own, b's ten per digit where
+  /// task.multiplier_tokens=per_digit, the 9k carries where task.carries=written.
+  int64_t vocab_size() const override { return carry_base() + (carries_ ? 9 * multiplier_ : 0); }
   int64_t sequence_length(int64_t length) const override { return operand_sequence_length(length, b_digits(length)); }
   int64_t operand_sequence_length(int64_t a_digits, int64_t b_digits) const override {
     const int64_t wa = pad_ ? std::max(a_digits, b_digits) : a_digits,
                   wb = pad_ ? std::max(a_digits, b_digits) : b_digits;
-    if (op_ == Op::Multiply)  // a, '*', b (or b after each digit of a, '*'), SEP, a product of wa + wb digits
-      return (beside_ ? wa * (1 + wb) : wa + wb) + (wa + wb) + 2;
+    if (op_ == Op::Multiply)  // a, '*', b (or b after each digit of a, '*'), SEP, wa + wb product digits (and carries)
+      return (beside_ ? wa * (1 + wb) : wa + wb) + (carries_ ? 2 : 1) * (wa + wb) + 2;
     const int64_t digits = wa + wb + std::max(wa, wb) + 1;
     return (hints_ > 0 ? 2 * digits : digits) + 2;  // '+' and SEP; hints double the digits
   }
@@ -356,13 +383,28 @@ class ArithmeticTask : public SequenceBase {
     for (int64_t i = 0; i < na; ++i) a[i] = digit(rng);
     for (int64_t i = 0; i < nb; ++i) b[i] = digit(rng);
     lay_out_operands(
-        wa, wb, [&](int64_t i) { return int64_t{a[i]} + 1; }, [&](int64_t, int64_t l) { return int64_t{b[l]} + 1; },
-        kOperator, input);
-    for (int d : op_ == Op::Add ? sum(a, b) : product(a, b)) answer.push_back(answer_token(d));
+        wa, wb, [&](int64_t i) { return int64_t{a[i]} + 1; },
+        [&](int64_t, int64_t l) { return multiplier_token(l, b[l]); }, kOperator, input);
+    if (op_ == Op::Add) {
+      for (int d : sum(a, b)) answer.push_back(answer_token(d));
+      return;
+    }
+    for (const Column& c : product(a, b)) {
+      answer.push_back(answer_token(c.digit));
+      if (carries_) answer.push_back(carry_base() + 1 + c.carry);
+    }
   }
   /// The token of the answer's digit d: the operands' (d + 1), or with
   /// task.answer_tokens=own one of ten after the operator and the hints.
   int64_t answer_token(int d) const { return own_answer_tokens_ ? kOperator + hints_ + 1 + d : d + 1; }
+  /// The token of b's digit l (its units are l = 0) of value d: the operands'
+  /// (d + 1), or with task.multiplier_tokens=per_digit ten of digit l's own.
+  int64_t multiplier_token(int64_t l, int d) const {
+    return per_digit_multiplier_ ? multiplier_base() + 1 + 10 * l + d : d + 1;
+  }
+  /// The last token before b's per-digit tokens, and before the carries' (carry c is carry_base() + 1 + c).
+  int64_t multiplier_base() const { return kOperator + hints_ + (own_answer_tokens_ ? 10 : 0); }
+  int64_t carry_base() const { return multiplier_base() + (per_digit_multiplier_ ? 10 * multiplier_ : 0); }
 
   /// Least-significant digit first: max(len) + 1 digits.
   static std::vector<int> sum(const std::vector<int>& a, const std::vector<int>& b) {
@@ -376,21 +418,21 @@ class ArithmeticTask : public SequenceBase {
     s.push_back(carry);
     return s;
   }
-  /// Least-significant digit first: len(a) + len(b) digits (the long multiplication of school).
-  static std::vector<int> product(const std::vector<int>& a, const std::vector<int>& b) {
-    std::vector<int> p(a.size() + b.size(), 0);
-    for (size_t i = 0; i < a.size(); ++i) {
-      int carry = 0;
-      for (size_t j = 0; j < b.size(); ++j) {
-        const int d = p[i + j] + a[i] * b[j] + carry;
-        p[i + j] = d % 10;
-        carry = d / 10;
-      }
-      for (size_t k = i + b.size(); carry > 0; ++k) {  // k < a.size() + b.size(): the product fits
-        const int d = p[k] + carry;
-        p[k] = d % 10;
-        carry = d / 10;
-      }
+  /// One column of a product: its digit and the carry out of it.
+  struct Column {
+    int digit, carry;
+  };
+  /// Least-significant digit first: len(a) + len(b) columns. Column j sums
+  /// a_i * b_l over i + l = j and the carry into it; the last carry is 0.
+  static std::vector<Column> product(const std::vector<int>& a, const std::vector<int>& b) {
+    const auto na = static_cast<int64_t>(a.size()), nb = static_cast<int64_t>(b.size());
+    std::vector<Column> p;
+    int64_t carry = 0;  // below 9 * min(na, nb)
+    for (int64_t j = 0; j < na + nb; ++j) {
+      int64_t s = carry;
+      for (int64_t l = std::max<int64_t>(0, j - na + 1); l <= std::min(j, nb - 1); ++l) s += a[j - l] * b[l];
+      carry = s / 10;
+      p.push_back({static_cast<int>(s % 10), static_cast<int>(carry)});
     }
     return p;
   }
@@ -410,17 +452,22 @@ class ArithmeticTask : public SequenceBase {
         lay_out_operands(
             wa, wb, [&](int64_t i) { return 1 + i + batch_k; }, [&](int64_t, int64_t l) { return 1 + l + batch_k; }, 0,
             ids);
-        ids.push_back(0);                                                            // SEP
-        for (int64_t i = 0; i < answer_digits; ++i) ids.push_back(1 + i + batch_k);  // the sum or product
+        ids.push_back(0);  // SEP
+        for (int64_t i = 0; i < answer_digits; ++i)
+          for (int64_t t = 0; t < (carries_ ? 2 : 1); ++t) ids.push_back(1 + i + batch_k);  // the digit (its carry)
       } else {
         const int64_t start = offsets ? draw(*offsets) : 0;  // one per example
         // A copy of b beside a_i takes a_i's id (i >= 0); b written once, its own significance's.
         lay_out_operands(
             wa, wb, [&](int64_t i) { return start + i + 1; },
             [&](int64_t i, int64_t l) { return start + (i >= 0 ? i : l) + 1; }, 0, ids);
-        // SEP, then the answer's digits but the last: each predicts the digit of the next significance.
-        for (int64_t j = 0; j < answer_digits; ++j) ids.push_back(start + j + 1);
-        ids.push_back(start + answer_digits + 1);  // the last digit: fed by no step, never read
+        // SEP predicts digit 0; digit j (with written carries, its carry) predicts
+        // digit j + 1, and takes its id; the last predicts nothing.
+        ids.push_back(start + 1);
+        for (int64_t j = 0; j < answer_digits; ++j) {
+          if (carries_) ids.push_back(start + j + 1);  // digit j predicts its own column's carry
+          ids.push_back(start + j + 2);
+        }
       }
       rows.push_back(std::move(ids));
     }
@@ -434,6 +481,8 @@ class ArithmeticTask : public SequenceBase {
   int64_t hints_;
   int64_t multiplier_;  // b's digits where fixed; 0: drawn like a's
   bool beside_;         // b written after every digit of a (task.multiplier_placement)
+  bool per_digit_multiplier_;  // b's digits each with ten tokens of their own (task.multiplier_tokens)
+  bool carries_;               // each product digit followed by its column's carry (task.carries)
   bool own_answer_tokens_;
 };
 
@@ -541,6 +590,26 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
                        0,
                        0,
                        {"once", "beside_each_digit"}});
+  if (!addition)
+    options.push_back({"multiplier_tokens",
+                       OptionKind::String,
+                       "shared",
+                       "shared: b's digits are the operands' ten tokens; per_digit: each of b's digits (units, tens, "
+                       "...) has ten tokens of its own, so copies of b that share one id still say which digit of b "
+                       "each is; needs task.multiplier_digits",
+                       0,
+                       0,
+                       {"shared", "per_digit"}});
+  if (!addition)
+    options.push_back({"carries",
+                       OptionKind::String,
+                       "hidden",
+                       "hidden: the answer is the product's digits; written: each digit is followed by the carry "
+                       "out of its column (below 9 times task.multiplier_digits, tokens of their own, the digit's "
+                       "id), and exact match needs the carries right too; needs task.multiplier_digits",
+                       0,
+                       0,
+                       {"hidden", "written"}});
   if (addition)
     options.push_back({"index_hints", OptionKind::Int, 0,
                        "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H "
@@ -554,7 +623,7 @@ TaskInfo arithmetic_info(const std::string& name, const std::string& description
   TaskInfo t = sequence_info(name, description);
   t.options = arithmetic_options(op == ArithmeticTask::Op::Add);
   t.has_operands = true;
-  // The vocabulary is 11 tokens plus task.index_hints: ArithmeticTask::vocab_size.
+  // The vocabulary depends on the options: ArithmeticTask::vocab_size.
   t.length_unit = "digits per operand";
   t.make = [name, op](const TaskConfig& cfg) { return std::make_unique<ArithmeticTask>(cfg, name, op); };
   t.positions_end = [op](const TaskConfig& cfg, int64_t length) {
