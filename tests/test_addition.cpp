@@ -290,9 +290,12 @@ TEST(Multiplication, TheMultiplierBesideEachDigitSharesItsIdAndKeepsEveryProduct
 // each digit: b's digits told apart by their tokens, every column's digit and
 // carry right by the column sum, the product right by integer arithmetic.
 TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits) {
-  const std::vector<std::string> options = {
-      "task.positions=\"coupled\"", "task.multiplier_digits=2", "task.multiplier_placement=\"beside_each_digit\"",
-      "task.answer_tokens=\"own\"", "task.multiplier_tokens=\"per_digit\"", "task.carries=\"written\""};
+  const std::vector<std::string> options = {"task.positions=\"coupled\"",
+                                            "task.multiplier_digits=2",
+                                            "task.multiplier_placement=\"beside_each_digit\"",
+                                            "task.answer_tokens=\"own\"",
+                                            "task.multiplier_tokens=\"per_digit\"",
+                                            "task.carries=\"written\""};
   const auto task = find_task("multiplication").make(addition_config(options, "multiplication").task);
   const auto plain = find_task("multiplication")
                          .make(addition_config({"task.positions=\"coupled\"", "task.multiplier_digits=2",
@@ -351,13 +354,12 @@ TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits)
   }
   EXPECT_GT(carries_of_ten_or_more, 10) << "N x 2 carries reach past 9, which one digit token could not hold";
   // Abacus ids: a column's digit and carry share the digit's index in the product.
-  const auto abacus = find_task("multiplication")
-                          .make(addition_config({"task.positions=\"abacus\"", "task.multiplier_digits=1",
-                                                 "task.carries=\"written\""},
-                                                "multiplication")
-                                    .task);
-  EXPECT_EQ(row_of(abacus->fixed_set(2, 2, 0).positions, 0),
-            (std::vector<int64_t>{1, 2, 0, 1, 0, 1, 1, 2, 2, 3, 3}));
+  const auto abacus =
+      find_task("multiplication")
+          .make(addition_config({"task.positions=\"abacus\"", "task.multiplier_digits=1", "task.carries=\"written\""},
+                                "multiplication")
+                    .task);
+  EXPECT_EQ(row_of(abacus->fixed_set(2, 2, 0).positions, 0), (std::vector<int64_t>{1, 2, 0, 1, 0, 1, 1, 2, 2, 3, 3}));
   expect_ids_below_positions_end(options, {2, 6, 9});
   // Without a fixed multiplier neither has a bounded vocabulary: refused, naming both keys.
   for (const std::string option : {"task.multiplier_tokens=\"per_digit\"", "task.carries=\"written\""}) {

@@ -479,8 +479,8 @@ class ArithmeticTask : public SequenceBase {
   int64_t offset_;
   bool independent_, pad_;
   int64_t hints_;
-  int64_t multiplier_;  // b's digits where fixed; 0: drawn like a's
-  bool beside_;         // b written after every digit of a (task.multiplier_placement)
+  int64_t multiplier_;         // b's digits where fixed; 0: drawn like a's
+  bool beside_;                // b written after every digit of a (task.multiplier_placement)
   bool per_digit_multiplier_;  // b's digits each with ten tokens of their own (task.multiplier_tokens)
   bool carries_;               // each product digit followed by its column's carry (task.carries)
   bool own_answer_tokens_;
