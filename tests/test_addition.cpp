@@ -638,4 +638,15 @@ TEST(Multiplication, TheShipped20xConfigIsTheBesideGridsLocalRowEvaluatedTo200Di
   EXPECT_EQ(shipped.eval.lengths.back(), 200);
 }
 
+TEST(Multiplication, TheShippedNBy2ConfigIsTheCarriesGridsRowEvaluatedTo200Digits) {
+  // configs/multiplication_n_by_2.json trains the row of the N x 2 grid with
+  // b's digits told apart and the carries written (docs/results.md holds its
+  // three seeds), with evaluation lengths to 200 digits.
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/multiplication_n_by_2.json", "configs/multiplication_n_by_2_carries_compare.json",
+      "kerple-power-local-beside-per-digit-carries-projected-max-s0");
+  EXPECT_EQ(shipped.task.options.get_string("carries"), "written");
+  EXPECT_EQ(shipped.eval.lengths.back(), 200);
+}
+
 }  // namespace POSENC_TEST_UNIT
