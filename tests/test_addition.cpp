@@ -639,12 +639,12 @@ TEST(Multiplication, TheShipped20xConfigIsTheBesideGridsLocalRowEvaluatedTo200Di
 }
 
 TEST(Multiplication, TheShippedNBy2ConfigIsTheCarriesGridsRowEvaluatedTo200Digits) {
-  // configs/multiplication_n_by_2.json trains the row of the N x 2 grid with
-  // b's digits told apart and the carries written (docs/results.md holds its
-  // three seeds), with evaluation lengths to 200 digits.
+  // configs/multiplication_n_by_2.json trains the 20,000-step row of the N x 2
+  // grid with b's digits told apart and the carries written (docs/results.md
+  // holds its three seeds), with evaluation lengths to 200 digits.
   const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
       "configs/multiplication_n_by_2.json", "configs/multiplication_n_by_2_carries_compare.json",
-      "kerple-power-local-beside-per-digit-carries-projected-max-s0");
+      "kerple-power-local-beside-per-digit-carries-20000-steps-projected-max-s0");
   EXPECT_EQ(shipped.task.options.get_string("carries"), "written");
   EXPECT_EQ(shipped.eval.lengths.back(), 200);
 }
