@@ -361,6 +361,22 @@ TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits)
                     .task);
   EXPECT_EQ(row_of(abacus->fixed_set(2, 2, 0).positions, 0), (std::vector<int64_t>{1, 2, 0, 1, 0, 1, 1, 2, 2, 3, 3}));
   expect_ids_below_positions_end(options, {2, 6, 9});
+  // b wider than its per-digit tokens and carries allow (padded, or an operand
+  // grid's cell): refused, naming the keys, before anything is trained.
+  for (const std::string option : {"task.multiplier_tokens=\"per_digit\"", "task.carries=\"written\""}) {
+    const std::string padded = error_of([&] {
+      find_task("multiplication")
+          .make(addition_config({option, "task.multiplier_digits=2", "task.pad_operands=true"}, "multiplication").task);
+    });
+    EXPECT_NE(padded.find("task.pad_operands"), std::string::npos) << padded;
+    const auto grid_task =
+        find_task("multiplication").make(addition_config({option, "task.multiplier_digits=2"}, "multiplication").task);
+    EXPECT_EQ(grid_task->operand_sequence_length(5, 2), grid_task->sequence_length(5)) << "the per-length shape";
+    const std::string cell = error_of([&] { grid_task->operand_sequence_length(3, 3); });
+    EXPECT_NE(cell.find("eval.operand_grid: a b of 3 digits"), std::string::npos) << cell;
+    EXPECT_NE(cell.find("task.multiplier_digits=2"), std::string::npos) << cell;
+    EXPECT_NE(error_of([&] { grid_task->fixed_operand_set(3, 3, 2, 0); }).find("eval.operand_grid"), std::string::npos);
+  }
   // Without a fixed multiplier neither has a bounded vocabulary: refused, naming both keys.
   for (const std::string option : {"task.multiplier_tokens=\"per_digit\"", "task.carries=\"written\""}) {
     const std::string error =

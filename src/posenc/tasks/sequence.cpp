@@ -257,6 +257,11 @@ class ArithmeticTask : public SequenceBase {
       throw ConfigError(
           "task.carries=written writes each column's carry with a token of its own, below 9 times b's digits, so "
           "b's digits must be fixed: set task.multiplier_digits (2 for N x 2)");
+    if ((per_digit_multiplier_ || carries_) && pad_)
+      throw ConfigError(
+          std::string(per_digit_multiplier_ ? "task.multiplier_tokens=per_digit" : "task.carries=written") +
+          " has tokens for b's task.multiplier_digits=" + std::to_string(multiplier_) +
+          " digits, which task.pad_operands would pad to a's length: set one of them");
     if (hints_ > 0 && positions_ != "sequence")
       throw ConfigError("task.index_hints and task.positions=" + positions_ +
                         " both mark a digit's significance: set one of them (task.positions=sequence with hints)");
@@ -289,6 +294,7 @@ class ArithmeticTask : public SequenceBase {
   int64_t operand_sequence_length(int64_t a_digits, int64_t b_digits) const override {
     const int64_t wa = pad_ ? std::max(a_digits, b_digits) : a_digits,
                   wb = pad_ ? std::max(a_digits, b_digits) : b_digits;
+    check_multiplier_fits(wb);
     if (op_ == Op::Multiply)  // a, '*', b (or b after each digit of a, '*'), SEP, wa + wb product digits (and carries)
       return (beside_ ? wa * (1 + wb) : wa + wb) + (carries_ ? 2 : 1) * (wa + wb) + 2;
     const int64_t digits = wa + wb + std::max(wa, wb) + 1;
@@ -325,7 +331,8 @@ class ArithmeticTask : public SequenceBase {
   TaskBatch operand_batch(int64_t na, int64_t nb, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets) const {
     const int64_t m = std::max(na, nb);
     const int64_t wa = pad_ ? m : na, wb = pad_ ? m : nb;  // digits written
-    check_eval_length(m);                                  // every digit of the sum has a hint
+    check_multiplier_fits(wb);
+    check_eval_length(m);  // every digit of the sum has a hint
     std::uniform_int_distribution<int64_t> hint_start(0, std::max<int64_t>(hints_ - m - 1, 0));
     return assemble(
         n,
@@ -351,6 +358,17 @@ class ArithmeticTask : public SequenceBase {
     out.push_back(op);
     if (!beside_)
       for (int64_t l = 0; l < wb; ++l) out.push_back(b_entry(int64_t{-1}, l));
+  }
+
+  /// Per-digit multiplier tokens and written carries have tokens for b's
+  /// task.multiplier_digits digits only: a wider b (an operand grid's cell) is refused.
+  void check_multiplier_fits(int64_t b_digits) const {
+    if ((per_digit_multiplier_ || carries_) && b_digits > multiplier_)
+      throw ConfigError("eval.operand_grid: a b of " + std::to_string(b_digits) + " digits, but " +
+                        (per_digit_multiplier_ ? "task.multiplier_tokens=per_digit" : "task.carries=written") +
+                        " has tokens for b's task.multiplier_digits=" + std::to_string(multiplier_) +
+                        " digits only: leave eval.operand_grid out, or keep its digits at most " +
+                        std::to_string(multiplier_));
   }
 
   /// b's digits where a has `a_digits` and the draw does not decide them.
