@@ -257,11 +257,10 @@ class ArithmeticTask : public SequenceBase {
       throw ConfigError(
           "task.carries=written writes each column's carry with a token of its own, below 9 times b's digits, so "
           "b's digits must be fixed: set task.multiplier_digits (2 for N x 2)");
-    if ((per_digit_multiplier_ || carries_) && pad_)
-      throw ConfigError(
-          std::string(per_digit_multiplier_ ? "task.multiplier_tokens=per_digit" : "task.carries=written") +
-          " has tokens for b's task.multiplier_digits=" + std::to_string(multiplier_) +
-          " digits, which task.pad_operands would pad to a's length: set one of them");
+    if (!option_bounding_b().empty() && pad_)
+      throw ConfigError(option_bounding_b() +
+                        " has tokens for b's task.multiplier_digits=" + std::to_string(multiplier_) +
+                        " digits, which task.pad_operands would pad to a's length: set one of them");
     if (hints_ > 0 && positions_ != "sequence")
       throw ConfigError("task.index_hints and task.positions=" + positions_ +
                         " both mark a digit's significance: set one of them (task.positions=sequence with hints)");
@@ -363,12 +362,18 @@ class ArithmeticTask : public SequenceBase {
   /// Per-digit multiplier tokens and written carries have tokens for b's
   /// task.multiplier_digits digits only: a wider b (an operand grid's cell) is refused.
   void check_multiplier_fits(int64_t b_digits) const {
-    if ((per_digit_multiplier_ || carries_) && b_digits > multiplier_)
-      throw ConfigError("eval.operand_grid: a b of " + std::to_string(b_digits) + " digits, but " +
-                        (per_digit_multiplier_ ? "task.multiplier_tokens=per_digit" : "task.carries=written") +
-                        " has tokens for b's task.multiplier_digits=" + std::to_string(multiplier_) +
-                        " digits only: leave eval.operand_grid out, or keep its digits at most " +
-                        std::to_string(multiplier_));
+    if (!option_bounding_b().empty() && b_digits > multiplier_)
+      throw ConfigError(
+          "eval.operand_grid: a b of " + std::to_string(b_digits) + " digits, but " + option_bounding_b() +
+          " has tokens for b's task.multiplier_digits=" + std::to_string(multiplier_) +
+          " digits only: leave eval.operand_grid out, or keep its digits at most " + std::to_string(multiplier_));
+  }
+
+  /// The option whose tokens exist for b's task.multiplier_digits digits only
+  /// (per-digit tokens, else written carries); empty when b may be written wider.
+  std::string option_bounding_b() const {
+    if (per_digit_multiplier_) return "task.multiplier_tokens=per_digit";
+    return carries_ ? "task.carries=written" : "";
   }
 
   /// b's digits where a has `a_digits` and the draw does not decide them.
