@@ -112,6 +112,52 @@ Sum read_beside(const std::vector<int64_t>& tokens, int64_t answer_start, size_t
   return out;
 }
 
+/// Multiplication with the product's own tokens, per-digit multiplier tokens
+/// and written carries, b of k digits: digits 1..10, '*' 11, the product's own
+/// 12..21, b's digit l at 22 + 10l..31 + 10l, the carries 0..9k-1 from 22 + 10k,
+/// then SEP. A column's sum is below 81k + 9k, so its carry is below 9k.
+int64_t first_carry_token(size_t k) { return 22 + 10 * static_cast<int64_t>(k); }
+int64_t written_carries_sep(size_t k) { return first_carry_token(k) + 9 * static_cast<int64_t>(k); }
+
+/// One example `a0 b0..b(k-1) a1 b0..b(k-1) ... * SEP p0 c0 p1 c1 ...` read
+/// back in that layout, checking that every copy of b is b, that each column's
+/// digit plus ten times its carry is the column's sum (products of a's and b's
+/// digits and the carry into it), that nothing is carried out of the last
+/// column, and that the product is a * b by integer arithmetic. The largest
+/// carry seen goes to *largest_carry.
+Sum read_written_carries(const std::vector<int64_t>& t, int64_t answer_start, size_t k, const std::string& what,
+                         int* largest_carry) {
+  Sum e;
+  for (size_t i = 0; i + 2 < static_cast<size_t>(answer_start); i += 1 + k) {  // a_i, b0..b(k-1) ... then '*', SEP
+    e.a.push_back(static_cast<int>(t[i] - 1));
+    std::vector<int> b;
+    for (size_t l = 0; l < k; ++l) {
+      const int64_t token = t[i + 1 + l], first = 22 + 10 * static_cast<int64_t>(l);
+      EXPECT_TRUE(token >= first && token <= first + 9) << what << ": b's digit " << l << " has tokens of its own";
+      b.push_back(static_cast<int>(token - first));
+    }
+    if (e.b.empty()) e.b = b;
+    EXPECT_EQ(b, e.b) << what << ": every copy of b is b";
+  }
+  EXPECT_EQ(t[answer_start - 2], 11) << what;
+  EXPECT_EQ(t[answer_start - 1], written_carries_sep(k)) << what;
+  int carry = 0;
+  for (size_t i = answer_start, j = 0; i < t.size(); i += 2, ++j) {
+    const int digit = static_cast<int>(t[i] - 12), out = static_cast<int>(t[i + 1] - first_carry_token(k));
+    EXPECT_TRUE(digit >= 0 && digit <= 9 && out >= 0 && out < 9 * static_cast<int>(k)) << what << ", column " << j;
+    int column = carry;
+    for (size_t l = 0; l < k; ++l)
+      if (j >= l && j - l < e.a.size()) column += e.a[j - l] * e.b[l];
+    EXPECT_EQ(digit + 10 * out, column) << what << ", column " << j;
+    *largest_carry = std::max(*largest_carry, out);
+    e.s.push_back(digit);
+    carry = out;
+  }
+  EXPECT_EQ(carry, 0) << what << ": nothing is carried out of the last column";
+  EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b)) << what;
+  return e;
+}
+
 }  // namespace
 
 // Checked against the machine's own multiplication of the operands' values.
@@ -309,33 +355,9 @@ TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits)
   // are predicted by the queries with its id.
   EXPECT_EQ(row_of(task->fixed_set(2, 2, 0).positions, 0),
             (std::vector<int64_t>{1, 1, 1, 2, 2, 2, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5}));
-  int64_t carries_of_ten_or_more = 0;
-  const auto check = [&](const std::vector<int64_t>& t, int64_t answer_start, const std::string& what) -> Sum {
-    Sum e;
-    for (int64_t i = 0; i + 2 < answer_start; i += 3) {  // a_i, b0, b1 ... then '*', SEP
-      e.a.push_back(static_cast<int>(t[i] - 1));
-      EXPECT_TRUE(t[i + 1] >= 22 && t[i + 1] <= 31 && t[i + 2] >= 32 && t[i + 2] <= 41) << what;
-      if (i == 0) e.b = {static_cast<int>(t[1] - 22), static_cast<int>(t[2] - 32)};
-      EXPECT_EQ(t[i + 1] - 22, e.b[0]) << what << ": every copy of b is b";
-      EXPECT_EQ(t[i + 2] - 32, e.b[1]) << what;
-    }
-    EXPECT_EQ(t[answer_start - 2], 11) << what;
-    EXPECT_EQ(t[answer_start - 1], 60) << what;
-    int carry = 0;
-    for (size_t i = answer_start, j = 0; i < t.size(); i += 2, ++j) {
-      const int digit = static_cast<int>(t[i] - 12), out = static_cast<int>(t[i + 1] - 42);
-      EXPECT_TRUE(digit >= 0 && digit <= 9 && out >= 0 && out <= 17) << what << ", column " << j;
-      int column = carry;
-      for (size_t l = 0; l < 2; ++l)
-        if (j >= l && j - l < e.a.size()) column += e.a[j - l] * e.b[l];
-      EXPECT_EQ(digit + 10 * out, column) << what << ", column " << j;
-      carries_of_ten_or_more += out >= 10;
-      e.s.push_back(digit);
-      carry = out;
-    }
-    EXPECT_EQ(carry, 0) << what << ": nothing is carried out of the last column";
-    EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b)) << what;
-    return e;
+  int largest_carry = 0;
+  const auto check = [&](const std::vector<int64_t>& t, int64_t answer_start, const std::string& what) {
+    return read_written_carries(t, answer_start, 2, what, &largest_carry);
   };
   for (const int64_t length : {2, 5, 9}) {
     const auto set = task->fixed_set(length, 16, 1), same = plain->fixed_set(length, 16, 1);
@@ -352,7 +374,7 @@ TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits)
     const auto b = task->train_batch(step, 4, 0);
     check(row_of(b.tokens, 0), b.answer_start, "step " + std::to_string(step));
   }
-  EXPECT_GT(carries_of_ten_or_more, 10) << "N x 2 carries reach past 9, which one digit token could not hold";
+  EXPECT_GE(largest_carry, 10) << "N x 2 carries reach past 9, which one digit token could not hold";
   // Abacus ids: a column's digit and carry share the digit's index in the product.
   const auto abacus =
       find_task("multiplication")
@@ -384,6 +406,41 @@ TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits)
     EXPECT_NE(error.find(option.substr(0, option.find('='))), std::string::npos) << error;
     EXPECT_NE(error.find("task.multiplier_digits"), std::string::npos) << error;
   }
+}
+
+// N x 3 (configs/multiplication_n_by_3_carries_compare.json): the same layout
+// with three digits of b, whose column sums (three digit products and a carry)
+// carry up to 26, past the largest of N x 2 (17).
+TEST(Multiplication, NBy3CarriesReachPastNBy2sAndKeepTokensOfTheirOwn) {
+  const std::vector<std::string> options = {"task.positions=\"coupled\"",
+                                            "task.multiplier_digits=3",
+                                            "task.multiplier_placement=\"beside_each_digit\"",
+                                            "task.answer_tokens=\"own\"",
+                                            "task.multiplier_tokens=\"per_digit\"",
+                                            "task.carries=\"written\""};
+  const auto task = find_task("multiplication").make(addition_config(options, "multiplication").task);
+  // b's digits 22..51, the carries 0..26 at 52..78, SEP 79.
+  EXPECT_EQ(task->vocab_size(), 78);
+  EXPECT_EQ(written_carries_sep(3), task->vocab_size() + 1);
+  // a0 b0 b1 b2 a1 b0 b1 b2 * SEP p0 c0 ... p4 c4: b's copies share their digit of a's id.
+  EXPECT_EQ(row_of(task->fixed_set(2, 2, 0).positions, 0),
+            (std::vector<int64_t>{1, 1, 1, 1, 2, 2, 2, 2, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6}));
+  int largest_carry = 0;
+  for (const int64_t length : {2, 5, 9}) {
+    const auto set = task->fixed_set(length, 256, 1);
+    EXPECT_EQ(set.tokens.size(1), task->sequence_length(length)) << "4n, '*', SEP, n + 3 digits and carries";
+    EXPECT_EQ(task->sequence_length(length), 4 * length + 2 + 2 * (length + 3));
+    for (int64_t r = 0; r < 256; ++r)
+      read_written_carries(row_of(set.tokens, r), set.answer_start, 3, std::to_string(length) + " digits",
+                           &largest_carry);
+  }
+  for (int64_t step = 0; step < 20; ++step) {
+    const auto b = task->train_batch(step, 4, 0);
+    for (int64_t r = 0; r < 4; ++r)
+      read_written_carries(row_of(b.tokens, r), b.answer_start, 3, "step " + std::to_string(step), &largest_carry);
+  }
+  EXPECT_GE(largest_carry, 18) << "N x 3 carries past N x 2's largest, 17";
+  expect_ids_below_positions_end(options, {2, 6, 9});
 }
 
 TEST(Multiplication, WhatOnlyAdditionDefinesIsRefusedNamingTheKey) {
