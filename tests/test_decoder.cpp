@@ -79,6 +79,48 @@ TEST_P(EverySchemeCausally, GreedyDecodingReproducesItsOwnAnswers) {
 INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeCausally, ::testing::ValuesIn(scheme_names()),
                          [](const auto& info) { return info.param; });
 
+TEST(Decoder, FirstWrongTokenIsWhereGreedyDecodingFirstLeavesTheReference) {
+  // The references are the model's own greedy answers, changed at known
+  // indices (and once more further on); greedy decoding never reads the
+  // reference, so each changed row is wrong first where it was first changed.
+  const Config cfg = decoder_config("rope");
+  Transformer model = random_decoder(cfg, 3);
+  const auto task = make_task(cfg.task);
+  TaskBatch set = task->fixed_set(6, 8, 5);
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  ASSERT_GE(A, 4);
+  set.tokens.narrow(1, a, A).copy_(continue_tokens(model, set.tokens.narrow(1, 0, a), A));
+  const std::vector<int64_t> first_changed = {-1, 0, 2, 2, A - 1, -1, 1, 3};  // -1: left as decoded
+  std::map<int64_t, int64_t> expected;
+  const auto change = [&](int64_t r, int64_t i) {
+    auto token = set.tokens[r][a + i];
+    token.fill_(token.item<int64_t>() % 16 + 1);  // another of the tokens 1..16
+  };
+  for (int64_t r = 0; r < 8; ++r) {
+    if (first_changed[r] < 0) continue;
+    change(r, first_changed[r]);
+    if (first_changed[r] + 2 < A) change(r, first_changed[r] + 2);
+    ++expected[first_changed[r]];
+  }
+  std::map<int64_t, int64_t> first_wrong;
+  const auto [exact, tokens] =
+      score_decoding(model, set, torch::kCPU, 1 << 16, false, nullptr, 0, nullptr, &first_wrong);
+  EXPECT_EQ(exact.correct, 2);
+  EXPECT_EQ(first_wrong, expected);
+  // In results.json: [index, wrong answers] pairs.
+  LengthResult r;
+  r.metric = TaskMetric::ExactMatch;
+  r.first_wrong = first_wrong;
+  EXPECT_EQ(length_results_to_json({r})[0]["first_wrong_token"],
+            json::parse("[[0, 1], [1, 1], [2, 2], [3, 1], [" + std::to_string(A - 1) + ", 1]]"));
+  // evaluate_lengths (posenc eval, a run's results) reports each wrong answer once.
+  const LengthResult untrained = evaluate_lengths(model, *task, evaluation_spec(cfg), {6}, torch::kCPU).front();
+  int64_t counted = 0;
+  for (const auto& [index, count] : untrained.first_wrong) counted += count;
+  EXPECT_GT(counted, 0) << "an untrained model gets answers wrong";
+  EXPECT_EQ(counted, untrained.total.n - untrained.total.correct);
+}
+
 TEST(Decoder, NopeIsNotPermutationEquivariant) {
   // Without positions the encoder's token states are permutation-equivariant
   // (max pooling then makes its output invariant); the causal mask alone lets

@@ -52,10 +52,14 @@ struct LengthResult {
   std::map<std::string, Tally> by_kind;  ///< "sorted" and each negative kind
   bool has_false_alarms = false;         ///< an encoder pooling every position (not cls)
   FalseAlarms false_alarms;
-  bool has_bleu = false;             ///< scored by BLEU too (TaskInfo::bleu)
-  BleuCounts bleu;                   ///< of the greedily decoded answers against the references
-  bool has_oracle = false;           ///< eval.oracle_length: also decoded with the reference's length given
-  Tally oracle;                      ///< ... answers right before the reference's end token, with the end held back
+  bool has_bleu = false;    ///< scored by BLEU too (TaskInfo::bleu)
+  BleuCounts bleu;          ///< of the greedily decoded answers against the references
+  bool has_oracle = false;  ///< eval.oracle_length: also decoded with the reference's length given
+  Tally oracle;             ///< ... answers right before the reference's end token, with the end held back
+  /// exact_match: the wrong answers by the index (from 0) of their first
+  /// wrong answer token, where greedy decoding first left the reference
+  /// (after it, each token is conditioned on a wrong prefix).
+  std::map<int64_t, int64_t> first_wrong;
   int64_t non_finite = 0;            ///< examples with NaN or inf outputs (a warning is logged)
   bool beyond_training = false;      ///< longer than task.max_length
   bool untrained_positions = false;  ///< uses rows of a position table that training never reached
@@ -102,10 +106,12 @@ double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t
 /// each decoded answer and its reference, both cut before the token `eos`.
 /// With `oracle` (and an `eos`), decodes again with `eos` held back until each
 /// reference's own end and counts the answers whose tokens before that end are
-/// all right: exact match when the model is given the length.
+/// all right: exact match when the model is given the length. With
+/// `first_wrong`, counts each wrong answer under the index of its first wrong token.
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
                                        int64_t max_batch_tokens, bool interruptible = false, BleuCounts* bleu = nullptr,
-                                       int64_t eos = 0, Tally* oracle = nullptr);
+                                       int64_t eos = 0, Tally* oracle = nullptr,
+                                       std::map<int64_t, int64_t>* first_wrong = nullptr);
 /// Decoder, teacher-forced: right next tokens of the answers and their summed
 /// NLL (nats); `exact` (if given) counts examples with every answer token right.
 Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,

@@ -109,7 +109,7 @@ std::vector<int64_t> tokens_before(const torch::Tensor& rows, int64_t r, int64_t
 
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
                                        int64_t max_batch_tokens, bool interruptible, BleuCounts* bleu, int64_t eos,
-                                       Tally* oracle) {
+                                       Tally* oracle, std::map<int64_t, int64_t>* first_wrong) {
   Tally exact, tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& chunk) {
@@ -126,6 +126,15 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
     exact.correct += right.logical_or(scored.logical_not()).all(1).sum().item<int64_t>();
     tokens.n += scored.sum().item<int64_t>();
     tokens.correct += right.sum().item<int64_t>();
+    if (first_wrong) {
+      const auto wrong = right.logical_or(scored.logical_not()).logical_not();  // (b, A)
+      const auto is_wrong = wrong.any(1).cpu();                                 // (b)
+      const auto first = wrong.to(torch::kLong).cumsum(1).eq(0).sum(1).cpu();   // (b) the right tokens before it
+      const auto w = is_wrong.accessor<bool, 1>();
+      const auto f = first.accessor<int64_t, 1>();
+      for (int64_t r = 0; r < first.size(0); ++r)
+        if (w[r]) ++(*first_wrong)[f[r]];
+    }
     if (bleu) {
       const auto hypotheses = decoded.cpu(), references = targets.cpu();
       for (int64_t r = 0; r < hypotheses.size(0); ++r)
@@ -406,7 +415,7 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
       r.has_oracle = spec.sets.oracle_length;
       std::tie(r.total, r.tokens) =
           score_decoding(model, set, device, spec.sets.max_batch_tokens, true, r.has_bleu ? &r.bleu : nullptr,
-                         task.end_token(), r.has_oracle ? &r.oracle : nullptr);
+                         task.end_token(), r.has_oracle ? &r.oracle : nullptr, &r.first_wrong);
     } else {
       r.tokens = score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, &r.nll_sum, nullptr, true);
       r.total = r.tokens;
@@ -501,7 +510,13 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results) 
                         {"non_finite", r.non_finite},
                         {"untrained_positions", r.untrained_positions}};
     if (r.metric != TaskMetric::Accuracy) j["tokens"] = r.tokens.n;
-    if (r.metric == TaskMetric::ExactMatch) j["token_accuracy"] = r.tokens.accuracy();
+    if (r.metric == TaskMetric::ExactMatch) {
+      j["token_accuracy"] = r.tokens.accuracy();
+      // [index, wrong answers]: where greedy decoding first left the reference.
+      nlohmann::json first = nlohmann::json::array();
+      for (const auto& [index, count] : r.first_wrong) first.push_back({index, count});
+      j["first_wrong_token"] = first;
+    }
     if (r.has_bleu) j["bleu"] = r.bleu.score();
     if (r.has_oracle) j["oracle_length"] = {{"correct", r.oracle.correct}, {"exact_match", r.oracle.accuracy()}};
     if (r.has_false_alarms)
