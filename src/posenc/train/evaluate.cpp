@@ -121,15 +121,15 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
     auto targets = chunk.narrow(1, a, A);                                     // (b, A)
     auto scored = answer_scored(set, targets);
     auto right = decoded.eq(targets).logical_and(scored);
+    auto wrong = right.logical_or(scored.logical_not()).logical_not();  // (b, A) scored and not right
     if (bad.defined()) exact.non_finite += bad.sum().item<int64_t>();
     exact.n += chunk.size(0);
-    exact.correct += right.logical_or(scored.logical_not()).all(1).sum().item<int64_t>();
+    exact.correct += wrong.any(1).logical_not().sum().item<int64_t>();
     tokens.n += scored.sum().item<int64_t>();
     tokens.correct += right.sum().item<int64_t>();
     if (first_wrong) {
-      const auto wrong = right.logical_or(scored.logical_not()).logical_not();  // (b, A)
-      const auto is_wrong = wrong.any(1).cpu();                                 // (b)
-      const auto first = wrong.to(torch::kLong).cumsum(1).eq(0).sum(1).cpu();   // (b) the right tokens before it
+      const auto is_wrong = wrong.any(1).cpu();                                // (b)
+      const auto first = wrong.to(torch::kLong).cumsum(1).eq(0).sum(1).cpu();  // (b) the right tokens before it
       const auto w = is_wrong.accessor<bool, 1>();
       const auto f = first.accessor<int64_t, 1>();
       for (int64_t r = 0; r < first.size(0); ++r)
