@@ -121,6 +121,16 @@ int64_t first_multiplier_token(size_t l) { return 22 + 10 * static_cast<int64_t>
 int64_t first_carry_token(size_t k) { return first_multiplier_token(k); }
 int64_t written_carries_sep(size_t k) { return first_carry_token(k) + 9 * static_cast<int64_t>(k); }
 
+/// The options of that format (coupled ids, b beside each digit of a), b of k digits.
+std::vector<std::string> written_carries_options(int k) {
+  return {"task.positions=\"coupled\"",
+          "task.multiplier_digits=" + std::to_string(k),
+          "task.multiplier_placement=\"beside_each_digit\"",
+          "task.answer_tokens=\"own\"",
+          "task.multiplier_tokens=\"per_digit\"",
+          "task.carries=\"written\""};
+}
+
 /// One example `a0 b0..b(k-1) a1 b0..b(k-1) ... * SEP p0 c0 p1 c1 ...` read
 /// back in that layout, checking that every copy of b is b, that each column's
 /// digit plus ten times its carry is the column's sum (products of a's and b's
@@ -338,12 +348,7 @@ TEST(Multiplication, TheMultiplierBesideEachDigitSharesItsIdAndKeepsEveryProduct
 // each digit: b's digits told apart by their tokens, every column's digit and
 // carry right by the column sum, the product right by integer arithmetic.
 TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits) {
-  const std::vector<std::string> options = {"task.positions=\"coupled\"",
-                                            "task.multiplier_digits=2",
-                                            "task.multiplier_placement=\"beside_each_digit\"",
-                                            "task.answer_tokens=\"own\"",
-                                            "task.multiplier_tokens=\"per_digit\"",
-                                            "task.carries=\"written\""};
+  const std::vector<std::string> options = written_carries_options(2);
   const auto task = find_task("multiplication").make(addition_config(options, "multiplication").task);
   const auto plain = find_task("multiplication")
                          .make(addition_config({"task.positions=\"coupled\"", "task.multiplier_digits=2",
@@ -416,12 +421,7 @@ TEST(Multiplication, WrittenCarriesAddUpEachColumnAndPerDigitTokensNameBsDigits)
 // with three digits of b, whose column sums (three digit products and a carry)
 // carry up to 26, past the largest of N x 2 (17).
 TEST(Multiplication, NBy3CarriesReachPastNBy2sAndKeepTokensOfTheirOwn) {
-  const std::vector<std::string> options = {"task.positions=\"coupled\"",
-                                            "task.multiplier_digits=3",
-                                            "task.multiplier_placement=\"beside_each_digit\"",
-                                            "task.answer_tokens=\"own\"",
-                                            "task.multiplier_tokens=\"per_digit\"",
-                                            "task.carries=\"written\""};
+  const std::vector<std::string> options = written_carries_options(3);
   const auto task = find_task("multiplication").make(addition_config(options, "multiplication").task);
   // b's digits 22..51, the carries 0..26 at 52..78, SEP 79.
   EXPECT_EQ(task->vocab_size(), 78);
