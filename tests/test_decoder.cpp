@@ -3,6 +3,8 @@
 // that mean nothing causally.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "helpers.h"
 #include "posenc/model/transformer.h"
 #include "posenc/model/encoder.h"
@@ -47,13 +49,14 @@ TEST_P(EverySchemeCausally, KvCacheGivesTheWholeSequencesLogits) {
   auto model = random_decoder(decoder_config(GetParam()), 2);
   if (!model->supports_kv_cache()) GTEST_SKIP() << "decodes by rerunning the whole sequence";
   torch::NoGradGuard no_grad;
-  auto tokens = torch::randint(1, 17, {2, 14}, torch::kLong);
-  const auto whole = model->forward(tokens);  // (2, 14, 18)
+  // 24 tokens: the cache's buffers, sized 16 after the 5-token prompt, grow once on the way.
+  auto tokens = torch::randint(1, 17, {2, 24}, torch::kLong);
+  const auto whole = model->forward(tokens);  // (2, 24, 18)
   KVCache cache;
   std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 5), cache)};  // a 5-token prompt
-  for (int64_t t = 5; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
+  for (int64_t t = 5; t < 24; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
   const auto cached = torch::cat(steps, 1);
-  EXPECT_EQ(cache.length, 14);
+  EXPECT_EQ(cache.length, 24);
   EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
       << (cached - whole).abs().max().item<double>();
 }
@@ -78,6 +81,55 @@ TEST_P(EverySchemeCausally, GreedyDecodingReproducesItsOwnAnswers) {
 
 INSTANTIATE_TEST_SUITE_P(Registry, EverySchemeCausally, ::testing::ValuesIn(scheme_names()),
                          [](const auto& info) { return info.param; });
+
+TEST(KvCache, AppendingStepByStepHoldsWhatOneConcatenationWould) {
+  // Outside grad mode, k and v are views of buffers that double when full:
+  // for 38 positions three buffers (16, 34 and 70 positions), not one per step.
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  LayerCache cache;
+  std::vector<torch::Tensor> ks, vs;
+  std::set<const void*> buffers;
+  for (int64_t n : {5, 1, 3}) {
+    for (int step = 0; step < (n == 1 ? 30 : 1); ++step) {
+      ks.push_back(torch::randn({2, 3, n, 4}));
+      vs.push_back(torch::randn({2, 3, n, 4}));
+      cache.append(ks.back(), vs.back());
+      ASSERT_TRUE(torch::equal(cache.k, torch::cat(ks, 2)));
+      ASSERT_TRUE(torch::equal(cache.v, torch::cat(vs, 2)));
+      ASSERT_EQ(cache.k.data_ptr(), cache.k_buffer.data_ptr());  // a view, not a copy
+      buffers.insert(cache.k_buffer.data_ptr());
+    }
+  }
+  EXPECT_EQ(cache.k.size(2), 38);
+  EXPECT_EQ(buffers.size(), 3u);
+
+  // Beam search picks rows (here one twice); appending goes on from them.
+  const auto rows = torch::tensor({1, 0, 1}, torch::kLong);
+  cache.select_rows(rows);
+  const auto k_next = torch::randn({3, 3, 1, 4}), v_next = torch::randn({3, 3, 1, 4});
+  cache.append(k_next, v_next);
+  EXPECT_TRUE(torch::equal(cache.k, torch::cat({torch::cat(ks, 2).index_select(0, rows), k_next}, 2)));
+  EXPECT_TRUE(torch::equal(cache.v, torch::cat({torch::cat(vs, 2).index_select(0, rows), v_next}, 2)));
+}
+
+TEST(KvCache, InGradModeAppendingKeepsEarlierStepsDifferentiable) {
+  // A write into a buffer would change a tensor backward still needs; in grad
+  // mode the cache concatenates instead, and gradients reach every step.
+  LayerCache cache;
+  std::vector<torch::Tensor> ks;
+  auto loss = torch::zeros({});
+  for (int64_t n : {4, 1, 1}) {
+    ks.push_back(torch::randn({1, 2, n, 3}, torch::requires_grad()));
+    cache.append(ks.back(), ks.back() * 2);
+    loss = loss + (cache.k * cache.v).sum();  // each step's term keeps that step's k and v for backward
+  }
+  EXPECT_FALSE(cache.k_buffer.defined());
+  loss.backward();
+  // Step i's keys are in the cache for 3 - i steps, each adding 2k^2 (gradient 4k).
+  for (size_t i = 0; i < ks.size(); ++i)
+    EXPECT_TRUE(torch::allclose(ks[i].grad(), 4.0 * static_cast<double>(3 - i) * ks[i]));
+}
 
 TEST(Decoder, FirstWrongTokenIsWhereGreedyDecodingFirstLeavesTheReference) {
   // The references are the model's own greedy answers, changed at known

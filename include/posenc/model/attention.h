@@ -14,9 +14,20 @@
 namespace posenc {
 
 /// One block's keys and values of the positions decoded so far: (B, H, L, Dh),
-/// keys already rotated. Undefined before the first step.
+/// keys already rotated; undefined before the first step. Self-attention
+/// appends to them step by step; cross-attention sets them once.
 struct LayerCache {
-  torch::Tensor k, v;
+  torch::Tensor k, v;  ///< (B, H, L, Dh); after append, views of the buffers' first L positions
+
+  /// Appends k_new, v_new (B, H, n, Dh). Outside grad mode they are written into
+  /// buffers that grow by doubling, so decoding T tokens copies O(T) positions,
+  /// not the O(T^2) of a concatenation per step. In grad mode it concatenates:
+  /// a write in place would change tensors that backward still needs.
+  void append(const torch::Tensor& k_new, const torch::Tensor& v_new);
+  /// Keeps rows `rows` (int64) of k and v, in that order (beam search).
+  void select_rows(const torch::Tensor& rows);
+
+  torch::Tensor k_buffer, v_buffer;  ///< (B, H, capacity, Dh), or undefined
 };
 
 struct MultiHeadAttentionOptions {

@@ -3,12 +3,48 @@
 #include "posenc/model/batched_matmul.h"
 #include "posenc/util/linear.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "posenc/positional/relative_offsets.h"
 
 namespace posenc {
+
+void LayerCache::append(const torch::Tensor& k_new, const torch::Tensor& v_new) {
+  const int64_t held = k.defined() ? k.size(2) : 0, n = k_new.size(2);
+  if (torch::GradMode::is_enabled()) {
+    k = held > 0 ? torch::cat({k, k_new}, /*dim=*/2) : k_new;
+    v = held > 0 ? torch::cat({v, v_new}, /*dim=*/2) : v_new;
+    k_buffer = v_buffer = torch::Tensor();
+    return;
+  }
+  if (!k_buffer.defined() || k_buffer.size(2) < held + n) {
+    // Room for as many positions again: a prompt of P tokens leaves room for
+    // an answer of P, and every later growth doubles.
+    const int64_t capacity = std::max<int64_t>(2 * (held + n), 16);
+    const auto grow = [&](const torch::Tensor& kept, const torch::Tensor& like) {
+      auto sizes = like.sizes().vec();
+      sizes[2] = capacity;
+      auto buffer = torch::empty(sizes, like.options());  // (B, H, capacity, Dh)
+      if (held > 0) buffer.narrow(2, 0, held).copy_(kept);
+      return buffer;
+    };
+    k_buffer = grow(k, k_new);
+    v_buffer = grow(v, v_new);
+  }
+  k_buffer.narrow(2, held, n).copy_(k_new);
+  v_buffer.narrow(2, held, n).copy_(v_new);
+  k = k_buffer.narrow(2, 0, held + n);  // (B, H, held + n, Dh)
+  v = v_buffer.narrow(2, 0, held + n);
+}
+
+void LayerCache::select_rows(const torch::Tensor& rows) {
+  // The picked rows become new tensors; the next append gives them buffers again.
+  if (k.defined()) k = k.index_select(0, rows);
+  if (v.defined()) v = v.index_select(0, rows);
+  k_buffer = v_buffer = torch::Tensor();
+}
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)
     : d_model_(options.d_model()),
@@ -55,12 +91,9 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     own.k = pos.q;
     own.task_k = pos.task_q;  // undefined where the task defines no ids
     if (caps.rotate) scheme->rotate(q, k, own);
-    if (cache->k.defined()) {
-      k = torch::cat({cache->k, k}, /*dim=*/2);  // (B, H, Lk, Dh)
-      v = torch::cat({cache->v, v}, /*dim=*/2);
-    }
-    cache->k = k;
-    cache->v = v;
+    cache->append(k, v);
+    k = cache->k;  // (B, H, Lk, Dh)
+    v = cache->v;
   } else if (caps.rotate) {
     scheme->rotate(q, k, pos);
   }

@@ -26,8 +26,8 @@ void select_cache_rows(KVCache& cache, const torch::Tensor& rows) {
   const auto pick = [&](torch::Tensor& t) {
     if (t.defined()) t = t.index_select(0, rows);
   };
-  for (auto& layer : cache.layers) pick(layer.k), pick(layer.v);
-  for (auto& layer : cache.cross) pick(layer.k), pick(layer.v);
+  for (auto& layer : cache.layers) layer.select_rows(rows);
+  for (auto& layer : cache.cross) layer.select_rows(rows);
   pick(cache.task_keys);
   pick(cache.memory.states);
   pick(cache.memory.padding);
