@@ -141,12 +141,21 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
   if (!ctx.defined()) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     auto scores = batched_matmul(q, k.transpose(-2, -1));  // (B, H, Lq, Lk)
-    if (caps.score_terms) scores = scores + scheme->score_terms(q, k, scores, pos);
-    scores = scores * scale;
-    if (bias.defined()) scores = scores + bias;
-    if (caps.reweight) scores = scheme->reweight(scores, pos);
-    if (factor.defined()) scores = scores * factor;
-    if (mask.defined()) scores = scores + mask;       // after reweighting, which may scale the scores
+    // Outside grad mode nothing keeps the scores for backward, so float32
+    // arithmetic on them is done in place: at long prompts every (B, H, Lq, Lk)
+    // temporary is fresh memory. Not after reweight, whose result may not be ours.
+    bool in_place = !torch::GradMode::is_enabled() && scores.scalar_type() == torch::kFloat;
+    const auto plus = [&](const torch::Tensor& s, const torch::Tensor& t) { return in_place ? s.add_(t) : s + t; };
+    const auto times = [&](const torch::Tensor& s, const torch::Tensor& t) { return in_place ? s.mul_(t) : s * t; };
+    if (caps.score_terms) scores = plus(scores, scheme->score_terms(q, k, scores, pos));
+    scores = in_place ? scores.mul_(scale) : scores * scale;
+    if (bias.defined()) scores = plus(scores, bias);
+    if (caps.reweight) {
+      scores = scheme->reweight(scores, pos);
+      in_place = false;
+    }
+    if (factor.defined()) scores = times(scores, factor);
+    if (mask.defined()) scores = plus(scores, mask);  // after reweighting, which may scale the scores
     auto probs = torch::softmax(scores, /*dim=*/-1);  // (B, H, L, L)
     if (keep_weights_) last_weights_ = probs.detach();
     auto dropped = attn_drop_->forward(probs);
