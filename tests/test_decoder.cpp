@@ -61,6 +61,23 @@ TEST_P(EverySchemeCausally, KvCacheGivesTheWholeSequencesLogits) {
       << (cached - whole).abs().max().item<double>();
 }
 
+TEST_P(EverySchemeCausally, ScoresComputedInPlaceOutsideGradModeChangeNothing) {
+  // Outside grad mode the explicit path scales, biases, multiplies (by
+  // Scalable-Softmax's factor) and masks the scores in place; the logits are
+  // those of grad mode, where every step makes a new tensor.
+  for (const double log_length_scale : {0.0, 0.7}) {
+    auto model = random_decoder(
+        decoder_config(GetParam(), {"model.attention.log_length_scale=" + std::to_string(log_length_scale)}), 4);
+    model->force_explicit_attention(true);
+    const auto tokens = torch::randint(1, 17, {2, 12}, torch::kLong);
+    const auto in_grad_mode = model->forward(tokens).detach();  // (2, 12, 18)
+    torch::NoGradGuard no_grad;
+    const auto in_place = model->forward(tokens);
+    EXPECT_TRUE(torch::allclose(in_place, in_grad_mode, tolerance::kFloat32Sum, tolerance::kFloat32Sum))
+        << "log_length_scale " << log_length_scale << ": " << (in_place - in_grad_mode).abs().max().item<double>();
+  }
+}
+
 TEST_P(EverySchemeCausally, GreedyDecodingReproducesItsOwnAnswers) {
   // Answers made by greedy decoding are exact matches, teacher-forced and
   // decoded again; with and without the cache the decoded tokens agree.
