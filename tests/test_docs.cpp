@@ -325,6 +325,60 @@ bool placeholder(const std::string& word) {
          word.find('<') != std::string::npos;
 }
 
+/// The next code point of UTF-8 `s` from `i` (advanced past it); U+FFFD for a broken sequence.
+char32_t next_code_point(const std::string& s, size_t& i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char lead = byte(i);
+  const int extra = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xE ? 2 : (lead >> 3) == 0x1E ? 3 : -1;
+  if (extra < 0 || i + static_cast<size_t>(extra) >= s.size()) {
+    ++i;
+    return 0xFFFD;
+  }
+  char32_t cp = extra == 0 ? lead : lead & (0x3F >> extra);
+  for (int k = 1; k <= extra; ++k) cp = (cp << 6) | (byte(i + static_cast<size_t>(k)) & 0x3F);
+  i += static_cast<size_t>(extra) + 1;
+  return cp;
+}
+
+/// The anchor GitHub gives a heading: lowercase; letters, digits, '-' and '_'
+/// kept, spaces made '-', everything else dropped (punctuation, and symbols
+/// such as '×' or '–'). Letters beyond ASCII are recognised in the Latin,
+/// Greek and Cyrillic blocks, which is all the docs use.
+std::string heading_anchor(const std::string& heading) {
+  std::string out;
+  for (size_t i = 0; i < heading.size();) {
+    const size_t start = i;
+    const char32_t cp = next_code_point(heading, i);
+    if (cp < 0x80) {
+      const char c = static_cast<char>(std::tolower(static_cast<int>(cp)));
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') out += c;
+      if (c == ' ') out += '-';
+    } else if ((cp >= 0xC0 && cp <= 0x24F && cp != 0xD7 && cp != 0xF7) || (cp >= 0x370 && cp <= 0x52F)) {
+      out += heading.substr(start, i - start);  // kept as written (the docs' headings start their words in ASCII)
+    }
+  }
+  return out;
+}
+
+/// The anchors of a Markdown page's headings (outside fenced code), links in
+/// a heading counted by their text, a repeated anchor numbered -1, -2, ...
+std::set<std::string> heading_anchors(const fs::path& page) {
+  std::set<std::string> out;
+  std::map<std::string, int> seen;
+  std::istringstream in(read_text(page));
+  bool fenced = false;
+  static const std::regex heading("^#{1,6}[ \\t]+(.*?)[ \\t]*$"), link("\\[([^\\]]*)\\]\\([^)]*\\)");
+  for (std::string line; std::getline(in, line);) {
+    if (starts_with(line, "```")) fenced = !fenced;
+    std::smatch m;
+    if (fenced || !std::regex_match(line, m, heading)) continue;
+    const std::string anchor = heading_anchor(std::regex_replace(m[1].str(), link, "$1"));
+    const int n = seen[anchor]++;
+    out.insert(n == 0 ? anchor : anchor + "-" + std::to_string(n));
+  }
+  return out;
+}
+
 }  // namespace
 
 // Every command the README and docs/ show is one posenc takes: the
@@ -461,6 +515,45 @@ TEST(Docs, TheReadmeNamesEveryGoldenFixtureAndATestReadsIt) {
         << "tests/test_golden.cpp never reads tests/golden/" << name << ".json";
   }
   EXPECT_GT(fixtures, 10);
+}
+
+// Every link between the README and the docs leads somewhere: a relative link
+// names a file of the tree, and a #fragment one of its headings' anchors, so
+// renaming a section or a file cannot leave a dead link behind.
+TEST(Docs, EveryLinkBetweenThePagesLeadsToAFileAndAHeadingThatExist) {
+  static const std::regex target("\\]\\(([^)\\s]+)\\)"), scheme("^[a-z]+:");
+  std::map<fs::path, std::set<std::string>> anchors_of;
+  int links = 0, fragments = 0;
+  for (const auto& page : doc_pages()) {
+    std::istringstream in(read_text(page));
+    bool fenced = false;
+    int number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++number;
+      if (starts_with(line.substr(std::min(line.find_first_not_of(' '), line.size())), "```")) fenced = !fenced;
+      if (fenced) continue;
+      for (std::sregex_iterator it(line.begin(), line.end(), target), end; it != end; ++it) {
+        const std::string link = (*it)[1].str();
+        if (std::regex_search(link, scheme)) continue;  // https:, mailto:
+        const std::string where = fs::relative(page, kRoot).string() + ":" + std::to_string(number) + ": " + link;
+        const size_t hash = link.find('#');
+        const std::string file = link.substr(0, hash);
+        const fs::path to = file.empty() ? page : (page.parent_path() / file).lexically_normal();
+        ++links;
+        if (!fs::exists(to)) {
+          ADD_FAILURE() << where << " names a file that does not exist";
+          continue;
+        }
+        if (hash == std::string::npos || to.extension() != ".md") continue;
+        ++fragments;
+        if (!anchors_of.count(to)) anchors_of[to] = heading_anchors(to);
+        EXPECT_TRUE(anchors_of[to].count(link.substr(hash + 1)))
+            << where << ": no heading of " << fs::relative(to, kRoot).string() << " has that anchor";
+      }
+    }
+  }
+  EXPECT_GT(links, 50) << "the pages link to each other less than they do";
+  EXPECT_GT(fragments, 10);
 }
 
 // What a figure needs is the machine (CPU, cores, OS), the date and the
