@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -463,6 +464,130 @@ TEST(CompareSummary, PerSeedExtrapolationAppliesTheRuleToEachRunAlone) {
   s.variants = {posenc::summarize_variant({result(0, 1.0, 1.0, 0.95)}, {"s0"})};
   s.variants[0].variant = "addition-kerple";
   EXPECT_EQ(posenc::summary_to_markdown(s).find("per seed"), std::string::npos);
+}
+
+// Values worked out by hand: the splits of the pooled scores are few enough to list.
+TEST(PermutationTest, CountsEverySplitAsFarFromEqualAsTheObservedOne) {
+  using posenc::permutation_test;
+  // {1,2,3} against {4,5,6}: of the C(6,3) = 20 splits only these two and their
+  // mirror image are 3 apart, so p = 2/20; no split of 3 against 3 does better.
+  auto t = permutation_test({1, 2, 3}, {4, 5, 6});
+  EXPECT_TRUE(t.exact);
+  EXPECT_DOUBLE_EQ(t.difference, -3.0);
+  EXPECT_DOUBLE_EQ(t.splits, 20.0);
+  EXPECT_DOUBLE_EQ(t.p, 0.1);
+  EXPECT_DOUBLE_EQ(t.min_p, 0.1);
+  // {1,2,4} against {3,5,6}: a's sum 7; the sums of 3 of 1..6 at most 7 ({1,2,3},
+  // {1,2,4}) or at least 14 (their complements): 4 of 20.
+  EXPECT_DOUBLE_EQ(permutation_test({1, 2, 4}, {3, 5, 6}).p, 0.2);
+  // One against three: 10 beside {0,1,2} is 9 above their mean; taking 0, 1 or
+  // 2 alone instead gives 13/3, 3 and 5/3. Unequal groups have no mirror: p = 1/4.
+  t = permutation_test({10}, {0, 1, 2});
+  EXPECT_DOUBLE_EQ(t.p, 0.25);
+  EXPECT_DOUBLE_EQ(t.min_p, 0.25);
+  // Equal scores: every split is as far apart as the observed one.
+  EXPECT_DOUBLE_EQ(permutation_test({1, 1, 1}, {1, 1, 1}).p, 1.0);
+  // Ten seeds against ten, wholly apart: 2 of C(20,10) = 184,756.
+  EXPECT_DOUBLE_EQ(permutation_test(std::vector<double>(10, 1.0), std::vector<double>(10, 0.0)).p, 2.0 / 184756);
+  // A NaN score (a length whose outputs were all non-finite) cannot be tested.
+  EXPECT_TRUE(std::isnan(permutation_test({1, std::nan(""), 3}, {4, 5, 6}).p));
+  EXPECT_TRUE(std::isnan(permutation_test({}, {4, 5, 6}).p));
+}
+
+// Scores such as 0.1 + 0.2 + 0.3 summed in another order differ in the last
+// bit; the mirror split, as far apart as the observed one, must still count.
+TEST(PermutationTest, RoundingDoesNotLoseASplitAsFarApartAsTheObservedOne) {
+  EXPECT_DOUBLE_EQ(posenc::permutation_test({0.1, 0.2, 0.3}, {0.4, 0.5, 0.6}).p, 0.1);
+  EXPECT_DOUBLE_EQ(posenc::permutation_test({0.7, 0.1, 0.2}, {0.3, 0.6, 0.5}).p,
+                   posenc::permutation_test({7, 1, 2}, {3, 6, 5}).p);
+  // Exact match on 300 examples: in exact arithmetic 18 of the 20 splits are at
+  // least 0.1 apart (checked with rational numbers); summed in float64, one of
+  // them falls a last bit short of the observed difference.
+  EXPECT_DOUBLE_EQ(posenc::permutation_test({0.97, 0.106667, 0.433333}, {0.2, 0.843333, 0.766667}).p, 0.9);
+}
+
+// Past the exact limit, random splits estimate the same p: with 200,000 draws
+// its standard error is at most sqrt(0.25 / 200,000) = 0.0011, so 0.006 is
+// over five of them.
+TEST(PermutationTest, RandomSplitsEstimateTheExactP) {
+  const std::vector<double> a = {0.9, 0.85, 0.95, 0.7, 0.92, 0.88, 0.8, 0.99};
+  const std::vector<double> b = {0.8, 0.75, 0.9, 0.6, 0.85, 0.7, 0.82, 0.78};
+  const auto exact = posenc::permutation_test(a, b);
+  const auto estimated = posenc::permutation_test(a, b, /*max_exact=*/0);
+  EXPECT_TRUE(exact.exact);
+  EXPECT_FALSE(estimated.exact);
+  EXPECT_GT(exact.p, 0.01);  // a p in the middle, where an estimate can err either way
+  EXPECT_LT(exact.p, 0.2);
+  EXPECT_NEAR(estimated.p, exact.p, 0.006);
+}
+
+// The summary tests each row of three seeds or more against its task's top
+// row, length by length, and says how small a p so few seeds can give.
+TEST(CompareSummary, TestsEachRowAgainstTheTopRowOverSeeds) {
+  const auto result = [](int64_t seed, double at16) {
+    const auto length = [](int64_t L, double score, bool beyond) {
+      return json{{"length", L},
+                  {"n", 100},
+                  {"correct", std::lround(score * 100)},
+                  {"exact_match", score},
+                  {"beyond_training", beyond},
+                  {"by_kind", json::object()}};
+    };
+    return json{{"task", "addition"},
+                {"metric", "exact_match"},
+                {"scheme", "kerple"},
+                {"qkv", "projected"},
+                {"pooling", "max"},
+                {"seed", seed},
+                {"parameters", 100},
+                {"train_seconds", 1.0},
+                {"val_accuracy", 1.0},
+                {"final_train_loss", 0.1},
+                {"lengths", {length(8, 1.0, false), length(16, at16, true)}}};
+  };
+  posenc::ComparisonSummary s;
+  s.train_min_length = 2;
+  s.train_max_length = 10;
+  s.eval_lengths = {8, 16};
+  s.variants = {posenc::summarize_variant({result(0, 1.0), result(1, 0.9), result(2, 0.95)}, {"a0", "a1", "a2"}),
+                posenc::summarize_variant({result(0, 0.2), result(1, 0.3), result(2, 0.1)}, {"b0", "b1", "b2"}),
+                posenc::summarize_variant({result(0, 0.5), result(1, 0.4)}, {"c0", "c1"})};
+  s.variants[0].variant = "top";
+  s.variants[1].variant = "three-seeds";
+  s.variants[2].variant = "two-seeds";
+  EXPECT_EQ(s.variants[1].lengths[1].by_seed, (std::vector<double>{0.2, 0.3, 0.1}));
+
+  const auto tests = posenc::seed_tests(s);
+  ASSERT_EQ(tests.size(), 2u);  // three-seeds at 8 and 16; two seeds are too few
+  EXPECT_EQ(tests[1].variant, 1u);
+  EXPECT_EQ(tests[1].top, 0u);
+  EXPECT_EQ(tests[1].length, 16);
+  EXPECT_NEAR(tests[1].test.difference, -0.75, 1e-12);
+  EXPECT_DOUBLE_EQ(tests[1].test.p, 0.1);
+  EXPECT_DOUBLE_EQ(tests[0].test.p, 1.0);  // equal at 8
+
+  const std::string md = posenc::summary_to_markdown(s);
+  EXPECT_NE(md.find("| three-seeds | top | +0.000 (p 1) | -0.750 (p 0.1) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("the smallest possible is 3 seeds against 3: 0.1"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| two-seeds | top |"), std::string::npos) << md;
+  const json j = posenc::summary_to_json(s);
+  EXPECT_EQ(j["variants"][1]["lengths"][1]["against_top"]["variant"], "top");
+  EXPECT_DOUBLE_EQ(j["variants"][1]["lengths"][1]["against_top"]["p"].get<double>(), 0.1);
+  EXPECT_FALSE(j["variants"][0]["lengths"][1].contains("against_top"));
+  EXPECT_EQ(j["variants"][2]["lengths"][1]["by_seed"], json({0.5, 0.4}));
+
+  // A top row of fewer seeds (one long run, say) is passed over: the rows are
+  // tested against the first row that has three.
+  s.variants.insert(s.variants.begin(), s.variants[2]);
+  s.variants[0].variant = "two-seeds-on-top";
+  ASSERT_EQ(posenc::seed_tests(s).size(), 2u);
+  EXPECT_EQ(posenc::seed_tests(s)[0].top, 1u);
+  EXPECT_EQ(posenc::seed_tests(s)[0].variant, 2u);
+
+  // One row of three seeds: nothing to test it against, and nothing said.
+  s.variants.erase(s.variants.begin(), s.variants.begin() + 2);
+  EXPECT_TRUE(posenc::seed_tests(s).empty());
+  EXPECT_EQ(posenc::summary_to_markdown(s).find("permutation test"), std::string::npos);
 }
 
 TEST(CompareSummary, NamesTheEnvironmentsItsRunsCameFrom) {

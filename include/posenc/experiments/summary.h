@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "posenc/experiments/compare_plan.h"
+#include "posenc/util/permutation_test.h"
 
 namespace posenc {
 
@@ -24,7 +25,10 @@ Stat stat_of(const std::vector<double>& xs);
 struct LengthSummary {
   int64_t length = 0;
   bool beyond_training = false;
-  Stat accuracy;                        ///< over seeds
+  Stat accuracy;  ///< over seeds
+  /// The table's score of each run, in the variant's seeds order: perplexity
+  /// where the task measures it, else the accuracy or exact match above.
+  std::vector<double> by_seed;
   int64_t correct = 0, total = 0;       ///< pooled over seeds
   double ci_lo = 0, ci_hi = 0;          ///< 95% Wilson interval of the pooled predictions
   std::map<std::string, Stat> by_kind;  ///< "sorted" and each negative kind, over seeds
@@ -114,6 +118,21 @@ VariantSummary summarize_variant(const std::vector<nlohmann::json>& results, con
 /// The extrapolation length rule of VariantSummary::extrapolation.
 int64_t extrapolation_length(double val_accuracy, const std::vector<std::pair<int64_t, double>>& length_accuracy,
                              double chance = 0.5);
+
+/// Rows of at least this many seeds are tested over seeds against the top
+/// such row of their task (the first in `variants`' order).
+constexpr size_t kSeedsForTest = 3;
+
+/// One row's difference from its task's top row at one length, over seeds.
+struct SeedTest {
+  size_t variant = 0, top = 0;  ///< indices into ComparisonSummary::variants
+  int64_t length = 0;
+  PermutationTest test;
+};
+
+/// Every row of kSeedsForTest seeds or more against its task's top such row, at
+/// each length both were evaluated at (in variant, then length order).
+std::vector<SeedTest> seed_tests(const ComparisonSummary& s);
 
 nlohmann::json summary_to_json(const ComparisonSummary& s);
 std::string summary_to_csv(const ComparisonSummary& s);

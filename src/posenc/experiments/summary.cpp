@@ -92,6 +92,7 @@ LengthSummary summarize_length(const std::vector<json>& results, size_t li) {
     for (const auto& [kind, t] : at.at("by_kind").items()) kinds[kind].push_back(number(t.at("accuracy")));
   }
   ls.accuracy = stat_of(acc);
+  ls.by_seed = perplexity.size() == results.size() ? perplexity : acc;
   if (!perplexity.empty()) ls.perplexity = stat_of(perplexity);
   ls.bleu = stat_of(bleu);
   ls.alarms_per_position = stat_of(alarms);
@@ -264,6 +265,25 @@ ComparisonSummary summarize(const ComparePlan& plan) {
   return s;
 }
 
+std::vector<SeedTest> seed_tests(const ComparisonSummary& s) {
+  std::vector<SeedTest> out;
+  std::map<std::string, size_t> top_of;  // task -> its first row of kSeedsForTest seeds or more
+  for (size_t i = 0; i < s.variants.size(); ++i)
+    if (s.variants[i].seeds.size() >= kSeedsForTest) top_of.emplace(s.variants[i].task, i);
+  for (size_t i = 0; i < s.variants.size(); ++i) {
+    const VariantSummary& v = s.variants[i];
+    if (v.seeds.size() < kSeedsForTest || top_of.at(v.task) == i) continue;
+    const size_t top = top_of.at(v.task);
+    const VariantSummary& t = s.variants[top];
+    for (const auto& l : v.lengths) {
+      const auto at = std::find_if(t.lengths.begin(), t.lengths.end(),
+                                   [&](const LengthSummary& tl) { return tl.length == l.length; });
+      if (at != t.lengths.end()) out.push_back({i, top, l.length, permutation_test(l.by_seed, at->by_seed)});
+    }
+  }
+  return out;
+}
+
 std::string describe_environment(const json& environment) {
   if (!environment.is_object()) return "not recorded";
   const auto text = [&](const char* key) { return environment.value(key, std::string("unknown")); };
@@ -301,6 +321,21 @@ std::string environment_lines(const ComparisonSummary& s) {
 }
 
 json stat_json(const Stat& s) { return {{"mean", s.mean}, {"std", s.std}, {"n", s.n}}; }
+
+/// A number, or null for NaN (JSON has no NaN).
+json number_json(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+
+json numbers_json(const std::vector<double>& xs) {
+  json out = json::array();
+  for (double x : xs) out.push_back(number_json(x));
+  return out;
+}
+
+/// "-0.121 (p 0.0035)"; "-" where a score is NaN.
+std::string seed_test_cell(const PermutationTest& t) {
+  if (std::isnan(t.p)) return "-";
+  return fmt::format("{:+.3f} (p {:.2g}{})", t.difference, t.p, t.exact ? "" : ", estimated");
+}
 
 /// "0.975 ± 0.004": std over seeds, or with one seed the 95% Wilson half-width;
 /// a perplexity "3.214 ± 0.051" (std over seeds; nothing with one seed).
@@ -359,6 +394,42 @@ bool any_bleu(const ComparisonSummary& s) {
 
 std::string length_header(const ComparisonSummary& s, int64_t length) {
   return fmt::format("len {}{}", length, length > s.train_max_length ? "*" : "");
+}
+
+/// The rows tested over seeds against their task's top row, as a table, with
+/// what the test is and the smallest p it can give; empty when no row is tested.
+std::string seed_test_lines(const ComparisonSummary& s) {
+  const std::vector<SeedTest> tests = seed_tests(s);
+  if (tests.empty()) return "";
+  std::vector<int64_t> lengths;
+  for (int64_t L : s.eval_lengths)
+    if (std::any_of(tests.begin(), tests.end(), [&](const SeedTest& t) { return t.length == L; })) lengths.push_back(L);
+  std::vector<std::string> header = {"variant", "against"};
+  for (int64_t L : lengths) header.push_back(length_header(s, L));
+  Table rows = {header};
+  std::map<std::pair<size_t, size_t>, double> smallest;  // (seeds, top's seeds) -> min p
+  for (size_t i = 0; i < tests.size();) {
+    const SeedTest& first = tests[i];
+    std::vector<std::string> row = {s.variants[first.variant].variant, s.variants[first.top].variant};
+    for (int64_t L : lengths) {
+      const auto at = std::find_if(tests.begin() + static_cast<long>(i), tests.end(),
+                                   [&](const SeedTest& t) { return t.variant == first.variant && t.length == L; });
+      row.push_back(at == tests.end() ? "-" : seed_test_cell(at->test));
+    }
+    smallest[{s.variants[first.variant].seeds.size(), s.variants[first.top].seeds.size()}] = first.test.min_p;
+    while (i < tests.size() && tests[i].variant == first.variant) ++i;
+    rows.push_back(row);
+  }
+  std::vector<std::string> floors;
+  for (const auto& [sizes, p] : smallest)
+    floors.push_back(fmt::format("{} seeds against {}: {:.2g}", sizes.first, sizes.second, p));
+  return fmt::format(
+      "\nOver seeds, each row of {} seeds or more against the top such row of its task: the difference of the seed "
+      "means and the p of a two-sided permutation test of it (exact: every way to split the seeds' scores into two "
+      "groups of those sizes; estimated from 200,000 random splits where there are over 5 million). It assumes "
+      "nothing of how scores spread over seeds, so few seeds cannot give a small p: the smallest possible is {}. "
+      "Each length is a test of its own; across many cells some small p are expected by chance.\n\n{}",
+      kSeedsForTest, join(floors, "; "), render_markdown(rows, 2));
 }
 
 /// The table as rows of cells (header first), shared by Markdown and text.
@@ -497,6 +568,7 @@ std::string protocol_lines(const ComparisonSummary& s) {
 }  // namespace
 
 json summary_to_json(const ComparisonSummary& s) {
+  const std::vector<SeedTest> tests = seed_tests(s);
   json diverged = json::array();
   for (const auto& [id, message] : s.diverged) diverged.push_back({{"run", id}, {"message", message}});
   json variants = json::array();
@@ -517,6 +589,14 @@ json summary_to_json(const ComparisonSummary& s) {
       if (l.alarms_per_position.n > 0)
         at["false_alarms"] = {{"position_rate", stat_json(l.alarms_per_position)},
                               {"sequence_rate", stat_json(l.alarmed_sequences)}};
+      at["by_seed"] = numbers_json(l.by_seed);
+      for (const auto& st : tests)
+        if (&s.variants[st.variant] == &v && st.length == l.length)
+          at["against_top"] = {{"variant", s.variants[st.top].variant},
+                               {"difference", number_json(st.test.difference)},
+                               {"p", number_json(st.test.p)},
+                               {"exact", st.test.exact},
+                               {"min_p", st.test.min_p}};
       lengths.push_back(at);
     }
     json by_seed = json::array();
@@ -601,6 +681,7 @@ std::string summary_to_markdown(const ComparisonSummary& s) {
   std::ostringstream out;
   out << render_markdown(table_rows(s), 1);
   out << "\n" << protocol_lines(s) << "\n";
+  out << seed_test_lines(s);
   if (!s.environments.empty()) out << "\n" << environment_lines(s);
   if (!s.skipped.empty()) {
     out << "\nNot run (the model cannot be built that way):\n\n";
