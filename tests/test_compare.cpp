@@ -55,6 +55,23 @@ std::string base_config() { return std::string(POSENC_SOURCE_DIR) + "/configs/or
 using posenc::testing::error_of;
 using posenc::testing::tiny_grid;
 
+/// An addition run's results.json (exact match, trained to 10 digits): its
+/// validation score and (length, exact match) at each evaluated length.
+json addition_result(int64_t seed, double val, const std::vector<std::pair<int64_t, double>>& scores) {
+  json lengths = json::array();
+  for (const auto& [length, score] : scores)
+    lengths.push_back({{"length", length},
+                       {"n", 100},
+                       {"correct", std::lround(score * 100)},
+                       {"exact_match", score},
+                       {"beyond_training", length > 10},
+                       {"by_kind", json::object()}});
+  return json{{"task", "addition"},      {"metric", "exact_match"}, {"scheme", "kerple"},
+              {"qkv", "projected"},      {"pooling", "max"},        {"seed", seed},
+              {"parameters", 100},       {"train_seconds", 1.0},    {"val_accuracy", val},
+              {"final_train_loss", 0.1}, {"lengths", lengths}};
+}
+
 }  // namespace
 
 TEST(ComparePlan, ExpandsTheGridAndSkipsWhatTheModelCannotBuild) {
@@ -417,25 +434,7 @@ TEST(CompareSummary, MeanStdPooledIntervalAndRendering) {
 // same rule to each run alone, so a grid says how many seeds get how far.
 TEST(CompareSummary, PerSeedExtrapolationAppliesTheRuleToEachRunAlone) {
   const auto result = [](int64_t seed, double val, double at16, double at32) {
-    const auto length = [](int64_t L, double score, bool beyond) {
-      return json{{"length", L},
-                  {"n", 100},
-                  {"correct", std::lround(score * 100)},
-                  {"exact_match", score},
-                  {"beyond_training", beyond},
-                  {"by_kind", json::object()}};
-    };
-    return json{{"task", "addition"},
-                {"metric", "exact_match"},
-                {"scheme", "kerple"},
-                {"qkv", "projected"},
-                {"pooling", "max"},
-                {"seed", seed},
-                {"parameters", 100},
-                {"train_seconds", 1.0},
-                {"val_accuracy", val},
-                {"final_train_loss", 0.1},
-                {"lengths", {length(8, val, false), length(16, at16, true), length(32, at32, true)}}};
+    return addition_result(seed, val, {{8, val}, {16, at16}, {32, at32}});
   };
   // Seeds 0 and 3 hold to 32, seed 1 to 16, seed 2 only in training, seed 4 never learned it.
   // The mean curve (0.69 at 16 against 0.9 in-distribution, below 0.81) stops at 8.
@@ -524,27 +523,7 @@ TEST(PermutationTest, RandomSplitsEstimateTheExactP) {
 // The summary tests each row of three seeds or more against its task's top
 // row, length by length, and says how small a p so few seeds can give.
 TEST(CompareSummary, TestsEachRowAgainstTheTopRowOverSeeds) {
-  const auto result = [](int64_t seed, double at16) {
-    const auto length = [](int64_t L, double score, bool beyond) {
-      return json{{"length", L},
-                  {"n", 100},
-                  {"correct", std::lround(score * 100)},
-                  {"exact_match", score},
-                  {"beyond_training", beyond},
-                  {"by_kind", json::object()}};
-    };
-    return json{{"task", "addition"},
-                {"metric", "exact_match"},
-                {"scheme", "kerple"},
-                {"qkv", "projected"},
-                {"pooling", "max"},
-                {"seed", seed},
-                {"parameters", 100},
-                {"train_seconds", 1.0},
-                {"val_accuracy", 1.0},
-                {"final_train_loss", 0.1},
-                {"lengths", {length(8, 1.0, false), length(16, at16, true)}}};
-  };
+  const auto result = [](int64_t seed, double at16) { return addition_result(seed, 1.0, {{8, 1.0}, {16, at16}}); };
   posenc::ComparisonSummary s;
   s.train_min_length = 2;
   s.train_max_length = 10;

@@ -15,14 +15,14 @@ struct PermutationTest {
   /// b's sizes whose |difference of means| is at least the observed one; NaN
   /// when a score is NaN or a group is empty.
   double p = 1;
-  bool exact = true;   ///< every split counted; else estimated from random splits
-  double splits = 0;   ///< the number of distinct splits, C(n + m, n)
-  double min_p = 1;    ///< the smallest p an exact test can give at these sizes
+  bool exact = true;  ///< every split counted; else estimated from random splits
+  double splits = 0;  ///< the number of distinct splits, C(n + m, n)
+  double min_p = 1;   ///< the smallest p an exact test can give at these sizes
 };
 
 /// Exact (every split) while there are at most `max_exact` splits; otherwise
 /// `draws` random splits from a fixed seed, p = (hits + 1) / (draws + 1).
-PermutationTest permutation_test(const std::vector<double>& a, const std::vector<double>& b,
-                                 double max_exact = 5e6, int64_t draws = 200000);
+PermutationTest permutation_test(const std::vector<double>& a, const std::vector<double>& b, double max_exact = 5e6,
+                                 int64_t draws = 200000);
 
 }  // namespace posenc
