@@ -182,6 +182,12 @@ struct ShownCommand {
   std::string shown_error;         // the page shows it failing with "error: <this>"
 };
 
+/// Whether a Markdown line opens or closes a fenced code block (``` after any indent).
+bool fence_line(const std::string& line) {
+  const size_t indent = line.find_first_not_of(' ');
+  return indent != std::string::npos && starts_with(line.substr(indent), "```");
+}
+
 /// A piece of code on a page: an inline span, or a fenced block's line with its
 /// backslash continuations; where a fenced line is a `$ ` prompt, what the
 /// lines after it show it printing.
@@ -199,8 +205,7 @@ std::vector<CodePiece> code_pieces(const std::string& text) {
   static const std::regex inline_span("`([^`]+)`");
   for (std::string line; std::getline(in, line);) {
     ++number;
-    const size_t indent = line.find_first_not_of(' ');
-    if (indent != std::string::npos && starts_with(line.substr(indent), "```")) {
+    if (fence_line(line)) {
       fenced = !fenced;
       prompted = false;
       continue;
@@ -369,7 +374,7 @@ std::set<std::string> heading_anchors(const fs::path& page) {
   bool fenced = false;
   static const std::regex heading("^#{1,6}[ \\t]+(.*?)[ \\t]*$"), link("\\[([^\\]]*)\\]\\([^)]*\\)");
   for (std::string line; std::getline(in, line);) {
-    if (starts_with(line, "```")) fenced = !fenced;
+    if (fence_line(line)) fenced = !fenced;
     std::smatch m;
     if (fenced || !std::regex_match(line, m, heading)) continue;
     const std::string anchor = heading_anchor(std::regex_replace(m[1].str(), link, "$1"));
@@ -530,7 +535,7 @@ TEST(Docs, EveryLinkBetweenThePagesLeadsToAFileAndAHeadingThatExist) {
     int number = 0;
     for (std::string line; std::getline(in, line);) {
       ++number;
-      if (starts_with(line.substr(std::min(line.find_first_not_of(' '), line.size())), "```")) fenced = !fenced;
+      if (fence_line(line)) fenced = !fenced;
       if (fenced) continue;
       for (std::sregex_iterator it(line.begin(), line.end(), target), end; it != end; ++it) {
         const std::string link = (*it)[1].str();
