@@ -20,9 +20,14 @@ struct PermutationTest {
   double min_p = 1;   ///< the smallest p an exact test can give at these sizes
 };
 
+/// The default bounds of permutation_test: count every split up to this many,
+/// and past it estimate p from this many random splits.
+constexpr double kExactSplits = 5e6;
+constexpr int64_t kRandomSplits = 200000;
+
 /// Exact (every split) while there are at most `max_exact` splits; otherwise
 /// `draws` random splits from a fixed seed, p = (hits + 1) / (draws + 1).
-PermutationTest permutation_test(const std::vector<double>& a, const std::vector<double>& b, double max_exact = 5e6,
-                                 int64_t draws = 200000);
+PermutationTest permutation_test(const std::vector<double>& a, const std::vector<double>& b,
+                                 double max_exact = kExactSplits, int64_t draws = kRandomSplits);
 
 }  // namespace posenc

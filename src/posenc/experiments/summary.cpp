@@ -426,10 +426,10 @@ std::string seed_test_lines(const ComparisonSummary& s) {
   return fmt::format(
       "\nOver seeds, each row of {} seeds or more against the top such row of its task: the difference of the seed "
       "means and the p of a two-sided permutation test of it (exact: every way to split the seeds' scores into two "
-      "groups of those sizes; estimated from 200,000 random splits where there are over 5 million). It assumes "
+      "groups of those sizes; estimated from {} random splits where there are over {}). It assumes "
       "nothing of how scores spread over seeds, so few seeds cannot give a small p: the smallest possible is {}. "
       "Each length is a test of its own; across many cells some small p are expected by chance.\n\n{}",
-      kSeedsForTest, join(floors, "; "), render_markdown(rows, 2));
+      kSeedsForTest, kRandomSplits, static_cast<int64_t>(kExactSplits), join(floors, "; "), render_markdown(rows, 2));
 }
 
 /// The table as rows of cells (header first), shared by Markdown and text.
