@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 #include <set>
+#include <sstream>
 
 #include "cli_helpers.h"
 #include "helpers.h"
@@ -445,6 +447,88 @@ TEST(Multiplication, NBy3CarriesReachPastNBy2sAndKeepTokensOfTheirOwn) {
   }
   EXPECT_GE(carries_seen.rbegin()->first, 18) << "N x 3 carries past N x 2's largest, 17";
   expect_ids_below_positions_end(options, {2, 6, 9});
+}
+
+/// `text` split at spaces.
+std::vector<std::string> words_of(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// Wrong answers (eval.wrong_answers) and attention maps write an arithmetic
+// example in words: the value they spell must be the product, and every token
+// must read back as itself.
+TEST(Multiplication, TokensAreWrittenAsDigitsBsDigitsAndCarriesThatSpellTheProductAndReadBack) {
+  const auto task =
+      find_task("multiplication").make(addition_config(written_carries_options(3), "multiplication").task);
+  const auto set = task->fixed_set(5, 8, 3);
+  for (int64_t r = 0; r < 8; ++r) {
+    // a0 b0:x b1:y b2:z a1 ... * = r? c? r? c? ...
+    const auto words = words_of(task->decode_text(row_of(set.tokens, r)));
+    ASSERT_EQ(static_cast<int64_t>(words.size()), set.tokens.size(1));
+    Sum e;
+    std::vector<int> carries;
+    size_t i = 0;
+    for (; words[i] != "*"; i += 4) {
+      ASSERT_EQ(words[i].size(), 1u) << words[i];
+      e.a.push_back(words[i][0] - '0');
+      for (int l = 0; l < 3; ++l) {
+        const std::string prefix = "b" + std::to_string(l) + ":";
+        ASSERT_EQ(words[i + 1 + l].rfind(prefix, 0), 0u) << words[i + 1 + l] << " is not b's digit " << l;
+        if (e.a.size() == 1) e.b.push_back(std::stoi(words[i + 1 + l].substr(prefix.size())));
+      }
+    }
+    ASSERT_EQ(words[i + 1], "=");
+    for (i += 2; i < words.size(); i += 2) {
+      ASSERT_EQ(words[i][0], 'r') << words[i];
+      ASSERT_EQ(words[i + 1][0], 'c') << words[i + 1];
+      e.s.push_back(std::stoi(words[i].substr(1)));
+      carries.push_back(std::stoi(words[i + 1].substr(1)));
+    }
+    EXPECT_EQ(value_of(e.s), value_of(e.a) * value_of(e.b)) << task->decode_text(row_of(set.tokens, r));
+    EXPECT_EQ(carries.back(), 0) << "nothing is carried out of the last column";
+  }
+  // Every data token has a word of its own, read back as itself.
+  std::vector<int64_t> all(static_cast<size_t>(task->vocab_size()));
+  std::iota(all.begin(), all.end(), 1);
+  EXPECT_EQ(task->encode_text(task->decode_text(all)), all);
+  const auto words = words_of(task->decode_text(all));
+  EXPECT_EQ(std::set<std::string>(words.begin(), words.end()).size(), all.size());
+  EXPECT_EQ(words.back(), "c26") << "N x 3's largest carry";
+  const std::string error = error_of([&] { task->encode_text("3 * c27"); });
+  EXPECT_NE(error.find("\"c27\""), std::string::npos) << error;
+  EXPECT_NE(error.find("carries c0-c26"), std::string::npos) << error;
+  EXPECT_EQ(task->decode_text({0, task->vocab_size() + 1, task->vocab_size() + 2}), "<0> = <80>");
+}
+
+TEST(Addition, TokensAreWrittenAsDigitsAndHintsThatSpellTheSum) {
+  const auto task = find_task("addition").make(addition_config({"task.index_hints=12"}).task);
+  const auto set = task->fixed_set(4, 8, 3);
+  for (int64_t r = 0; r < 8; ++r) {
+    // h0 a0 h1 a1 ... + h0 b0 ... = h0 s0 ...: each digit after its hint.
+    const auto words = words_of(task->decode_text(row_of(set.tokens, r)));
+    Sum e;
+    std::vector<int>* number = &e.a;
+    int64_t hint = 0;
+    for (const std::string& w : words) {
+      if (w == "+" || w == "=") {
+        number = w == "+" ? &e.b : &e.s;
+        hint = 0;
+      } else if (w[0] == 'h') {
+        EXPECT_EQ(w, "h" + std::to_string(hint++)) << "evaluation starts the hints at the first";
+      } else {
+        ASSERT_EQ(w.size(), 1u) << w;
+        number->push_back(w[0] - '0');
+      }
+    }
+    EXPECT_TRUE(is_the_sum(e)) << task->decode_text(row_of(set.tokens, r));
+  }
+  std::vector<int64_t> all(static_cast<size_t>(task->vocab_size()));
+  std::iota(all.begin(), all.end(), 1);
+  EXPECT_EQ(task->encode_text(task->decode_text(all)), all);
+  EXPECT_NE(error_of([&] { task->encode_text("1 * 2"); }).find("digits 0-9 and +, hints h0-h11"), std::string::npos);
 }
 
 TEST(Multiplication, WhatOnlyAdditionDefinesIsRefusedNamingTheKey) {

@@ -3,7 +3,9 @@
 // that mean nothing causally.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "helpers.h"
 #include "posenc/model/transformer.h"
@@ -13,6 +15,7 @@
 #include "posenc/train/decode.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/io.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -172,8 +175,9 @@ TEST(Decoder, FirstWrongTokenIsWhereGreedyDecodingFirstLeavesTheReference) {
     ++expected[first_changed[r]];
   }
   std::map<int64_t, int64_t> first_wrong;
-  const auto [exact, tokens] =
-      score_decoding(model, set, torch::kCPU, 1 << 16, false, nullptr, 0, nullptr, &first_wrong);
+  DecodingDetails details;
+  details.first_wrong = &first_wrong;
+  const auto [exact, tokens] = score_decoding(model, set, torch::kCPU, 1 << 16, false, details);
   EXPECT_EQ(exact.correct, 2);
   EXPECT_EQ(first_wrong, expected);
   // In results.json: [index, wrong answers] pairs.
@@ -188,6 +192,102 @@ TEST(Decoder, FirstWrongTokenIsWhereGreedyDecodingFirstLeavesTheReference) {
   for (const auto& [index, count] : untrained.first_wrong) counted += count;
   EXPECT_GT(counted, 0) << "an untrained model gets answers wrong";
   EXPECT_EQ(counted, untrained.total.n - untrained.total.correct);
+}
+
+/// The words of `text` (split at spaces).
+std::vector<std::string> words_in(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+TEST(Decoder, WrongAnswersKeepTheFirstOnesWithWhatTheModelAnswered) {
+  // The references are the model's own greedy answers, changed in rows 1, 4,
+  // 5 and 7: the first three are kept, each with its greedy answer unchanged.
+  const Config cfg = decoder_config("rope", {"eval.wrong_answers=5", "eval.samples_per_length=40"});
+  Transformer model = random_decoder(cfg, 3);
+  const auto task = make_task(cfg.task);
+  TaskBatch set = task->fixed_set(6, 8, 5);
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  const auto greedy = continue_tokens(model, set.tokens.narrow(1, 0, a), A);  // (8, A)
+  set.tokens.narrow(1, a, A).copy_(greedy);
+  for (const int64_t r : {1, 4, 5, 7}) {
+    auto token = set.tokens[r][a + r % A];
+    token.fill_(token.item<int64_t>() % 16 + 1);  // another of the tokens 1..16
+  }
+  std::vector<WrongDecoding> wrong;
+  DecodingDetails details;
+  details.wrong = &wrong;
+  details.keep_wrong = 3;
+  score_decoding(model, set, torch::kCPU, 3 * set.tokens.size(1), false, details);  // chunks of 3 rows
+  ASSERT_EQ(wrong.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const int64_t row = std::vector<int64_t>{1, 4, 5}[i];
+    EXPECT_EQ(wrong[i].row, row);
+    EXPECT_EQ(wrong[i].first_wrong, row % A);
+    const auto answer = greedy[row].contiguous();
+    EXPECT_EQ(wrong[i].answer, std::vector<int64_t>(answer.data_ptr<int64_t>(), answer.data_ptr<int64_t>() + A));
+  }
+
+  // In a run's results: the prompt, reference and answer as the task writes
+  // them, which agree before the first wrong token and differ at it.
+  const LengthResult untrained = evaluate_lengths(model, *task, evaluation_spec(cfg), {6}, torch::kCPU).front();
+  ASSERT_GE(untrained.total.n - untrained.total.correct, 5) << "an untrained model gets answers wrong";
+  const json j = json::parse(length_results_to_json({untrained})[0].dump());  // as results.json holds it
+  ASSERT_EQ(j["wrong_answers"].size(), 5u);
+  const TaskBatch fixed = task->fixed_set(6, 40, cfg.eval.seed);
+  int64_t previous = -1;
+  for (const auto& w : j["wrong_answers"]) {
+    const int64_t row = w["example"], first = w["first_wrong_token"];
+    EXPECT_GT(row, previous) << "in the set's order";
+    previous = row;
+    const auto prompt = fixed.tokens[row].narrow(0, 0, a - 1).contiguous();  // without SEP
+    EXPECT_EQ(w["prompt"], task->decode_text({prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + a - 1}));
+    const auto reference = words_in(w["reference"]), answer = words_in(w["answer"]);
+    EXPECT_EQ(w["reference"], w["prompt"]) << "copy's answer is its prompt";
+    ASSERT_EQ(answer.size(), reference.size());
+    ASSERT_LT(first, static_cast<int64_t>(answer.size()));
+    for (int64_t i = 0; i < first; ++i) EXPECT_EQ(answer[i], reference[i]) << "token " << i;
+    EXPECT_NE(answer[first], reference[first]);
+  }
+  // Not asked for: no key at all.
+  const LengthResult plain =
+      evaluate_lengths(model, *task, evaluation_spec(decoder_config("rope")), {6}, torch::kCPU).front();
+  EXPECT_FALSE(length_results_to_json({plain})[0].contains("wrong_answers"));
+}
+
+TEST(Encoder, WrongAnswersKeepTheMisclassifiedExamplesWithTheirKind) {
+  Config cfg = posenc::testing::small_config("/tmp/unused", {"eval.wrong_answers=6", "eval.samples_per_length=64"});
+  const auto task = make_task(cfg.task);
+  torch::manual_seed(4);
+  Transformer model(cfg.model, task->vocab_size());
+  const LengthResult r = evaluate_lengths(model, *task, evaluation_spec(cfg), {8}, torch::kCPU).front();
+  ASSERT_GE(r.total.n - r.total.correct, 6) << "an untrained classifier is wrong on some";
+  ASSERT_EQ(r.wrong_answers.size(), 6u);
+  for (const auto& w : r.wrong_answers) {
+    EXPECT_NE(w["label"], w["predicted"]) << w.dump();
+    EXPECT_EQ(w["kind"] == "sorted", w["label"] == 1) << w.dump();
+    EXPECT_EQ(words_in(w["input"]).size(), 8u) << "the sequence without CLS: " << w.dump();
+  }
+  // Perplexity has no wrong answer to keep: refused before anything runs.
+  const auto dir = posenc::testing::fresh_dir("wrong_answers_charlm");
+  std::filesystem::create_directories(dir);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  write_file_atomic((dir / "corpus.txt").string(), text);
+  json lm_json = json::object();
+  for (const std::string o :
+       std::vector<std::string>{"model.kind=\"decoder\"", "task.type=\"charlm\"", "eval.wrong_answers=3",
+                                "task.path=" + json((dir / "corpus.txt").string()).dump()})
+    apply_override(lm_json, o);
+  const Config lm = config_from_json(lm_json);
+  const auto lm_task = make_task(lm.task);
+  Transformer lm_model(lm.model, lm_task->vocab_size());
+  const std::string refused =
+      posenc::testing::error_of([&] { check_evaluation_lengths(lm_model, *lm_task, evaluation_spec(lm), {8}); });
+  EXPECT_NE(refused.find("eval.wrong_answers: task charlm is scored by perplexity"), std::string::npos) << refused;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Decoder, NopeIsNotPermutationEquivariant) {

@@ -98,8 +98,8 @@ std::set<std::string> core_config_keys() {
   collect_keys(config_to_json(posenc::testing::small_config(
                    scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\""})),
                "", all);
-  collect_keys(config_to_json(posenc::testing::config_with(
-                   {"task.type=\"addition\"", "model.kind=\"decoder\"", "eval.operand_grid=[2,4]"})),
+  collect_keys(config_to_json(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\"",
+                                                            "eval.operand_grid=[2,4]", "eval.wrong_answers=3"})),
                "", all);
   collect_keys(config_to_json(posenc::testing::config_with(
                    {"task.type=\"addition\"", "model.kind=\"decoder\"", "task.positions=\"coupled\"",

@@ -312,7 +312,10 @@ TEST(EncoderDecoder, GivenTheLengthAModelThatEndsEarlyIsScoredOnItsContent) {
   right_length.hold_until = torch::full({4}, A - 1, torch::kLong);
   set.tokens.narrow(1, a, A).copy_(continue_tokens(model, prompt, A, right_length));
   Tally oracle;
-  const auto [exact, tokens] = score_decoding(model, set, torch::kCPU, 1 << 16, false, nullptr, eos, &oracle);
+  DecodingDetails details;
+  details.eos = eos;
+  details.oracle = &oracle;
+  const auto [exact, tokens] = score_decoding(model, set, torch::kCPU, 1 << 16, false, details);
   EXPECT_EQ(exact.n, 4);
   EXPECT_EQ(exact.correct, 0);
   EXPECT_EQ(oracle.n, 4);

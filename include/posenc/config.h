@@ -139,6 +139,9 @@ struct EvalConfig {
   /// a, digits of b) of these lengths, samples_per_length examples each, as
   /// McLeish et al. plot it; empty: none.
   std::vector<int64_t> operand_grid;
+  /// Keep the first this many examples scored wrong at each length (prompt,
+  /// reference, decoded answer, where it first goes wrong) in the results; 0: none.
+  int64_t wrong_answers = 0;
 };
 
 struct Config {

@@ -202,6 +202,10 @@ int run_eval(const EvalOptions& o) {
   }
   write_file_atomic(out, j.dump(2) + "\n");
   spdlog::info("wrote {}", out);
+  if (cfg.eval.wrong_answers > 0)
+    for (const auto& r : results)
+      spdlog::info("length {}: {} of its {} wrong answers kept (\"wrong_answers\")", r.length, r.wrong_answers.size(),
+                   r.total.n - r.total.correct);
   return 0;
 }
 

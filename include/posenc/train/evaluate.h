@@ -60,6 +60,11 @@ struct LengthResult {
   /// wrong answer token, where greedy decoding first left the reference
   /// (after it, each token is conditioned on a wrong prefix).
   std::map<int64_t, int64_t> first_wrong;
+  /// The first eval.wrong_answers examples scored wrong, in the set's order, as
+  /// the task writes tokens (Task::decode_text): a decoder's
+  /// {example, prompt, reference, answer, first_wrong_token}; a classifier's
+  /// {example, input, kind, label, predicted}. Empty when none are kept.
+  nlohmann::json wrong_answers = nlohmann::json::array();
   int64_t non_finite = 0;            ///< examples with NaN or inf outputs (a warning is logged)
   bool beyond_training = false;      ///< longer than task.max_length
   bool untrained_positions = false;  ///< uses rows of a position table that training never reached
@@ -91,8 +96,10 @@ int64_t evaluation_batch_size(const Transformer& model, int64_t tokens, int64_t 
 /// between chunks by throwing Interrupted.
 /// With `alarms` (an encoder that pools every position), also counts the
 /// per-position false alarms on the examples of label 1.
+/// With `wrong`, keeps the first `keep_wrong` examples classified wrong: (row, predicted class).
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
-                               bool interruptible = false, FalseAlarms* alarms = nullptr);
+                               bool interruptible = false, FalseAlarms* alarms = nullptr,
+                               std::vector<std::pair<int64_t, int64_t>>* wrong = nullptr, int64_t keep_wrong = 0);
 
 /// Bytes that evaluating `samples` examples of `tokens` tokens on `device` needs
 /// at its peak, by an upper estimate: the token set, and per batch four
@@ -101,17 +108,36 @@ std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::
 double evaluation_memory_bytes(const Transformer& model, int64_t tokens, int64_t samples, int64_t max_batch_tokens,
                                torch::Device device = torch::kCPU);
 
+/// A wrong answer of greedy decoding, as score_decoding keeps it.
+struct WrongDecoding {
+  int64_t row = 0;              ///< its row in the set
+  std::vector<int64_t> answer;  ///< the decoded answer's tokens (as many as the reference's)
+  int64_t first_wrong = 0;      ///< index of its first wrong token
+};
+
+/// What score_decoding counts besides exact matches and right tokens; what is
+/// left null is not counted.
+struct DecodingDetails {
+  /// Each decoded answer and its reference, both cut before the token `eos`.
+  BleuCounts* bleu = nullptr;
+  /// The task's end token (Task::end_token; 0: answers of one length).
+  int64_t eos = 0;
+  /// With an `eos`: the set decoded again with `eos` held back until each
+  /// reference's own end, counting the answers whose tokens before that end
+  /// are all right (exact match when the model is given the length).
+  Tally* oracle = nullptr;
+  /// Each wrong answer counted under the index of its first wrong token.
+  std::map<int64_t, int64_t>* first_wrong = nullptr;
+  /// The first `keep_wrong` wrong answers, in the set's order.
+  std::vector<WrongDecoding>* wrong = nullptr;
+  int64_t keep_wrong = 0;
+};
+
 /// Decoder: exact matches (per example) and right tokens of greedily decoded
-/// answers of `set` (the prompt is tokens[:, :answer_start]). With `bleu`, adds
-/// each decoded answer and its reference, both cut before the token `eos`.
-/// With `oracle` (and an `eos`), decodes again with `eos` held back until each
-/// reference's own end and counts the answers whose tokens before that end are
-/// all right: exact match when the model is given the length. With
-/// `first_wrong`, counts each wrong answer under the index of its first wrong token.
+/// answers of `set` (the prompt is tokens[:, :answer_start]), and the `details` asked for.
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
-                                       int64_t max_batch_tokens, bool interruptible = false, BleuCounts* bleu = nullptr,
-                                       int64_t eos = 0, Tally* oracle = nullptr,
-                                       std::map<int64_t, int64_t>* first_wrong = nullptr);
+                                       int64_t max_batch_tokens, bool interruptible = false,
+                                       const DecodingDetails& details = {});
 /// Decoder, teacher-forced: right next tokens of the answers and their summed
 /// NLL (nats); `exact` (if given) counts examples with every answer token right.
 Tally score_teacher_forced(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,

@@ -17,6 +17,7 @@
 // batch has one length, so nothing is padded.
 #include <algorithm>
 #include <random>
+#include <sstream>
 
 #include "posenc/tasks/task.h"
 #include "posenc/tasks/builtin_tasks.h"
@@ -306,6 +307,33 @@ class ArithmeticTask : public SequenceBase {
                         "-digit operands (eval.lengths, eval.operand_grid): raise task.index_hints");
   }
 
+  /// Tokens as words, least-significant digit first as the model reads them:
+  /// the operands' digits "0".."9", the operator "+" or "*", hint i "h<i>",
+  /// the answer's own digit d "r<d>" (task.answer_tokens=own), digit d of b's
+  /// digit l "b<l>:<d>" (task.multiplier_tokens=per_digit), carry c "c<c>"
+  /// (task.carries=written) and SEP "="; any other id "<id>".
+  std::string decode_text(const std::vector<int64_t>& tokens) const override {
+    std::string out;
+    for (int64_t t : tokens) out += (out.empty() ? "" : " ") + token_word(t);
+    return out;
+  }
+  /// The words of decode_text, separated by spaces, as tokens (SEP excepted).
+  std::vector<int64_t> encode_text(const std::string& text) const override {
+    std::istringstream in(text);
+    std::vector<int64_t> out;
+    for (std::string word; in >> word;) {
+      int64_t token = 0;
+      for (int64_t t = 1; t <= vocab_size() && token == 0; ++t)
+        if (token_word(t) == word) token = t;
+      if (token == 0)
+        throw ConfigError("\"" + word + "\": task.type=" + info().name + " reads " + words_read() +
+                          ", separated by spaces");
+      out.push_back(token);
+    }
+    if (out.empty()) throw ConfigError("no tokens: task.type=" + info().name + " reads " + words_read());
+    return out;
+  }
+
   TaskBatch train_batch(int64_t step, int64_t batch_size, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x736571u}));
     std::uniform_int_distribution<int64_t> digits(cfg_.min_length, cfg_.max_length);
@@ -357,6 +385,31 @@ class ArithmeticTask : public SequenceBase {
     out.push_back(op);
     if (!beside_)
       for (int64_t l = 0; l < wb; ++l) out.push_back(b_entry(int64_t{-1}, l));
+  }
+
+  /// One token's word (decode_text).
+  std::string token_word(int64_t t) const {
+    if (t >= 1 && t <= 10) return std::to_string(t - 1);
+    if (t == kOperator) return op_ == Op::Add ? "+" : "*";
+    if (t > kOperator && t <= kOperator + hints_) return "h" + std::to_string(t - kOperator - 1);
+    if (own_answer_tokens_ && t > kOperator + hints_ && t <= multiplier_base())
+      return "r" + std::to_string(t - kOperator - hints_ - 1);
+    if (t > multiplier_base() && t <= carry_base()) {
+      const int64_t i = t - multiplier_base() - 1;  // 10 l + d
+      return "b" + std::to_string(i / 10) + ":" + std::to_string(i % 10);
+    }
+    if (carries_ && t > carry_base() && t <= vocab_size()) return "c" + std::to_string(t - carry_base() - 1);
+    if (t == sep()) return "=";
+    return "<" + std::to_string(t) + ">";
+  }
+  /// The words encode_text reads, for its error.
+  std::string words_read() const {
+    std::string words = std::string("digits 0-9 and ") + (op_ == Op::Add ? "+" : "*");
+    if (hints_ > 0) words += ", hints h0-h" + std::to_string(hints_ - 1);
+    if (own_answer_tokens_) words += ", the answer's digits r0-r9";
+    if (per_digit_multiplier_) words += ", b's digits b0:0-b" + std::to_string(multiplier_ - 1) + ":9";
+    if (carries_) words += ", carries c0-c" + std::to_string(9 * multiplier_ - 1);
+    return words;
   }
 
   /// Per-digit multiplier tokens and written carries have tokens for b's

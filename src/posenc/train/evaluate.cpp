@@ -62,8 +62,9 @@ torch::Tensor answer_scored(const TaskBatch& set, const torch::Tensor& targets) 
 }  // namespace
 
 std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::Device device, int64_t max_batch_tokens,
-                               bool interruptible, FalseAlarms* alarms) {
-  std::vector<torch::Tensor> correct_parts, bad_parts;
+                               bool interruptible, FalseAlarms* alarms, std::vector<std::pair<int64_t, int64_t>>* wrong,
+                               int64_t keep_wrong) {
+  std::vector<torch::Tensor> correct_parts, bad_parts, predicted_parts;
   EncoderImpl& classifier = classifier_of(model, "scoring a classification set");
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& tokens) {
     auto labels = set.labels.narrow(0, start, tokens.size(0)).to(device);
@@ -81,7 +82,9 @@ std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::
     } else {
       logits = classifier.forward(tokens);
     }
-    correct_parts.push_back(logits.argmax(-1).eq(labels).cpu());
+    const auto predicted = logits.argmax(-1);  // (b)
+    correct_parts.push_back(predicted.eq(labels).cpu());
+    if (wrong) predicted_parts.push_back(predicted.cpu());
     bad_parts.push_back(torch::isfinite(logits).logical_not().any(-1).cpu());
   });
   auto correct = torch::cat(correct_parts), bad = torch::cat(bad_parts);  // (n) bool
@@ -93,6 +96,12 @@ std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::
     t.n++;
     t.correct += acc[i] ? 1 : 0;
     t.non_finite += nonfinite[i] ? 1 : 0;
+  }
+  if (wrong) {
+    const auto predicted = torch::cat(predicted_parts);  // (n)
+    const auto p = predicted.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < correct.size(0) && static_cast<int64_t>(wrong->size()) < keep_wrong; ++i)
+      if (!acc[i]) wrong->push_back({i, p[i]});
   }
   return tally;
 }
@@ -108,8 +117,12 @@ std::vector<int64_t> tokens_before(const torch::Tensor& rows, int64_t r, int64_t
 }  // namespace
 
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
-                                       int64_t max_batch_tokens, bool interruptible, BleuCounts* bleu, int64_t eos,
-                                       Tally* oracle, std::map<int64_t, int64_t>* first_wrong) {
+                                       int64_t max_batch_tokens, bool interruptible, const DecodingDetails& details) {
+  BleuCounts* const bleu = details.bleu;
+  Tally* const oracle = details.oracle;
+  std::map<int64_t, int64_t>* const first_wrong = details.first_wrong;
+  std::vector<WrongDecoding>* const kept = details.wrong;
+  const int64_t eos = details.eos;
   Tally exact, tokens;
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   for_each_chunk(model, set, device, max_batch_tokens, interruptible, [&](int64_t start, const torch::Tensor& chunk) {
@@ -127,13 +140,18 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
     exact.correct += wrong.any(1).logical_not().sum().item<int64_t>();
     tokens.n += scored.sum().item<int64_t>();
     tokens.correct += right.sum().item<int64_t>();
-    if (first_wrong) {
+    if (first_wrong || kept) {
       const auto is_wrong = wrong.any(1).cpu();                                // (b)
       const auto first = wrong.to(torch::kLong).cumsum(1).eq(0).sum(1).cpu();  // (b) the right tokens before it
       const auto w = is_wrong.accessor<bool, 1>();
       const auto f = first.accessor<int64_t, 1>();
-      for (int64_t r = 0; r < first.size(0); ++r)
-        if (w[r]) ++(*first_wrong)[f[r]];
+      const auto answers = decoded.cpu();  // (b, A)
+      for (int64_t r = 0; r < first.size(0); ++r) {
+        if (!w[r]) continue;
+        if (first_wrong) ++(*first_wrong)[f[r]];
+        if (kept && static_cast<int64_t>(kept->size()) < details.keep_wrong)
+          kept->push_back({start + r, tokens_before(answers, r, /*eos=*/-1), f[r]});  // -1: the whole row
+      }
     }
     if (bleu) {
       const auto hypotheses = decoded.cpu(), references = targets.cpu();
@@ -276,6 +294,10 @@ void check_evaluation_lengths(const Transformer& model, const Task& task, const 
     throw ConfigError("eval.oracle_length: task " + task.info().name +
                       "'s answers do not end with an end token, so there is no end to hold back (it applies to "
                       "decoded answers of varying length, such as scan's and translation's)");
+  if (spec.sets.wrong_answers > 0 && task.info().metric == TaskMetric::Perplexity)
+    throw ConfigError("eval.wrong_answers: task " + task.info().name +
+                      " is scored by perplexity, next token by next token, so there is no wrong answer to keep "
+                      "(it keeps misclassified examples and wrongly decoded answers)");
   for (int64_t length : lengths) {
     task.check_eval_length(length);
     model->check_length(task.sequence_length(length), spec.training_positions_end > 0);
@@ -391,6 +413,48 @@ void check_generation_fits(const Transformer& model, int64_t prompt, int64_t tok
                  "ask for fewer --tokens or a shorter --prompt");
 }
 
+namespace {
+
+/// Tokens [begin, begin + n) of `set`'s row `r` that are data (1..V): without
+/// padding (0) and without the special token (V + 1: CLS, SEP).
+std::vector<int64_t> data_tokens(const Task& task, const TaskBatch& set, int64_t r, int64_t begin, int64_t n) {
+  const auto row = set.tokens[r].narrow(0, begin, n).contiguous();
+  const int64_t* t = row.data_ptr<int64_t>();
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i)
+    if (t[i] >= 1 && t[i] <= task.vocab_size()) out.push_back(t[i]);
+  return out;
+}
+
+/// `tokens` up to (not including) the first `eos`; all of them when eos is 0.
+std::vector<int64_t> cut_before(std::vector<int64_t> tokens, int64_t eos) {
+  if (eos > 0) tokens.erase(std::find(tokens.begin(), tokens.end(), eos), tokens.end());
+  return tokens;
+}
+
+/// A classifier's wrong answer as results.json keeps it (LengthResult::wrong_answers).
+nlohmann::json wrong_classification(const Task& task, const TaskBatch& set, int64_t row, int64_t predicted) {
+  return {{"example", row},
+          {"input", task.decode_text(data_tokens(task, set, row, 0, set.tokens.size(1)))},
+          {"kind", set.kinds.empty() ? std::string() : kind_name(task, set.kinds[row])},
+          {"label", set.labels[row].item<int64_t>()},
+          {"predicted", predicted}};
+}
+
+/// A decoder's wrong answer as results.json keeps it: the prompt without SEP,
+/// the reference and the decoded answer each cut before the end token.
+nlohmann::json wrong_decoding(const Task& task, const TaskBatch& set, const WrongDecoding& w) {
+  const int64_t a = set.answer_start, eos = task.end_token();
+  const auto reference = cut_before(data_tokens(task, set, w.row, a, set.tokens.size(1) - a), eos);
+  return {{"example", w.row},
+          {"prompt", task.decode_text(data_tokens(task, set, w.row, 0, a))},
+          {"reference", task.decode_text(reference)},
+          {"answer", task.decode_text(cut_before(w.answer, eos))},
+          {"first_wrong_token", w.first_wrong}};
+}
+
+}  // namespace
+
 std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task, const EvaluationSpec& spec,
                                            const std::vector<int64_t>& lengths, torch::Device device) {
   check_evaluation_fits(model, task, spec, lengths, device);
@@ -403,19 +467,30 @@ std::vector<LengthResult> evaluate_lengths(Transformer& model, const Task& task,
     r.metric = metric;
     if (metric == TaskMetric::Accuracy) {
       r.has_false_alarms = !model->is_decoder() && model->config().pooling != Pooling::Cls;
-      for (const auto& [kind, t] : score_set(model, set, device, spec.sets.max_batch_tokens, /*interruptible=*/true,
-                                             r.has_false_alarms ? &r.false_alarms : nullptr)) {
+      std::vector<std::pair<int64_t, int64_t>> wrong;
+      for (const auto& [kind, t] :
+           score_set(model, set, device, spec.sets.max_batch_tokens, /*interruptible=*/true,
+                     r.has_false_alarms ? &r.false_alarms : nullptr, &wrong, spec.sets.wrong_answers)) {
         r.by_kind[kind_name(task, kind)] = t;
         r.total.n += t.n;
         r.total.correct += t.correct;
         r.total.non_finite += t.non_finite;
       }
+      for (const auto& [row, predicted] : wrong)
+        r.wrong_answers.push_back(wrong_classification(task, set, row, predicted));
     } else if (metric == TaskMetric::ExactMatch) {
       r.has_bleu = task.info().bleu;
       r.has_oracle = spec.sets.oracle_length;
-      std::tie(r.total, r.tokens) =
-          score_decoding(model, set, device, spec.sets.max_batch_tokens, true, r.has_bleu ? &r.bleu : nullptr,
-                         task.end_token(), r.has_oracle ? &r.oracle : nullptr, &r.first_wrong);
+      std::vector<WrongDecoding> wrong;
+      DecodingDetails details;
+      details.bleu = r.has_bleu ? &r.bleu : nullptr;
+      details.eos = task.end_token();
+      details.oracle = r.has_oracle ? &r.oracle : nullptr;
+      details.first_wrong = &r.first_wrong;
+      details.wrong = &wrong;
+      details.keep_wrong = spec.sets.wrong_answers;
+      std::tie(r.total, r.tokens) = score_decoding(model, set, device, spec.sets.max_batch_tokens, true, details);
+      for (const auto& w : wrong) r.wrong_answers.push_back(wrong_decoding(task, set, w));
     } else {
       r.tokens = score_teacher_forced(model, set, device, spec.sets.max_batch_tokens, &r.nll_sum, nullptr, true);
       r.total = r.tokens;
@@ -517,6 +592,7 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results) 
       for (const auto& [index, count] : r.first_wrong) first.push_back({index, count});
       j["first_wrong_token"] = first;
     }
+    if (!r.wrong_answers.empty()) j["wrong_answers"] = r.wrong_answers;
     if (r.has_bleu) j["bleu"] = r.bleu.score();
     if (r.has_oracle) j["oracle_length"] = {{"correct", r.oracle.correct}, {"exact_match", r.oracle.accuracy()}};
     if (r.has_false_alarms)
