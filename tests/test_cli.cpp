@@ -103,12 +103,19 @@ TEST(Cli, TrainThenEvalAtNewLengths) {
           " --set train.steps=20 --set eval.lengths=[8] --set eval.samples_per_length=50 --no-progress --out " +
           dir.string());
   ASSERT_EQ(t.code, 0) << t.output;
-  const CliRun e = run("eval " + (dir / "checkpoint.pt").string() + " --lengths 12,24 --samples 40");
+  const CliRun e =
+      run("eval " + (dir / "checkpoint.pt").string() + " --lengths 12,24 --samples 40 --set eval.wrong_answers=2");
   ASSERT_EQ(e.code, 0) << e.output;
   const auto results = posenc::read_json_file((dir / "results_eval.json").string());
   ASSERT_EQ(results["lengths"].size(), 2u);
   EXPECT_EQ(results["lengths"][1]["length"], 24);
   EXPECT_EQ(results["lengths"][1]["n"], 40);
+  // 20 steps leave wrong answers at 24: two are kept, and shown.
+  const int64_t wrong = results["lengths"][1]["n"].get<int64_t>() - results["lengths"][1]["correct"].get<int64_t>();
+  ASSERT_GE(wrong, 2) << e.output;
+  EXPECT_EQ(results["lengths"][1]["wrong_answers"].size(), 2u);
+  EXPECT_NE(e.output.find("length 24: 2 of its " + std::to_string(wrong) + " wrong answers"), std::string::npos)
+      << e.output;
   // Running train again into the same directory must not overwrite it.
   const CliRun again = run("train " + config_path() + " --set train.steps=20 --out " + dir.string());
   EXPECT_EQ(again.code, 2);

@@ -257,6 +257,26 @@ TEST(Decoder, WrongAnswersKeepTheFirstOnesWithWhatTheModelAnswered) {
   EXPECT_FALSE(length_results_to_json({plain})[0].contains("wrong_answers"));
 }
 
+TEST(Decoder, WrongAnswersAreShownAroundTheirFirstWrongToken) {
+  LengthResult r;
+  r.length = 12;
+  r.total = {20, 17};
+  r.wrong_answers = json::parse(R"([
+    {"example": 3, "prompt": "", "reference": "0 1 2 3 4 5 6 7 8 9 10 11", "answer": "0 1 2 3 4 5 6 X 8 9 10 11",
+     "first_wrong_token": 7},
+    {"example": 9, "prompt": "", "reference": "a b c d", "answer": "a b", "first_wrong_token": 2}])");
+  const std::string shown = format_wrong_answers({r});
+  EXPECT_NE(shown.find("length 12: 2 of its 3 wrong answers"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("example 3, first wrong token 7"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("reference  ... 3 4 5 6 [7] 8 9 10 11\n"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("answer     ... 3 4 5 6 [X] 8 9 10 11\n"), std::string::npos) << shown;
+  // An answer that ends before the reference: its missing token is the empty brackets.
+  EXPECT_NE(shown.find("reference  a b [c] d\n"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("answer     a b []\n"), std::string::npos) << shown;
+  r.wrong_answers = json::array();
+  EXPECT_EQ(format_wrong_answers({r}), "") << "none kept: nothing shown";
+}
+
 TEST(Encoder, WrongAnswersKeepTheMisclassifiedExamplesWithTheirKind) {
   Config cfg = posenc::testing::small_config("/tmp/unused", {"eval.wrong_answers=6", "eval.samples_per_length=64"});
   const auto task = make_task(cfg.task);

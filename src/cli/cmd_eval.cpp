@@ -193,6 +193,7 @@ int run_eval(const EvalOptions& o) {
     }
   }
   std::printf("%s", format_length_table(results, *task).c_str());
+  std::printf("%s", format_wrong_answers(results).c_str());  // eval.wrong_answers; whole in the results file
   j["lengths"] = length_results_to_json(results);
   if (task->info().bleu) j["bleu"] = corpus_bleu_json(results);
   if (!cfg.eval.operand_grid.empty()) {  // a checkpoint's own, or --set eval.operand_grid=[...]
@@ -202,10 +203,6 @@ int run_eval(const EvalOptions& o) {
   }
   write_file_atomic(out, j.dump(2) + "\n");
   spdlog::info("wrote {}", out);
-  if (cfg.eval.wrong_answers > 0)
-    for (const auto& r : results)
-      spdlog::info("length {}: {} of its {} wrong answers kept (\"wrong_answers\")", r.length, r.wrong_answers.size(),
-                   r.total.n - r.total.correct);
   return 0;
 }
 

@@ -214,6 +214,10 @@ nlohmann::json length_results_to_json(const std::vector<LengthResult>& results);
 nlohmann::json corpus_bleu_json(const std::vector<LengthResult>& results);
 /// Human-readable table (one row per length) for the terminal.
 std::string format_length_table(const std::vector<LengthResult>& results, const Task& task);
+/// The kept wrong answers (eval.wrong_answers) for the terminal: per decoded
+/// answer the reference's and the answer's words around the first wrong
+/// token, which is in brackets; per misclassified example its kind and label.
+std::string format_wrong_answers(const std::vector<LengthResult>& results);
 
 /// Exact match for every pair (digits of a, digits of b) of a task with two
 /// operands (eval.operand_grid): exact[i][j] scores a of digits[i] and b of

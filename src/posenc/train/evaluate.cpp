@@ -145,12 +145,13 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
       const auto first = wrong.to(torch::kLong).cumsum(1).eq(0).sum(1).cpu();  // (b) the right tokens before it
       const auto w = is_wrong.accessor<bool, 1>();
       const auto f = first.accessor<int64_t, 1>();
-      const auto answers = decoded.cpu();  // (b, A)
+      torch::Tensor answers;  // (b, A) on the CPU, once a wrong answer is kept
       for (int64_t r = 0; r < first.size(0); ++r) {
         if (!w[r]) continue;
         if (first_wrong) ++(*first_wrong)[f[r]];
-        if (kept && static_cast<int64_t>(kept->size()) < details.keep_wrong)
-          kept->push_back({start + r, tokens_before(answers, r, /*eos=*/-1), f[r]});  // -1: the whole row
+        if (!kept || static_cast<int64_t>(kept->size()) >= details.keep_wrong) continue;
+        if (!answers.defined()) answers = decoded.cpu();
+        kept->push_back({start + r, tokens_before(answers, r, /*eos=*/-1), f[r]});  // -1: the whole row
       }
     }
     if (bleu) {
@@ -623,6 +624,48 @@ nlohmann::json corpus_bleu_json(const std::vector<LengthResult>& results) {
   return {{"all", all.score()},
           {"within_training", any_within ? nlohmann::json(within.score()) : nlohmann::json()},
           {"beyond_training", any_beyond ? nlohmann::json(beyond.score()) : nlohmann::json()}};
+}
+
+namespace {
+
+/// Words [first - kWrongContext, first + kWrongContext] of `text`, the word at
+/// `first` in brackets, "..." where words are left out.
+constexpr int64_t kWrongContext = 4;
+std::string window_around(const std::string& text, int64_t first) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  const int64_t n = static_cast<int64_t>(words.size());
+  const int64_t begin = std::max<int64_t>(0, first - kWrongContext), end = std::min(n, first + kWrongContext + 1);
+  std::string out = begin > 0 ? "..." : "";
+  for (int64_t i = begin; i < end; ++i)
+    out += (out.empty() ? "" : " ") + (i == first ? "[" + words[i] + "]" : words[i]);
+  if (first >= n) out += (out.empty() ? "" : " ") + std::string("[]");  // the answer ended before it
+  if (end < n) out += " ...";
+  return out;
+}
+
+}  // namespace
+
+std::string format_wrong_answers(const std::vector<LengthResult>& results) {
+  std::ostringstream out;
+  for (const auto& r : results) {
+    if (r.wrong_answers.empty()) continue;
+    out << "length " << r.length << ": " << r.wrong_answers.size() << " of its " << r.total.n - r.total.correct
+        << " wrong answers\n";
+    for (const auto& w : r.wrong_answers) {
+      if (w.contains("first_wrong_token")) {
+        const int64_t first = w["first_wrong_token"];
+        out << "  example " << w["example"].get<int64_t>() << ", first wrong token " << first << "\n"
+            << "    reference  " << window_around(w["reference"], first) << "\n"
+            << "    answer     " << window_around(w["answer"], first) << "\n";
+      } else {
+        out << "  example " << w["example"].get<int64_t>() << " (" << w["kind"].get<std::string>() << "): label "
+            << w["label"].get<int64_t>() << ", predicted " << w["predicted"].get<int64_t>() << "\n";
+      }
+    }
+  }
+  return out.str();
 }
 
 std::string format_length_table(const std::vector<LengthResult>& results, const Task& task) {

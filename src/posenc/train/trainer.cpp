@@ -642,6 +642,7 @@ class TrainingRun {
       result.results["lengths"] = length_results_to_json(result.lengths);
       if (task_->info().bleu) result.results["bleu"] = corpus_bleu_json(result.lengths);
       std::printf("%s", format_length_table(result.lengths, *task_).c_str());
+      std::printf("%s", format_wrong_answers(result.lengths).c_str());  // eval.wrong_answers
       if (!cfg_.eval.operand_grid.empty()) {
         const OperandGrid grid =
             evaluate_operand_grid(scored, *task_, evaluation_spec(cfg_), cfg_.eval.operand_grid, device_);
