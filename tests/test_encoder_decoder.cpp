@@ -320,6 +320,25 @@ TEST(EncoderDecoder, GivenTheLengthAModelThatEndsEarlyIsScoredOnItsContent) {
   EXPECT_EQ(exact.correct, 0);
   EXPECT_EQ(oracle.n, 4);
   EXPECT_EQ(oracle.correct, 4);
+  // Its wrong answers as a run keeps them: the command without padding or
+  // SEP, the actions without the end token, and an empty answer, first wrong at once.
+  Config keeping = cfg;
+  keeping.eval.wrong_answers = 2;
+  keeping.eval.samples_per_length = 8;
+  const LengthResult kept = evaluate_lengths(model, *task, evaluation_spec(keeping), {6}, torch::kCPU).front();
+  ASSERT_EQ(kept.wrong_answers.size(), 2u);
+  const TaskBatch eight = task->fixed_set(6, 8, keeping.eval.seed);
+  for (const auto& w : kept.wrong_answers) {
+    const int64_t row = w["example"];
+    const auto actions = eight.tokens[row].narrow(0, a, A - 1).contiguous();  // 6 actions, then the end token
+    EXPECT_EQ(w["reference"], task->decode_text({actions.data_ptr<int64_t>(), actions.data_ptr<int64_t>() + A - 1}));
+    EXPECT_NO_THROW(task->encode_text(w["prompt"])) << "a SCAN command: " << w.dump();
+    EXPECT_EQ(w["answer"], "");
+    EXPECT_EQ(w["first_wrong_token"], 0);
+  }
+  EXPECT_NE(format_wrong_answers({kept}).find("    answer     []\n"), std::string::npos)
+      << format_wrong_answers({kept});
+
   // Without an end token there is nothing to hold back: the option is refused up front.
   const Config ordering = posenc::testing::config_with({"eval.oracle_length=true"});
   Transformer encoder(ordering.model, 64);
