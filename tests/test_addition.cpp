@@ -6,7 +6,6 @@
 #include <map>
 #include <numeric>
 #include <set>
-#include <sstream>
 
 #include "cli_helpers.h"
 #include "helpers.h"
@@ -15,6 +14,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/objective.h"
+#include "posenc/util/text.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -449,14 +449,6 @@ TEST(Multiplication, NBy3CarriesReachPastNBy2sAndKeepTokensOfTheirOwn) {
   expect_ids_below_positions_end(options, {2, 6, 9});
 }
 
-/// `text` split at spaces.
-std::vector<std::string> words_of(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 // Wrong answers (eval.wrong_answers) and attention maps write an arithmetic
 // example in words: the value they spell must be the product, and every token
 // must read back as itself.
@@ -466,7 +458,7 @@ TEST(Multiplication, TokensAreWrittenAsDigitsBsDigitsAndCarriesThatSpellTheProdu
   const auto set = task->fixed_set(5, 8, 3);
   for (int64_t r = 0; r < 8; ++r) {
     // a0 b0:x b1:y b2:z a1 ... * = r? c? r? c? ...
-    const auto words = words_of(task->decode_text(row_of(set.tokens, r)));
+    const auto words = split_words(task->decode_text(row_of(set.tokens, r)));
     ASSERT_EQ(static_cast<int64_t>(words.size()), set.tokens.size(1));
     Sum e;
     std::vector<int> carries;
@@ -494,7 +486,7 @@ TEST(Multiplication, TokensAreWrittenAsDigitsBsDigitsAndCarriesThatSpellTheProdu
   std::vector<int64_t> all(static_cast<size_t>(task->vocab_size()));
   std::iota(all.begin(), all.end(), 1);
   EXPECT_EQ(task->encode_text(task->decode_text(all)), all);
-  const auto words = words_of(task->decode_text(all));
+  const auto words = split_words(task->decode_text(all));
   EXPECT_EQ(std::set<std::string>(words.begin(), words.end()).size(), all.size());
   EXPECT_EQ(words.back(), "c26") << "N x 3's largest carry";
   const std::string error = error_of([&] { task->encode_text("3 * c27"); });
@@ -508,7 +500,7 @@ TEST(Addition, TokensAreWrittenAsDigitsAndHintsThatSpellTheSum) {
   const auto set = task->fixed_set(4, 8, 3);
   for (int64_t r = 0; r < 8; ++r) {
     // h0 a0 h1 a1 ... + h0 b0 ... = h0 s0 ...: each digit after its hint.
-    const auto words = words_of(task->decode_text(row_of(set.tokens, r)));
+    const auto words = split_words(task->decode_text(row_of(set.tokens, r)));
     Sum e;
     std::vector<int>* number = &e.a;
     int64_t hint = 0;

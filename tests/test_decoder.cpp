@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <set>
-#include <sstream>
 
 #include "helpers.h"
 #include "posenc/model/transformer.h"
@@ -16,6 +15,7 @@
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/io.h"
+#include "posenc/util/text.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -31,6 +31,14 @@ Config decoder_config(const std::string& scheme, std::initializer_list<std::stri
 
 Decoder random_decoder(const Config& cfg, uint64_t seed) {
   return posenc::testing::random_positional_model<Decoder>(cfg.model, seed);
+}
+
+/// Eight examples of `task` at length 6 whose answers are `model`'s own greedy ones.
+TaskBatch set_of_own_answers(Transformer& model, const Task& task) {
+  TaskBatch set = task.fixed_set(6, 8, 5);
+  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
+  set.tokens.narrow(1, a, A).copy_(continue_tokens(model, set.tokens.narrow(1, 0, a), A));  // (8, A)
+  return set;
 }
 
 }  // namespace
@@ -87,10 +95,8 @@ TEST_P(EverySchemeCausally, GreedyDecodingReproducesItsOwnAnswers) {
   const Config cfg = decoder_config(GetParam());
   Transformer model = random_decoder(cfg, 3);
   const auto task = make_task(cfg.task);
-  TaskBatch set = task->fixed_set(6, 8, 5);
-  const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
-  const auto answers = continue_tokens(model, set.tokens.narrow(1, 0, a), A);  // (8, A)
-  set.tokens.narrow(1, a, A).copy_(answers);
+  const TaskBatch set = set_of_own_answers(model, *task);
+  const int64_t A = set.tokens.size(1) - set.answer_start;
   const auto [exact, tokens] = score_decoding(model, set, torch::kCPU, 1 << 16);
   EXPECT_EQ(exact.correct, 8);
   EXPECT_EQ(tokens.correct, 8 * A);
@@ -158,10 +164,9 @@ TEST(Decoder, FirstWrongTokenIsWhereGreedyDecodingFirstLeavesTheReference) {
   const Config cfg = decoder_config("rope");
   Transformer model = random_decoder(cfg, 3);
   const auto task = make_task(cfg.task);
-  TaskBatch set = task->fixed_set(6, 8, 5);
+  TaskBatch set = set_of_own_answers(model, *task);
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
   ASSERT_GE(A, 4);
-  set.tokens.narrow(1, a, A).copy_(continue_tokens(model, set.tokens.narrow(1, 0, a), A));
   const std::vector<int64_t> first_changed = {-1, 0, 2, 2, A - 1, -1, 1, 3};  // -1: left as decoded
   std::map<int64_t, int64_t> expected;
   const auto change = [&](int64_t r, int64_t i) {
@@ -194,24 +199,15 @@ TEST(Decoder, FirstWrongTokenIsWhereGreedyDecodingFirstLeavesTheReference) {
   EXPECT_EQ(counted, untrained.total.n - untrained.total.correct);
 }
 
-/// The words of `text` (split at spaces).
-std::vector<std::string> words_in(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 TEST(Decoder, WrongAnswersKeepTheFirstOnesWithWhatTheModelAnswered) {
   // The references are the model's own greedy answers, changed in rows 1, 4,
   // 5 and 7: the first three are kept, each with its greedy answer unchanged.
   const Config cfg = decoder_config("rope", {"eval.wrong_answers=5", "eval.samples_per_length=40"});
   Transformer model = random_decoder(cfg, 3);
   const auto task = make_task(cfg.task);
-  TaskBatch set = task->fixed_set(6, 8, 5);
+  TaskBatch set = set_of_own_answers(model, *task);
   const int64_t a = set.answer_start, A = set.tokens.size(1) - a;
-  const auto greedy = continue_tokens(model, set.tokens.narrow(1, 0, a), A);  // (8, A)
-  set.tokens.narrow(1, a, A).copy_(greedy);
+  const auto greedy = set.tokens.narrow(1, a, A).clone();  // (8, A)
   for (const int64_t r : {1, 4, 5, 7}) {
     auto token = set.tokens[r][a + r % A];
     token.fill_(token.item<int64_t>() % 16 + 1);  // another of the tokens 1..16
@@ -244,7 +240,7 @@ TEST(Decoder, WrongAnswersKeepTheFirstOnesWithWhatTheModelAnswered) {
     previous = row;
     const auto prompt = fixed.tokens[row].narrow(0, 0, a - 1).contiguous();  // without SEP
     EXPECT_EQ(w["prompt"], task->decode_text({prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + a - 1}));
-    const auto reference = words_in(w["reference"]), answer = words_in(w["answer"]);
+    const auto reference = split_words(w["reference"]), answer = split_words(w["answer"]);
     EXPECT_EQ(w["reference"], w["prompt"]) << "copy's answer is its prompt";
     ASSERT_EQ(answer.size(), reference.size());
     ASSERT_LT(first, static_cast<int64_t>(answer.size()));
@@ -288,7 +284,7 @@ TEST(Encoder, WrongAnswersKeepTheMisclassifiedExamplesWithTheirKind) {
   for (const auto& w : r.wrong_answers) {
     EXPECT_NE(w["label"], w["predicted"]) << w.dump();
     EXPECT_EQ(w["kind"] == "sorted", w["label"] == 1) << w.dump();
-    EXPECT_EQ(words_in(w["input"]).size(), 8u) << "the sequence without CLS: " << w.dump();
+    EXPECT_EQ(split_words(w["input"]).size(), 8u) << "the sequence without CLS: " << w.dump();
   }
   // Perplexity has no wrong answer to keep: refused before anything runs.
   const auto dir = posenc::testing::fresh_dir("wrong_answers_charlm");
@@ -297,7 +293,7 @@ TEST(Encoder, WrongAnswersKeepTheMisclassifiedExamplesWithTheirKind) {
   for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog. ";
   write_file_atomic((dir / "corpus.txt").string(), text);
   json lm_json = json::object();
-  for (const std::string o :
+  for (const std::string& o :
        std::vector<std::string>{"model.kind=\"decoder\"", "task.type=\"charlm\"", "eval.wrong_answers=3",
                                 "task.path=" + json((dir / "corpus.txt").string()).dump()})
     apply_override(lm_json, o);

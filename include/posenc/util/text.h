@@ -20,6 +20,8 @@ std::string one_line(const std::string& message, size_t max_chars = 200);
 
 /// The items with `separator` between them: join({"a", "b"}, ", ") == "a, b".
 std::string join(const std::vector<std::string>& items, const std::string& separator);
+/// The words of `text`, split at runs of whitespace: split_words(" a  b\n") == {"a", "b"}.
+std::vector<std::string> split_words(const std::string& text);
 
 using Table = std::vector<std::vector<std::string>>;
 

@@ -17,10 +17,10 @@
 // batch has one length, so nothing is padded.
 #include <algorithm>
 #include <random>
-#include <sstream>
 
 #include "posenc/tasks/task.h"
 #include "posenc/tasks/builtin_tasks.h"
+#include "posenc/util/text.h"
 
 namespace posenc {
 namespace {
@@ -319,9 +319,8 @@ class ArithmeticTask : public SequenceBase {
   }
   /// The words of decode_text, separated by spaces, as tokens (SEP excepted).
   std::vector<int64_t> encode_text(const std::string& text) const override {
-    std::istringstream in(text);
     std::vector<int64_t> out;
-    for (std::string word; in >> word;) {
+    for (const std::string& word : split_words(text)) {
       int64_t token = 0;
       for (int64_t t = 1; t <= vocab_size() && token == 0; ++t)
         if (token_word(t) == word) token = t;

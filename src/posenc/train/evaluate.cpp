@@ -632,9 +632,7 @@ namespace {
 /// `first` in brackets, "..." where words are left out.
 constexpr int64_t kWrongContext = 4;
 std::string window_around(const std::string& text, int64_t first) {
-  std::istringstream in(text);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
+  const std::vector<std::string> words = split_words(text);
   const int64_t n = static_cast<int64_t>(words.size());
   const int64_t begin = std::max<int64_t>(0, first - kWrongContext), end = std::min(n, first + kWrongContext + 1);
   std::string out = begin > 0 ? "..." : "";

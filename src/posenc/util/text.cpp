@@ -14,6 +14,13 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
 std::string format_duration(double seconds) {
   const auto total = static_cast<int64_t>(seconds + 0.5);
   return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
