@@ -3,7 +3,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <sstream>
 
 #include "posenc/config.h"
 #include "posenc/tasks/task.h"
@@ -83,9 +82,8 @@ std::string read_task_file(const std::string& path, std::uintmax_t max_bytes) {
 
 std::vector<int64_t> Task::encode_text(const std::string& text) const {
   // Token ids written out, as decode_text writes them: "3 17 5".
-  std::istringstream in(text);
   std::vector<int64_t> out;
-  for (std::string word; in >> word;) {
+  for (const std::string& word : split_words(text)) {
     char* end = nullptr;
     errno = 0;
     const long long id = std::strtoll(word.c_str(), &end, 10);
