@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Where a multiplication model's wrong answers go wrong, column by column.
+
+Reads the wrong answers that `posenc eval` keeps (`--set eval.wrong_answers=N`)
+of a multiplication run with written carries (task.carries=written, the
+format of configs/multiplication_n_by_2.json and its N x 3 grid) and says, over
+all the files given:
+
+- whether each first goes wrong at a product digit or at a carry;
+- the column sum the model's own digit and carry spell there (10 x carry +
+  digit) minus the right one: an error of reading or adding shows as its size;
+- how large the right column sums are where answers first go wrong, against
+  the interior columns of random products of the same shape (a of --digits
+  digits, b of the multiplier's digits, both uniform, as the evaluation sets
+  draw them).
+
+    scripts/carry_errors.py RUN/results_eval.json [MORE.json ...] [--digits 50]
+
+A column's sum is the carry into it plus the products of the digits of a and
+b whose significances add up to the column's; the product digit is its units,
+the carry written after it the rest.
+"""
+import argparse
+import collections
+import json
+import random
+import sys
+
+
+def operands(prompt):
+    """a's and b's digits, least-significant first, from a prompt in posenc's
+    words: a's digits, each followed by b's digits written "b<l>:<d>", then "*"."""
+    a, b = [], {}
+    for word in prompt.split():
+        if word == "*":
+            break
+        if word.startswith("b"):
+            digit, value = word[1:].split(":")
+            b[int(digit)] = int(value)
+        else:
+            a.append(int(word))
+    if not a or not b:
+        raise ValueError(f"not a prompt of a multiplier written beside each digit: {prompt[:80]!r}")
+    return a, [b[digit] for digit in sorted(b)]
+
+
+def column_sums(a, b):
+    """Each column's sum: the carry into it plus its digit products."""
+    sums, carry = [], 0
+    for j in range(len(a) + len(b)):
+        s = carry + sum(a[j - l] * b[l] for l in range(len(b)) if 0 <= j - l < len(a))
+        sums.append(s)
+        carry = s // 10
+    return sums
+
+
+def value(word):
+    """A product digit "r<d>" or a carry "c<c>" as its number."""
+    if word[:1] not in ("r", "c") or not word[1:].isdigit():
+        raise ValueError(f"{word!r} is neither an answer digit (r<d>) nor a carry (c<c>)")
+    return int(word[1:])
+
+
+def first_wrong_column(answer):
+    """(column, 'digit' or 'carry', the right column sum, the model's sum or None)."""
+    a, b = operands(answer["prompt"])
+    sums = column_sums(a, b)
+    first = answer["first_wrong_token"]
+    reference, decoded = answer["reference"].split(), answer["answer"].split()
+    column = first // 2
+    if first % 2 == 0:  # the digit is wrong; the model's carry follows it
+        model = 10 * value(decoded[first + 1]) + value(decoded[first]) if first + 1 < len(decoded) else None
+        return column, "digit", sums[column], model
+    # the digit was right; the carry after it is wrong
+    return column, "carry", sums[column], 10 * value(decoded[first]) + value(reference[first - 1])
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("results", nargs="+", help="results files of posenc eval with wrong_answers")
+    parser.add_argument("--digits", type=int, default=50, help="a's digits in the random products compared against")
+    parser.add_argument("--samples", type=int, default=20000, help="random products compared against")
+    args = parser.parse_args(argv)
+
+    kinds, differences, sums = collections.Counter(), collections.Counter(), []
+    multiplier_digits = None
+    for path in args.results:
+        with open(path) as f:
+            results = json.load(f)
+        for length in results.get("lengths", []):
+            for answer in length.get("wrong_answers", []):
+                multiplier_digits = len(operands(answer["prompt"])[1])
+                column, kind, right, model = first_wrong_column(answer)
+                kinds[kind] += 1
+                sums.append(right)
+                if model is not None:
+                    differences[model - right] += 1
+    if not sums:
+        sys.exit("no wrong answers in these files: were they evaluated with --set eval.wrong_answers=N?")
+
+    print(f"{len(sums)} wrong answers: first wrong at a product digit {kinds['digit']}, at a carry {kinds['carry']}")
+    print("the model's column sum minus the right one (difference: answers): " +
+          ", ".join(f"{d:+d}: {n}" for d, n in sorted(differences.items())))
+    even = sum(n for d, n in differences.items() if d % 2 == 0)
+    print(f"even differences: {even} of {sum(differences.values())}")
+
+    rng = random.Random(0)
+    random_sums = []
+    for _ in range(args.samples):
+        a = [rng.randrange(10) for _ in range(args.digits)]
+        b = [rng.randrange(10) for _ in range(multiplier_digits)]
+        random_sums.extend(column_sums(a, b)[multiplier_digits:args.digits])  # interior columns
+    print(f"right column sum where answers first go wrong, against {len(random_sums)} interior columns of "
+          f"{args.samples} random {args.digits} x {multiplier_digits}-digit products:")
+    for threshold in (100, 150, 200):
+        wrong = sum(s >= threshold for s in sums)
+        share = sum(s >= threshold for s in random_sums) / len(random_sums)
+        print(f"  sum >= {threshold}: {wrong} of {len(sums)} ({wrong / len(sums):.2f}); random columns {share:.4f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
