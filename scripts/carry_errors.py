@@ -15,6 +15,13 @@ all the files given:
   draw them).
 
     scripts/carry_errors.py RUN/results_eval.json [MORE.json ...] [--digits 50]
+    scripts/carry_errors.py RUN/results_eval.json ... --sets UNTRAINED/results.json [--large 230]
+
+With --sets, the results of a model that got every answer wrong and kept them
+all (one training step of the same config with eval.wrong_answers set to the
+samples per length): the evaluation sets themselves. The column sums are then
+compared against the sets' own interior columns, and every product holding a
+column sum of --large or more is listed with the files that got it wrong.
 
 A column's sum is the carry into it plus the products of the digits of a and
 b whose significances add up to the column's; the product digit is its units,
@@ -80,15 +87,19 @@ def main(argv):
     parser.add_argument("results", nargs="+", help="results files of posenc eval with wrong_answers")
     parser.add_argument("--digits", type=int, default=50, help="a's digits in the random products compared against")
     parser.add_argument("--samples", type=int, default=20000, help="random products compared against")
+    parser.add_argument("--sets", help="results keeping every answer of the evaluation sets (see above)")
+    parser.add_argument("--large", type=int, default=230, help="with --sets: list the products with a column sum this large")
     args = parser.parse_args(argv)
 
     kinds, differences, sums = collections.Counter(), collections.Counter(), []
     multiplier_digits = None
+    wrong_in = collections.defaultdict(set)  # (length, example) -> the files that got it wrong
     for path in args.results:
         with open(path) as f:
             results = json.load(f)
         for length in results.get("lengths", []):
             for answer in length.get("wrong_answers", []):
+                wrong_in[(length["length"], answer["example"])].add(path)
                 multiplier_digits = len(operands(answer["prompt"])[1])
                 column, kind, right, model = first_wrong_column(answer)
                 kinds[kind] += 1
@@ -104,18 +115,47 @@ def main(argv):
     even = sum(n for d, n in differences.items() if d % 2 == 0)
     print(f"even differences: {even} of {sum(differences.values())}")
 
-    rng = random.Random(0)
-    random_sums = []
-    for _ in range(args.samples):
-        a = [rng.randrange(10) for _ in range(args.digits)]
-        b = [rng.randrange(10) for _ in range(multiplier_digits)]
-        random_sums.extend(column_sums(a, b)[multiplier_digits:args.digits])  # interior columns
-    print(f"right column sum where answers first go wrong, against {len(random_sums)} interior columns of "
-          f"{args.samples} random {args.digits} x {multiplier_digits}-digit products:")
+    if args.sets:
+        baseline, described = set_columns(args.sets, wrong_in, len(args.results), args.large)
+    else:
+        rng = random.Random(0)
+        baseline = []
+        for _ in range(args.samples):
+            a = [rng.randrange(10) for _ in range(args.digits)]
+            b = [rng.randrange(10) for _ in range(multiplier_digits)]
+            baseline.extend(column_sums(a, b)[multiplier_digits:args.digits])  # interior columns
+        described = f"{args.samples} random {args.digits} x {multiplier_digits}-digit products"
+    print(f"right column sum where answers first go wrong, against the {len(baseline)} interior columns of "
+          f"{described}:")
     for threshold in (100, 150, 200):
         wrong = sum(s >= threshold for s in sums)
-        share = sum(s >= threshold for s in random_sums) / len(random_sums)
-        print(f"  sum >= {threshold}: {wrong} of {len(sums)} ({wrong / len(sums):.2f}); random columns {share:.4f}")
+        share = sum(s >= threshold for s in baseline) / len(baseline)
+        print(f"  sum >= {threshold}: {wrong} of {len(sums)} ({wrong / len(sums):.2f}); those columns {share:.4f}")
+
+
+def set_columns(path, wrong_in, files, large):
+    """The interior column sums of the evaluation sets that `path` holds whole,
+    and their description; prints each product with a column sum of `large` or
+    more and how many of the `files` got it wrong."""
+    with open(path) as f:
+        sets = json.load(f)
+    sums, lengths = [], []
+    for length in sets.get("lengths", []):
+        answers = length.get("wrong_answers", [])
+        if len(answers) != length["n"]:
+            sys.exit(f"{path}: {len(answers)} of the {length['n']} answers at length {length['length']} kept; "
+                     "--sets needs them all (a model that gets every answer wrong, eval.wrong_answers >= the samples)")
+        lengths.append(str(length["length"]))
+        for answer in answers:
+            a, b = operands(answer["prompt"])
+            columns = column_sums(a, b)
+            sums.extend(columns[len(b):len(a)])
+            first_large = next((j for j, s in enumerate(columns) if s >= large), None)
+            if first_large is not None:
+                key = (length["length"], answer["example"])
+                print(f"length {key[0]} example {key[1]}: column {first_large} sums to {columns[first_large]} "
+                      f"(largest {max(columns)}); wrong in {len(wrong_in.get(key, ()))} of {files} files")
+    return sums, f"the evaluation sets at {', '.join(lengths)} digits"
 
 
 if __name__ == "__main__":
