@@ -61,25 +61,30 @@ def column_sums(a, b):
     return sums
 
 
-def value(word):
-    """A product digit "r<d>" or a carry "c<c>" as its number."""
-    if word[:1] not in ("r", "c") or not word[1:].isdigit():
-        raise ValueError(f"{word!r} is neither an answer digit (r<d>) nor a carry (c<c>)")
-    return int(word[1:])
+def value(words, i, kind):
+    """words[i] as a number if it is a product digit ("r<d>", kind "r") or a
+    carry ("c<c>", kind "c"); None if it is not one, or is missing."""
+    if i >= len(words) or words[i][:1] != kind or not words[i][1:].isdigit():
+        return None
+    return int(words[i][1:])
 
 
 def first_wrong_column(answer):
-    """(column, 'digit' or 'carry', the right column sum, the model's sum or None)."""
+    """(column, 'digit' or 'carry', the right column sum, the sum the model's
+    digit and carry spell, or None where it wrote something else there)."""
     a, b = operands(answer["prompt"])
     sums = column_sums(a, b)
     first = answer["first_wrong_token"]
     reference, decoded = answer["reference"].split(), answer["answer"].split()
     column = first // 2
     if first % 2 == 0:  # the digit is wrong; the model's carry follows it
-        model = 10 * value(decoded[first + 1]) + value(decoded[first]) if first + 1 < len(decoded) else None
-        return column, "digit", sums[column], model
-    # the digit was right; the carry after it is wrong
-    return column, "carry", sums[column], 10 * value(decoded[first]) + value(reference[first - 1])
+        digit, carry, kind = value(decoded, first, "r"), value(decoded, first + 1, "c"), "digit"
+    else:  # the digit was right; the carry after it is wrong
+        digit, carry, kind = value(reference, first - 1, "r"), value(decoded, first, "c"), "carry"
+    if column >= len(sums):
+        raise ValueError(f"first wrong token {first} is past the {len(sums)} columns of {answer['prompt'][:60]!r}")
+    model = None if digit is None or carry is None else 10 * carry + digit
+    return column, kind, sums[column], model
 
 
 def main(argv):
@@ -95,28 +100,35 @@ def main(argv):
     multiplier_digits = None
     wrong_in = collections.defaultdict(set)  # (length, example) -> the files that got it wrong
     for path in args.results:
-        with open(path) as f:
-            results = json.load(f)
-        for length in results.get("lengths", []):
-            for answer in length.get("wrong_answers", []):
-                wrong_in[(length["length"], answer["example"])].add(path)
-                multiplier_digits = len(operands(answer["prompt"])[1])
-                column, kind, right, model = first_wrong_column(answer)
-                kinds[kind] += 1
-                sums.append(right)
-                if model is not None:
-                    differences[model - right] += 1
+        try:
+            with open(path) as f:
+                results = json.load(f)
+            for length in results.get("lengths", []):
+                for answer in length.get("wrong_answers", []):
+                    wrong_in[(length["length"], answer["example"])].add(path)
+                    multiplier_digits = len(operands(answer["prompt"])[1])
+                    column, kind, right, model = first_wrong_column(answer)
+                    kinds[kind] += 1
+                    sums.append(right)
+                    differences[None if model is None else model - right] += 1
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            sys.exit(f"{path}: {e}")
     if not sums:
         sys.exit("no wrong answers in these files: were they evaluated with --set eval.wrong_answers=N?")
 
     print(f"{len(sums)} wrong answers: first wrong at a product digit {kinds['digit']}, at a carry {kinds['carry']}")
+    unspelled = differences.pop(None, 0)
     print("the model's column sum minus the right one (difference: answers): " +
-          ", ".join(f"{d:+d}: {n}" for d, n in sorted(differences.items())))
+          ", ".join(f"{d:+d}: {n}" for d, n in sorted(differences.items())) +
+          (f"; no sum spelled (not a digit and a carry there): {unspelled}" if unspelled else ""))
     even = sum(n for d, n in differences.items() if d % 2 == 0)
     print(f"even differences: {even} of {sum(differences.values())}")
 
     if args.sets:
-        baseline, described = set_columns(args.sets, wrong_in, len(args.results), args.large)
+        try:
+            baseline, described = set_columns(args.sets, wrong_in, len(args.results), args.large)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            sys.exit(f"{args.sets}: {e}")
     else:
         rng = random.Random(0)
         baseline = []

@@ -244,4 +244,52 @@ TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {
   expect_figure(s.dir / "unmeasured" / "figures" / "accuracy_vs_length.png");
 }
 
+// scripts/carry_errors.py reads the wrong answers posenc keeps: a hand-made
+// file whose arithmetic is known, then a real run's, all of whose answers are
+// wrong, as both the answers and the evaluation sets.
+TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
+  SKIP_WITHOUT_FIGURE_PYTHON();
+  posenc::testing::Scratch s("carry_errors");
+  // 37 x 1, b written beside each digit of a: the columns sum to 7, 3, 0, 0, 0.
+  const json hand = json::parse(R"({"lengths": [{"length": 2, "n": 2, "correct": 0, "wrong_answers": [
+    {"example": 0, "prompt": "7 b0:1 b1:0 b2:0 3 b0:1 b1:0 b2:0 *", "reference": "r7 c0 r3 c0 r0 c0 r0 c0 r0 c0",
+     "answer": "r7 c0 r5 c0 r0 c0 r0 c0 r0 c0", "first_wrong_token": 2},
+    {"example": 1, "prompt": "7 b0:1 b1:0 b2:0 3 b0:1 b1:0 b2:0 *", "reference": "r7 c0 r3 c0 r0 c0 r0 c0 r0 c0",
+     "answer": "r7 c1 r4 c0 r0 c0 r0 c0 r0 c0", "first_wrong_token": 1}]}]})");
+  write_file_atomic(s.path("hand.json"), hand.dump());
+  auto r = run_script("carry_errors.py", {s.path("hand.json"), "--samples", "100"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 wrong answers: first wrong at a product digit 1, at a carry 1"), std::string::npos)
+      << r.output;
+  // The digit 5 and carry 0 spell 5 for a column of 3; the carry 1 after the digit 7, 17 for 7.
+  EXPECT_NE(r.output.find("+2: 1, +10: 1"), std::string::npos) << r.output;
+
+  // A run of two steps gets every product wrong and keeps them all.
+  json config = json::object();
+  for (const std::string& o : std::vector<std::string>{
+           "model.kind=\"decoder\"", "model.d_model=32", "model.heads=2", "model.layers=1", "model.d_ff=64",
+           "task.type=\"multiplication\"", "task.min_length=2", "task.max_length=4", "task.multiplier_digits=3",
+           "task.multiplier_placement=\"beside_each_digit\"", "task.answer_tokens=\"own\"",
+           "task.multiplier_tokens=\"per_digit\"", "task.carries=\"written\"", "train.steps=2", "train.val_samples=8",
+           "eval.lengths=[6]", "eval.samples_per_length=8", "eval.wrong_answers=8"})
+    apply_override(config, o);
+  write_file_atomic(s.path("n_by_3.json"), config.dump());
+  const auto trained = posenc::testing::run_cli("train " + s.path("n_by_3.json") + " --out " + s.path("run"));
+  ASSERT_EQ(trained.code, 0) << trained.output;
+  const std::string results = s.path("run") + "/results.json";
+  ASSERT_EQ(read_json_file(results)["lengths"][0]["wrong_answers"].size(), 8u) << "two steps get every product wrong";
+  r = run_script("carry_errors.py", {results, "--sets", results});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("8 wrong answers"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("interior columns of the evaluation sets at 6 digits"), std::string::npos) << r.output;
+  // A file with no wrong answers kept, as --sets or alone: refused, saying why.
+  write_file_atomic(s.path("none.json"), R"({"lengths": [{"length": 6, "n": 8, "correct": 8}]})");
+  r = run_script("carry_errors.py", {results, "--sets", s.path("none.json")});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("0 of the 8 answers at length 6 kept"), std::string::npos) << r.output;
+  r = run_script("carry_errors.py", {s.path("none.json")});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("no wrong answers in these files"), std::string::npos) << r.output;
+}
+
 }  // namespace POSENC_TEST_UNIT
