@@ -10,17 +10,17 @@ all the files given:
 - the column sum the model's own digit and carry spell there (10 x carry +
   digit) minus the right one: an error of reading or adding shows as its size;
 - how large the right column sums are where answers first go wrong, against
-  the interior columns of random products of the same shape (a of --digits
-  digits, b of the multiplier's digits, both uniform, as the evaluation sets
-  draw them).
+  the columns of random products of the same shape (a of --digits digits, b
+  of the multiplier's digits, all digits uniform, as posenc draws them; a
+  range A-B draws a's digits for each product as training does).
 
-    scripts/carry_errors.py RUN/results_eval.json [MORE.json ...] [--digits 50]
+    scripts/carry_errors.py RUN/results_eval.json [MORE.json ...] [--digits 50 | --digits 2-10]
     scripts/carry_errors.py RUN/results_eval.json ... --sets UNTRAINED/results.json [--large 230]
 
 With --sets, the results of a model that got every answer wrong and kept them
 all (one training step of the same config with eval.wrong_answers set to the
 samples per length): the evaluation sets themselves. The column sums are then
-compared against the sets' own interior columns, and every product holding a
+compared against the sets' own columns, and every product holding a
 column sum of --large or more is listed with the files that got it wrong.
 
 A column's sum is the carry into it plus the products of the digits of a and
@@ -87,10 +87,23 @@ def first_wrong_column(answer):
     return column, kind, sums[column], model
 
 
+def digit_range(text):
+    """--digits: "N" or "A-B" (1 <= A <= B) as (A, B)."""
+    low, _, high = text.partition("-")
+    try:
+        low, high = int(low), int(high or low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N or A-B, digits of a")
+    if not 1 <= low <= high:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 1 <= A <= B")
+    return low, high
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("results", nargs="+", help="results files of posenc eval with wrong_answers")
-    parser.add_argument("--digits", type=int, default=50, help="a's digits in the random products compared against")
+    parser.add_argument("--digits", type=digit_range, default=(50, 50),
+                        help="a's digits in the random products compared against: N, or a range A-B")
     parser.add_argument("--samples", type=int, default=20000, help="random products compared against")
     parser.add_argument("--sets", help="results keeping every answer of the evaluation sets (see above)")
     parser.add_argument("--large", type=int, default=230, help="with --sets: list the products with a column sum this large")
@@ -133,20 +146,20 @@ def main(argv):
         rng = random.Random(0)
         baseline = []
         for _ in range(args.samples):
-            a = [rng.randrange(10) for _ in range(args.digits)]
+            a = [rng.randrange(10) for _ in range(rng.randint(*args.digits))]
             b = [rng.randrange(10) for _ in range(multiplier_digits)]
-            baseline.extend(column_sums(a, b)[multiplier_digits:args.digits])  # interior columns
-        described = f"{args.samples} random {args.digits} x {multiplier_digits}-digit products"
-    print(f"right column sum where answers first go wrong, against the {len(baseline)} interior columns of "
-          f"{described}:")
-    for threshold in (100, 150, 200):
+            baseline.extend(column_sums(a, b))
+        shape = "-".join(str(d) for d in sorted(set(args.digits)))
+        described = f"{args.samples} random {shape} x {multiplier_digits}-digit products"
+    print(f"right column sum where answers first go wrong, against the {len(baseline)} columns of {described}:")
+    for threshold in (100, 150, 200, args.large):
         wrong = sum(s >= threshold for s in sums)
         share = sum(s >= threshold for s in baseline) / len(baseline)
-        print(f"  sum >= {threshold}: {wrong} of {len(sums)} ({wrong / len(sums):.2f}); those columns {share:.4f}")
+        print(f"  sum >= {threshold}: {wrong} of {len(sums)} ({wrong / len(sums):.2f}); those columns {share:.3g}")
 
 
 def set_columns(path, wrong_in, files, large):
-    """The interior column sums of the evaluation sets that `path` holds whole,
+    """The column sums of the evaluation sets that `path` holds whole,
     and their description; prints each product with a column sum of `large` or
     more and how many of the `files` got it wrong."""
     with open(path) as f:
@@ -161,7 +174,7 @@ def set_columns(path, wrong_in, files, large):
         for answer in answers:
             a, b = operands(answer["prompt"])
             columns = column_sums(a, b)
-            sums.extend(columns[len(b):len(a)])
+            sums.extend(columns)
             first_large = next((j for j, s in enumerate(columns) if s >= large), None)
             if first_large is not None:
                 key = (length["length"], answer["example"])

@@ -257,12 +257,15 @@ TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
     {"example": 1, "prompt": "7 b0:1 b1:0 b2:0 3 b0:1 b1:0 b2:0 *", "reference": "r7 c0 r3 c0 r0 c0 r0 c0 r0 c0",
      "answer": "r7 c1 r4 c0 r0 c0 r0 c0 r0 c0", "first_wrong_token": 1}]}]})");
   write_file_atomic(s.path("hand.json"), hand.dump());
-  auto r = run_script("carry_errors.py", {s.path("hand.json"), "--samples", "100"});
+  auto r = run_script("carry_errors.py", {s.path("hand.json"), "--samples", "100", "--digits", "2-10"});
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("2 wrong answers: first wrong at a product digit 1, at a carry 1"), std::string::npos)
       << r.output;
   // The digit 5 and carry 0 spell 5 for a column of 3; the carry 1 after the digit 7, 17 for 7.
   EXPECT_NE(r.output.find("+2: 1, +10: 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("columns of 100 random 2-10 x 3-digit products"), std::string::npos) << r.output;
+  EXPECT_NE(run_script("carry_errors.py", {s.path("hand.json"), "--digits", "0-3"}).output.find("1 <= A <= B"),
+            std::string::npos);
 
   // A run of two steps gets every product wrong and keeps them all.
   json config = json::object();
@@ -281,7 +284,7 @@ TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
   r = run_script("carry_errors.py", {results, "--sets", results});
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("8 wrong answers"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("interior columns of the evaluation sets at 6 digits"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("columns of the evaluation sets at 6 digits"), std::string::npos) << r.output;
   // A file with no wrong answers kept, as --sets or alone: refused, saying why.
   write_file_atomic(s.path("none.json"), R"({"lengths": [{"length": 6, "n": 8, "correct": 8}]})");
   r = run_script("carry_errors.py", {results, "--sets", s.path("none.json")});
