@@ -96,9 +96,9 @@ std::vector<int64_t> Task::encode_text(const std::string& text) const {
   return out;
 }
 std::string Task::decode_text(const std::vector<int64_t>& tokens) const {
-  std::string out;
-  for (int64_t t : tokens) out += (out.empty() ? "" : " ") + std::to_string(t);
-  return out;
+  std::vector<std::string> words;
+  for (int64_t t : tokens) words.push_back(std::to_string(t));
+  return join(words, " ");
 }
 
 }  // namespace posenc

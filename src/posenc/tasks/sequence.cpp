@@ -313,9 +313,9 @@ class ArithmeticTask : public SequenceBase {
   /// digit l "b<l>:<d>" (task.multiplier_tokens=per_digit), carry c "c<c>"
   /// (task.carries=written) and SEP "="; any other id "<id>".
   std::string decode_text(const std::vector<int64_t>& tokens) const override {
-    std::string out;
-    for (int64_t t : tokens) out += (out.empty() ? "" : " ") + token_word(t);
-    return out;
+    std::vector<std::string> words;
+    for (int64_t t : tokens) words.push_back(token_word(t));
+    return join(words, " ");
   }
   /// The words of decode_text, separated by spaces, as tokens (SEP excepted).
   std::vector<int64_t> encode_text(const std::string& text) const override {

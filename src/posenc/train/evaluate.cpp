@@ -107,12 +107,16 @@ std::map<int, Tally> score_set(Transformer& model, const TaskBatch& set, torch::
 }
 
 namespace {
-/// Row r of a (b, A) int64 tensor, up to (not including) the first `eos`.
-std::vector<int64_t> tokens_before(const torch::Tensor& rows, int64_t r, int64_t eos) {
+/// Row r of a (b, A) int64 tensor.
+std::vector<int64_t> row_tokens(const torch::Tensor& rows, int64_t r) {
   const auto row = rows[r].contiguous();
   const int64_t* begin = row.data_ptr<int64_t>();
-  const int64_t* end = begin + row.numel();
-  return {begin, std::find(begin, end, eos)};
+  return {begin, begin + row.numel()};
+}
+/// `tokens` up to (not including) the first `eos`; all of them when eos is 0.
+std::vector<int64_t> cut_before(std::vector<int64_t> tokens, int64_t eos) {
+  if (eos > 0) tokens.erase(std::find(tokens.begin(), tokens.end(), eos), tokens.end());
+  return tokens;
 }
 }  // namespace
 
@@ -151,13 +155,13 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
         if (first_wrong) ++(*first_wrong)[f[r]];
         if (!kept || static_cast<int64_t>(kept->size()) >= details.keep_wrong) continue;
         if (!answers.defined()) answers = decoded.cpu();
-        kept->push_back({start + r, tokens_before(answers, r, /*eos=*/-1), f[r]});  // -1: the whole row
+        kept->push_back({start + r, row_tokens(answers, r), f[r]});
       }
     }
     if (bleu) {
       const auto hypotheses = decoded.cpu(), references = targets.cpu();
       for (int64_t r = 0; r < hypotheses.size(0); ++r)
-        bleu->add(tokens_before(hypotheses, r, eos), tokens_before(references, r, eos));
+        bleu->add(cut_before(row_tokens(hypotheses, r), eos), cut_before(row_tokens(references, r), eos));
     }
     if (oracle && eos > 0) {
       // The reference's end: its first eos, else past its last token. (b)
@@ -419,17 +423,10 @@ namespace {
 /// Tokens [begin, begin + n) of `set`'s row `r` that are data (1..V): without
 /// padding (0) and without the special token (V + 1: CLS, SEP).
 std::vector<int64_t> data_tokens(const Task& task, const TaskBatch& set, int64_t r, int64_t begin, int64_t n) {
-  const auto row = set.tokens[r].narrow(0, begin, n).contiguous();
-  const int64_t* t = row.data_ptr<int64_t>();
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < n; ++i)
-    if (t[i] >= 1 && t[i] <= task.vocab_size()) out.push_back(t[i]);
-  return out;
-}
-
-/// `tokens` up to (not including) the first `eos`; all of them when eos is 0.
-std::vector<int64_t> cut_before(std::vector<int64_t> tokens, int64_t eos) {
-  if (eos > 0) tokens.erase(std::find(tokens.begin(), tokens.end(), eos), tokens.end());
+  std::vector<int64_t> tokens = row_tokens(set.tokens.narrow(1, begin, n), r);
+  const int64_t vocab = task.vocab_size();
+  tokens.erase(std::remove_if(tokens.begin(), tokens.end(), [&](int64_t t) { return t < 1 || t > vocab; }),
+               tokens.end());
   return tokens;
 }
 
