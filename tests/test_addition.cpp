@@ -449,6 +449,93 @@ TEST(Multiplication, NBy3CarriesReachPastNBy2sAndKeepTokensOfTheirOwn) {
   expect_ids_below_positions_end(options, {2, 6, 9});
 }
 
+/// What a task's training batches draw: the mean of a's digits, and how often
+/// the product's columns carry 23 or more (a column sum of 230 or more).
+struct TrainingDraw {
+  double mean_digit = 0;
+  int64_t large_carries = 0, columns = 0;
+};
+TrainingDraw n_by_3_training_draw(const Task& task) {
+  std::map<int, int64_t> carries;
+  int64_t digits = 0, digit_total = 0;
+  for (int64_t step = 0; step < 200; ++step) {
+    const auto b = task.train_batch(step, 8, 0);
+    for (int64_t r = 0; r < 8; ++r) {
+      const Sum e =
+          read_written_carries(row_of(b.tokens, r), b.answer_start, 3, "step " + std::to_string(step), &carries);
+      digits += static_cast<int64_t>(e.a.size());
+      digit_total += std::accumulate(e.a.begin(), e.a.end(), int64_t{0});
+    }
+  }
+  TrainingDraw d;
+  d.mean_digit = static_cast<double>(digit_total) / static_cast<double>(digits);
+  for (const auto& [carry, count] : carries) {
+    d.columns += count;
+    if (carry >= 23) d.large_carries += count;
+  }
+  return d;
+}
+
+// task.high_digit_share: a share of training examples draw every digit from
+// [f, 9], f uniform in 0..9, so that N x 3's largest column sums (230 or more,
+// a carry of 23 or more), which uniform digits make in about 4e-5 of columns,
+// are trained. Every product stays right (read_written_carries checks each
+// column) and the evaluation sets are the ones uniform training is scored on.
+TEST(Multiplication, HighDigitShareTrainsLargeColumnSumsAndLeavesTheEvaluationSetsAlone) {
+  std::vector<std::string> options = written_carries_options(3);
+  const auto uniform = find_task("multiplication").make(addition_config(options, "multiplication").task);
+  options.push_back("task.high_digit_share=0.5");
+  const auto high = find_task("multiplication").make(addition_config(options, "multiplication").task);
+  const TrainingDraw u = n_by_3_training_draw(*uniform), h = n_by_3_training_draw(*high);
+  // A digit's mean is 4.5 uniform, and (f + 9) / 2 averaged over f, 6.75, when
+  // drawn high: 5.625 at half and half. Over 1,600 examples the mean's
+  // standard error is about 0.05 (examples' own means vary by about 2).
+  EXPECT_NEAR(u.mean_digit, 4.5, 0.3);
+  EXPECT_NEAR(h.mean_digit, 5.625, 0.3);
+  // About 11,000 columns: uniform digits expect under one of 230 or more; the
+  // tenth of examples of floor 8 or 9 put one in nearly every middle column.
+  EXPECT_LE(u.large_carries, 5) << u.columns << " columns";
+  EXPECT_GE(h.large_carries, 100) << h.columns << " columns";
+  for (const int64_t length : {2, 9}) {
+    EXPECT_TRUE(torch::equal(uniform->fixed_set(length, 64, 1).tokens, high->fixed_set(length, 64, 1).tokens))
+        << length << " digits: the evaluation sets draw uniform digits whatever the share";
+  }
+  EXPECT_TRUE(torch::equal(uniform->train_batch(3, 8, 0).positions, high->train_batch(3, 8, 0).positions))
+      << "the ids' offsets draw from a stream of their own";
+  const std::string error = error_of([] { addition_config({"task.high_digit_share=1.5"}, "multiplication"); });
+  EXPECT_NE(error.find("task.high_digit_share"), std::string::npos) << error;
+}
+
+// On addition the same draw makes long carry chains: a sum whose every column
+// but the last carries (a_i + b_i + carry >= 10 all along) is one of about ten
+// 2-6-digit sums with uniform digits (0.45 * 0.55^(n-1)), and most when every
+// digit is drawn from [f, 9] (always for f >= 5).
+TEST(Addition, HighDigitShareTrainsLongCarryChainsAndEverySumIsRight) {
+  const auto carrying_all_along = [](const Task& task) {
+    int64_t chains = 0;
+    for (int64_t step = 0; step < 200; ++step) {
+      const auto batch = task.train_batch(step, 4, 0);
+      for (int64_t r = 0; r < 4; ++r) {
+        const Sum e = read_example(row_of(batch.tokens, r), batch.answer_start);
+        EXPECT_TRUE(is_the_sum(e)) << "step " << step << " row " << r;
+        int carry = 0;
+        bool all_along = true;
+        for (size_t i = 0; i < e.a.size(); ++i) {
+          carry = (e.a[i] + e.b[i] + carry) / 10;
+          all_along = all_along && carry == 1;
+        }
+        chains += all_along;
+      }
+    }
+    return static_cast<double>(chains) / 800.0;
+  };
+  const double uniform = carrying_all_along(*find_task("addition").make(addition_config({}).task));
+  const double high =
+      carrying_all_along(*find_task("addition").make(addition_config({"task.high_digit_share=1"}).task));
+  EXPECT_LT(uniform, 0.2);
+  EXPECT_GT(high, 0.5);
+}
+
 // Wrong answers (eval.wrong_answers) and attention maps write an arithmetic
 // example in words: the value they spell must be the product, and every token
 // must read back as itself.

@@ -226,6 +226,11 @@ class PermutationTask : public SequenceTask {
 /// Under coupled ids the keys one id below the query that writes the answer's
 /// digit j are the operands' digits j - 1 (the carry's) and the answer's digit
 /// j - 2: with shared tokens only the far-off operator and SEP tell them apart.
+///
+/// task.high_digit_share = s: a share s of training examples draw every digit
+/// from [f, 9] with f uniform in 0..9 per example. Uniform digits rarely make a
+/// long carry chain or a column of large products (N x 3 columns of 230 or more
+/// are 4e-5 of uniform training's); these examples do. Evaluation sets stay uniform.
 class ArithmeticTask : public SequenceBase {
  public:
   enum class Op { Add, Multiply };
@@ -242,7 +247,8 @@ class ArithmeticTask : public SequenceBase {
         beside_(op == Op::Multiply && cfg.options.get_string("multiplier_placement") == "beside_each_digit"),
         per_digit_multiplier_(op == Op::Multiply && cfg.options.get_string("multiplier_tokens") == "per_digit"),
         carries_(op == Op::Multiply && cfg.options.get_string("carries") == "written"),
-        own_answer_tokens_(cfg.options.get_string("answer_tokens") == "own") {
+        own_answer_tokens_(cfg.options.get_string("answer_tokens") == "own"),
+        high_digit_share_(cfg.options.get_float("high_digit_share")) {
     if (multiplier_ > 0 && independent_)
       throw ConfigError("task.operands=independent draws b's digits, which task.multiplier_digits=" +
                         std::to_string(multiplier_) + " fixes: set one of them");
@@ -340,21 +346,24 @@ class ArithmeticTask : public SequenceBase {
     // The position offsets draw from a stream of their own: the tokens are the
     // same whatever task.positions says.
     std::mt19937_64 offsets(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(step), 0x706f73u}));
-    return operand_batch(na, nb, batch_size, rng, &offsets);
+    return operand_batch(na, nb, batch_size, rng, &offsets, high_digit_share_);
   }
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
     std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-    return operand_batch(length, b_digits(length), n, rng, nullptr);
+    return operand_batch(length, b_digits(length), n, rng, nullptr, 0.0);
   }
   TaskBatch fixed_operand_set(int64_t a_digits, int64_t b_digits, int64_t n, int64_t seed) const override {
     if (a_digits == b_digits && multiplier_ == 0) return fixed_set(a_digits, n, seed);  // the per-length set's examples
     std::mt19937_64 rng(mix_seed(
         {static_cast<uint64_t>(seed), static_cast<uint64_t>(a_digits), static_cast<uint64_t>(b_digits), 0x6f7073u}));
-    return operand_batch(a_digits, b_digits, n, rng, nullptr);
+    return operand_batch(a_digits, b_digits, n, rng, nullptr, 0.0);
   }
 
  private:
-  TaskBatch operand_batch(int64_t na, int64_t nb, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets) const {
+  /// n examples of na and nb digits; a share `high_digit_share` of them draw
+  /// their digits from [f, 9], f uniform in 0..9 per example (training only).
+  TaskBatch operand_batch(int64_t na, int64_t nb, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets,
+                          double high_digit_share) const {
     const int64_t m = std::max(na, nb);
     const int64_t wa = pad_ ? m : na, wb = pad_ ? m : nb;  // digits written
     check_multiplier_fits(wb);
@@ -363,7 +372,11 @@ class ArithmeticTask : public SequenceBase {
     return assemble(
         n,
         [&](std::vector<int64_t>& input, std::vector<int64_t>& answer) {
-          example(na, nb, wa, wb, rng, input, answer);
+          // Drawn only when asked, so that the default's examples stay those it always drew.
+          const bool high =
+              high_digit_share > 0.0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng) < high_digit_share;
+          const int lowest_digit = high ? std::uniform_int_distribution<int>(0, 9)(rng) : 0;
+          example(na, nb, wa, wb, lowest_digit, rng, input, answer);
           if (hints_ > 0) add_hints(wa, wb, offsets ? hint_start(*offsets) : 0, input, answer);
         },
         position_ids(wa, wb, n, offsets));
@@ -450,10 +463,11 @@ class ArithmeticTask : public SequenceBase {
     hinted(plain_answer.data(), static_cast<int64_t>(plain_answer.size()), answer);
   }
 
-  /// a (na digits) op b (nb digits), written with wa >= na and wb >= nb digits.
-  void example(int64_t na, int64_t nb, int64_t wa, int64_t wb, std::mt19937_64& rng, std::vector<int64_t>& input,
-               std::vector<int64_t>& answer) const {
-    std::uniform_int_distribution<int> digit(0, 9);
+  /// a (na digits) op b (nb digits), written with wa >= na and wb >= nb
+  /// digits, each digit drawn from [lowest_digit, 9].
+  void example(int64_t na, int64_t nb, int64_t wa, int64_t wb, int lowest_digit, std::mt19937_64& rng,
+               std::vector<int64_t>& input, std::vector<int64_t>& answer) const {
+    std::uniform_int_distribution<int> digit(lowest_digit, 9);
     std::vector<int> a(wa, 0), b(wb, 0);
     for (int64_t i = 0; i < na; ++i) a[i] = digit(rng);
     for (int64_t i = 0; i < nb; ++i) b[i] = digit(rng);
@@ -559,6 +573,7 @@ class ArithmeticTask : public SequenceBase {
   bool per_digit_multiplier_;  // b's digits each with ten tokens of their own (task.multiplier_tokens)
   bool carries_;               // each product digit followed by its column's carry (task.carries)
   bool own_answer_tokens_;
+  double high_digit_share_;  // training examples of large digits (task.high_digit_share)
 };
 
 TaskInfo sequence_info(const std::string& name, const std::string& description) {
@@ -648,6 +663,12 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
        0,
        0,
        {"shared", "own"}},
+      {"high_digit_share", OptionKind::Float, 0.0,
+       std::string("training only: the share of training examples whose digits are drawn from [f, 9], f drawn "
+                   "from 0-9 per example (the others from 0-9): large digits make the ") +
+           (addition ? "long carry chains" : "large column sums and carries") +
+           " that uniform digits rarely show; the evaluation sets always draw from 0-9",
+       0.0, 1.0},
   };
   if (!addition)
     options.push_back({"multiplier_digits", OptionKind::Int, 0,
