@@ -224,6 +224,33 @@ TEST(Decoder, WrongAnswersKeepTheFirstOnesWithWhatTheModelAnswered) {
     EXPECT_EQ(wrong[i].first_wrong, row % A);
     const auto answer = greedy[row].contiguous();
     EXPECT_EQ(wrong[i].answer, std::vector<int64_t>(answer.data_ptr<int64_t>(), answer.data_ptr<int64_t>() + A));
+    // The model's likeliest tokens there: its own answer first, then fewer
+    // likely ones; the reference's probability is that of the model reading
+    // the reference itself (whose tokens before this one are its answer's).
+    const auto& choices = wrong[i].choices;
+    ASSERT_EQ(static_cast<int64_t>(choices.size()), kWrongAnswerChoices);
+    EXPECT_EQ(choices[0].first, greedy[row][row % A].item<int64_t>()) << "greedy decoding took the likeliest";
+    double total = 0;
+    for (size_t c = 0; c < choices.size(); ++c) {
+      total += choices[c].second;
+      if (c > 0) {
+        EXPECT_LE(choices[c].second, choices[c - 1].second);
+      }
+      if (choices[c].first == set.tokens[row][a + row % A].item<int64_t>()) {
+        EXPECT_EQ(choices[c].second, wrong[i].right_probability);
+      }
+    }
+    EXPECT_LE(total, 1.0 + 1e-6);
+    torch::NoGradGuard no_grad;
+    model->eval();
+    const auto reference_probabilities = next_token_model(model, "the test")
+                                             .answer_logits(set.tokens.narrow(0, row, 1), a)
+                                             .softmax(-1)[0][row % A];  // (V+2)
+    // Both are one float32 forward of the same prefix, in batches of other
+    // sizes: their logits agree to a few ulps of their size, the
+    // probabilities to about 1e-6.
+    EXPECT_NEAR(wrong[i].right_probability, reference_probabilities[set.tokens[row][a + row % A]].item<double>(), 1e-5);
+    EXPECT_NEAR(choices[0].second, reference_probabilities.max().item<double>(), 1e-5);
   }
 
   // In a run's results: the prompt, reference and answer as the task writes
@@ -246,6 +273,8 @@ TEST(Decoder, WrongAnswersKeepTheFirstOnesWithWhatTheModelAnswered) {
     ASSERT_LT(first, static_cast<int64_t>(answer.size()));
     for (int64_t i = 0; i < first; ++i) EXPECT_EQ(answer[i], reference[i]) << "token " << i;
     EXPECT_NE(answer[first], reference[first]);
+    EXPECT_EQ(w["first_wrong_choices"][0][0], answer[first]) << "the likeliest token is the one answered";
+    EXPECT_LT(w["right_token_probability"].get<double>(), w["first_wrong_choices"][0][1].get<double>());
   }
   // Not asked for: no key at all.
   const LengthResult plain =
@@ -259,13 +288,14 @@ TEST(Decoder, WrongAnswersAreShownAroundTheirFirstWrongToken) {
   r.total = {20, 17};
   r.wrong_answers = json::parse(R"([
     {"example": 3, "prompt": "", "reference": "0 1 2 3 4 5 6 7 8 9 10 11", "answer": "0 1 2 3 4 5 6 X 8 9 10 11",
-     "first_wrong_token": 7},
+     "first_wrong_token": 7, "first_wrong_choices": [["X", 0.6], ["7", 0.3]], "right_token_probability": 0.3},
     {"example": 9, "prompt": "", "reference": "a b c d", "answer": "a b", "first_wrong_token": 2}])");
   const std::string shown = format_wrong_answers({r});
   EXPECT_NE(shown.find("length 12: 2 of its 3 wrong answers"), std::string::npos) << shown;
   EXPECT_NE(shown.find("example 3, first wrong token 7"), std::string::npos) << shown;
   EXPECT_NE(shown.find("reference  ... 3 4 5 6 [7] 8 9 10 11\n"), std::string::npos) << shown;
   EXPECT_NE(shown.find("answer     ... 3 4 5 6 [X] 8 9 10 11\n"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("choices    X 0.600, 7 0.300 (the reference's 0.300)\n"), std::string::npos) << shown;
   // An answer that ends before the reference: its missing token is the empty brackets.
   EXPECT_NE(shown.find("reference  a b [c] d\n"), std::string::npos) << shown;
   EXPECT_NE(shown.find("answer     a b []\n"), std::string::npos) << shown;

@@ -113,7 +113,14 @@ struct WrongDecoding {
   int64_t row = 0;              ///< its row in the set
   std::vector<int64_t> answer;  ///< the decoded answer's tokens (as many as the reference's)
   int64_t first_wrong = 0;      ///< index of its first wrong token
+  /// The model's likeliest tokens at the first wrong token (token,
+  /// probability), likeliest first: the first is what it answered there.
+  std::vector<std::pair<int64_t, double>> choices;
+  double right_probability = 0;  ///< the reference token's probability there
 };
+
+/// How many of the model's likeliest tokens a kept wrong answer records.
+inline constexpr int64_t kWrongAnswerChoices = 5;
 
 /// What score_decoding counts besides exact matches and right tokens; what is
 /// left null is not counted.
@@ -128,7 +135,8 @@ struct DecodingDetails {
   Tally* oracle = nullptr;
   /// Each wrong answer counted under the index of its first wrong token.
   std::map<int64_t, int64_t>* first_wrong = nullptr;
-  /// The first `keep_wrong` wrong answers, in the set's order.
+  /// The first `keep_wrong` wrong answers, in the set's order, each with the
+  /// model's kWrongAnswerChoices likeliest tokens at its first wrong token.
   std::vector<WrongDecoding>* wrong = nullptr;
   int64_t keep_wrong = 0;
 };

@@ -120,6 +120,36 @@ std::vector<int64_t> cut_before(std::vector<int64_t> tokens, int64_t eos) {
 }
 }  // namespace
 
+namespace {
+/// The model's likeliest tokens at each kept answer's first wrong token, and
+/// the reference's probability there: one teacher-forced pass over the prompt
+/// and the model's own answer (its tokens before the first wrong one are the
+/// reference's, so the pass sees what greedy decoding saw).
+/// chunk (b, T) the prompts and references; decoded (b, A); rows: the kept
+/// rows of the chunk, whose entries are kept[0..rows.size()).
+void add_choices(Transformer& model, const torch::Tensor& chunk, const torch::Tensor& decoded,
+                 const torch::Tensor& positions, const std::vector<int64_t>& rows, WrongDecoding* kept) {
+  const int64_t A = decoded.size(1), a = chunk.size(1) - A;
+  const auto index = torch::tensor(rows, torch::kLong);
+  const auto own = torch::cat({chunk.narrow(1, 0, a), decoded}, 1).index_select(0, index.to(chunk.device()));  // (k, T)
+  const auto ids = positions.defined() ? positions.index_select(0, index) : positions;                         // (k, T)
+  const auto probabilities = next_token_model(model, "keeping wrong answers")
+                                 .answer_logits(own, a, {}, ids)
+                                 .to(torch::kFloat)
+                                 .softmax(-1)
+                                 .cpu();                                                          // (k, A, V+2)
+  const auto references = chunk.narrow(1, a, A).index_select(0, index.to(chunk.device())).cpu();  // (k, A)
+  for (size_t i = 0; i < rows.size(); ++i) {
+    WrongDecoding& w = kept[i];
+    const auto at = probabilities[static_cast<int64_t>(i)][w.first_wrong];  // (V+2)
+    if (!torch::isfinite(at).all().item<bool>()) continue;  // counted as non-finite already; nothing to rank
+    const auto [p, token] = at.topk(std::min<int64_t>(kWrongAnswerChoices, at.size(0)));
+    for (int64_t c = 0; c < p.size(0); ++c) w.choices.push_back({token[c].item<int64_t>(), p[c].item<double>()});
+    w.right_probability = at[references[static_cast<int64_t>(i)][w.first_wrong].item<int64_t>()].item<double>();
+  }
+}
+}  // namespace
+
 std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set, torch::Device device,
                                        int64_t max_batch_tokens, bool interruptible, const DecodingDetails& details) {
   BleuCounts* const bleu = details.bleu;
@@ -150,13 +180,18 @@ std::pair<Tally, Tally> score_decoding(Transformer& model, const TaskBatch& set,
       const auto w = is_wrong.accessor<bool, 1>();
       const auto f = first.accessor<int64_t, 1>();
       torch::Tensor answers;  // (b, A) on the CPU, once a wrong answer is kept
+      std::vector<int64_t> kept_rows;
       for (int64_t r = 0; r < first.size(0); ++r) {
         if (!w[r]) continue;
         if (first_wrong) ++(*first_wrong)[f[r]];
         if (!kept || static_cast<int64_t>(kept->size()) >= details.keep_wrong) continue;
         if (!answers.defined()) answers = decoded.cpu();
         kept->push_back({start + r, row_tokens(answers, r), f[r]});
+        kept_rows.push_back(r);
       }
+      if (!kept_rows.empty())
+        add_choices(model, chunk, decoded, greedy.positions, kept_rows,
+                    kept->data() + (kept->size() - kept_rows.size()));
     }
     if (bleu) {
       const auto hypotheses = decoded.cpu(), references = targets.cpu();
@@ -444,11 +479,15 @@ nlohmann::json wrong_classification(const Task& task, const TaskBatch& set, int6
 nlohmann::json wrong_decoding(const Task& task, const TaskBatch& set, const WrongDecoding& w) {
   const int64_t a = set.answer_start, eos = task.end_token();
   const auto reference = cut_before(data_tokens(task, set, w.row, a, set.tokens.size(1) - a), eos);
+  nlohmann::json choices = nlohmann::json::array();  // [[token, probability], ...]
+  for (const auto& [token, p] : w.choices) choices.push_back({task.decode_text({token}), p});
   return {{"example", w.row},
           {"prompt", task.decode_text(data_tokens(task, set, w.row, 0, a))},
           {"reference", task.decode_text(reference)},
           {"answer", task.decode_text(cut_before(w.answer, eos))},
-          {"first_wrong_token", w.first_wrong}};
+          {"first_wrong_token", w.first_wrong},
+          {"first_wrong_choices", choices},
+          {"right_token_probability", w.right_probability}};
 }
 
 }  // namespace
@@ -654,6 +693,13 @@ std::string format_wrong_answers(const std::vector<LengthResult>& results) {
         out << "  example " << w["example"].get<int64_t>() << ", first wrong token " << first << "\n"
             << "    reference  " << window_around(w["reference"], first) << "\n"
             << "    answer     " << window_around(w["answer"], first) << "\n";
+        if (w.contains("first_wrong_choices") && !w["first_wrong_choices"].empty()) {
+          std::vector<std::string> shown;
+          for (const auto& c : w["first_wrong_choices"])
+            shown.push_back(fmt::format("{} {:.3f}", c[0].get<std::string>(), c[1].get<double>()));
+          out << "    choices    " << join(shown, ", ")
+              << fmt::format(" (the reference's {:.3f})", w["right_token_probability"].get<double>()) << "\n";
+        }
       } else {
         out << "  example " << w["example"].get<int64_t>() << " (" << w["kind"].get<std::string>() << "): label "
             << w["label"].get<int64_t>() << ", predicted " << w["predicted"].get<int64_t>() << "\n";
