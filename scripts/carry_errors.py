@@ -9,6 +9,10 @@ all the files given:
 - whether each first goes wrong at a product digit or at a carry;
 - the column sum the model's own digit and carry spell there (10 x carry +
   digit) minus the right one: an error of reading or adding shows as its size;
+- where the answers keep the model's likeliest tokens at the first wrong
+  one (posenc keeps five), at a wrong product digit: whether the right digit
+  was its second choice, how probable the written and the right digits were,
+  and how much of the probability the digits of the right one's parity hold;
 - how large the right column sums are where answers first go wrong, against
   the columns of random products of the same shape (a of --digits digits, b
   of the multiplier's digits, all digits uniform, as posenc draws them; a
@@ -87,6 +91,37 @@ def first_wrong_column(answer):
     return column, kind, sums[column], model
 
 
+def digit_choices(answer):
+    """At a wrong product digit with the model's choices kept: (the right
+    digit, [(digit, probability)] of the product-digit choices, likeliest
+    first, the right digit's probability); None otherwise."""
+    first = answer["first_wrong_token"]
+    if first % 2 or "first_wrong_choices" not in answer:
+        return None
+    right = value(answer["reference"].split(), first, "r")
+    choices = [(value([word], 0, "r"), p) for word, p in answer["first_wrong_choices"]]
+    return right, [(d, p) for d, p in choices if d is not None], answer["right_token_probability"]
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+
+
+def print_choices(choices):
+    """What the model's kept choices say at its wrong product digits."""
+    if not choices:
+        return
+    second = sum(len(c) > 1 and c[1][0] == right for right, c, _ in choices)
+    listed = sum(any(d == right for d, _ in c) for right, c, _ in choices)
+    same_parity = [sum(p for d, p in c if d % 2 == right % 2) / sum(p for _, p in c) for right, c, _ in choices if c]
+    print(f"at {len(choices)} wrong product digits with the model's choices kept: the right digit its second "
+          f"choice in {second}, among its kept likeliest in {listed}; median probability of the "
+          f"digit written {median([c[0][1] for _, c, _ in choices if c]):.3f}, of the right one "
+          f"{median([p for _, _, p in choices]):.3f}; digits of the right one's parity hold a median "
+          f"{median(same_parity):.3f} of the choices' probability")
+
+
 def digit_range(text):
     """--digits: "N" or "A-B" (1 <= A <= B) as (A, B)."""
     low, _, high = text.partition("-")
@@ -109,7 +144,7 @@ def main(argv):
     parser.add_argument("--large", type=int, default=230, help="with --sets: list the products with a column sum this large")
     args = parser.parse_args(argv)
 
-    kinds, differences, sums = collections.Counter(), collections.Counter(), []
+    kinds, differences, sums, choices = collections.Counter(), collections.Counter(), [], []
     multiplier_digits = None
     wrong_in = collections.defaultdict(set)  # (length, example) -> the files that got it wrong
     for path in args.results:
@@ -124,6 +159,9 @@ def main(argv):
                     kinds[kind] += 1
                     sums.append(right)
                     differences[None if model is None else model - right] += 1
+                    kept = digit_choices(answer)
+                    if kept is not None:
+                        choices.append(kept)
         except (OSError, ValueError, KeyError, TypeError) as e:
             sys.exit(f"{path}: {e}")
     if not sums:
@@ -136,6 +174,7 @@ def main(argv):
           (f"; no sum spelled (not a digit and a carry there): {unspelled}" if unspelled else ""))
     even = sum(n for d, n in differences.items() if d % 2 == 0)
     print(f"even differences: {even} of {sum(differences.values())}")
+    print_choices(choices)
 
     if args.sets:
         try:

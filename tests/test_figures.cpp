@@ -253,7 +253,9 @@ TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
   // 37 x 1, b written beside each digit of a: the columns sum to 7, 3, 0, 0, 0.
   const json hand = json::parse(R"({"lengths": [{"length": 2, "n": 2, "correct": 0, "wrong_answers": [
     {"example": 0, "prompt": "7 b0:1 b1:0 b2:0 3 b0:1 b1:0 b2:0 *", "reference": "r7 c0 r3 c0 r0 c0 r0 c0 r0 c0",
-     "answer": "r7 c0 r5 c0 r0 c0 r0 c0 r0 c0", "first_wrong_token": 2},
+     "answer": "r7 c0 r5 c0 r0 c0 r0 c0 r0 c0", "first_wrong_token": 2,
+     "first_wrong_choices": [["r5", 0.5], ["r3", 0.3], ["r8", 0.1], ["c1", 0.05], ["r1", 0.03]],
+     "right_token_probability": 0.3},
     {"example": 1, "prompt": "7 b0:1 b1:0 b2:0 3 b0:1 b1:0 b2:0 *", "reference": "r7 c0 r3 c0 r0 c0 r0 c0 r0 c0",
      "answer": "r7 c1 r4 c0 r0 c0 r0 c0 r0 c0", "first_wrong_token": 1}]}]})");
   write_file_atomic(s.path("hand.json"), hand.dump());
@@ -264,6 +266,12 @@ TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
   // The digit 5 and carry 0 spell 5 for a column of 3; the carry 1 after the digit 7, 17 for 7.
   EXPECT_NE(r.output.find("+2: 1, +10: 1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("columns of 100 random 2-10 x 3-digit products"), std::string::npos) << r.output;
+  // Its choices: the right 3 second; of the digits' 0.93, the odd 5, 3 and 1 hold 0.83.
+  EXPECT_NE(r.output.find("the right digit its second choice in 1, among its kept likeliest in 1; median probability "
+                          "of the digit written 0.500, of the right one 0.300; digits of the right one's parity hold "
+                          "a median 0.892"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(run_script("carry_errors.py", {s.path("hand.json"), "--digits", "0-3"}).output.find("1 <= A <= B"),
             std::string::npos);
 
@@ -285,6 +293,7 @@ TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("8 wrong answers"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("columns of the evaluation sets at 6 digits"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("with the model's choices kept"), std::string::npos) << "posenc keeps them" << r.output;
   // A file with no wrong answers kept, as --sets or alone: refused, saying why.
   write_file_atomic(s.path("none.json"), R"({"lengths": [{"length": 6, "n": 8, "correct": 8}]})");
   r = run_script("carry_errors.py", {results, "--sets", s.path("none.json")});

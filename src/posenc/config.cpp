@@ -259,7 +259,8 @@ const std::vector<Key<EvalConfig>>& eval_keys() {
       written_if<EvalConfig>(
           int_key("wrong_answers", &EvalConfig::wrong_answers, 0, 100000,
                   "keep the first this many examples scored wrong at each length in results.json (wrong_answers): "
-                  "a decoder's prompt, reference, decoded answer and first wrong token, a classifier's input, label "
+                  "a decoder's prompt, reference, decoded answer and first wrong token, with the model's five "
+                  "likeliest tokens there and the reference's probability, a classifier's input, label "
                   "and prediction, written as the task writes tokens (addition's digits, SCAN's words); posenc eval "
                   "CHECKPOINT --set eval.wrong_answers=20 adds them to a trained run; refused for perplexity"),
           [](const EvalConfig& e) { return e.wrong_answers > 0; }),
