@@ -24,8 +24,12 @@ all the files given:
 With --sets, the results of a model that got every answer wrong and kept them
 all (one training step of the same config with eval.wrong_answers set to the
 samples per length): the evaluation sets themselves. The column sums are then
-compared against the sets' own columns, and every product holding a
-column sum of --large or more is listed with the files that got it wrong.
+compared against the sets' own columns, every product holding a
+column sum of --large or more is listed with the files that got it wrong,
+and each range of column sums gets its error rate per column reached: of
+the columns a model wrote with every token before them right, how many it
+first got wrong there (only where each file keeps all its wrong answers:
+eval.wrong_answers at least the samples per length).
 
 A column's sum is the carry into it plus the products of the digits of a and
 b whose significances add up to the column's; the product digit is its units,
@@ -146,16 +150,20 @@ def main(argv):
 
     kinds, differences, sums, choices = collections.Counter(), collections.Counter(), [], []
     multiplier_digits = None
-    wrong_in = collections.defaultdict(set)  # (length, example) -> the files that got it wrong
+    wrong_in = collections.defaultdict(dict)  # (length, example) -> {file that got it wrong: first wrong column}
+    partial = []  # "FILE keeps K of its W wrong answers at length L"
     for path in args.results:
         try:
             with open(path) as f:
                 results = json.load(f)
             for length in results.get("lengths", []):
+                kept, wrong = len(length.get("wrong_answers", [])), length["n"] - length["correct"]
+                if kept < wrong:
+                    partial.append(f"{path} keeps {kept} of its {wrong} wrong answers at length {length['length']}")
                 for answer in length.get("wrong_answers", []):
-                    wrong_in[(length["length"], answer["example"])].add(path)
                     multiplier_digits = len(operands(answer["prompt"])[1])
                     column, kind, right, model = first_wrong_column(answer)
+                    wrong_in[(length["length"], answer["example"])][path] = column
                     kinds[kind] += 1
                     sums.append(right)
                     differences[None if model is None else model - right] += 1
@@ -195,6 +203,42 @@ def main(argv):
         wrong = sum(s >= threshold for s in sums)
         share = sum(s >= threshold for s in baseline) / len(baseline)
         print(f"  sum >= {threshold}: {wrong} of {len(sums)} ({wrong / len(sums):.2f}); those columns {share:.3g}")
+    if args.sets and partial:
+        print("no error rates per column: they need every wrong answer kept, and " + "; ".join(partial))
+    elif args.sets:
+        print_error_rates(args.sets, wrong_in, args.results, args.large)
+
+
+def sum_ranges(large):
+    """The ranges of column sums error rates are given for: (low, high), high exclusive."""
+    edges = sorted({0, 100, 150, 200, large, 10**9})
+    return list(zip(edges, edges[1:]))
+
+
+def print_error_rates(path, wrong_in, files, large):
+    """Per range of column sums, over all `files`: the columns reached (every
+    token before them right) and how many of them were the first wrong."""
+    with open(path) as f:
+        sets = json.load(f)
+    ranges = sum_ranges(large)
+    range_of = lambda s: next(r for r in ranges if r[0] <= s < r[1])
+    reached, wrong = collections.Counter(), collections.Counter()
+    for length in sets["lengths"]:
+        for answer in length["wrong_answers"]:
+            columns = column_sums(*operands(answer["prompt"]))
+            first = wrong_in.get((length["length"], answer["example"]), {})
+            for file in files:
+                stop = first.get(file)
+                for s in columns[: len(columns) if stop is None else stop + 1]:
+                    reached[range_of(s)] += 1
+                if stop is not None:
+                    wrong[range_of(columns[stop])] += 1
+    print(f"error rate per column reached (every token before it right), by the column's right sum, "
+          f"over {len(files)} file(s):")
+    for r in ranges:
+        if reached[r]:
+            shown = f"{r[0]}-{r[1] - 1}" if r[1] < 10**9 else f">= {r[0]}"
+            print(f"  {shown}: {wrong[r]} of {reached[r]} ({wrong[r] / reached[r]:.2g})")
 
 
 def set_columns(path, wrong_in, files, large):
@@ -218,7 +262,7 @@ def set_columns(path, wrong_in, files, large):
             if first_large is not None:
                 key = (length["length"], answer["example"])
                 print(f"length {key[0]} example {key[1]}: column {first_large} sums to {columns[first_large]} "
-                      f"(largest {max(columns)}); wrong in {len(wrong_in.get(key, ()))} of {files} files")
+                      f"(largest {max(columns)}); wrong in {len(wrong_in.get(key, {}))} of {files} files")
     return sums, f"the evaluation sets at {', '.join(lengths)} digits"
 
 

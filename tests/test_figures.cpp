@@ -274,6 +274,19 @@ TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
       << r.output;
   EXPECT_NE(run_script("carry_errors.py", {s.path("hand.json"), "--digits", "0-3"}).output.find("1 <= A <= B"),
             std::string::npos);
+  // As its own sets (it keeps both answers of its length): answer 0 reached
+  // columns 0 and 1 and went wrong at 1, answer 1 went wrong at 0; their sums are 7 and 3.
+  r = run_script("carry_errors.py", {s.path("hand.json"), "--sets", s.path("hand.json")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("over 1 file(s):\n  0-99: 2 of 3 (0.67)\n"), std::string::npos) << r.output;
+  json partial = hand;
+  partial["lengths"][0]["n"] = 3;
+  write_file_atomic(s.path("partial.json"), partial.dump());
+  r = run_script("carry_errors.py", {s.path("partial.json"), "--sets", s.path("hand.json")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("keeps 2 of its 3 wrong answers at length 2"), std::string::npos)
+      << "error rates need every wrong answer" << r.output;
+  EXPECT_EQ(r.output.find("error rate per column"), std::string::npos) << r.output;
 
   // A run of two steps gets every product wrong and keeps them all.
   json config = json::object();
