@@ -122,8 +122,9 @@ def print_choices(choices):
     print(f"at {len(choices)} wrong product digits with the model's choices kept: the right digit its second "
           f"choice in {second}, among its kept likeliest in {listed}; median probability of the "
           f"digit written {median([c[0][1] for _, c, _ in choices if c]):.3f}, of the right one "
-          f"{median([p for _, _, p in choices]):.3f}; digits of the right one's parity hold a median "
-          f"{median(same_parity):.3f} of the choices' probability")
+          f"{median([p for _, _, p in choices]):.3f}; digits of the right one's parity hold 0.99 or more of the "
+          f"choices' probability in {sum(share >= 0.99 for share in same_parity)} of {len(same_parity)} "
+          f"(median {median(same_parity):.3f})")
 
 
 def digit_range(text):

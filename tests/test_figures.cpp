@@ -269,7 +269,7 @@ TEST(Scripts, CarryErrorsReadsTheWrongAnswersPosencKeeps) {
   // Its choices: the right 3 second; of the digits' 0.93, the odd 5, 3 and 1 hold 0.83.
   EXPECT_NE(r.output.find("the right digit its second choice in 1, among its kept likeliest in 1; median probability "
                           "of the digit written 0.500, of the right one 0.300; digits of the right one's parity hold "
-                          "a median 0.892"),
+                          "0.99 or more of the choices' probability in 0 of 1 (median 0.892)"),
             std::string::npos)
       << r.output;
   EXPECT_NE(run_script("carry_errors.py", {s.path("hand.json"), "--digits", "0-3"}).output.find("1 <= A <= B"),
