@@ -335,6 +335,10 @@ TEST(EncoderDecoder, GivenTheLengthAModelThatEndsEarlyIsScoredOnItsContent) {
     EXPECT_NO_THROW(task->encode_text(w["prompt"])) << "a SCAN command: " << w.dump();
     EXPECT_EQ(w["answer"], "");
     EXPECT_EQ(w["first_wrong_token"], 0);
+    // The end token's bias of 50 makes it all but certain, the reference's action all but impossible.
+    EXPECT_EQ(w["first_wrong_choices"][0][0], task->decode_text({eos}));
+    EXPECT_GT(w["first_wrong_choices"][0][1].get<double>(), 0.99);
+    EXPECT_LT(w["right_token_probability"].get<double>(), 1e-6);
   }
   EXPECT_NE(format_wrong_answers({kept}).find("    answer     []\n"), std::string::npos)
       << format_wrong_answers({kept});
