@@ -133,16 +133,20 @@ void add_choices(Transformer& model, const torch::Tensor& chunk, const torch::Te
   const auto index = torch::tensor(rows, torch::kLong);
   const auto own = torch::cat({chunk.narrow(1, 0, a), decoded}, 1).index_select(0, index.to(chunk.device()));  // (k, T)
   const auto ids = positions.defined() ? positions.index_select(0, index) : positions;                         // (k, T)
-  const auto probabilities = next_token_model(model, "keeping wrong answers")
-                                 .answer_logits(own, a, {}, ids)
-                                 .to(torch::kFloat)
-                                 .softmax(-1)
-                                 .cpu();                                                          // (k, A, V+2)
+  const auto logits = next_token_model(model, "keeping wrong answers").answer_logits(own, a, {}, ids);  // (k, A, V+2)
+  std::vector<int64_t> firsts;
+  for (size_t i = 0; i < rows.size(); ++i) firsts.push_back(kept[i].first_wrong);
+  const auto at_first = torch::tensor(firsts, torch::kLong).to(logits.device());
+  const auto probabilities =
+      logits.index({torch::arange(static_cast<int64_t>(rows.size()), at_first.options()), at_first})
+          .to(torch::kFloat)
+          .softmax(-1)
+          .cpu();                                                                                 // (k, V+2)
   const auto references = chunk.narrow(1, a, A).index_select(0, index.to(chunk.device())).cpu();  // (k, A)
   for (size_t i = 0; i < rows.size(); ++i) {
     WrongDecoding& w = kept[i];
-    const auto at = probabilities[static_cast<int64_t>(i)][w.first_wrong];  // (V+2)
-    if (!torch::isfinite(at).all().item<bool>()) continue;  // counted as non-finite already; nothing to rank
+    const auto at = probabilities[static_cast<int64_t>(i)];  // (V+2) at the first wrong token
+    if (!torch::isfinite(at).all().item<bool>()) continue;   // counted as non-finite already; nothing to rank
     const auto [p, token] = at.topk(std::min<int64_t>(kWrongAnswerChoices, at.size(0)));
     for (int64_t c = 0; c < p.size(0); ++c) w.choices.push_back({token[c].item<int64_t>(), p[c].item<double>()});
     w.right_probability = at[references[static_cast<int64_t>(i)][w.first_wrong].item<int64_t>()].item<double>();
