@@ -118,9 +118,7 @@ std::vector<int64_t> cut_before(std::vector<int64_t> tokens, int64_t eos) {
   if (eos > 0) tokens.erase(std::find(tokens.begin(), tokens.end(), eos), tokens.end());
   return tokens;
 }
-}  // namespace
 
-namespace {
 /// The model's likeliest tokens at each kept answer's first wrong token, and
 /// the reference's probability there: one teacher-forced pass over the prompt
 /// and the model's own answer (its tokens before the first wrong one are the
@@ -130,9 +128,9 @@ namespace {
 void add_choices(Transformer& model, const torch::Tensor& chunk, const torch::Tensor& decoded,
                  const torch::Tensor& positions, const std::vector<int64_t>& rows, WrongDecoding* kept) {
   const int64_t A = decoded.size(1), a = chunk.size(1) - A;
-  const auto index = torch::tensor(rows, torch::kLong);
-  const auto own = torch::cat({chunk.narrow(1, 0, a), decoded}, 1).index_select(0, index.to(chunk.device()));  // (k, T)
-  const auto ids = positions.defined() ? positions.index_select(0, index) : positions;                         // (k, T)
+  const auto index = torch::tensor(rows, torch::kLong), on_device = index.to(chunk.device());
+  const auto own = torch::cat({chunk.narrow(1, 0, a), decoded}, 1).index_select(0, on_device);          // (k, T)
+  const auto ids = positions.defined() ? positions.index_select(0, index) : positions;                  // (k, T)
   const auto logits = next_token_model(model, "keeping wrong answers").answer_logits(own, a, {}, ids);  // (k, A, V+2)
   std::vector<int64_t> firsts;
   for (size_t i = 0; i < rows.size(); ++i) firsts.push_back(kept[i].first_wrong);
@@ -141,8 +139,8 @@ void add_choices(Transformer& model, const torch::Tensor& chunk, const torch::Te
       logits.index({torch::arange(static_cast<int64_t>(rows.size()), at_first.options()), at_first})
           .to(torch::kFloat)
           .softmax(-1)
-          .cpu();                                                                                 // (k, V+2)
-  const auto references = chunk.narrow(1, a, A).index_select(0, index.to(chunk.device())).cpu();  // (k, A)
+          .cpu();                                                                  // (k, V+2)
+  const auto references = chunk.narrow(1, a, A).index_select(0, on_device).cpu();  // (k, A)
   for (size_t i = 0; i < rows.size(); ++i) {
     WrongDecoding& w = kept[i];
     const auto at = probabilities[static_cast<int64_t>(i)];  // (V+2) at the first wrong token
