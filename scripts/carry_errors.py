@@ -39,6 +39,7 @@ import argparse
 import collections
 import json
 import random
+import statistics
 import sys
 
 
@@ -107,11 +108,6 @@ def digit_choices(answer):
     return right, [(d, p) for d, p in choices if d is not None], answer["right_token_probability"]
 
 
-def median(values):
-    values = sorted(values)
-    return values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-
-
 def print_choices(choices):
     """What the model's kept choices say at its wrong product digits."""
     if not choices:
@@ -121,10 +117,10 @@ def print_choices(choices):
     same_parity = [sum(p for d, p in c if d % 2 == right % 2) / sum(p for _, p in c) for right, c, _ in choices if c]
     print(f"at {len(choices)} wrong product digits with the model's choices kept: the right digit its second "
           f"choice in {second}, among its kept likeliest in {listed}; median probability of the "
-          f"digit written {median([c[0][1] for _, c, _ in choices if c]):.3f}, of the right one "
-          f"{median([p for _, _, p in choices]):.3f}; digits of the right one's parity hold 0.99 or more of the "
+          f"digit written {statistics.median([c[0][1] for _, c, _ in choices if c]):.3f}, of the right one "
+          f"{statistics.median([p for _, _, p in choices]):.3f}; digits of the right one's parity hold 0.99 or more of the "
           f"choices' probability in {sum(share >= 0.99 for share in same_parity)} of {len(same_parity)} "
-          f"(median {median(same_parity):.3f})")
+          f"(median {statistics.median(same_parity):.3f})")
 
 
 def digit_range(text):
