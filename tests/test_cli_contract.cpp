@@ -135,6 +135,13 @@ const std::map<std::string, Command>& commands() {
          {"--kind", Kind::Other},
          {"--index", Kind::Other},
          {"--json", Kind::OutputFile}}}},
+      {"probe",
+       {"probe {checkpoint} --lengths 8 --samples 8 --json {--json}",
+        {{"checkpoint", Kind::InputFile},
+         {"--lengths", Kind::Other},
+         {"--samples", Kind::Other},
+         {"--ridge", Kind::Other},
+         {"--json", Kind::OutputFile}}}},
       {"bench",
        {"bench {config} --no-python --out {--out}",
         {{"config", Kind::InputFile},
@@ -172,6 +179,7 @@ const std::map<std::string, LongRun>& long_runs() {
       {"list", {"", "prints the config keys and the registries"}},
       {"inspect", {"", "one scheme's tensors, capped at 4,194,304 numbers"}},
       {"attention", {"", "one forward pass, capped at 4,194,304 numbers"}},
+      {"probe", {"probe {checkpoint} --lengths 1024 --samples 4000 --json {--json}", ""}},
   };
   return table;
 }

@@ -392,7 +392,8 @@ std::set<std::string> heading_anchors(const fs::path& page) {
 // the values are valid for the schemes and tasks it names).
 TEST(Docs, EveryCommandTheDocsShowIsOnePosencTakes) {
   std::map<std::string, std::set<std::string>> flags_of;
-  for (const char* sub : {"train", "eval", "generate", "translate", "list", "inspect", "compare", "attention", "bench"})
+  for (const char* sub :
+       {"train", "eval", "generate", "translate", "list", "inspect", "compare", "attention", "probe", "bench"})
     flags_of[sub] = help_flags(sub);
   const auto commands = shown_commands();
   ASSERT_GT(commands.size(), 50u) << "the docs show fewer posenc commands than they do";

@@ -122,6 +122,16 @@ struct AttentionOptions {
 void setup_attention(CLI::App& app, AttentionOptions& o);
 int run_attention(const AttentionOptions& o);
 
+struct ProbeOptions {
+  std::string checkpoint;
+  std::vector<int64_t> lengths;
+  int64_t samples = 200;
+  double ridge = 1e-6;
+  std::string json;
+};
+void setup_probe(CLI::App& app, ProbeOptions& o);
+int run_probe(const ProbeOptions& o);
+
 void setup_bench(CLI::App& app, BenchOptions& o);
 int run_bench(const BenchOptions& o);
 

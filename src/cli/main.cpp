@@ -73,6 +73,9 @@ std::vector<Command> commands() {
       command("attention",
               "write a trained model's attention maps on one example as JSON; scripts/plot_inspect.py draws them",
               setup_attention, run_attention),
+      command("probe",
+              "fit linear probes of each token's position to a trained model's residual stream, layer by layer",
+              setup_probe, run_probe),
       command("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager", setup_bench,
               run_bench),
   };

@@ -126,6 +126,16 @@ class TransformerImpl : public torch::nn::Module {
   void keep_attention(bool keep);
   /// Per attention module: (B, H, Lq, Lk), in the order of attention_modules().
   std::vector<torch::Tensor> attention_maps() const;
+  /// Keep, on the next forward of the stack of blocks, the residual stream
+  /// entering each block (after any scheme that adds positions there) and the
+  /// one leaving the last (before the final LayerNorm): hidden_states() then
+  /// holds model.layers + 1 tensors (B, L, D) ((B, L, 3D) entering an embedded
+  /// QKV block 1). For an encoder_decoder, its encoder's stack.
+  void keep_hidden_states(bool keep) {
+    keep_hidden_ = keep;
+    hidden_.clear();
+  }
+  const std::vector<torch::Tensor>& hidden_states() const { return hidden_; }
   /// Forces the explicit attention path in every block.
   void force_explicit_attention(bool on);
   /// Whether every block runs the fused attention kernel (LibTorch 2.x, schemes
@@ -199,6 +209,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Embedding tokens_{nullptr};
   NumericEmbedding numeric_tokens_{nullptr};  // model.token_embedding=numeric (then tokens_ is null)
   torch::nn::Dropout embed_drop_{nullptr};
+  bool keep_hidden_ = false;           // keep_hidden_states()
+  std::vector<torch::Tensor> hidden_;  // what the last forward of the stack kept
 };
 
 /// Any model kind. Transformer(cfg, vocab_size) builds the one cfg.kind names.

@@ -181,17 +181,21 @@ torch::Tensor TransformerImpl::run_stack(const torch::Tensor& tokens, const torc
   auto x = embed_tokens(tokens);  // (B, L, D) or (B, L, 3D) for embedded QKV
   if (input_scheme_ != nullptr) x = input_scheme_->embed(x, embed_pos);
   const Positions& block_embed_pos = input_scheme_ != nullptr ? pos : embed_pos;
+  if (keep_hidden_) hidden_.clear();
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     LayerCache* layer_cache = cache ? &cache->layers[static_cast<size_t>(i)] : nullptr;
     if (i == 0 && cfg_.qkv == Qkv::Embedded) {
-      auto qkv = x.chunk(3, /*dim=*/-1);  // 3 x (B, L, D)
+      if (keep_hidden_) hidden_.push_back(x);  // (B, L, 3D): q, k, v side by side
+      auto qkv = x.chunk(3, /*dim=*/-1);       // 3 x (B, L, D)
       x = blocks_[0]->forward_qkv(qkv[0], qkv[1], qkv[2], stack_schemes_.attend_with[0], pos, layer_cache);
       continue;
     }
     if (stack_schemes_.embed_at[i]) x = stack_schemes_.embed_at[i]->embed(x, block_embed_pos);
+    if (keep_hidden_) hidden_.push_back(x);  // (B, L, D): what block i reads
     x = blocks_[i]->forward(x, stack_schemes_.attend_with[i], pos, layer_cache);
   }
-  return final_ln_->forward(x);  // (B, L, D)
+  if (keep_hidden_) hidden_.push_back(x);  // (B, L, D): what the last block wrote
+  return final_ln_->forward(x);            // (B, L, D)
 }
 
 double TransformerImpl::blocks_flops(const SchemePlacement& at, int64_t n, int64_t batch, int64_t length,

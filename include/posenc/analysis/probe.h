@@ -1,0 +1,53 @@
+// Linear probes of a model's residual stream: how much of a token's position
+// each block's input (and the last block's output) holds in a form a linear
+// map can read. A causal decoder without positions can learn where it is from
+// the mask alone (Haviv et al. 2022); an encoder without positions cannot
+// (it is permutation-equivariant); an absolute scheme writes the position in
+// before block 1. `posenc probe CHECKPOINT` measures which.
+//
+// Not for: what attention looks at (`posenc attention`) or what a scheme adds
+// by itself (`posenc inspect`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <ATen/Tensor.h>
+
+namespace posenc {
+
+/// How well a ridge regression fitted on some rows predicts the target on the others.
+struct ProbeFit {
+  double r2 = 0;                ///< 1 - SS_res / SS_tot on the held-out rows (0: no better than their mean)
+  double mean_abs_error = 0;    ///< mean |prediction - target| on the held-out rows
+  double rounded_accuracy = 0;  ///< share of held-out rows whose prediction rounds to the target
+};
+
+/// Fits target ≈ w·x + b by ridge regression on rows [0, train_rows) of
+/// features (N, F) and target (N), and scores it on rows [train_rows, N).
+/// Features are standardised by the fitted rows' mean and spread (a constant
+/// feature is dropped); the penalty is `ridge` times the fitted rows' count on
+/// the standardised weights. Computed in float64 on the CPU.
+ProbeFit fit_linear_probe(const at::Tensor& features, const at::Tensor& target, int64_t train_rows, double ridge);
+
+/// Position probes of every kept residual stream of one forward: `states` as
+/// TransformerImpl::hidden_states() gives them, each (B, L, F), over B examples
+/// whose token i sits at position i. The probe is fitted on the first
+/// `train_examples` examples' tokens and scored on the others'.
+std::vector<ProbeFit> probe_positions(const std::vector<at::Tensor>& states, int64_t train_examples, double ridge);
+
+struct ProbeRequest {
+  std::vector<int64_t> lengths;  ///< in the task's unit; empty: the checkpoint's training maximum
+  int64_t samples = 200;         ///< examples per length, half fitted on, half held out
+  double ridge = 1e-6;
+};
+
+/// Position probes of a trained checkpoint (an encoder or a decoder) on its
+/// task's fixed evaluation examples (eval.seed) at each length:
+/// {"checkpoint", "scheme", "task", "kind", "trained_lengths", "lengths": [{"length",
+/// "positions", "layers": [{"layer", "reads", "r2", "mean_abs_error", "rounded_accuracy"}]}]}.
+nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeRequest& request);
+
+}  // namespace posenc

@@ -1,0 +1,64 @@
+// posenc probe CHECKPOINT [--lengths L,...] [--samples N] [--ridge R] [--json FILE]
+#include <algorithm>
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+#include "commands.h"
+#include "posenc/analysis/probe.h"
+#include "posenc/errors.h"
+#include "posenc/util/interrupt.h"
+
+namespace posenc::cli {
+
+void setup_probe(CLI::App& app, ProbeOptions& o) {
+  app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained encoder or decoder")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--lengths", o.lengths,
+                 "comma-separated lengths in the task's unit (default: the checkpoint's task.max_length)")
+      ->delimiter(',')
+      ->check(integer_in(2, int64_t{1} << 20));
+  app.add_option("--samples", o.samples, "examples per length: the first half fitted on, the rest held out")
+      ->check(integer_in(4, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--ridge", o.ridge, "the ridge penalty per fitted token on the standardised weights")
+      ->check(number_in(1e-9, 1e3))
+      ->capture_default_str();
+  app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
+}
+
+int run_probe(const ProbeOptions& o) {
+  const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between forward chunks, write nothing
+  check_json_target(o.json, "probe");
+  for (size_t i = 0; i < o.lengths.size(); ++i)
+    if (std::find(o.lengths.begin(), o.lengths.begin() + i, o.lengths[i]) != o.lengths.begin() + i)
+      throw ConfigError("--lengths: " + std::to_string(o.lengths[i]) + " appears twice");
+  ProbeRequest r;
+  r.lengths = o.lengths;
+  r.samples = o.samples;
+  r.ridge = o.ridge;
+  nlohmann::json j;
+  try {
+    j = probe_checkpoint(o.checkpoint, r);
+  } catch (const Interrupted& e) {
+    spdlog::warn("stopped by {} during the probe; nothing written", signal_name(e.signal()));
+    throw;
+  }
+  emit_json(j, o.json, "probe");
+  if (o.json.empty()) return 0;
+  std::printf("position probe of %s (%s, %s): ridge regression of each token's position, held-out examples\n",
+              o.checkpoint.c_str(), j["scheme"].get<std::string>().c_str(), j["kind"].get<std::string>().c_str());
+  for (const auto& l : j["lengths"]) {
+    std::printf("length %lld (%lld positions):\n", static_cast<long long>(l["length"].get<int64_t>()),
+                static_cast<long long>(l["positions"].get<int64_t>()));
+    std::printf("  %-6s %8s %10s %9s  %s\n", "layer", "R^2", "mean |err|", "rounded", "reads");
+    for (const auto& p : l["layers"])
+      std::printf("  %-6lld %8.3f %10.2f %9.3f  %s\n", static_cast<long long>(p["layer"].get<int64_t>()),
+                  p["r2"].get<double>(), p["mean_abs_error"].get<double>(), p["rounded_accuracy"].get<double>(),
+                  p["reads"].get<std::string>().c_str());
+  }
+  return 0;
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,165 @@
+#include "posenc/analysis/probe.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "posenc/config.h"
+#include "posenc/errors.h"
+#include "posenc/model/decoder.h"
+#include "posenc/model/encoder.h"
+#include "posenc/tasks/task.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/evaluate.h"
+#include "posenc/util/interrupt.h"
+
+namespace posenc {
+
+ProbeFit fit_linear_probe(const at::Tensor& features, const at::Tensor& target, int64_t train_rows, double ridge) {
+  TORCH_CHECK(features.dim() == 2 && target.dim() == 1 && features.size(0) == target.size(0),
+              "fit_linear_probe: expected features (N, F) and target (N), got ", features.sizes(), " and ",
+              target.sizes());
+  const int64_t n = features.size(0);
+  TORCH_CHECK(train_rows >= 2 && n - train_rows >= 2, "fit_linear_probe: ", train_rows, " fitted rows of ", n,
+              ": at least 2 on each side");
+  const auto x = features.to(torch::kCPU, torch::kFloat64);  // (N, F)
+  const auto y = target.to(torch::kCPU, torch::kFloat64);    // (N)
+  auto x_fit = x.narrow(0, 0, train_rows), x_held = x.narrow(0, train_rows, n - train_rows);
+  auto y_fit = y.narrow(0, 0, train_rows), y_held = y.narrow(0, train_rows, n - train_rows);
+
+  // Standardise by the fitted rows alone; a feature constant there carries nothing to fit.
+  const auto mean = x_fit.mean(0);                           // (F)
+  const auto spread = (x_fit - mean).pow(2).mean(0).sqrt();  // (F), the population spread
+  const auto kept = spread.gt(1e-12 * (1.0 + mean.abs().max().item<double>()));
+  const auto scale = torch::where(kept, spread, torch::ones_like(spread));
+  const auto z_fit = (x_fit - mean) / scale * kept;  // (Nf, F), dropped features 0
+  const auto z_held = (x_held - mean) / scale * kept;
+  const double y_mean = y_fit.mean().item<double>();
+
+  // (ZᵀZ + λ Nf I) w = Zᵀ (y - ȳ): the normal equations of ridge regression.
+  const int64_t f = x.size(1);
+  const auto gram = z_fit.t().matmul(z_fit) + ridge * static_cast<double>(train_rows) * torch::eye(f, x.options());
+  const auto rhs = z_fit.t().matmul(y_fit - y_mean).unsqueeze(1);  // (F, 1)
+  const auto w = torch::linalg_solve(gram, rhs).squeeze(1);        // (F)
+
+  const auto predicted = z_held.matmul(w) + y_mean;  // (Nh)
+  ProbeFit fit;
+  const double total = (y_held - y_held.mean()).pow(2).sum().item<double>();
+  const double residual = (predicted - y_held).pow(2).sum().item<double>();
+  fit.r2 = total > 0 ? 1.0 - residual / total : 0.0;
+  fit.mean_abs_error = (predicted - y_held).abs().mean().item<double>();
+  fit.rounded_accuracy = predicted.round().eq(y_held).to(torch::kFloat64).mean().item<double>();
+  return fit;
+}
+
+std::vector<ProbeFit> probe_positions(const std::vector<at::Tensor>& states, int64_t train_examples, double ridge) {
+  std::vector<ProbeFit> fits;
+  for (const auto& s : states) {
+    TORCH_CHECK(s.dim() == 3, "probe_positions: expected states (B, L, F), got ", s.sizes());
+    const int64_t b = s.size(0), l = s.size(1);
+    TORCH_CHECK(train_examples >= 1 && train_examples < b, "probe_positions: ", train_examples, " fitted examples of ",
+                b);
+    // Rows example-major, so the first train_examples * L rows are the fitted examples' tokens.
+    const auto features = s.reshape({b * l, s.size(2)});                  // (B·L, F)
+    const auto position = torch::arange(l, torch::kFloat64).repeat({b});  // (B·L): 0..L-1 per example
+    fits.push_back(fit_linear_probe(features, position, train_examples * l, ridge));
+  }
+  return fits;
+}
+
+namespace {
+
+/// What kept residual stream `layer` (0-based) is, in words.
+std::string reads(int64_t layer, int64_t layers) {
+  if (layer == 0) return "the input of block 1 (tokens and any positions added to them)";
+  if (layer == layers) return fmt::format("the output of block {} (before the final LayerNorm)", layers);
+  return fmt::format("the input of block {}", layer + 1);
+}
+
+/// The residual streams of `tokens` (B, T), forwarded in chunks the
+/// evaluation's memory bound allows; each (B, L, F) on the CPU.
+std::vector<at::Tensor> kept_states(Transformer& model, const at::Tensor& tokens, const at::Tensor& task_positions,
+                                    int64_t max_batch_tokens) {
+  const int64_t chunk = evaluation_batch_size(model, tokens.size(1), max_batch_tokens);
+  std::vector<std::vector<at::Tensor>> parts;
+  model->eval();
+  c10::InferenceMode guard;
+  for (int64_t start = 0; start < tokens.size(0); start += chunk) {
+    throw_if_interrupted();
+    const int64_t n = std::min(chunk, tokens.size(0) - start);
+    const auto rows = tokens.narrow(0, start, n);
+    model->keep_hidden_states(true);
+    if (auto* decoder = model->as<DecoderImpl>())
+      decoder->forward(rows, {}, task_positions.defined() ? task_positions.narrow(0, start, n) : at::Tensor());
+    else
+      classifier_of(model, "probe").forward(rows);
+    const auto& states = model->hidden_states();
+    if (parts.empty()) parts.resize(states.size());
+    for (size_t i = 0; i < states.size(); ++i) parts[i].push_back(states[i].to(torch::kCPU));
+  }
+  model->keep_hidden_states(false);
+  std::vector<at::Tensor> out;
+  for (const auto& p : parts) out.push_back(torch::cat(p, /*dim=*/0));
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeRequest& r) {
+  Config cfg;
+  Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
+  if (cfg.model.kind == ModelKind::EncoderDecoder)
+    throw ConfigError(checkpoint +
+                      ": probe reads the stack of an encoder or a decoder (model.kind=encoder_decoder is not one)");
+  if (r.samples < 4) throw ConfigError(fmt::format("--samples {}: the probe needs at least 4 examples", r.samples));
+  const std::unique_ptr<Task> task = make_task(cfg.task);
+  const std::vector<int64_t> lengths = r.lengths.empty() ? std::vector<int64_t>{cfg.task.max_length} : r.lengths;
+  const EvaluationSpec spec = evaluation_spec(cfg);
+  // Every length is checked, and its memory counted, before any forward runs.
+  check_evaluation_lengths(model, *task, spec, lengths);
+  for (const int64_t length : lengths) {
+    const int64_t tokens = task->sequence_length(length);
+    const double kept = static_cast<double>(cfg.model.layers + 1) * r.samples * model->model_length(tokens) *
+                        cfg.model.d_model * (cfg.model.qkv == Qkv::Embedded ? 3 : 1) * 4.0;
+    require_memory(evaluation_memory_bytes(model, tokens, r.samples, cfg.eval.max_batch_tokens) + 2 * kept, torch::kCPU,
+                   fmt::format("probing length {}", length),
+                   fmt::format("{} examples, {} residual streams kept", r.samples, cfg.model.layers + 1),
+                   "choose fewer --samples or a shorter length");
+  }
+
+  nlohmann::json per_length = nlohmann::json::array();
+  for (const int64_t length : lengths) {
+    const TaskBatch set = task->fixed_set(length, r.samples, cfg.eval.seed);
+    // A decoder reads every token but the last (which it only predicts).
+    const bool decoder = model->is_decoder();
+    const auto tokens = decoder ? set.tokens.narrow(1, 0, set.tokens.size(1) - 1) : set.tokens;  // (B, L)
+    const auto ids = set.positions.defined() && decoder ? set.positions.narrow(1, 0, tokens.size(1)) : at::Tensor();
+    const auto states = kept_states(model, tokens, ids, cfg.eval.max_batch_tokens);
+    const int64_t b = tokens.size(0);
+    const auto fits = probe_positions(states, b / 2, r.ridge);
+    nlohmann::json layers = nlohmann::json::array();
+    for (size_t i = 0; i < fits.size(); ++i)
+      layers.push_back({{"layer", i},
+                        {"reads", reads(static_cast<int64_t>(i), cfg.model.layers)},
+                        {"r2", fits[i].r2},
+                        {"mean_abs_error", fits[i].mean_abs_error},
+                        {"rounded_accuracy", fits[i].rounded_accuracy}});
+    per_length.push_back({{"length", length},
+                          {"positions", states.front().size(1)},
+                          {"fitted_examples", b / 2},
+                          {"held_out_examples", b - b / 2},
+                          {"layers", layers}});
+  }
+  return {{"checkpoint", checkpoint},
+          {"scheme", cfg.model.positional.type},
+          {"input_scheme", cfg.model.positional.input},
+          {"task", cfg.task.type},
+          {"kind", name_of(cfg.model.kind)},
+          {"qkv", name_of(cfg.model.qkv)},
+          {"ridge", r.ridge},
+          {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
+          {"lengths", per_length}};
+}
+
+}  // namespace posenc

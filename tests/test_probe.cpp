@@ -1,0 +1,154 @@
+// Linear probes of the residual stream (analysis/probe.h, `posenc probe`):
+// the regression itself, what the kept streams are, the mathematical cases a
+// probe must get right, and the command.
+#include <gtest/gtest.h>
+
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "reliability_helpers.h"
+#include "posenc/analysis/probe.h"
+#include "posenc/model/decoder.h"
+#include "posenc/model/encoder.h"
+
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
+using namespace posenc;
+
+TEST(Probe, RecoversALinearTargetAndFindsNothingInNoise) {
+  torch::manual_seed(3);
+  const int64_t n = 4000, f = 8;
+  auto x = torch::randn({n, f}, torch::kFloat64);
+  x.select(1, 2).mul_(1e6);                                           // standardisation makes scale irrelevant
+  x = torch::cat({x, torch::full({n, 1}, 7.0, torch::kFloat64)}, 1);  // a constant feature is dropped, not singular
+  const auto w = torch::randn({f + 1}, torch::kFloat64);
+  const auto y = x.matmul(w) + 5.0;
+  // An exact linear target: the ridge penalty 1e-9 per row shrinks the
+  // standardised weights by about 1e-9 of themselves, so predictions err by
+  // about 1e-9 of the target's spread (float64 rounding is far below that).
+  const auto exact = fit_linear_probe(x, y, n / 2, 1e-9);
+  EXPECT_GT(exact.r2, 1 - 1e-9);
+  EXPECT_LT(exact.mean_abs_error, 1e-6 * y.std().item<double>());
+  // A target independent of the features: the held-out R^2 of a fit to noise is
+  // about -F / n_fit = -0.004 (overfitting), with a spread of the same order.
+  const auto noise = torch::randn({n}, torch::kFloat64);
+  const auto none = fit_linear_probe(x, noise, n / 2, 1e-6);
+  EXPECT_LT(none.r2, 0.02);
+  EXPECT_GT(none.r2, -0.05);
+  EXPECT_THROW(fit_linear_probe(x, y, 1, 1e-3), c10::Error);  // too few fitted rows
+}
+
+TEST(Probe, KeepsTheInputOfEveryBlockAndTheLastOutput) {
+  // A decoder without positions: what block 1 reads is the token table's rows.
+  auto cfg = posenc::testing::small_next_token_config("decoder", "none", {});
+  Decoder model(cfg.model, 16);
+  model->eval();
+  const auto tokens = torch::randint(1, 17, {3, 9}, torch::kLong);
+  model->keep_hidden_states(true);
+  torch::NoGradGuard no_grad;
+  model->forward(tokens);
+  const auto states = model->hidden_states();
+  ASSERT_EQ(states.size(), static_cast<size_t>(cfg.model.layers + 1));
+  for (const auto& s : states) EXPECT_EQ(s.sizes(), (std::vector<int64_t>{3, 9, cfg.model.d_model}));
+  const auto table = model->named_parameters()["tokens.weight"];
+  EXPECT_TRUE(torch::equal(states[0], table.index_select(0, tokens.flatten()).view({3, 9, cfg.model.d_model})));
+  EXPECT_FALSE(torch::equal(states[1], states[0]));  // block 1 wrote into the stream
+  model->keep_hidden_states(false);
+  model->forward(tokens);
+  EXPECT_TRUE(model->hidden_states().empty());
+}
+
+/// Position probes of an untrained encoder of `scheme` (width 64, 2 layers,
+/// mean pooling) on 400 rows of 16 tokens drawn independently and uniformly.
+std::vector<ProbeFit> untrained_encoder_probes(const std::string& scheme) {
+  const Config cfg =
+      posenc::testing::config_with({"model.positional.type=" + scheme, "model.d_model=64", "model.heads=4",
+                                    "model.layers=2", "model.d_ff=128", "model.pooling=mean", "task.vocab_size=16"});
+  torch::manual_seed(11);
+  Encoder model(cfg.model, 16);
+  model->eval();
+  const auto tokens = torch::randint(1, 17, {400, 16}, torch::kLong);
+  model->keep_hidden_states(true);
+  torch::NoGradGuard no_grad;
+  model->forward(tokens);
+  return probe_positions(model->hidden_states(), 200, 1e-6);
+}
+
+TEST(Probe, AnEncoderWithoutPositionsHoldsNoneAndALearnedTableHoldsThemBeforeBlock1) {
+  // Without positions an encoder is permutation-equivariant: the state at
+  // position p is a function of token p and of the row's multiset of tokens.
+  // With tokens exchangeable across positions, every position's states are
+  // alike in distribution, so no probe beats the mean: held-out R^2 is about
+  // -F / n_fit = -64 / 3200 = -0.02 at every layer.
+  for (const auto& fit : untrained_encoder_probes("none")) {
+    EXPECT_LT(fit.r2, 0.05);
+    EXPECT_GT(fit.mean_abs_error, 3.0);  // the mean's own error over 0..15 is 4
+  }
+  // A learned table adds one vector per position: 16 token rows and 16
+  // position rows span at most 32 of 64 dimensions, so a linear map reads the
+  // position exactly before block 1 (the ridge penalty aside).
+  const auto learned = untrained_encoder_probes("learned");
+  EXPECT_GT(learned.front().r2, 0.99);
+  EXPECT_GT(learned.front().rounded_accuracy, 0.99);
+}
+
+TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
+  posenc::testing::Scratch s("probe_cli");
+  const std::string config = posenc::testing::write_config(
+      s, "config.json",
+      {"model.positional.type=learned", "model.positional.max_positions=32", "model.d_model=64", "model.d_ff=128",
+       "train.steps=3", "train.eval_every=3", "train.checkpoint_every=3", "eval.lengths=[8]",
+       "eval.samples_per_length=8", "train.val_samples=8"});
+  ASSERT_EQ(posenc::testing::run_cli("train " + config + " --out " + s.path("run")).code, 0);
+  const std::string ckpt = s.path("run") + "/checkpoint.pt";
+
+  auto r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,16 --samples 40 --json " + s.path("p.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("R^2"), std::string::npos) << r.output;  // the table beside the file
+  const json j = json::parse(read_file(s.path("p.json")));
+  EXPECT_EQ(j["scheme"], "learned");
+  ASSERT_EQ(j["lengths"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& l = j["lengths"][i];
+    EXPECT_EQ(l["length"], i == 0 ? 8 : 16);
+    EXPECT_EQ(l["positions"], i == 0 ? 8 : 16);  // max pooling: no CLS token
+    EXPECT_EQ(l["fitted_examples"], 20);
+    ASSERT_EQ(l["layers"].size(), 3u);  // before blocks 1 and 2, after block 2
+    // Block 1 reads tokens plus a table row per position: the position is in it.
+    EXPECT_GT(l["layers"][0]["r2"].get<double>(), 0.9);
+  }
+  // Without --json: the JSON on standard output, nothing else.
+  r = posenc::testing::run_cli("probe " + ckpt + " --samples 8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(json::parse(r.output)["lengths"][0]["length"], 8);  // task.max_length
+
+  r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,8");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "--lengths: 8 appears twice");
+  r = posenc::testing::run_cli("probe " + ckpt + " --lengths 64");  // past the table's 32 rows
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = posenc::testing::run_cli("probe " + ckpt + " --samples 3");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--samples"), std::string::npos) << r.output;
+
+  // A decoder reads every token but the last; an encoder_decoder is refused, naming its kind.
+  for (const std::string kind : {"decoder", "encoder_decoder"}) {
+    const json cfg = config_to_json(posenc::testing::small_next_token_config(
+        kind, "rope",
+        {"train.steps=2", "train.eval_every=2", "train.checkpoint_every=2", "task.min_length=4", "task.max_length=6",
+         "eval.lengths=[6]", "eval.samples_per_length=8", "train.val_samples=8"}));
+    write_file_atomic(s.path(kind + ".json"), cfg.dump(2));
+    ASSERT_EQ(posenc::testing::run_cli("train " + s.path(kind + ".json") + " --out " + s.path(kind)).code, 0);
+    r = posenc::testing::run_cli("probe " + s.path(kind) + "/checkpoint.pt --samples 8");
+    if (kind == "decoder") {
+      ASSERT_EQ(r.code, 0) << r.output;
+      EXPECT_EQ(json::parse(r.output)["lengths"][0]["positions"], 2 * 6);  // `x SEP` and x, less the last token
+    } else {
+      EXPECT_EQ(r.code, 2) << r.output;
+      posenc::testing::expect_one_line_error(r.output, "model.kind=encoder_decoder is not one");
+    }
+  }
+}
+
+}  // namespace POSENC_TEST_UNIT
