@@ -126,6 +126,9 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,8");
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "--lengths: 8 appears twice");
+  r = posenc::testing::run_cli("eval " + ckpt + " --lengths 8,16,8");  // the same check as eval's
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "--lengths: 8 appears twice");
   r = posenc::testing::run_cli("probe " + ckpt + " --lengths 64");  // past the table's 32 rows
   EXPECT_EQ(r.code, 2) << r.output;
   r = posenc::testing::run_cli("probe " + ckpt + " --samples 3");

@@ -1,5 +1,4 @@
 // posenc probe CHECKPOINT [--lengths L,...] [--samples N] [--ridge R] [--json FILE]
-#include <algorithm>
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -31,9 +30,7 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
 int run_probe(const ProbeOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between forward chunks, write nothing
   check_json_target(o.json, "probe");
-  for (size_t i = 0; i < o.lengths.size(); ++i)
-    if (std::find(o.lengths.begin(), o.lengths.begin() + i, o.lengths[i]) != o.lengths.begin() + i)
-      throw ConfigError("--lengths: " + std::to_string(o.lengths[i]) + " appears twice");
+  require_distinct(o.lengths, "--lengths");
   ProbeRequest r;
   r.lengths = o.lengths;
   r.samples = o.samples;

@@ -25,6 +25,9 @@ CLI::Validator number_in(double min, double max);
 /// names it in the message).
 CLI::Validator non_empty_utf8(const std::string& what = "paths");
 
+/// Refuses (ConfigError "FLAG: N appears twice") a list that names a value twice.
+void require_distinct(const std::vector<int64_t>& values, const std::string& flag);
+
 /// Refuses (ConfigError) a --json path that `posenc <command>` may not write (util/io.h check_output_target).
 void check_json_target(const std::string& path, const std::string& command);
 /// Writes JSON to `path` atomically, marked as written by `posenc <command>`, or

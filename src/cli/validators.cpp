@@ -1,11 +1,13 @@
 // Flag validators whose messages say what is wrong with the value as typed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
 #include "commands.h"
+#include "posenc/errors.h"
 #include "posenc/util/io.h"
 
 namespace posenc::cli {
@@ -51,6 +53,12 @@ CLI::Validator non_empty_utf8(const std::string& what) {
         return bad.empty() ? "" : bad + " (" + what + " must be UTF-8 text)";
       },
       what == "paths" ? "PATH" : "TEXT");
+}
+
+void require_distinct(const std::vector<int64_t>& values, const std::string& flag) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (std::find(values.begin(), values.begin() + i, values[i]) != values.begin() + i)
+      throw ConfigError(flag + ": " + std::to_string(values[i]) + " appears twice");
 }
 
 }  // namespace posenc::cli
