@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""Figures of the JSON files that `posenc inspect` and `posenc attention` write.
+"""Figures of the JSON files that `posenc inspect`, `posenc attention` and `posenc probe` write.
 
     build/posenc inspect alibi --length 32 --heads 8 --dim 64 --json alibi.json
     build/posenc attention runs/sin/checkpoint.pt --length 16 --json att.json
-    /usr/bin/python3 scripts/plot_inspect.py alibi.json att.json [--out DIR]
+    build/posenc probe runs/sin/checkpoint.pt --lengths 16,64 --json probe.json
+    /usr/bin/python3 scripts/plot_inspect.py alibi.json att.json probe.json [--out DIR]
 
 Writes FILE.png beside each FILE.json (or into DIR), the same figures as a
 comparison's report draws for each of its schemes (scripts/plot_compare.py):
@@ -17,12 +18,14 @@ comparison's report draws for each of its schemes (scripts/plot_compare.py):
                       and key (shaw, xl, cope)
   reweighting         the same for scores of 1 after reweighting (da, dape)
   attention maps      every block's and head's attention on the example
+  position probes     the probe's held-out R^2 and mean error against the
+                      layer, one line per length
 
 A description of `none` has nothing to draw: the script says so and goes on.
 Exit status: 0 when every file was read (and drawn where it can be), 2 when a
-file is missing, not JSON, or not written by `posenc inspect` or `posenc
-attention` (named with the reason, one line each; the other files are still
-drawn).
+file is missing, not JSON, or not written by `posenc inspect`, `posenc
+attention` or `posenc probe` (named with the reason, one line each; the other
+files are still drawn).
 
 Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
 """
@@ -35,18 +38,46 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot_compare  # noqa: E402  (the figure code is the comparison report's)
 
 
+def probe_figure(d):
+    """Held-out R^2 and mean error of the position probe against the layer, one line per length."""
+    plt = plot_compare.plt
+    fig, (r2_ax, err_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    for entry in d["lengths"]:
+        layers = [p["layer"] for p in entry["layers"]]
+        label = f"length {entry['length']} ({entry['positions']} positions)"
+        r2_ax.plot(layers, [p["r2"] for p in entry["layers"]], marker="o", label=label)
+        err_ax.plot(layers, [p["mean_abs_error"] / entry["positions"] for p in entry["layers"]], marker="o",
+                    label=label)
+    for ax in (r2_ax, err_ax):
+        ax.set_xlabel("layer (0: what block 1 reads; last: what the last block writes)")
+        ax.grid(alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    r2_ax.set_ylabel("held-out R² of the position")
+    r2_ax.set_ylim(min(-0.05, r2_ax.get_ylim()[0]), 1.02)
+    err_ax.set_ylabel("mean |error| / positions")
+    r2_ax.legend(fontsize=8)
+    trained = d.get("trained_lengths", [None, None])
+    fig.suptitle(f"position probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
+                 f"{trained[0]}-{trained[1]})")
+    fig.tight_layout()
+    return fig
+
+
 def figure_of(d):
-    """The figure of one description or attention output; None if it has nothing to draw."""
+    """The figure of one description, attention output or probe; None if it has nothing to draw."""
     written_by = d.get("written_by") if isinstance(d, dict) else None
     if written_by == "posenc inspect":
         return plot_compare.scheme_figure(d)
     if written_by == "posenc attention":
         return plot_compare.attention_figure(d)
-    raise ValueError("not written by `posenc inspect` or `posenc attention` (no \"written_by\" naming either)")
+    if written_by == "posenc probe":
+        return probe_figure(d)
+    raise ValueError("not written by `posenc inspect`, `posenc attention` or `posenc probe` "
+                     "(no \"written_by\" naming one)")
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Figures of `posenc inspect` and `posenc attention` JSON files.")
+    parser = argparse.ArgumentParser(description="Figures of `posenc inspect`, `posenc attention` and `posenc probe` JSON files.")
     parser.add_argument("files", nargs="+", metavar="FILE.json")
     parser.add_argument("--out", metavar="DIR", help="write the PNGs here instead of beside each file")
     args = parser.parse_args()

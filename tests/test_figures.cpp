@@ -112,6 +112,18 @@ TEST(Figures, EverySchemeButNoneIsDrawnFromItsInspection) {
   }
 }
 
+TEST(Figures, APositionProbeIsDrawnAgainstTheLayer) {
+  SKIP_WITHOUT_FIGURE_PYTHON();
+  posenc::testing::Scratch s("figures_probe");
+  const std::string run = train_tiny(s, "decoder");
+  const std::string file = s.path("probe.json");
+  auto r = posenc::testing::run_cli("probe " + run + "/checkpoint.pt --lengths 6,8 --samples 8 --json " + file);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = plot_inspect({file});
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_figure(s.dir / "probe.png");
+}
+
 TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   SKIP_WITHOUT_FIGURE_PYTHON();
   posenc::testing::Scratch s("figures_attention");
@@ -151,7 +163,8 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   files.insert(files.end(), {"--out", out.string()});
   const auto r = plot_inspect(files);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("other.json: not written by `posenc inspect` or `posenc attention`"), std::string::npos)
+  EXPECT_NE(r.output.find("other.json: not written by `posenc inspect`, `posenc attention` or `posenc probe`"),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("missing.json: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("/dev/zero: not a regular file"), std::string::npos) << r.output;
