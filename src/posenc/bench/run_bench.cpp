@@ -87,6 +87,13 @@ std::unique_ptr<PythonWorker> start_python_worker(const BenchOptions& o, std::st
   return std::make_unique<PythonWorker>(python, script);
 }
 
+/// Logs bench's stop line ("bench stopped by SIGTERM after 2 of 9 cases: ...") and returns what to throw.
+Interrupted bench_stopped(int signal, size_t done, size_t total, const std::string& out) {
+  spdlog::info("bench stopped by {} after {} of {} cases: no results written to {}", signal_name(signal), done, total,
+               out);
+  return Interrupted(signal);
+}
+
 /// Both sides' timings of one case.
 struct TimedCase {
   BenchResult cpp;
@@ -228,16 +235,27 @@ OutputDirectory bench_outputs() {
 }  // namespace
 
 int run_benchmark(const BenchOptions& o) {
+  // From the start: a signal during the set-up (the PyTorch worker's start, the
+  // matrix-product peak, seconds on a loaded machine) stops it before the first
+  // case, with the same line, instead of taking the signal's default action.
+  const InterruptGuard stop_cleanly;               // a signal stops between measurements; nothing is written
   check_output_directory(o.out, bench_outputs());  // before the cases are timed, not after
   const auto cases = plan_bench(o.config, o.sizes, o.schemes, o.threads, o.device);
   fs::create_directories(o.out);
   std::string python_note;
-  auto worker = start_python_worker(o, python_note);
-  const double peak = matmul_peak_gflops(o.device, o.threads, o.bf16);
+  std::unique_ptr<PythonWorker> worker;
+  double peak = 0;
+  try {
+    worker = start_python_worker(o, python_note);
+    peak = matmul_peak_gflops(o.device, o.threads, o.bf16);
+  } catch (const std::exception&) {
+    // The same signal may have ended the Python child that start_python_worker ran, failing it.
+    if (const int sig = interrupt_signal()) throw bench_stopped(sig, 0, cases.size(), o.out);
+    throw;
+  }
   spdlog::info("bench {}: {} cases on {}, {} thread(s){}; matrix-product peak {:.1f} GFLOP/s", o.config, cases.size(),
                o.device, o.threads, o.bf16 ? ", bf16 autocast" : "", peak);
   json rows = json::array();
-  const InterruptGuard stop_cleanly;  // a signal stops between measurements; nothing is written
   for (size_t i = 0; i < cases.size(); ++i) {
     TimedCase t;
     try {
@@ -247,9 +265,7 @@ int run_benchmark(const BenchOptions& o) {
       const int sig = interrupt_signal();
       if (sig == 0) throw;
       worker.reset();
-      spdlog::info("bench stopped by {} after {} of {} cases: no results written to {}", signal_name(sig), i,
-                   cases.size(), o.out);
-      throw Interrupted(sig);
+      throw bench_stopped(sig, i, cases.size(), o.out);
     }
     log_case(cases[i], t, peak);
     rows.push_back(case_row(cases[i], t, peak));
