@@ -85,11 +85,11 @@ std::vector<at::Tensor> kept_states(Transformer& model, const at::Tensor& tokens
   std::vector<std::vector<at::Tensor>> parts;
   model->eval();
   c10::InferenceMode guard;
+  model->keep_hidden_states(true);  // each forward keeps its own chunk's streams
   for (int64_t start = 0; start < tokens.size(0); start += chunk) {
     throw_if_interrupted();
     const int64_t n = std::min(chunk, tokens.size(0) - start);
     const auto rows = tokens.narrow(0, start, n);
-    model->keep_hidden_states(true);
     if (auto* decoder = model->as<DecoderImpl>())
       decoder->forward(rows, {}, task_positions.defined() ? task_positions.narrow(0, start, n) : at::Tensor());
     else
@@ -128,11 +128,11 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
                    "choose fewer --samples or a shorter length");
   }
 
+  // A decoder reads every token but the last (which it only predicts).
+  const bool decoder = model->is_decoder();
   nlohmann::json per_length = nlohmann::json::array();
   for (const int64_t length : lengths) {
     const TaskBatch set = task->fixed_set(length, r.samples, cfg.eval.seed);
-    // A decoder reads every token but the last (which it only predicts).
-    const bool decoder = model->is_decoder();
     const auto tokens = decoder ? set.tokens.narrow(1, 0, set.tokens.size(1) - 1) : set.tokens;  // (B, L)
     const auto ids = set.positions.defined() && decoder ? set.positions.narrow(1, 0, tokens.size(1)) : at::Tensor();
     const auto states = kept_states(model, tokens, ids, cfg.eval.max_batch_tokens);
