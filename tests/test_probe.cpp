@@ -9,6 +9,7 @@
 #include "posenc/analysis/probe.h"
 #include "posenc/model/decoder.h"
 #include "posenc/model/encoder.h"
+#include "posenc/tasks/task.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -93,6 +94,139 @@ TEST(Probe, AnEncoderWithoutPositionsHoldsNoneAndALearnedTableHoldsThemBeforeBlo
   EXPECT_GT(learned.front().rounded_accuracy, 0.99);
 }
 
+/// An arithmetic task of the overrides (task.type and its options), for its probe targets.
+std::unique_ptr<Task> arithmetic_task(std::initializer_list<std::string> overrides) {
+  std::vector<std::string> all = {"model.kind=decoder"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return make_task(posenc::testing::config_with(all).task);
+}
+
+/// The digit a token writes (tokens 1..10 are digits 0..9), or -1 for any other token.
+int digit_of(int64_t token) { return token >= 1 && token <= 10 ? static_cast<int>(token - 1) : -1; }
+
+TEST(Probe, AdditionsColumnAndCarryTargetsAreWhatTheSumNeeds) {
+  // 3-digit operands, least-significant first: a0 a1 a2 + b0 b1 b2 SEP s0 s1 s2 s3.
+  const auto task = arithmetic_task({"task.type=addition"});
+  const auto set = task->fixed_set(3, 50, 9);
+  const auto column = task->probe_target("column", 3, 50, 9), carry = task->probe_target("carry", 3, 50, 9);
+  ASSERT_EQ(set.tokens.size(1), 12);
+  const std::vector<double> columns = {0, 1, 2, NAN, 0, 1, 2, NAN, 0, 1, 2, 3};
+  for (int64_t r = 0; r < 50; ++r) {
+    for (int64_t t = 0; t < 12; ++t) {
+      const double c = column[r][t].item<double>();
+      EXPECT_TRUE(std::isnan(columns[t]) ? std::isnan(c) : c == columns[t]) << "token " << t << ": " << c;
+    }
+    // The carry into column j sits at the token that predicts s_j (SEP for s0,
+    // s_{j-1} after it), and with the operands' digits it makes s_j.
+    int into = 0;
+    for (int64_t j = 0; j < 4; ++j) {
+      const int64_t query = 7 + j;  // SEP is token 7
+      EXPECT_EQ(carry[r][query].item<double>(), into) << "row " << r << ", column " << j;
+      const int a = j < 3 ? digit_of(set.tokens[r][j].item<int64_t>()) : 0;
+      const int b = j < 3 ? digit_of(set.tokens[r][4 + j].item<int64_t>()) : 0;
+      EXPECT_EQ(digit_of(set.tokens[r][query + 1].item<int64_t>()), (a + b + into) % 10);
+      into = (a + b + into) / 10;
+    }
+    for (int64_t t = 0; t < 7; ++t) EXPECT_TRUE(std::isnan(carry[r][t].item<double>())) << "the prompt's token " << t;
+    EXPECT_TRUE(std::isnan(carry[r][11].item<double>())) << "the last digit predicts nothing";
+  }
+  // Some sums carry, some do not: the target varies.
+  EXPECT_GT(carry.nan_to_num(0).sum().item<double>(), 0);
+}
+
+TEST(Probe, ArithmeticTargetsFollowHintsPlacementsAndWrittenCarries) {
+  // Index hints put hint j before every digit of significance j: the column of
+  // a digit is its hint's index, and the carry into column j sits at the hint
+  // before s_j, which is what predicts s_j.
+  {
+    const auto task =
+        arithmetic_task({"task.type=addition", "task.index_hints=8", "task.min_length=2", "task.max_length=4"});
+    const auto set = task->fixed_set(3, 10, 2);
+    const auto column = task->probe_target("column", 3, 10, 2), carry = task->probe_target("carry", 3, 10, 2);
+    const int64_t width = set.tokens.size(1);
+    for (int64_t r = 0; r < 10; ++r)
+      for (int64_t t = 1; t < width; ++t) {
+        const std::string word = task->decode_text({set.tokens[r][t - 1].item<int64_t>()});
+        const bool digit = digit_of(set.tokens[r][t].item<int64_t>()) >= 0;
+        if (digit && word[0] == 'h') {
+          EXPECT_EQ(column[r][t].item<double>(), std::stod(word.substr(1))) << t;
+        }
+        if (!digit) {
+          EXPECT_TRUE(std::isnan(column[r][t].item<double>())) << "not a digit: " << t;
+        }
+        if (t >= set.answer_start) {  // hints predict digits; digits predict hints
+          EXPECT_EQ(std::isnan(carry[r][t].item<double>()), digit) << "token " << t;
+        }
+      }
+  }
+  // Written carries: the token before p_j is the carry c_{j-1} itself, whose value the target is.
+  {
+    const auto task = arithmetic_task({"task.type=multiplication", "task.multiplier_digits=2", "task.carries=written",
+                                       "task.min_length=2", "task.max_length=4"});
+    const auto set = task->fixed_set(4, 20, 5);
+    const auto carry = task->probe_target("carry", 4, 20, 5);
+    int64_t written = 0;
+    for (int64_t r = 0; r < 20; ++r)
+      for (int64_t t = set.answer_start; t + 1 < set.tokens.size(1); ++t) {
+        const std::string word = task->decode_text({set.tokens[r][t].item<int64_t>()});
+        if (word[0] != 'c') continue;
+        EXPECT_EQ(carry[r][t].item<double>(), std::stod(word.substr(1))) << "row " << r << ", token " << t;
+        ++written;
+      }
+    EXPECT_EQ(written, 20 * 5);  // c0..c4 of six columns, the last carry followed by nothing
+  }
+  // b beside each digit of a: every copy of b's digit l has column l.
+  {
+    const auto task =
+        arithmetic_task({"task.type=multiplication", "task.multiplier_digits=1",
+                         "task.multiplier_placement=beside_each_digit", "task.min_length=2", "task.max_length=4"});
+    const auto column = task->probe_target("column", 3, 4, 1);
+    // a0 b0 a1 b0 a2 b0 * SEP p0 p1 p2 p3
+    const std::vector<double> columns = {0, 0, 1, 0, 2, 0, NAN, NAN, 0, 1, 2, 3};
+    ASSERT_EQ(column.size(1), 12);
+    for (int64_t t = 0; t < 12; ++t) {
+      const double c = column[0][t].item<double>();
+      EXPECT_TRUE(std::isnan(columns[t]) ? std::isnan(c) : c == columns[t]) << "token " << t << ": " << c;
+    }
+  }
+}
+
+TEST(Probe, OrderingsDescentMarksEachTokenBelowItsPredecessor) {
+  const auto task = make_task(posenc::testing::config_with({"task.type=ordering"}).task);
+  const auto set = task->fixed_set(12, 40, 4);
+  const auto descent = task->probe_target("descent", 12, 40, 4);
+  for (int64_t r = 0; r < 40; ++r) {
+    EXPECT_TRUE(std::isnan(descent[r][0].item<double>()));
+    double descents = 0;
+    for (int64_t t = 1; t < 12; ++t) {
+      const bool below = set.tokens[r][t].item<int64_t>() < set.tokens[r][t - 1].item<int64_t>();
+      EXPECT_EQ(descent[r][t].item<double>(), below ? 1.0 : 0.0);
+      descents += descent[r][t].item<double>();
+    }
+    EXPECT_EQ(descents == 0, set.labels[r].item<int64_t>() == 1) << "sorted exactly where nothing descends";
+  }
+}
+
+TEST(Probe, OnlyTheTokensATargetIsDefinedAtAreFittedAndScored) {
+  // Two features: the first is the target where it is defined, the second is
+  // noise; undefined tokens carry a feature value far from any target, which
+  // would wreck the fit if they were kept.
+  torch::manual_seed(5);
+  const int64_t b = 40, l = 10;
+  auto target = torch::randint(0, 5, {b, l}, torch::kLong).to(torch::kFloat64);  // (B, L)
+  auto feature = target.clone();
+  target.select(1, 0).fill_(NAN);
+  feature.select(1, 0).fill_(1e3);
+  const auto state = torch::stack({feature, torch::randn({b, l}, torch::kFloat64)}, 2);  // (B, L, 2)
+  const auto fits = probe_target_values({state}, target, b / 2, 1e-9);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_GT(fits[0].r2, 1 - 1e-6);
+  EXPECT_EQ(fits[0].rounded_accuracy, 1.0);
+  // The baseline is the share of held-out targets equal to the fitted ones' most common value: about 1/5.
+  EXPECT_GT(fits[0].baseline_accuracy, 0.1);
+  EXPECT_LT(fits[0].baseline_accuracy, 0.3);
+}
+
 TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   posenc::testing::Scratch s("probe_cli");
   const std::string config = posenc::testing::write_config(
@@ -134,6 +268,22 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   r = posenc::testing::run_cli("probe " + ckpt + " --samples 3");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--samples"), std::string::npos) << r.output;
+  // A task's own target, here ordering's descent (every token but the first).
+  r = posenc::testing::run_cli("probe " + ckpt + " --target descent --samples 40");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json descent = json::parse(r.output);
+  EXPECT_EQ(descent["target"], "descent");
+  EXPECT_EQ(descent["lengths"][0]["length"], 8);  // task.max_length
+  EXPECT_EQ(descent["lengths"][0]["fitted_tokens"], 20 * 7);
+  EXPECT_EQ(descent["lengths"][0]["held_out_tokens"], 20 * 7);
+  const double baseline = descent["lengths"][0]["layers"][0]["baseline_accuracy"].get<double>();
+  EXPECT_GT(baseline, 0.5);  // most neighbours are in order, even in the negatives
+  EXPECT_LT(baseline, 1.0);
+  r = posenc::testing::run_cli("probe " + ckpt + " --target carry");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output,
+                                         "--target carry: task ordering has no such probe target (it has: position, "
+                                         "descent)");
 
   // A decoder reads every token but the last; an encoder_decoder is refused, naming its kind.
   for (const std::string kind : {"decoder", "encoder_decoder"}) {
@@ -147,6 +297,7 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
     if (kind == "decoder") {
       ASSERT_EQ(r.code, 0) << r.output;
       EXPECT_EQ(json::parse(r.output)["lengths"][0]["positions"], 2 * 6);  // `x SEP` and x, less the last token
+      EXPECT_EQ(json::parse(r.output)["target"], "position");
     } else {
       EXPECT_EQ(r.code, 2) << r.output;
       posenc::testing::expect_one_line_error(r.output, "model.kind=encoder_decoder is not one");

@@ -161,6 +161,29 @@ TEST_P(EveryTask, OptionsAreDocumentedTypeCheckedAndSettable) {
   }
 }
 
+TEST_P(EveryTask, ProbeTargetsAreDescribedAlignedWithTheTokensAndVary) {
+  const auto task = make_task(task_config(GetParam()).task);
+  const TaskInfo& info = find_task(GetParam());
+  const int64_t length = info.default_eval_lengths.front();
+  const auto set = task->fixed_set(length, 16, 3);
+  std::set<std::string> names;
+  for (const ProbeTargetSpec& target : info.probe_targets) {
+    EXPECT_NE(target.name, "position");  // every task's, computed by the probe itself
+    EXPECT_TRUE(names.insert(target.name).second) << target.name << " declared twice";
+    EXPECT_FALSE(target.description.empty()) << target.name;
+    const auto values = task->probe_target(target.name, length, 16, 3);
+    ASSERT_EQ(values.sizes(), set.tokens.sizes()) << target.name << ": one value per token of the fixed set";
+    EXPECT_EQ(values.scalar_type(), torch::kFloat64);
+    EXPECT_TRUE(torch::equal(values.nan_to_num(-1), task->probe_target(target.name, length, 16, 3).nan_to_num(-1)))
+        << target.name << ": a pure function of length, n and seed";
+    const auto defined = values.index({values.isfinite()});
+    ASSERT_GT(defined.numel(), 16) << target.name << ": defined at some tokens of every example";
+    EXPECT_GT(defined.max().item<double>(), defined.min().item<double>())
+        << target.name << ": a constant probes nothing";
+  }
+  EXPECT_THROW(task->probe_target("no such target", length, 16, 3), std::logic_error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, EveryTask, ::testing::ValuesIn(task_names()),
                          [](const auto& info) { return info.param; });
 

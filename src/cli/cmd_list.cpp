@@ -87,6 +87,8 @@ nlohmann::json describe_task(const TaskInfo& t) {
   std::vector<std::string> keys = {"type", "min_length", "max_length"}, kinds;
   for (const auto& o : t.options) keys.push_back(o.name);
   for (const ModelKind k : t.model_kinds) kinds.push_back(name_of(k));
+  nlohmann::json targets = nlohmann::json::array();
+  for (const ProbeTargetSpec& p : t.probe_targets) targets.push_back({{"name", p.name}, {"doc", p.description}});
   return {{"name", t.name},
           {"description", t.description},
           {"model_kinds", kinds},
@@ -95,7 +97,15 @@ nlohmann::json describe_task(const TaskInfo& t) {
           {"options", describe_options(t.options)},
           {"length_unit", t.length_unit},
           {"default_lengths", {t.default_min_length, t.default_max_length}},
-          {"default_eval_lengths", t.default_eval_lengths}};
+          {"default_eval_lengths", t.default_eval_lengths},
+          {"probe_targets", targets}};
+}
+
+/// "position" and the task's own probe targets, for `posenc probe --target`.
+std::string probe_target_names(const nlohmann::json& task) {
+  std::vector<std::string> names = {"position"};
+  for (const auto& p : task["probe_targets"]) names.push_back(p["name"].get<std::string>());
+  return join(names, ", ");
 }
 
 std::string text_of(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
@@ -157,6 +167,11 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
                 t["metric"].get<std::string>().c_str(), t["length_unit"].get<std::string>().c_str(),
                 t["default_lengths"].dump().c_str(), t["default_eval_lengths"].dump().c_str());
     if (!t["options"].empty()) std::printf("\n%s", markdown_options(t["options"], "task.").c_str());
+    if (!t["probe_targets"].empty()) {
+      std::printf("\n`posenc probe --target` reads `position` and:\n\n");
+      for (const auto& p : t["probe_targets"])
+        std::printf("- `%s`: %s\n", p["name"].get<std::string>().c_str(), p["doc"].get<std::string>().c_str());
+    }
   }
   std::printf(
       "\n## Scheme options\n\nEach scheme's own options go beside `model.positional.type` (and beside `type` in\n"
@@ -221,6 +236,9 @@ int run_list(const ListOptions& o) {
                 t["default_lengths"].dump().c_str(), t["default_eval_lengths"].dump().c_str(),
                 join(keys, ", ").c_str());
     print_options(t["options"], "    ");
+    std::printf("  probe targets (posenc probe --target): %s\n", probe_target_names(t).c_str());
+    for (const auto& p : t["probe_targets"])
+      std::printf("    %s: %s\n", p["name"].get<std::string>().c_str(), p["doc"].get<std::string>().c_str());
     std::printf("\n");
   }
   return 0;

@@ -1,4 +1,4 @@
-// posenc probe CHECKPOINT [--lengths L,...] [--samples N] [--ridge R] [--json FILE]
+// posenc probe CHECKPOINT [--target NAME] [--lengths L,...] [--samples N] [--ridge R] [--json FILE]
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -24,6 +24,10 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
   app.add_option("--ridge", o.ridge, "the ridge penalty per fitted token on the standardised weights")
       ->check(number_in(1e-9, 1e3))
       ->capture_default_str();
+  app.add_option("--target", o.target,
+                 "what to read from each layer: position (every task), or a quantity the checkpoint's task defines "
+                 "(`posenc list` names them: addition's column and carry, ordering's descent, ...)")
+      ->capture_default_str();
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
 }
 
@@ -35,6 +39,7 @@ int run_probe(const ProbeOptions& o) {
   r.lengths = o.lengths;
   r.samples = o.samples;
   r.ridge = o.ridge;
+  r.target = o.target;
   nlohmann::json j;
   try {
     j = probe_checkpoint(o.checkpoint, r);
@@ -44,16 +49,20 @@ int run_probe(const ProbeOptions& o) {
   }
   emit_json(j, o.json, "probe");
   if (o.json.empty()) return 0;
-  std::printf("position probe of %s (%s, %s): ridge regression of each token's position, held-out examples\n",
-              o.checkpoint.c_str(), j["scheme"].get<std::string>().c_str(), j["kind"].get<std::string>().c_str());
+  std::printf("%s probe of %s (%s, %s): ridge regression on held-out examples of %s\n",
+              j["target"].get<std::string>().c_str(), o.checkpoint.c_str(), j["scheme"].get<std::string>().c_str(),
+              j["kind"].get<std::string>().c_str(), j["target_description"].get<std::string>().c_str());
   for (const auto& l : j["lengths"]) {
-    std::printf("length %lld (%lld positions):\n", static_cast<long long>(l["length"].get<int64_t>()),
-                static_cast<long long>(l["positions"].get<int64_t>()));
-    std::printf("  %-6s %8s %10s %9s  %s\n", "layer", "R^2", "mean |err|", "rounded", "reads");
+    std::printf("length %lld (%lld positions; %lld tokens fitted, %lld held out):\n",
+                static_cast<long long>(l["length"].get<int64_t>()),
+                static_cast<long long>(l["positions"].get<int64_t>()),
+                static_cast<long long>(l["fitted_tokens"].get<int64_t>()),
+                static_cast<long long>(l["held_out_tokens"].get<int64_t>()));
+    std::printf("  %-6s %8s %10s %9s %9s  %s\n", "layer", "R^2", "mean |err|", "rounded", "baseline", "reads");
     for (const auto& p : l["layers"])
-      std::printf("  %-6lld %8.3f %10.2f %9.3f  %s\n", static_cast<long long>(p["layer"].get<int64_t>()),
+      std::printf("  %-6lld %8.3f %10.2f %9.3f %9.3f  %s\n", static_cast<long long>(p["layer"].get<int64_t>()),
                   p["r2"].get<double>(), p["mean_abs_error"].get<double>(), p["rounded_accuracy"].get<double>(),
-                  p["reads"].get<std::string>().c_str());
+                  p["baseline_accuracy"].get<double>(), p["reads"].get<std::string>().c_str());
   }
   return 0;
 }

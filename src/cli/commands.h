@@ -130,6 +130,7 @@ struct ProbeOptions {
   std::vector<int64_t> lengths;
   int64_t samples = 200;
   double ridge = 1e-6;
+  std::string target = "position";
   std::string json;
 };
 void setup_probe(CLI::App& app, ProbeOptions& o);

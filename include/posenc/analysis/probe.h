@@ -1,9 +1,10 @@
 // Linear probes of a model's residual stream: how much of a token's position
-// each block's input (and the last block's output) holds in a form a linear
-// map can read. A causal decoder without positions can learn where it is from
-// the mask alone (Haviv et al. 2022); an encoder without positions cannot
-// (it is permutation-equivariant); an absolute scheme writes the position in
-// before block 1. `posenc probe CHECKPOINT` measures which.
+// (or of a quantity its task defines: a digit's column, the carry a sum's
+// digit needs) each block's input (and the last block's output) holds in a
+// form a linear map can read. A causal decoder without positions can learn
+// where it is from the mask alone (Haviv et al. 2022); an encoder without
+// positions cannot (it is permutation-equivariant); an absolute scheme writes
+// the position in before block 1. `posenc probe CHECKPOINT` measures which.
 //
 // Not for: what attention looks at (`posenc attention`) or what a scheme adds
 // by itself (`posenc inspect`).
@@ -23,6 +24,9 @@ struct ProbeFit {
   double r2 = 0;                ///< 1 - SS_res / SS_tot on the held-out rows (0: no better than their mean)
   double mean_abs_error = 0;    ///< mean |prediction - target| on the held-out rows
   double rounded_accuracy = 0;  ///< share of held-out rows whose prediction rounds to the target
+  /// Share of held-out rows whose target is the fitted rows' most common value:
+  /// the rounded accuracy of a probe that reads nothing.
+  double baseline_accuracy = 0;
 };
 
 /// Fits target ≈ w·x + b by ridge regression on rows [0, train_rows) of
@@ -32,22 +36,34 @@ struct ProbeFit {
 /// the standardised weights. Computed in float64 on the CPU.
 ProbeFit fit_linear_probe(const at::Tensor& features, const at::Tensor& target, int64_t train_rows, double ridge);
 
-/// Position probes of every kept residual stream of one forward: `states` as
-/// TransformerImpl::hidden_states() gives them, each (B, L, F), over B examples
-/// whose token i sits at position i. The probe is fitted on the first
-/// `train_examples` examples' tokens and scored on the others'.
+/// Probes of every kept residual stream of one forward: `states` as
+/// TransformerImpl::hidden_states() gives them, each (B, L, F), and `target`
+/// (B, L) float64, NaN at the tokens where it is not defined. Each probe is
+/// fitted on the first `train_examples` examples' defined tokens and scored on
+/// the others'.
+std::vector<ProbeFit> probe_target_values(const std::vector<at::Tensor>& states, const at::Tensor& target,
+                                          int64_t train_examples, double ridge);
+
+/// probe_target_values with token i's target its position i.
 std::vector<ProbeFit> probe_positions(const std::vector<at::Tensor>& states, int64_t train_examples, double ridge);
+
+/// The target every task has: each token's index in what the model reads.
+inline constexpr const char* kPositionTarget = "position";
 
 struct ProbeRequest {
   std::vector<int64_t> lengths;  ///< in the task's unit; empty: the checkpoint's training maximum
   int64_t samples = 200;         ///< examples per length, half fitted on, half held out
   double ridge = 1e-6;
+  std::string target = kPositionTarget;  ///< "position", or one of the task's TaskInfo::probe_targets
 };
 
-/// Position probes of a trained checkpoint (an encoder or a decoder) on its
-/// task's fixed evaluation examples (eval.seed) at each length:
-/// {"checkpoint", "scheme", "task", "kind", "trained_lengths", "lengths": [{"length",
-/// "positions", "layers": [{"layer", "reads", "r2", "mean_abs_error", "rounded_accuracy"}]}]}.
+/// Probes of a trained checkpoint (an encoder or a decoder) for `target` on
+/// its task's fixed evaluation examples (eval.seed) at each length:
+/// {"checkpoint", "scheme", "task", "kind", "target", "target_description",
+/// "trained_lengths", "lengths": [{"length", "positions", "fitted_tokens",
+/// "held_out_tokens", "layers": [{"layer", "reads", "r2", "mean_abs_error",
+/// "rounded_accuracy", "baseline_accuracy"}]}]}. ConfigError for a target
+/// the task does not define, naming those it does.
 nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeRequest& request);
 
 }  // namespace posenc

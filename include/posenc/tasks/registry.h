@@ -48,6 +48,13 @@ const char* score_key(TaskMetric m);
 /// score_key of a metric named as metric_name() names it; "accuracy" for a name it does not know.
 std::string score_key(const std::string& metric);
 
+/// A quantity of each token that `posenc probe --target` looks for in a
+/// model's residual streams, besides the position every task has.
+struct ProbeTargetSpec {
+  std::string name;
+  std::string description;  ///< what its value is, at which tokens it is defined
+};
+
 struct TaskInfo {
   std::string name;
   std::string description;
@@ -82,6 +89,8 @@ struct TaskInfo {
   /// An example is two operands whose lengths can differ (addition):
   /// Task::fixed_operand_set and eval.operand_grid apply.
   bool has_operands = false;
+  /// What Task::probe_target computes for `posenc probe --target` (`position` aside).
+  std::vector<ProbeTargetSpec> probe_targets;
 };
 
 /// The `vocab_size` option (default 64) of the tasks whose tokens are 1..V

@@ -91,6 +91,13 @@ class Task {
   /// The longest length training saw, for marking evaluation lengths beyond it:
   /// task.max_length (`configured`), unless the task's data decides it (SCAN's split).
   virtual int64_t longest_training_length(int64_t configured) const { return configured; }
+  /// The values of probe target `name` (one of info().probe_targets) at each
+  /// token of fixed_set(length, n, seed): (n, T) float64 aligned with its
+  /// tokens, NaN at the tokens where the quantity is not defined.
+  virtual torch::Tensor probe_target(const std::string& name, int64_t /*length*/, int64_t /*n*/,
+                                     int64_t /*seed*/) const {
+    throw std::logic_error("task " + info().name + " has no probe target " + name);
+  }
   /// Names of TaskBatch::kinds (ordering's negative kinds); empty if none.
   virtual std::vector<std::string> kind_names() const { return {}; }
   /// Text of a prompt as tokens, and tokens as text (language modelling, `posenc generate`).

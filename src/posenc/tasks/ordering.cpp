@@ -39,6 +39,9 @@ TaskInfo OrderingTask::registry_info() {
   t.default_max_length = 16;
   t.default_eval_lengths = {8, 16, 32, 64, 128};
   t.make = [](const TaskConfig& cfg) { return std::make_unique<OrderingTask>(cfg); };
+  t.probe_targets = {{"descent",
+                      "1 where a token is smaller than the one before it, else 0, at every token but the first: the "
+                      "local comparison that deciding sortedness needs"}};
   return t;
 }
 
@@ -197,6 +200,16 @@ Batch OrderingTask::fixed_set(int64_t length, int64_t n, int64_t seed) const {
       kinds.push_back(static_cast<int>(k));
     }
   return assemble(std::move(seqs), std::move(kinds), rng);
+}
+
+torch::Tensor OrderingTask::probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const {
+  if (name != "descent") return Task::probe_target(name, length, n, seed);
+  const auto tokens = fixed_set(length, n, seed).tokens;  // (n, L)
+  auto values = torch::full(tokens.sizes(), std::nan(""), torch::kFloat64);
+  if (tokens.size(1) > 1)
+    values.narrow(1, 1, tokens.size(1) - 1)
+        .copy_(tokens.narrow(1, 1, tokens.size(1) - 1).lt(tokens.narrow(1, 0, tokens.size(1) - 1)));
+  return values;
 }
 
 }  // namespace posenc

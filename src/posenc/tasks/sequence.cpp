@@ -16,6 +16,7 @@
 // The task length is n (tokens of x; digits per operand for addition). Every
 // batch has one length, so nothing is padded.
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "posenc/tasks/task.h"
@@ -349,8 +350,30 @@ class ArithmeticTask : public SequenceBase {
     return operand_batch(na, nb, batch_size, rng, &offsets, high_digit_share_);
   }
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
-    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
-    return operand_batch(length, b_digits(length), n, rng, nullptr, 0.0);
+    return fixed_set_drawing(length, n, seed, nullptr);
+  }
+  /// column: each digit's significance (a's digit i is i, b's digit l is l, the
+  /// answer's digit j is j), at the digit tokens; carry: the carry into column j
+  /// (0 for the units), at the token that predicts the answer's digit j.
+  torch::Tensor probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override {
+    if (name != "column" && name != "carry") return Task::probe_target(name, length, n, seed);
+    std::vector<Operands> drawn;
+    const TaskBatch set = fixed_set_drawing(length, n, seed, &drawn);
+    const std::vector<TokenRole> roles = token_roles(drawn.at(0).a.size(), drawn.at(0).b.size());
+    const int64_t width = set.tokens.size(1);
+    TORCH_CHECK(static_cast<int64_t>(roles.size()) == width, "token_roles: ", roles.size(), " roles for ", width,
+                " tokens");
+    auto values = torch::full({set.tokens.size(0), width}, std::nan(""), torch::kFloat64);  // (n, T)
+    auto v = values.accessor<double, 2>();
+    for (size_t r = 0; r < drawn.size(); ++r) {
+      const std::vector<int> carry_in = carries_into_columns(drawn[r]);
+      for (int64_t t = 0; t < width; ++t) {
+        if (name == "column" && roles[t].kind != TokenRole::Other) v[r][t] = static_cast<double>(roles[t].column);
+        if (name == "carry" && t + 1 < width && roles[t + 1].kind == TokenRole::AnswerDigit)
+          v[r][t] = carry_in.at(roles[t + 1].column);
+      }
+    }
+    return values;
   }
   TaskBatch fixed_operand_set(int64_t a_digits, int64_t b_digits, int64_t n, int64_t seed) const override {
     if (a_digits == b_digits && multiplier_ == 0) return fixed_set(a_digits, n, seed);  // the per-length set's examples
@@ -362,8 +385,70 @@ class ArithmeticTask : public SequenceBase {
  private:
   /// n examples of na and nb digits; a share `high_digit_share` of them draw
   /// their digits from [f, 9], f uniform in 0..9 per example (training only).
+  /// The digits of one example's operands, units first, as written (wa and wb digits).
+  struct Operands {
+    std::vector<int> a, b;
+  };
+
+  /// fixed_set(length, n, seed), and each example's operands in `drawn` where given.
+  TaskBatch fixed_set_drawing(int64_t length, int64_t n, int64_t seed, std::vector<Operands>* drawn) const {
+    std::mt19937_64 rng(mix_seed({static_cast<uint64_t>(seed), static_cast<uint64_t>(length), 0x657673u}));
+    return operand_batch(length, b_digits(length), n, rng, nullptr, 0.0, drawn);
+  }
+
+  /// What one token of an example is, for the probe targets.
+  struct TokenRole {
+    enum Kind { OperandDigit, AnswerDigit, Other } kind = Other;  // Other: operator, SEP, hint, written carry
+    int64_t column = 0;                                           // a digit's significance
+  };
+  /// The role of every token of `wa digits op wb digits SEP answer`, laid out as example() and add_hints lay them.
+  std::vector<TokenRole> token_roles(size_t wa_digits, size_t wb_digits) const {
+    const auto wa = static_cast<int64_t>(wa_digits), wb = static_cast<int64_t>(wb_digits);
+    const int64_t answer_digits = op_ == Op::Add ? std::max(wa, wb) + 1 : wa + wb;
+    const TokenRole other;
+    auto digit = [](TokenRole::Kind kind, int64_t column) { return TokenRole{kind, column}; };
+    std::vector<TokenRole> operands, answer;
+    lay_out_operands(
+        wa, wb, [&](int64_t i) { return digit(TokenRole::OperandDigit, i); },
+        [&](int64_t, int64_t l) { return digit(TokenRole::OperandDigit, l); }, other, operands);
+    for (int64_t j = 0; j < answer_digits; ++j) {
+      answer.push_back(digit(TokenRole::AnswerDigit, j));
+      if (carries_) answer.push_back(other);  // the carry written after the digit
+    }
+    if (hints_ > 0) {  // a hint before every digit, as add_hints writes them
+      auto hinted = [&](const std::vector<TokenRole>& plain) {
+        std::vector<TokenRole> out;
+        for (const TokenRole& r : plain) {
+          if (r.kind != TokenRole::Other) out.push_back(other);
+          out.push_back(r);
+        }
+        return out;
+      };
+      operands = hinted(operands);
+      answer = hinted(answer);
+    }
+    operands.push_back(other);  // SEP
+    operands.insert(operands.end(), answer.begin(), answer.end());
+    return operands;
+  }
+  /// The carry into each column of the answer (0 into the units): column j's digit is
+  /// (a_j + b_j + carry) mod 10 for a sum, (sum of a_i b_l over i + l = j, + carry) mod 10 for a product.
+  std::vector<int> carries_into_columns(const Operands& x) const {
+    std::vector<int> into = {0};
+    if (op_ == Op::Add) {
+      int carry = 0;
+      for (size_t i = 0; i < std::max(x.a.size(), x.b.size()); ++i) {
+        carry = ((i < x.a.size() ? x.a[i] : 0) + (i < x.b.size() ? x.b[i] : 0) + carry) / 10;
+        into.push_back(carry);
+      }
+      return into;
+    }
+    for (const Column& c : product(x.a, x.b)) into.push_back(c.carry);
+    return into;
+  }
+
   TaskBatch operand_batch(int64_t na, int64_t nb, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets,
-                          double high_digit_share) const {
+                          double high_digit_share, std::vector<Operands>* drawn = nullptr) const {
     const int64_t m = std::max(na, nb);
     const int64_t wa = pad_ ? m : na, wb = pad_ ? m : nb;  // digits written
     check_multiplier_fits(wb);
@@ -376,7 +461,9 @@ class ArithmeticTask : public SequenceBase {
           const bool high =
               high_digit_share > 0.0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng) < high_digit_share;
           const int lowest_digit = high ? std::uniform_int_distribution<int>(0, 9)(rng) : 0;
-          example(na, nb, wa, wb, lowest_digit, rng, input, answer);
+          const Operands x = draw_operands(na, nb, wa, wb, lowest_digit, rng);
+          write_example(x, input, answer);
+          if (drawn) drawn->push_back(x);
           if (hints_ > 0) add_hints(wa, wb, offsets ? hint_start(*offsets) : 0, input, answer);
         },
         position_ids(wa, wb, n, offsets));
@@ -385,10 +472,10 @@ class ArithmeticTask : public SequenceBase {
   /// Appends one entry per operand token in the prompt's order: `a op b`, or
   /// with the multiplier beside each digit `a0 b a1 b ... op`. a_entry(i) is
   /// a's digit i's; b_entry(i, l) b's digit l's, in the copy after a's digit i
-  /// (i = -1: b written once); op the operator's. Tokens and ids alike.
-  template <class AEntry, class BEntry>
-  void lay_out_operands(int64_t wa, int64_t wb, AEntry a_entry, BEntry b_entry, int64_t op,
-                        std::vector<int64_t>& out) const {
+  /// (i = -1: b written once); op the operator's. Tokens, ids and roles alike.
+  template <class Entry, class AEntry, class BEntry>
+  void lay_out_operands(int64_t wa, int64_t wb, AEntry a_entry, BEntry b_entry,
+                        typename std::vector<Entry>::value_type op, std::vector<Entry>& out) const {
     for (int64_t i = 0; i < wa; ++i) {
       out.push_back(a_entry(i));
       if (beside_)
@@ -463,14 +550,20 @@ class ArithmeticTask : public SequenceBase {
     hinted(plain_answer.data(), static_cast<int64_t>(plain_answer.size()), answer);
   }
 
-  /// a (na digits) op b (nb digits), written with wa >= na and wb >= nb
-  /// digits, each digit drawn from [lowest_digit, 9].
-  void example(int64_t na, int64_t nb, int64_t wa, int64_t wb, int lowest_digit, std::mt19937_64& rng,
-               std::vector<int64_t>& input, std::vector<int64_t>& answer) const {
+  /// a (na digits) and b (nb digits), written with wa >= na and wb >= nb
+  /// digits (leading zeros), each digit drawn from [lowest_digit, 9].
+  static Operands draw_operands(int64_t na, int64_t nb, int64_t wa, int64_t wb, int lowest_digit,
+                                std::mt19937_64& rng) {
     std::uniform_int_distribution<int> digit(lowest_digit, 9);
-    std::vector<int> a(wa, 0), b(wb, 0);
-    for (int64_t i = 0; i < na; ++i) a[i] = digit(rng);
-    for (int64_t i = 0; i < nb; ++i) b[i] = digit(rng);
+    Operands x{std::vector<int>(wa, 0), std::vector<int>(wb, 0)};
+    for (int64_t i = 0; i < na; ++i) x.a[i] = digit(rng);
+    for (int64_t i = 0; i < nb; ++i) x.b[i] = digit(rng);
+    return x;
+  }
+  /// `a op b` (input) and the answer, as tokens.
+  void write_example(const Operands& x, std::vector<int64_t>& input, std::vector<int64_t>& answer) const {
+    const std::vector<int>&a = x.a, &b = x.b;
+    const auto wa = static_cast<int64_t>(a.size()), wb = static_cast<int64_t>(b.size());
     lay_out_operands(
         wa, wb, [&](int64_t i) { return int64_t{a[i]} + 1; },
         [&](int64_t, int64_t l) { return multiplier_token(l, b[l]); }, kOperator, input);
@@ -725,6 +818,12 @@ TaskInfo arithmetic_info(const std::string& name, const std::string& description
   t.positions_end = [op](const TaskConfig& cfg, int64_t length) {
     return ArithmeticTask::positions_end(op, cfg, length);
   };
+  const std::string answer = op == ArithmeticTask::Op::Add ? "sum" : "product";
+  t.probe_targets = {
+      {"column", "a digit's significance (0 for the units), at every digit of both operands and the " + answer},
+      {"carry", "the carry into column j of the " + answer +
+                    " (0 into the units), at the token that predicts its digit j: what that digit needs beside "
+                    "the operands' digits"}};
   return t;
 }
 
