@@ -18,8 +18,9 @@ comparison's report draws for each of its schemes (scripts/plot_compare.py):
                       and key (shaw, xl, cope)
   reweighting         the same for scores of 1 after reweighting (da, dape)
   attention maps      every block's and head's attention on the example
-  position probes     the probe's held-out R^2 and mean error against the
-                      layer, one line per length
+  probes              the probe's held-out R^2 against the layer, one line
+                      per length, beside the position's mean error or a
+                      task target's rounded accuracy over its baseline
 
 A description of `none` has nothing to draw: the script says so and goes on.
 Exit status: 0 when every file was read (and drawn where it can be), 2 when a
@@ -39,25 +40,37 @@ import plot_compare  # noqa: E402  (the figure code is the comparison report's)
 
 
 def probe_figure(d):
-    """Held-out R^2 and mean error of the position probe against the layer, one line per length."""
+    """Held-out R^2 of the probe against the layer, one line per length, beside the position's mean error
+    (as a share of the positions) or, for a task's own target, the rounded accuracy over its baseline."""
     plt = plot_compare.plt
-    fig, (r2_ax, err_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    target = d.get("target", "position")
+    fig, (r2_ax, right_ax) = plt.subplots(1, 2, figsize=(10, 4))
     for entry in d["lengths"]:
         layers = [p["layer"] for p in entry["layers"]]
         label = f"length {entry['length']} ({entry['positions']} positions)"
-        r2_ax.plot(layers, [p["r2"] for p in entry["layers"]], marker="o", label=label)
-        err_ax.plot(layers, [p["mean_abs_error"] / entry["positions"] for p in entry["layers"]], marker="o",
-                    label=label)
-    for ax in (r2_ax, err_ax):
+        line, = r2_ax.plot(layers, [p["r2"] for p in entry["layers"]], marker="o", label=label)
+        if target == "position":
+            right_ax.plot(layers, [p["mean_abs_error"] / entry["positions"] for p in entry["layers"]], marker="o",
+                          label=label)
+        else:  # the dashed line: a probe that always answers the commonest value
+            right_ax.plot(layers, [p["rounded_accuracy"] for p in entry["layers"]], marker="o", label=label,
+                          color=line.get_color())
+            right_ax.plot(layers, [p["baseline_accuracy"] for p in entry["layers"]], linestyle="--",
+                          color=line.get_color())
+    for ax in (r2_ax, right_ax):
         ax.set_xlabel("layer (0: what block 1 reads; last: what the last block writes)")
         ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    r2_ax.set_ylabel("held-out R² of the position")
+    r2_ax.set_ylabel(f"held-out R² of the {target}")
     r2_ax.set_ylim(min(-0.05, r2_ax.get_ylim()[0]), 1.02)
-    err_ax.set_ylabel("mean |error| / positions")
+    if target == "position":
+        right_ax.set_ylabel("mean |error| / positions")
+    else:
+        right_ax.set_ylabel("rounded accuracy (dashed: baseline)")
+        right_ax.set_ylim(0, 1.02)
     r2_ax.legend(fontsize=8)
     trained = d.get("trained_lengths", [None, None])
-    fig.suptitle(f"position probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
+    fig.suptitle(f"{target} probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
                  f"{trained[0]}-{trained[1]})")
     fig.tight_layout()
     return fig

@@ -112,16 +112,21 @@ TEST(Figures, EverySchemeButNoneIsDrawnFromItsInspection) {
   }
 }
 
-TEST(Figures, APositionProbeIsDrawnAgainstTheLayer) {
+TEST(Figures, PositionAndTaskTargetProbesAreDrawnAgainstTheLayer) {
   SKIP_WITHOUT_FIGURE_PYTHON();
   posenc::testing::Scratch s("figures_probe");
   const std::string run = train_tiny(s, "decoder");
   const std::string file = s.path("probe.json");
   auto r = posenc::testing::run_cli("probe " + run + "/checkpoint.pt --lengths 6,8 --samples 8 --json " + file);
   ASSERT_EQ(r.code, 0) << r.output;
-  r = plot_inspect({file});
+  // A task's own target (ordering's descent) is drawn with its rounded accuracy beside the baseline's.
+  const std::string encoder = train_tiny(s, "encoder"), descent = s.path("descent.json");
+  r = posenc::testing::run_cli("probe " + encoder + "/checkpoint.pt --target descent --samples 8 --json " + descent);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = plot_inspect({file, descent});
   ASSERT_EQ(r.code, 0) << r.output;
   expect_figure(s.dir / "probe.png");
+  expect_figure(s.dir / "descent.png");
 }
 
 TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
