@@ -141,6 +141,7 @@ const std::map<std::string, Command>& commands() {
          {"--lengths", Kind::Other},
          {"--samples", Kind::Other},
          {"--ridge", Kind::Other},
+         {"--target", Kind::Other},
          {"--json", Kind::OutputFile}}}},
       {"bench",
        {"bench {config} --no-python --out {--out}",
