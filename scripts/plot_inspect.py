@@ -71,7 +71,7 @@ def probe_figure(d):
     r2_ax.legend(fontsize=8)
     trained = d.get("trained_lengths", [None, None])
     fig.suptitle(f"{target} probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
-                 f"{trained[0]}-{trained[1]})")
+                 f"{trained[0]}-{trained[1]}): {d.get('checkpoint', '')}")
     fig.tight_layout()
     return fig
 
