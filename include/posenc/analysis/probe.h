@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <ATen/Tensor.h>
 
+#include "posenc/tasks/registry.h"
+
 namespace posenc {
 
 /// How well a ridge regression fitted on some rows predicts the target on the others.
@@ -46,9 +48,6 @@ std::vector<ProbeFit> probe_target_values(const std::vector<at::Tensor>& states,
 
 /// probe_target_values with token i's target its position i.
 std::vector<ProbeFit> probe_positions(const std::vector<at::Tensor>& states, int64_t train_examples, double ridge);
-
-/// The target every task has: each token's index in what the model reads.
-inline constexpr const char* kPositionTarget = "position";
 
 struct ProbeRequest {
   std::vector<int64_t> lengths;  ///< in the task's unit; empty: the checkpoint's training maximum

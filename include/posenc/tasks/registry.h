@@ -54,6 +54,8 @@ struct ProbeTargetSpec {
   std::string name;
   std::string description;  ///< what its value is, at which tokens it is defined
 };
+/// The probe target every task has: each token's index in what the model reads.
+inline constexpr const char* kPositionTarget = "position";
 
 struct TaskInfo {
   std::string name;

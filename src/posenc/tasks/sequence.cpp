@@ -383,8 +383,6 @@ class ArithmeticTask : public SequenceBase {
   }
 
  private:
-  /// n examples of na and nb digits; a share `high_digit_share` of them draw
-  /// their digits from [f, 9], f uniform in 0..9 per example (training only).
   /// The digits of one example's operands, units first, as written (wa and wb digits).
   struct Operands {
     std::vector<int> a, b;
@@ -431,22 +429,16 @@ class ArithmeticTask : public SequenceBase {
     operands.insert(operands.end(), answer.begin(), answer.end());
     return operands;
   }
-  /// The carry into each column of the answer (0 into the units): column j's digit is
-  /// (a_j + b_j + carry) mod 10 for a sum, (sum of a_i b_l over i + l = j, + carry) mod 10 for a product.
+  /// The carry into each column of the answer (0 into the units): the carry out of the column before.
   std::vector<int> carries_into_columns(const Operands& x) const {
     std::vector<int> into = {0};
-    if (op_ == Op::Add) {
-      int carry = 0;
-      for (size_t i = 0; i < std::max(x.a.size(), x.b.size()); ++i) {
-        carry = ((i < x.a.size() ? x.a[i] : 0) + (i < x.b.size() ? x.b[i] : 0) + carry) / 10;
-        into.push_back(carry);
-      }
-      return into;
-    }
-    for (const Column& c : product(x.a, x.b)) into.push_back(c.carry);
+    for (const Column& c : columns(x)) into.push_back(c.carry);
     return into;
   }
 
+  /// n examples of na and nb digits; a share `high_digit_share` of them draw
+  /// their digits from [f, 9], f uniform in 0..9 per example (training only).
+  /// Each example's operands go to `drawn` where given.
   TaskBatch operand_batch(int64_t na, int64_t nb, int64_t n, std::mt19937_64& rng, std::mt19937_64* offsets,
                           double high_digit_share, std::vector<Operands>* drawn = nullptr) const {
     const int64_t m = std::max(na, nb);
@@ -567,11 +559,7 @@ class ArithmeticTask : public SequenceBase {
     lay_out_operands(
         wa, wb, [&](int64_t i) { return int64_t{a[i]} + 1; },
         [&](int64_t, int64_t l) { return multiplier_token(l, b[l]); }, kOperator, input);
-    if (op_ == Op::Add) {
-      for (int d : sum(a, b)) answer.push_back(answer_token(d));
-      return;
-    }
-    for (const Column& c : product(a, b)) {
+    for (const Column& c : columns(x)) {
       answer.push_back(answer_token(c.digit));
       if (carries_) answer.push_back(carry_base() + 1 + c.carry);
     }
@@ -588,22 +576,24 @@ class ArithmeticTask : public SequenceBase {
   int64_t multiplier_base() const { return kOperator + hints_ + (own_answer_tokens_ ? 10 : 0); }
   int64_t carry_base() const { return multiplier_base() + (per_digit_multiplier_ ? 10 * multiplier_ : 0); }
 
-  /// Least-significant digit first: max(len) + 1 digits.
-  static std::vector<int> sum(const std::vector<int>& a, const std::vector<int>& b) {
-    std::vector<int> s;
-    int carry = 0;
-    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-      const int d = (i < a.size() ? a[i] : 0) + (i < b.size() ? b[i] : 0) + carry;
-      s.push_back(d % 10);
-      carry = d / 10;
-    }
-    s.push_back(carry);
-    return s;
-  }
-  /// One column of a product: its digit and the carry out of it.
+  /// One column of the answer: its digit and the carry out of it.
   struct Column {
     int digit, carry;
   };
+  /// The answer's columns, least-significant first: the sum's or the product's.
+  std::vector<Column> columns(const Operands& x) const { return op_ == Op::Add ? sum(x.a, x.b) : product(x.a, x.b); }
+  /// Least-significant digit first: max(len) + 1 columns, the last the final carry (out of it: 0).
+  static std::vector<Column> sum(const std::vector<int>& a, const std::vector<int>& b) {
+    std::vector<Column> s;
+    int carry = 0;
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      const int d = (i < a.size() ? a[i] : 0) + (i < b.size() ? b[i] : 0) + carry;
+      carry = d / 10;
+      s.push_back({d % 10, carry});
+    }
+    s.push_back({carry, 0});
+    return s;
+  }
   /// Least-significant digit first: len(a) + len(b) columns. Column j sums
   /// a_i * b_l over i + l = j and the carry into it; the last carry is 0.
   static std::vector<Column> product(const std::vector<int>& a, const std::vector<int>& b) {
