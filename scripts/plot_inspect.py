@@ -21,6 +21,7 @@ comparison's report draws for each of its schemes (scripts/plot_compare.py):
   probes              the probe's held-out R^2 against the layer, one line
                       per length, beside the position's mean error or a
                       task target's rounded accuracy over its baseline
+                      (an encoder_decoder: a row for each of its stacks)
 
 A description of `none` has nothing to draw: the script says so and goes on.
 Exit status: 0 when every file was read (and drawn where it can be), 2 when a
@@ -39,15 +40,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot_compare  # noqa: E402  (the figure code is the comparison report's)
 
 
-def probe_figure(d):
-    """Held-out R^2 of the probe against the layer, one line per length, beside the position's mean error
-    (as a share of the positions) or, for a task's own target, the rounded accuracy over its baseline."""
-    plt = plot_compare.plt
+def probe_row(r2_ax, right_ax, d, stacks, side):
+    """One stack's panels: `stacks` pairs each length with that stack's entry; `side` names the stack ("" for the
+    only one)."""
     target = d.get("target", "position")
-    fig, (r2_ax, right_ax) = plt.subplots(1, 2, figsize=(10, 4))
-    for entry in d["lengths"]:
+    for length, entry in stacks:
         layers = [p["layer"] for p in entry["layers"]]
-        label = f"length {entry['length']} ({entry['positions']} positions)"
+        label = f"length {length} ({entry['positions']} positions)"
         line, = r2_ax.plot(layers, [p["r2"] for p in entry["layers"]], marker="o", label=label)
         if target == "position":
             right_ax.plot(layers, [p["mean_abs_error"] / entry["positions"] for p in entry["layers"]], marker="o",
@@ -57,11 +56,12 @@ def probe_figure(d):
                           color=line.get_color())
             right_ax.plot(layers, [p["baseline_accuracy"] for p in entry["layers"]], linestyle="--",
                           color=line.get_color())
+    block = f"{side} block" if side else "block"
     for ax in (r2_ax, right_ax):
-        ax.set_xlabel("layer (0: what block 1 reads; last: what the last block writes)")
+        ax.set_xlabel(f"layer (0: what {block} 1 reads; last: what the last {block} writes)")
         ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    r2_ax.set_ylabel(f"held-out R² of the {target}")
+    r2_ax.set_ylabel(f"held-out R² of the {target}" + (f" ({side})" if side else ""))
     r2_ax.set_ylim(min(-0.05, r2_ax.get_ylim()[0]), 1.02)
     if target == "position":
         right_ax.set_ylabel("mean |error| / positions")
@@ -69,6 +69,19 @@ def probe_figure(d):
         right_ax.set_ylabel("rounded accuracy (dashed: baseline)")
         right_ax.set_ylim(0, 1.02)
     r2_ax.legend(fontsize=8)
+
+
+def probe_figure(d):
+    """Held-out R^2 of the probe against the layer, one line per length, beside the position's mean error
+    (as a share of the positions) or, for a task's own target, the rounded accuracy over its baseline; an
+    encoder_decoder gets a row for its encoder (over the source) and one for its decoder (over the target)."""
+    plt = plot_compare.plt
+    target = d.get("target", "position")
+    both = d["kind"] == "encoder_decoder"
+    fig, axes = plt.subplots(2 if both else 1, 2, figsize=(10, 8 if both else 4), squeeze=False)
+    probe_row(axes[0][0], axes[0][1], d, [(e["length"], e) for e in d["lengths"]], "encoder" if both else "")
+    if both:
+        probe_row(axes[1][0], axes[1][1], d, [(e["length"], e["decoder"]) for e in d["lengths"]], "decoder")
     trained = d.get("trained_lengths", [None, None])
     fig.suptitle(f"{target} probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
                  f"{trained[0]}-{trained[1]}): {d.get('checkpoint', '')}")

@@ -1,4 +1,4 @@
-// posenc probe CHECKPOINT [--target NAME] [--lengths L,...] [--samples N] [--ridge R] [--json FILE]
+// posenc probe CHECKPOINT [--target NAME] [--lengths L,...] [--fit-length L] [--samples N] [--ridge R] [--json FILE]
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -11,7 +11,7 @@
 namespace posenc::cli {
 
 void setup_probe(CLI::App& app, ProbeOptions& o) {
-  app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained encoder or decoder")
+  app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained model (encoder, decoder or encoder_decoder)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--lengths", o.lengths,
@@ -28,8 +28,30 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
                  "what to read from each layer: position (every task), or a quantity the checkpoint's task defines "
                  "(`posenc list` names them: addition's column and carry, ordering's descent, ...)")
       ->capture_default_str();
+  app.add_option("--fit-length", o.fit_length,
+                 "fit each layer's probe once, on this length's first half, and score it on every length's second "
+                 "half (default: each length fits its own): does what a layer holds read the same way at other "
+                 "lengths?")
+      ->check(integer_in(2, int64_t{1} << 20));
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
 }
+
+namespace {
+
+/// One stack's rows of the table: `side` names it in an encoder_decoder ("" otherwise).
+void print_stack(const nlohmann::json& stack, int64_t length, const std::string& side) {
+  std::printf("length %lld%s (%lld positions; %lld tokens fitted, %lld held out):\n", static_cast<long long>(length),
+              side.empty() ? "" : (", " + side).c_str(), static_cast<long long>(stack["positions"].get<int64_t>()),
+              static_cast<long long>(stack["fitted_tokens"].get<int64_t>()),
+              static_cast<long long>(stack["held_out_tokens"].get<int64_t>()));
+  std::printf("  %-6s %8s %10s %9s %9s  %s\n", "layer", "R^2", "mean |err|", "rounded", "baseline", "reads");
+  for (const auto& p : stack["layers"])
+    std::printf("  %-6lld %8.3f %10.2f %9.3f %9.3f  %s\n", static_cast<long long>(p["layer"].get<int64_t>()),
+                p["r2"].get<double>(), p["mean_abs_error"].get<double>(), p["rounded_accuracy"].get<double>(),
+                p["baseline_accuracy"].get<double>(), p["reads"].get<std::string>().c_str());
+}
+
+}  // namespace
 
 int run_probe(const ProbeOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between forward chunks, write nothing
@@ -40,6 +62,7 @@ int run_probe(const ProbeOptions& o) {
   r.samples = o.samples;
   r.ridge = o.ridge;
   r.target = o.target;
+  r.fit_length = o.fit_length;
   nlohmann::json j;
   try {
     j = probe_checkpoint(o.checkpoint, r);
@@ -52,17 +75,13 @@ int run_probe(const ProbeOptions& o) {
   std::printf("%s probe of %s (%s, %s): ridge regression on held-out examples of %s\n",
               j["target"].get<std::string>().c_str(), o.checkpoint.c_str(), j["scheme"].get<std::string>().c_str(),
               j["kind"].get<std::string>().c_str(), j["target_description"].get<std::string>().c_str());
+  if (o.fit_length > 0)
+    std::printf("every layer's probe was fitted at length %lld and is scored at each length below\n",
+                static_cast<long long>(o.fit_length));
+  const bool both = j["kind"] == "encoder_decoder";
   for (const auto& l : j["lengths"]) {
-    std::printf("length %lld (%lld positions; %lld tokens fitted, %lld held out):\n",
-                static_cast<long long>(l["length"].get<int64_t>()),
-                static_cast<long long>(l["positions"].get<int64_t>()),
-                static_cast<long long>(l["fitted_tokens"].get<int64_t>()),
-                static_cast<long long>(l["held_out_tokens"].get<int64_t>()));
-    std::printf("  %-6s %8s %10s %9s %9s  %s\n", "layer", "R^2", "mean |err|", "rounded", "baseline", "reads");
-    for (const auto& p : l["layers"])
-      std::printf("  %-6lld %8.3f %10.2f %9.3f %9.3f  %s\n", static_cast<long long>(p["layer"].get<int64_t>()),
-                  p["r2"].get<double>(), p["mean_abs_error"].get<double>(), p["rounded_accuracy"].get<double>(),
-                  p["baseline_accuracy"].get<double>(), p["reads"].get<std::string>().c_str());
+    print_stack(l, l["length"].get<int64_t>(), both ? "encoder, over the source" : "");
+    if (both) print_stack(l["decoder"], l["length"].get<int64_t>(), "decoder, over the target");
   }
   return 0;
 }

@@ -31,11 +31,34 @@ struct ProbeFit {
   double baseline_accuracy = 0;
 };
 
-/// Fits target ≈ w·x + b by ridge regression on rows [0, train_rows) of
-/// features (N, F) and target (N), and scores it on rows [train_rows, N).
-/// Features are standardised by the fitted rows' mean and spread (a constant
-/// feature is dropped); the penalty is `ridge` times the fitted rows' count on
-/// the standardised weights. Computed in float64 on the CPU.
+/// The mean prediction of the held-out rows whose target rounds to `target`.
+struct TargetMean {
+  double target = 0;
+  double mean_prediction = 0;
+  int64_t rows = 0;
+};
+
+/// A ridge regression target ≈ w·x + b fitted on some rows, to be scored on
+/// others (of the same length or of another).
+struct LinearProbe {
+  at::Tensor mean, scale, kept;  ///< (F) float64: the fitted rows' standardisation; kept: the features not constant
+  at::Tensor w;                  ///< (F) float64: the weights on the standardised features
+  double target_mean = 0;        ///< b
+  double mode = 0;               ///< the fitted rows' most common rounded target (the smallest of equals)
+};
+
+/// Fits target (N) ≈ w·x + b on features (N, F) by ridge regression. Features
+/// are standardised by these rows' mean and spread (a constant feature is
+/// dropped); the penalty is `ridge` times the row count on the standardised
+/// weights. Computed in float64 on the CPU.
+LinearProbe fit_probe(const at::Tensor& features, const at::Tensor& target, double ridge);
+/// How well `probe` predicts target (N) from features (N, F), N >= 2, with
+/// each rounded target's mean prediction in `by_target`.
+ProbeFit score_probe(const LinearProbe& probe, const at::Tensor& features, const at::Tensor& target,
+                     std::vector<TargetMean>* by_target = nullptr);
+
+/// fit_probe on rows [0, train_rows) of features (N, F) and target (N), scored
+/// by score_probe on rows [train_rows, N).
 ProbeFit fit_linear_probe(const at::Tensor& features, const at::Tensor& target, int64_t train_rows, double ridge);
 
 /// Probes of every kept residual stream of one forward: `states` as
@@ -54,15 +77,25 @@ struct ProbeRequest {
   int64_t samples = 200;         ///< examples per length, half fitted on, half held out
   double ridge = 1e-6;
   std::string target = kPositionTarget;  ///< "position", or one of the task's TaskInfo::probe_targets
+  /// 0: each length's probes are fitted on its own first half. Else they are
+  /// fitted once, on this length's first half, and scored on each length's
+  /// second half: whether what a layer holds at one length reads the same way
+  /// at another.
+  int64_t fit_length = 0;
 };
 
-/// Probes of a trained checkpoint (an encoder or a decoder) for `target` on
-/// its task's fixed evaluation examples (eval.seed) at each length:
-/// {"checkpoint", "scheme", "task", "kind", "target", "target_description",
-/// "trained_lengths", "lengths": [{"length", "positions", "fitted_tokens",
-/// "held_out_tokens", "layers": [{"layer", "reads", "r2", "mean_abs_error",
-/// "rounded_accuracy", "baseline_accuracy"}]}]}. ConfigError for a target
-/// the task does not define, naming those it does.
+/// Probes of a trained checkpoint for `target` on its task's fixed evaluation
+/// examples (eval.seed) at each length: {"checkpoint", "scheme", "task",
+/// "kind", "target", "target_description", "trained_lengths", "lengths":
+/// [{"length", "positions", "fitted_tokens", "held_out_tokens", "layers":
+/// [{"layer", "reads", "r2", "mean_abs_error", "rounded_accuracy",
+/// "baseline_accuracy", "by_target": [{"target", "mean_prediction",
+/// "tokens"}]}]}], and "fit_length" (0 when each length fits its own).
+/// An encoder_decoder's entry is its encoder's, over
+/// the source, with "decoder": {"positions", "fitted_tokens",
+/// "held_out_tokens", "layers"} over the target (each side counts its
+/// positions from 0). Padding (token 0) is neither fitted nor scored.
+/// ConfigError for a target the task does not define, naming those it does.
 nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeRequest& request);
 
 }  // namespace posenc

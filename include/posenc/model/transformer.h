@@ -130,12 +130,18 @@ class TransformerImpl : public torch::nn::Module {
   /// entering each block (after any scheme that adds positions there) and the
   /// one leaving the last (before the final LayerNorm): hidden_states() then
   /// holds model.layers + 1 tensors (B, L, D) ((B, L, 3D) entering an embedded
-  /// QKV block 1). For an encoder_decoder, its encoder's stack.
+  /// QKV block 1). For an encoder_decoder, its encoder's stack, and
+  /// decoder_hidden_states() its decoder's.
   void keep_hidden_states(bool keep) {
     keep_hidden_ = keep;
     hidden_.clear();
+    decoder_hidden_.clear();
   }
   const std::vector<torch::Tensor>& hidden_states() const { return hidden_; }
+  /// An encoder_decoder's decoder, kept as hidden_states() keeps the encoder:
+  /// decoder_layers + 1 tensors (B, A, D) over the target it read; empty for
+  /// the other kinds.
+  const std::vector<torch::Tensor>& decoder_hidden_states() const { return decoder_hidden_; }
   /// Forces the explicit attention path in every block.
   void force_explicit_attention(bool on);
   /// Whether every block runs the fused attention kernel (LibTorch 2.x, schemes
@@ -195,6 +201,8 @@ class TransformerImpl : public torch::nn::Module {
   double stack_flops(int64_t batch, int64_t length) const;
   /// Every attention module: the stack's blocks in order (an encoder_decoder adds its decoder's).
   virtual std::vector<MultiHeadAttention> attention_modules() const;
+  /// Whether keep_hidden_states(true) is on.
+  bool keeps_hidden_states() const { return keep_hidden_; }
 
   ModelConfig cfg_;
   int64_t vocab_size_;
@@ -204,6 +212,7 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<Block> blocks_;
   torch::nn::LayerNorm final_ln_{nullptr};
   torch::nn::Linear head_{nullptr};
+  std::vector<torch::Tensor> decoder_hidden_;  // an encoder_decoder's decoder_hidden_states()
 
  private:
   torch::nn::Embedding tokens_{nullptr};

@@ -10,6 +10,7 @@
 #include "posenc/errors.h"
 #include "posenc/model/decoder.h"
 #include "posenc/model/encoder.h"
+#include "posenc/model/encoder_decoder.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
@@ -18,6 +19,68 @@
 
 namespace posenc {
 
+LinearProbe fit_probe(const at::Tensor& features, const at::Tensor& target, double ridge) {
+  TORCH_CHECK(features.dim() == 2 && target.dim() == 1 && features.size(0) == target.size(0),
+              "fit_probe: expected features (N, F) and target (N), got ", features.sizes(), " and ", target.sizes());
+  const int64_t n = features.size(0), f = features.size(1);
+  TORCH_CHECK(n >= 2, "fit_probe: ", n, " fitted rows: at least 2");
+  const auto x = features.to(torch::kCPU, torch::kFloat64);  // (N, F)
+  const auto y = target.to(torch::kCPU, torch::kFloat64);    // (N)
+
+  // Standardise by these rows; a feature constant here carries nothing to fit.
+  LinearProbe p;
+  p.mean = x.mean(0);                                      // (F)
+  const auto spread = (x - p.mean).pow(2).mean(0).sqrt();  // (F), the population spread
+  p.kept = spread.gt(1e-12 * (1.0 + p.mean.abs().max().item<double>())).to(torch::kFloat64);
+  p.scale = torch::where(p.kept.gt(0), spread, torch::ones_like(spread));
+  const auto z = (x - p.mean) / p.scale * p.kept;  // (N, F), dropped features 0
+  p.target_mean = y.mean().item<double>();
+
+  // (ZᵀZ + λ N I) w = Zᵀ (y - ȳ): the normal equations of ridge regression.
+  const auto gram = z.t().matmul(z) + ridge * static_cast<double>(n) * torch::eye(f, x.options());
+  const auto rhs = z.t().matmul(y - p.target_mean).unsqueeze(1);  // (F, 1)
+  p.w = torch::linalg_solve(gram, rhs).squeeze(1);                // (F)
+
+  // The most common fitted value (the smallest of equals), as a probe that reads nothing would answer.
+  std::map<double, int64_t> counts;
+  const auto rounded = y.round().contiguous();
+  for (int64_t i = 0; i < n; ++i) ++counts[rounded.data_ptr<double>()[i]];
+  p.mode = std::max_element(counts.begin(), counts.end(), [](auto a, auto b) { return a.second < b.second; })->first;
+  return p;
+}
+
+ProbeFit score_probe(const LinearProbe& p, const at::Tensor& features, const at::Tensor& target,
+                     std::vector<TargetMean>* by_target) {
+  TORCH_CHECK(
+      features.dim() == 2 && target.dim() == 1 && features.size(0) == target.size(0) && features.size(1) == p.w.size(0),
+      "score_probe: expected features (N, ", p.w.size(0), ") and target (N), got ", features.sizes(), " and ",
+      target.sizes());
+  TORCH_CHECK(features.size(0) >= 2, "score_probe: ", features.size(0), " scored rows: at least 2");
+  const auto x = features.to(torch::kCPU, torch::kFloat64);                              // (N, F)
+  const auto y = target.to(torch::kCPU, torch::kFloat64);                                // (N)
+  const auto predicted = ((x - p.mean) / p.scale * p.kept).matmul(p.w) + p.target_mean;  // (N)
+  ProbeFit fit;
+  const double total = (y - y.mean()).pow(2).sum().item<double>();
+  const double residual = (predicted - y).pow(2).sum().item<double>();
+  fit.r2 = total > 0 ? 1.0 - residual / total : 0.0;
+  fit.mean_abs_error = (predicted - y).abs().mean().item<double>();
+  fit.rounded_accuracy = predicted.round().eq(y).to(torch::kFloat64).mean().item<double>();
+  fit.baseline_accuracy = y.eq(p.mode).to(torch::kFloat64).mean().item<double>();
+  if (by_target) {
+    std::map<double, std::pair<double, int64_t>> sums;  // rounded target -> (sum of predictions, rows)
+    const auto rounded = y.round().contiguous(), pred = predicted.contiguous();
+    for (int64_t i = 0; i < y.size(0); ++i) {
+      auto& [sum, rows] = sums[rounded.data_ptr<double>()[i]];
+      sum += pred.data_ptr<double>()[i];
+      ++rows;
+    }
+    by_target->clear();
+    for (const auto& [value, s] : sums)
+      by_target->push_back({value, s.first / static_cast<double>(s.second), s.second});
+  }
+  return fit;
+}
+
 ProbeFit fit_linear_probe(const at::Tensor& features, const at::Tensor& target, int64_t train_rows, double ridge) {
   TORCH_CHECK(features.dim() == 2 && target.dim() == 1 && features.size(0) == target.size(0),
               "fit_linear_probe: expected features (N, F) and target (N), got ", features.sizes(), " and ",
@@ -25,59 +88,40 @@ ProbeFit fit_linear_probe(const at::Tensor& features, const at::Tensor& target, 
   const int64_t n = features.size(0);
   TORCH_CHECK(train_rows >= 2 && n - train_rows >= 2, "fit_linear_probe: ", train_rows, " fitted rows of ", n,
               ": at least 2 on each side");
-  const auto x = features.to(torch::kCPU, torch::kFloat64);  // (N, F)
-  const auto y = target.to(torch::kCPU, torch::kFloat64);    // (N)
-  auto x_fit = x.narrow(0, 0, train_rows), x_held = x.narrow(0, train_rows, n - train_rows);
-  auto y_fit = y.narrow(0, 0, train_rows), y_held = y.narrow(0, train_rows, n - train_rows);
-
-  // Standardise by the fitted rows alone; a feature constant there carries nothing to fit.
-  const auto mean = x_fit.mean(0);                           // (F)
-  const auto spread = (x_fit - mean).pow(2).mean(0).sqrt();  // (F), the population spread
-  const auto kept = spread.gt(1e-12 * (1.0 + mean.abs().max().item<double>()));
-  const auto scale = torch::where(kept, spread, torch::ones_like(spread));
-  const auto z_fit = (x_fit - mean) / scale * kept;  // (Nf, F), dropped features 0
-  const auto z_held = (x_held - mean) / scale * kept;
-  const double y_mean = y_fit.mean().item<double>();
-
-  // (ZᵀZ + λ Nf I) w = Zᵀ (y - ȳ): the normal equations of ridge regression.
-  const int64_t f = x.size(1);
-  const auto gram = z_fit.t().matmul(z_fit) + ridge * static_cast<double>(train_rows) * torch::eye(f, x.options());
-  const auto rhs = z_fit.t().matmul(y_fit - y_mean).unsqueeze(1);  // (F, 1)
-  const auto w = torch::linalg_solve(gram, rhs).squeeze(1);        // (F)
-
-  const auto predicted = z_held.matmul(w) + y_mean;  // (Nh)
-  ProbeFit fit;
-  const double total = (y_held - y_held.mean()).pow(2).sum().item<double>();
-  const double residual = (predicted - y_held).pow(2).sum().item<double>();
-  fit.r2 = total > 0 ? 1.0 - residual / total : 0.0;
-  fit.mean_abs_error = (predicted - y_held).abs().mean().item<double>();
-  fit.rounded_accuracy = predicted.round().eq(y_held).to(torch::kFloat64).mean().item<double>();
-  // The most common fitted value (the smallest of equals), as a probe that reads nothing would answer.
-  std::map<double, int64_t> counts;
-  const auto fitted = y_fit.round().contiguous();
-  for (int64_t i = 0; i < train_rows; ++i) ++counts[fitted.data_ptr<double>()[i]];
-  const double mode =
-      std::max_element(counts.begin(), counts.end(), [](auto a, auto b) { return a.second < b.second; })->first;
-  fit.baseline_accuracy = y_held.eq(mode).to(torch::kFloat64).mean().item<double>();
-  return fit;
+  const auto probe = fit_probe(features.narrow(0, 0, train_rows), target.narrow(0, 0, train_rows), ridge);
+  return score_probe(probe, features.narrow(0, train_rows, n - train_rows),
+                     target.narrow(0, train_rows, n - train_rows));
 }
+
+namespace {
+
+/// Examples [begin, begin + count) of a stream (B, L, F) at the tokens where
+/// `target` (B, L) is defined: their features (n, F) and targets (n).
+std::pair<at::Tensor, at::Tensor> defined_rows(const at::Tensor& state, const at::Tensor& target, int64_t begin,
+                                               int64_t count) {
+  TORCH_CHECK(state.dim() == 3, "probe: expected states (B, L, F), got ", state.sizes());
+  TORCH_CHECK(target.dim() == 2 && target.size(0) == state.size(0) && target.size(1) == state.size(1),
+              "probe: expected a target (B, L) = (", state.size(0), ", ", state.size(1), "), got ", target.sizes());
+  const auto values = target.to(torch::kCPU, torch::kFloat64).narrow(0, begin, count).reshape({-1});  // (count·L)
+  const auto features = state.narrow(0, begin, count).reshape({-1, state.size(2)});                   // (count·L, F)
+  const auto defined = values.isfinite();
+  return {features.index({defined}), values.index({defined})};
+}
+
+}  // namespace
 
 std::vector<ProbeFit> probe_target_values(const std::vector<at::Tensor>& states, const at::Tensor& target,
                                           int64_t train_examples, double ridge) {
   std::vector<ProbeFit> fits;
   for (const auto& s : states) {
-    TORCH_CHECK(s.dim() == 3, "probe_target_values: expected states (B, L, F), got ", s.sizes());
-    const int64_t b = s.size(0), l = s.size(1);
-    TORCH_CHECK(target.dim() == 2 && target.size(0) == b && target.size(1) == l,
-                "probe_target_values: expected a target (B, L) = (", b, ", ", l, "), got ", target.sizes());
+    const int64_t b = s.dim() == 3 ? s.size(0) : 0;
     TORCH_CHECK(train_examples >= 1 && train_examples < b, "probe_target_values: ", train_examples,
                 " fitted examples of ", b);
-    // Rows example-major, so the fitted examples' tokens come first; only defined targets are kept.
-    const auto features = s.reshape({b * l, s.size(2)});                           // (B·L, F)
-    const auto values = target.to(torch::kCPU, torch::kFloat64).reshape({b * l});  // (B·L)
-    const auto defined = values.isfinite();
-    const int64_t fitted = defined.narrow(0, 0, train_examples * l).sum().item<int64_t>();
-    fits.push_back(fit_linear_probe(features.index({defined}), values.index({defined}), fitted, ridge));
+    const auto [x_fit, y_fit] = defined_rows(s, target, 0, train_examples);
+    const auto [x_held, y_held] = defined_rows(s, target, train_examples, b - train_examples);
+    TORCH_CHECK(x_fit.size(0) >= 2 && x_held.size(0) >= 2, "probe_target_values: ", x_fit.size(0), " fitted and ",
+                x_held.size(0), " held-out tokens: at least 2 on each side");
+    fits.push_back(score_probe(fit_probe(x_fit, y_fit, ridge), x_held, y_held));
   }
   return fits;
 }
@@ -91,43 +135,76 @@ std::vector<ProbeFit> probe_positions(const std::vector<at::Tensor>& states, int
 
 namespace {
 
-/// What kept residual stream `layer` (0-based) is, in words.
-std::string reads(int64_t layer, int64_t layers) {
-  if (layer == 0) return "the input of block 1 (tokens and any positions added to them)";
-  if (layer == layers) return fmt::format("the output of block {} (before the final LayerNorm)", layers);
-  return fmt::format("the input of block {}", layer + 1);
+/// One stack of blocks the probe reads, with what it read.
+struct KeptStack {
+  /// "" for an encoder's or a decoder's stack; "encoder" or "decoder" in an encoder_decoder.
+  std::string name;
+  int64_t layers = 0;              ///< blocks in this stack
+  int64_t first = 0;               ///< the row's column of its first token (an encoder_decoder's target: SEP's)
+  at::Tensor tokens;               ///< (B, L) what it read, 0 for padding
+  std::vector<at::Tensor> states;  ///< layers + 1 streams, each (B, L', F) on the CPU (L' = L + 1 with CLS)
+};
+
+/// What kept residual stream `layer` (0-based) of `stack` is, in words.
+std::string reads(int64_t layer, const KeptStack& stack) {
+  const std::string block = stack.name.empty() ? "block" : stack.name + " block";
+  const std::string side = stack.name == "encoder"   ? "source tokens"
+                           : stack.name == "decoder" ? "target tokens"
+                                                     : "tokens";
+  if (layer == 0) return fmt::format("the input of {} 1 ({} and any positions added to them)", block, side);
+  if (layer == stack.layers)
+    return fmt::format("the output of {} {} (before its final LayerNorm)", block, stack.layers);
+  return fmt::format("the input of {} {}", block, layer + 1);
 }
 
-/// The residual streams of `tokens` (B, T), forwarded in chunks the
-/// evaluation's memory bound allows; each (B, L, F) on the CPU.
-std::vector<at::Tensor> kept_states(Transformer& model, const at::Tensor& tokens, const at::Tensor& task_positions,
-                                    int64_t max_batch_tokens) {
-  const int64_t chunk = evaluation_batch_size(model, tokens.size(1), max_batch_tokens);
-  std::vector<std::vector<at::Tensor>> parts;
+/// The stacks the model runs over the rows of `set` (B, T), each with its
+/// residual streams, forwarded in chunks the evaluation's memory bound allows.
+/// An encoder reads every token (and CLS before them, if it pools by CLS); a
+/// decoder every token but the last; an encoder_decoder reads source x with its
+/// encoder and the target SEP y (less y's last token) with its decoder.
+std::vector<KeptStack> kept_states(Transformer& model, const TaskBatch& set, int64_t max_batch_tokens) {
+  const ModelConfig& m = model->config();
+  const int64_t T = set.tokens.size(1), a = set.answer_start;
+  std::vector<KeptStack> stacks;
+  if (m.kind == ModelKind::EncoderDecoder) {
+    stacks.push_back({"encoder", m.layers, 0, set.tokens.narrow(1, 0, a - 1), {}});
+    stacks.push_back({"decoder", m.decoder_layers, a - 1, set.tokens.narrow(1, a - 1, T - a), {}});
+  } else {
+    stacks.push_back({"", m.layers, 0, model->is_decoder() ? set.tokens.narrow(1, 0, T - 1) : set.tokens, {}});
+  }
+  const at::Tensor& read = stacks.front().tokens;
+  const auto ids = set.positions.defined() && m.kind == ModelKind::Decoder ? set.positions.narrow(1, 0, read.size(1))
+                                                                           : at::Tensor();  // (B, L) task-defined ids
+  const int64_t chunk = evaluation_batch_size(model, T, max_batch_tokens);
+  std::vector<std::vector<std::vector<at::Tensor>>> parts(stacks.size());  // [stack][layer][chunk]
   model->eval();
   c10::InferenceMode guard;
   model->keep_hidden_states(true);  // each forward keeps its own chunk's streams
-  for (int64_t start = 0; start < tokens.size(0); start += chunk) {
+  for (int64_t start = 0; start < set.tokens.size(0); start += chunk) {
     throw_if_interrupted();
-    const int64_t n = std::min(chunk, tokens.size(0) - start);
-    const auto rows = tokens.narrow(0, start, n);
-    if (auto* decoder = model->as<DecoderImpl>())
-      decoder->forward(rows, {}, task_positions.defined() ? task_positions.narrow(0, start, n) : at::Tensor());
+    const int64_t n = std::min(chunk, set.tokens.size(0) - start);
+    if (auto* both = model->as<EncoderDecoderImpl>())
+      both->forward(stacks[0].tokens.narrow(0, start, n), stacks[1].tokens.narrow(0, start, n));
+    else if (auto* decoder = model->as<DecoderImpl>())
+      decoder->forward(read.narrow(0, start, n), {}, ids.defined() ? ids.narrow(0, start, n) : at::Tensor());
     else
-      classifier_of(model, "probe").forward(rows);
-    const auto& states = model->hidden_states();
-    if (parts.empty()) parts.resize(states.size());
-    for (size_t i = 0; i < states.size(); ++i) parts[i].push_back(states[i].to(torch::kCPU));
+      classifier_of(model, "probe").forward(read.narrow(0, start, n));
+    for (size_t s = 0; s < stacks.size(); ++s) {
+      const auto& states = s == 0 ? model->hidden_states() : model->decoder_hidden_states();
+      parts[s].resize(states.size());
+      for (size_t i = 0; i < states.size(); ++i) parts[s][i].push_back(states[i].to(torch::kCPU));
+    }
   }
   model->keep_hidden_states(false);
-  std::vector<at::Tensor> out;
-  for (const auto& p : parts) out.push_back(torch::cat(p, /*dim=*/0));
-  return out;
+  for (size_t s = 0; s < stacks.size(); ++s)
+    for (const auto& p : parts[s]) stacks[s].states.push_back(torch::cat(p, /*dim=*/0));
+  return stacks;
 }
 
 /// What `target` is for this task; ConfigError naming the task's targets if it has no such one.
 std::string target_description(const TaskInfo& task, const std::string& target) {
-  if (target == kPositionTarget) return "each token's index in what the model reads (0 for the first)";
+  if (target == kPositionTarget)
+    return "each token's index in what the model reads (0 for the first; in an encoder_decoder, each side's)";
   std::vector<std::string> known = {kPositionTarget};
   for (const ProbeTargetSpec& t : task.probe_targets) {
     if (t.name == target) return t.description;
@@ -137,20 +214,96 @@ std::string target_description(const TaskInfo& task, const std::string& target) 
       fmt::format("--target {}: task {} has no such probe target (it has: {})", target, task.name, join(known, ", ")));
 }
 
-/// The target of each token the model reads of fixed_set(length, n, seed):
-/// (n, read) float64, NaN where undefined. A decoder reads every token but the
-/// last; an encoder with CLS pooling reads CLS before the tokens.
-at::Tensor target_values(const Task& task, const std::string& target, int64_t length, int64_t n, int64_t seed,
-                         int64_t read) {
-  if (target == kPositionTarget) return torch::arange(read, torch::kFloat64).repeat({n, 1});
-  const at::Tensor values = task.probe_target(target, length, n, seed);  // (n, T) aligned with the task's tokens
-  const int64_t tokens = values.size(1);
-  TORCH_CHECK(tokens == read + 1 || tokens == read || tokens + 1 == read, "probe target ", target, ": ", tokens,
-              " tokens where the model reads ", read);
-  if (tokens > read) return values.narrow(1, 0, read);  // a decoder's last token
-  if (tokens < read)                                    // CLS first, where no target is defined
-    return torch::cat({torch::full({values.size(0), read - tokens}, std::nan(""), torch::kFloat64), values}, 1);
-  return values;
+/// The target of each token `stack` read: (B, L') float64, NaN where it is
+/// undefined and at padding. `row_values` (B, T) is the task's target over the
+/// whole rows (undefined for the position).
+at::Tensor stack_target(const KeptStack& stack, const at::Tensor& row_values) {
+  const int64_t b = stack.tokens.size(0), l = stack.tokens.size(1), read = stack.states.front().size(1);
+  at::Tensor values = row_values.defined() ? row_values.narrow(1, stack.first, l).clone()  // (B, L)
+                                           : torch::arange(read - l, read, torch::kFloat64).repeat({b, 1});
+  values.masked_fill_(stack.tokens.eq(0), std::nan(""));  // padding is no token
+  if (read == l) return values;
+  // CLS before the tokens: position 0, where no task target is defined.
+  TORCH_CHECK(read == l + 1, "probe: ", read, " positions read where ", l, " tokens were given");
+  const double cls = row_values.defined() ? std::nan("") : 0.0;
+  return torch::cat({torch::full({b, 1}, cls, torch::kFloat64), values}, 1);  // (B, L + 1)
+}
+
+/// Tokens of examples [begin, begin + count) where `target` (B, L') is defined.
+int64_t defined_tokens(const at::Tensor& target, int64_t begin, int64_t count) {
+  return target.narrow(0, begin, count).isfinite().sum().item<int64_t>();
+}
+
+/// Refuses a target defined at fewer than 2 fitted or 2 held-out tokens of `stack` at `length`.
+void require_defined(const KeptStack& stack, const at::Tensor& target, const ProbeRequest& r, int64_t length) {
+  const int64_t b = target.size(0);
+  const int64_t fitted = defined_tokens(target, 0, b / 2), held_out = defined_tokens(target, b / 2, b - b / 2);
+  if (fitted < 2 || held_out < 2)
+    throw ConfigError(fmt::format(
+        "--target {}: defined at {} fitted and {} held-out tokens {}of length {}; the probe needs 2 of each: "
+        "choose more --samples or a longer length",
+        r.target, fitted, held_out, stack.name.empty() ? "" : "in the " + stack.name + " ", length));
+}
+
+/// One probe per kept stream of `stack`, fitted on the first half of the examples' defined tokens.
+std::vector<LinearProbe> fit_stack(const KeptStack& stack, const at::Tensor& target, double ridge) {
+  std::vector<LinearProbe> probes;
+  for (const auto& s : stack.states) {
+    const auto [x, y] = defined_rows(s, target, 0, target.size(0) / 2);
+    probes.push_back(fit_probe(x, y, ridge));
+  }
+  return probes;
+}
+
+/// `probes` scored on the second half of the examples' defined tokens: the
+/// stack's JSON entry {"positions", "fitted_tokens", "held_out_tokens", "layers"}.
+nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, const std::vector<LinearProbe>& probes,
+                           int64_t fitted_tokens) {
+  const int64_t b = target.size(0);
+  TORCH_CHECK(probes.size() == stack.states.size(), "probe: ", probes.size(), " probes for ", stack.states.size(),
+              " streams");
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const auto [x, y] = defined_rows(stack.states[i], target, b / 2, b - b / 2);
+    std::vector<TargetMean> by_target;
+    const ProbeFit fit = score_probe(probes[i], x, y, &by_target);
+    nlohmann::json means = nlohmann::json::array();
+    for (const TargetMean& m : by_target)
+      means.push_back({{"target", m.target}, {"mean_prediction", m.mean_prediction}, {"tokens", m.rows}});
+    layers.push_back({{"layer", i},
+                      {"reads", reads(static_cast<int64_t>(i), stack)},
+                      {"r2", fit.r2},
+                      {"mean_abs_error", fit.mean_abs_error},
+                      {"rounded_accuracy", fit.rounded_accuracy},
+                      {"baseline_accuracy", fit.baseline_accuracy},
+                      {"by_target", means}});
+  }
+  return {{"positions", target.size(1)},
+          {"fitted_tokens", fitted_tokens},
+          {"held_out_tokens", defined_tokens(target, b / 2, b - b / 2)},
+          {"layers", layers}};
+}
+
+/// The stacks `model` runs over `length`'s fixed examples, each with its target (B, L').
+struct ProbedLength {
+  std::vector<KeptStack> stacks;
+  std::vector<at::Tensor> targets;
+};
+
+ProbedLength probed_length(Transformer& model, const Task& task, const Config& cfg, const ProbeRequest& r,
+                           int64_t length) {
+  const TaskBatch set = task.fixed_set(length, r.samples, cfg.eval.seed);
+  ProbedLength out;
+  out.stacks = kept_states(model, set, cfg.eval.max_batch_tokens);
+  const at::Tensor row_values =
+      r.target == kPositionTarget ? at::Tensor() : task.probe_target(r.target, length, r.samples, cfg.eval.seed);
+  TORCH_CHECK(!row_values.defined() || row_values.sizes() == set.tokens.sizes(), "probe target ", r.target, ": ",
+              row_values.sizes(), " values for tokens ", set.tokens.sizes());
+  for (const KeptStack& stack : out.stacks) {
+    out.targets.push_back(stack_target(stack, row_values));
+    require_defined(stack, out.targets.back(), r, length);
+  }
+  return out;
 }
 
 }  // namespace
@@ -158,60 +311,55 @@ at::Tensor target_values(const Task& task, const std::string& target, int64_t le
 nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeRequest& r) {
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
-  if (cfg.model.kind == ModelKind::EncoderDecoder)
-    throw ConfigError(checkpoint +
-                      ": probe reads the stack of an encoder or a decoder (model.kind=encoder_decoder is not one)");
   if (r.samples < 4) throw ConfigError(fmt::format("--samples {}: the probe needs at least 4 examples", r.samples));
   const std::unique_ptr<Task> task = make_task(cfg.task);
   const std::string description = target_description(task->info(), r.target);
   const std::vector<int64_t> lengths = r.lengths.empty() ? std::vector<int64_t>{cfg.task.max_length} : r.lengths;
   const EvaluationSpec spec = evaluation_spec(cfg);
+  const bool both = cfg.model.kind == ModelKind::EncoderDecoder;
+  const int64_t streams = cfg.model.layers + 1 + (both ? cfg.model.decoder_layers + 1 : 0);
   // Every length is checked, and its memory counted, before any forward runs.
-  check_evaluation_lengths(model, *task, spec, lengths);
-  for (const int64_t length : lengths) {
+  std::vector<int64_t> all = lengths;
+  if (r.fit_length > 0) all.push_back(r.fit_length);
+  check_evaluation_lengths(model, *task, spec, all);
+  for (const int64_t length : all) {
     const int64_t tokens = task->sequence_length(length);
-    const double kept = static_cast<double>(cfg.model.layers + 1) * r.samples * model->model_length(tokens) *
-                        cfg.model.d_model * (cfg.model.qkv == Qkv::Embedded ? 3 : 1) * 4.0;
+    const double kept = static_cast<double>(streams) * r.samples * model->model_length(tokens) * cfg.model.d_model *
+                        (cfg.model.qkv == Qkv::Embedded ? 3 : 1) * 4.0;
     require_memory(evaluation_memory_bytes(model, tokens, r.samples, cfg.eval.max_batch_tokens) + 2 * kept, torch::kCPU,
                    fmt::format("probing length {}", length),
-                   fmt::format("{} examples, {} residual streams kept", r.samples, cfg.model.layers + 1),
+                   fmt::format("{} examples, {} residual streams kept", r.samples, streams),
                    "choose fewer --samples or a shorter length");
   }
 
-  // A decoder reads every token but the last (which it only predicts).
-  const bool decoder = model->is_decoder();
+  // With --fit-length, one set of probes, fitted there, reads every length.
+  std::vector<std::vector<LinearProbe>> fixed_probes;
+  std::vector<int64_t> fixed_fitted;
+  if (r.fit_length > 0) {
+    const ProbedLength fit = probed_length(model, *task, cfg, r, r.fit_length);
+    for (size_t s = 0; s < fit.stacks.size(); ++s) {
+      fixed_probes.push_back(fit_stack(fit.stacks[s], fit.targets[s], r.ridge));
+      fixed_fitted.push_back(defined_tokens(fit.targets[s], 0, fit.targets[s].size(0) / 2));
+    }
+  }
   nlohmann::json per_length = nlohmann::json::array();
   for (const int64_t length : lengths) {
-    const TaskBatch set = task->fixed_set(length, r.samples, cfg.eval.seed);
-    const auto tokens = decoder ? set.tokens.narrow(1, 0, set.tokens.size(1) - 1) : set.tokens;  // (B, L)
-    const auto ids = set.positions.defined() && decoder ? set.positions.narrow(1, 0, tokens.size(1)) : at::Tensor();
-    const auto states = kept_states(model, tokens, ids, cfg.eval.max_batch_tokens);
-    const int64_t b = tokens.size(0), read = states.front().size(1);
-    const auto target = target_values(*task, r.target, length, r.samples, cfg.eval.seed, read);  // (B, read)
-    const auto defined = target.isfinite();
-    const int64_t fitted = defined.narrow(0, 0, b / 2).sum().item<int64_t>();
-    const int64_t held_out = defined.sum().item<int64_t>() - fitted;
-    if (fitted < 2 || held_out < 2)
-      throw ConfigError(
-          fmt::format("--target {}: defined at {} fitted and {} held-out tokens of length {}; the probe "
-                      "needs 2 of each: choose more --samples or a longer length",
-                      r.target, fitted, held_out, length));
-    const auto fits = probe_target_values(states, target, b / 2, r.ridge);
-    nlohmann::json layers = nlohmann::json::array();
-    for (size_t i = 0; i < fits.size(); ++i)
-      layers.push_back({{"layer", i},
-                        {"reads", reads(static_cast<int64_t>(i), cfg.model.layers)},
-                        {"r2", fits[i].r2},
-                        {"mean_abs_error", fits[i].mean_abs_error},
-                        {"rounded_accuracy", fits[i].rounded_accuracy},
-                        {"baseline_accuracy", fits[i].baseline_accuracy}});
-    per_length.push_back({{"length", length},
-                          {"positions", read},
-                          {"fitted_examples", b / 2},
-                          {"held_out_examples", b - b / 2},
-                          {"fitted_tokens", fitted},
-                          {"held_out_tokens", held_out},
-                          {"layers", layers}});
+    const ProbedLength probed = probed_length(model, *task, cfg, r, length);
+    std::vector<nlohmann::json> sides;
+    for (size_t s = 0; s < probed.stacks.size(); ++s) {
+      const at::Tensor& target = probed.targets[s];
+      sides.push_back(r.fit_length > 0
+                          ? score_stack(probed.stacks[s], target, fixed_probes[s], fixed_fitted[s])
+                          : score_stack(probed.stacks[s], target, fit_stack(probed.stacks[s], target, r.ridge),
+                                        defined_tokens(target, 0, target.size(0) / 2)));
+    }
+    nlohmann::json entry = sides[0];
+    entry["length"] = length;
+    const int64_t b = probed.targets[0].size(0);  // a task may hold fewer examples of a length than asked
+    entry["fitted_examples"] = b / 2;
+    entry["held_out_examples"] = b - b / 2;
+    if (both) entry["decoder"] = sides[1];
+    per_length.push_back(entry);
   }
   return {{"checkpoint", checkpoint},
           {"scheme", cfg.model.positional.type},
@@ -222,6 +370,7 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
           {"kind", name_of(cfg.model.kind)},
           {"qkv", name_of(cfg.model.qkv)},
           {"ridge", r.ridge},
+          {"fit_length", r.fit_length},
           {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
           {"lengths", per_length}};
 }

@@ -59,12 +59,15 @@ torch::Tensor EncoderDecoderImpl::decoder_hidden(const torch::Tensor& tokens, co
   const int64_t S = cache.memory.length;
   const Positions cross_pos{ids, id_range(0, S, tokens), std::max(end, S), &cross_memo, cache.memory.padding};
   auto x = embed_tokens(tokens);  // (B, n, D)
+  if (keeps_hidden_states()) decoder_hidden_.clear();
   for (size_t i = 0; i < decoder_blocks_.size(); ++i) {
     if (decoder_schemes_.embed_at[i]) x = decoder_schemes_.embed_at[i]->embed(x, pos);
+    if (keeps_hidden_states()) decoder_hidden_.push_back(x);  // (B, n, D): what decoder block i reads
     x = decoder_blocks_[i]->forward(x, decoder_schemes_.attend_with[i], pos, cached ? &cache.layers[i] : nullptr,
                                     cache.cross[i], cross_schemes_.attend_with[i], cross_pos);
   }
-  return decoder_final_ln_->forward(x);  // (B, n, D)
+  if (keeps_hidden_states()) decoder_hidden_.push_back(x);  // (B, n, D): what the last decoder block wrote
+  return decoder_final_ln_->forward(x);                     // (B, n, D)
 }
 
 void EncoderDecoderImpl::start_decoding(const torch::Tensor& source, KVCache& cache) {
