@@ -20,8 +20,9 @@ comparison's report draws for each of its schemes (scripts/plot_compare.py):
   attention maps      every block's and head's attention on the example
   probes              the probe's held-out R^2 against the layer, one line
                       per length, beside the position's mean error or a
-                      task target's rounded accuracy over its baseline
-                      (an encoder_decoder: a row for each of its stacks)
+                      task target's rounded accuracy over its baseline,
+                      and the best layer's mean prediction against the
+                      target (an encoder_decoder: a row for each stack)
 
 A description of `none` has nothing to draw: the script says so and goes on.
 Exit status: 0 when every file was read (and drawn where it can be), 2 when a
@@ -40,10 +41,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot_compare  # noqa: E402  (the figure code is the comparison report's)
 
 
-def probe_row(r2_ax, right_ax, d, stacks, side):
+def best_layer(d, stacks):
+    """The layer whose probe reads best (highest R^2) at the length it was fitted at (--fit-length), else at the
+    first length."""
+    fit = d.get("fit_length", 0)
+    entry = next((e for length, e in stacks if length == fit), stacks[0][1])
+    return max(entry["layers"], key=lambda p: p["r2"])["layer"]
+
+
+def probe_row(r2_ax, right_ax, means_ax, d, stacks, side):
     """One stack's panels: `stacks` pairs each length with that stack's entry; `side` names the stack ("" for the
-    only one)."""
+    only one). The third panel: at the best layer, the mean prediction against the target, per length."""
     target = d.get("target", "position")
+    layer = best_layer(d, stacks)
+    for length, entry in stacks:
+        by_target = next((p.get("by_target", []) for p in entry["layers"] if p["layer"] == layer), [])
+        means_ax.plot([m["target"] for m in by_target], [m["mean_prediction"] for m in by_target], marker=".",
+                      label=f"length {length}")
+    means_ax.axline((0, 0), slope=1, color="grey", linestyle=":", linewidth=1)
+    means_ax.set_xlabel(f"{target}")
+    means_ax.set_ylabel(f"mean prediction at layer {layer}" + (f" ({side})" if side else ""))
+    means_ax.grid(alpha=0.3)
     for length, entry in stacks:
         layers = [p["layer"] for p in entry["layers"]]
         label = f"length {length} ({entry['positions']} positions)"
@@ -58,7 +76,7 @@ def probe_row(r2_ax, right_ax, d, stacks, side):
                           color=line.get_color())
     block = f"{side} block" if side else "block"
     for ax in (r2_ax, right_ax):
-        ax.set_xlabel(f"layer (0: what {block} 1 reads; last: what the last {block} writes)")
+        ax.set_xlabel(f"layer (0: what {block} 1 reads; last: the last one's output)", fontsize=9)
         ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
     r2_ax.set_ylabel(f"held-out R² of the {target}" + (f" ({side})" if side else ""))
@@ -73,18 +91,20 @@ def probe_row(r2_ax, right_ax, d, stacks, side):
 
 def probe_figure(d):
     """Held-out R^2 of the probe against the layer, one line per length, beside the position's mean error
-    (as a share of the positions) or, for a task's own target, the rounded accuracy over its baseline; an
+    (as a share of the positions) or, for a task's own target, the rounded accuracy over its baseline, and the
+    best layer's mean prediction against the target; an
     encoder_decoder gets a row for its encoder (over the source) and one for its decoder (over the target)."""
     plt = plot_compare.plt
     target = d.get("target", "position")
     both = d["kind"] == "encoder_decoder"
-    fig, axes = plt.subplots(2 if both else 1, 2, figsize=(10, 8 if both else 4), squeeze=False)
-    probe_row(axes[0][0], axes[0][1], d, [(e["length"], e) for e in d["lengths"]], "encoder" if both else "")
+    fig, axes = plt.subplots(2 if both else 1, 3, figsize=(15, 8 if both else 4), squeeze=False)
+    probe_row(*axes[0], d, [(e["length"], e) for e in d["lengths"]], "encoder" if both else "")
     if both:
-        probe_row(axes[1][0], axes[1][1], d, [(e["length"], e["decoder"]) for e in d["lengths"]], "decoder")
+        probe_row(*axes[1], d, [(e["length"], e["decoder"]) for e in d["lengths"]], "decoder")
     trained = d.get("trained_lengths", [None, None])
+    fitted = f"; every probe fitted at length {d['fit_length']}" if d.get("fit_length", 0) else ""
     fig.suptitle(f"{target} probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
-                 f"{trained[0]}-{trained[1]}): {d.get('checkpoint', '')}")
+                 f"{trained[0]}-{trained[1]}{fitted}): {d.get('checkpoint', '')}")
     fig.tight_layout()
     return fig
 

@@ -123,10 +123,16 @@ TEST(Figures, PositionAndTaskTargetProbesAreDrawnAgainstTheLayer) {
   const std::string encoder = train_tiny(s, "encoder"), descent = s.path("descent.json");
   r = posenc::testing::run_cli("probe " + encoder + "/checkpoint.pt --target descent --samples 8 --json " + descent);
   ASSERT_EQ(r.code, 0) << r.output;
-  r = plot_inspect({file, descent});
+  // An encoder_decoder's two stacks, with probes fitted at one length and read at another.
+  const std::string both = train_tiny(s, "encoder_decoder"), transfer = s.path("transfer.json");
+  r = posenc::testing::run_cli("probe " + both + "/checkpoint.pt --lengths 6,8 --fit-length 6 --samples 8 --json " +
+                               transfer);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = plot_inspect({file, descent, transfer});
   ASSERT_EQ(r.code, 0) << r.output;
   expect_figure(s.dir / "probe.png");
   expect_figure(s.dir / "descent.png");
+  expect_figure(s.dir / "transfer.png");
 }
 
 TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {

@@ -268,6 +268,32 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   r = posenc::testing::run_cli("probe " + ckpt + " --samples 3");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--samples"), std::string::npos) << r.output;
+  // --fit-length: the probes fitted once, at 8, score every length's held-out half.
+  r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,16 --samples 40 --fit-length 8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json transfer = json::parse(r.output);
+  EXPECT_EQ(transfer["fit_length"], 8);
+  EXPECT_EQ(j["fit_length"], 0);
+  for (size_t layer = 0; layer < 3; ++layer)  // at the fitted length itself, the very probes of the default
+    EXPECT_DOUBLE_EQ(transfer["lengths"][0]["layers"][layer]["r2"].get<double>(),
+                     j["lengths"][0]["layers"][layer]["r2"].get<double>());
+  EXPECT_EQ(transfer["lengths"][1]["fitted_tokens"], 20 * 8);  // fitted at 8, scored on 20 x 16 tokens
+  EXPECT_EQ(transfer["lengths"][1]["held_out_tokens"], 20 * 16);
+  // Block 1 reads token + table row: the rows of positions 0..7 were fitted and
+  // read the same at 16; rows 8..15 never were, and the probe reads nothing there.
+  double seen_error = 0, unseen_error = 0;
+  for (const auto& m : transfer["lengths"][1]["layers"][0]["by_target"]) {
+    const double error = std::abs(m["mean_prediction"].get<double>() - m["target"].get<double>());
+    (m["target"].get<double>() < 8 ? seen_error : unseen_error) += error / 8;
+  }
+  EXPECT_LT(seen_error, 0.5);
+  EXPECT_GT(unseen_error, 2.0);
+  r = posenc::testing::run_cli("probe " + ckpt + " --fit-length 64");  // checked as a length is
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = posenc::testing::run_cli("probe " + ckpt + " --fit-length 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--fit-length"), std::string::npos) << r.output;
+
   // A task's own target, here ordering's descent (every token but the first).
   r = posenc::testing::run_cli("probe " + ckpt + " --target descent --samples 40");
   ASSERT_EQ(r.code, 0) << r.output;
