@@ -4,7 +4,7 @@
     build/posenc inspect alibi --length 32 --heads 8 --dim 64 --json alibi.json
     build/posenc attention runs/sin/checkpoint.pt --length 16 --json att.json
     build/posenc probe runs/sin/checkpoint.pt --lengths 16,64 --json probe.json
-    /usr/bin/python3 scripts/plot_inspect.py alibi.json att.json probe.json [--out DIR]
+    /usr/bin/python3 scripts/plot_inspect.py alibi.json att.json probe.json [--out DIR] [--layer N]
 
 Writes FILE.png beside each FILE.json (or into DIR), the same figures as a
 comparison's report draws for each of its schemes (scripts/plot_compare.py):
@@ -41,19 +41,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot_compare  # noqa: E402  (the figure code is the comparison report's)
 
 
-def best_layer(d, stacks):
-    """The layer whose probe reads best (highest R^2) at the length it was fitted at (--fit-length), else at the
-    first length."""
+def best_layer(d, stacks, layer=None):
+    """`layer` if given (the last one where a stack has fewer), else the layer whose probe reads best (highest R^2)
+    at the length it was fitted at (--fit-length), else at the first length."""
+    if layer is not None:
+        return min(layer, len(stacks[0][1]["layers"]) - 1)
     fit = d.get("fit_length", 0)
     entry = next((e for length, e in stacks if length == fit), stacks[0][1])
     return max(entry["layers"], key=lambda p: p["r2"])["layer"]
 
 
-def probe_row(r2_ax, right_ax, means_ax, d, stacks, side):
+def probe_row(r2_ax, right_ax, means_ax, d, stacks, side, layer=None):
     """One stack's panels: `stacks` pairs each length with that stack's entry; `side` names the stack ("" for the
     only one). The third panel: at the best layer, the mean prediction against the target, per length."""
     target = d.get("target", "position")
-    layer = best_layer(d, stacks)
+    layer = best_layer(d, stacks, layer)
     for length, entry in stacks:
         by_target = next((p.get("by_target", []) for p in entry["layers"] if p["layer"] == layer), [])
         means_ax.plot([m["target"] for m in by_target], [m["mean_prediction"] for m in by_target], marker=".",
@@ -89,7 +91,7 @@ def probe_row(r2_ax, right_ax, means_ax, d, stacks, side):
     r2_ax.legend(fontsize=8)
 
 
-def probe_figure(d):
+def probe_figure(d, layer=None):
     """Held-out R^2 of the probe against the layer, one line per length, beside the position's mean error
     (as a share of the positions) or, for a task's own target, the rounded accuracy over its baseline, and the
     best layer's mean prediction against the target; an
@@ -98,9 +100,9 @@ def probe_figure(d):
     target = d.get("target", "position")
     both = d["kind"] == "encoder_decoder"
     fig, axes = plt.subplots(2 if both else 1, 3, figsize=(15, 8 if both else 4), squeeze=False)
-    probe_row(*axes[0], d, [(e["length"], e) for e in d["lengths"]], "encoder" if both else "")
+    probe_row(*axes[0], d, [(e["length"], e) for e in d["lengths"]], "encoder" if both else "", layer)
     if both:
-        probe_row(*axes[1], d, [(e["length"], e["decoder"]) for e in d["lengths"]], "decoder")
+        probe_row(*axes[1], d, [(e["length"], e["decoder"]) for e in d["lengths"]], "decoder", layer)
     trained = d.get("trained_lengths", [None, None])
     fitted = f"; every probe fitted at length {d['fit_length']}" if d.get("fit_length", 0) else ""
     fig.suptitle(f"{target} probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
@@ -109,7 +111,7 @@ def probe_figure(d):
     return fig
 
 
-def figure_of(d):
+def figure_of(d, layer=None):
     """The figure of one description, attention output or probe; None if it has nothing to draw."""
     written_by = d.get("written_by") if isinstance(d, dict) else None
     if written_by == "posenc inspect":
@@ -117,7 +119,7 @@ def figure_of(d):
     if written_by == "posenc attention":
         return plot_compare.attention_figure(d)
     if written_by == "posenc probe":
-        return probe_figure(d)
+        return probe_figure(d, layer)
     raise ValueError("not written by `posenc inspect`, `posenc attention` or `posenc probe` "
                      "(no \"written_by\" naming one)")
 
@@ -126,14 +128,19 @@ def main():
     parser = argparse.ArgumentParser(description="Figures of `posenc inspect`, `posenc attention` and `posenc probe` JSON files.")
     parser.add_argument("files", nargs="+", metavar="FILE.json")
     parser.add_argument("--out", metavar="DIR", help="write the PNGs here instead of beside each file")
+    parser.add_argument("--layer", type=int, metavar="N",
+                        help="a probe's mean predictions at this layer (default: the one that reads best where it "
+                             "was fitted)")
     args = parser.parse_args()
+    if args.layer is not None and args.layer < 0:
+        sys.exit(f"plot_inspect.py: --layer {args.layer}: a layer is 0 or more")
     if args.out is not None and not os.path.isdir(args.out):
         sys.exit(f"plot_inspect.py: --out {args.out}: not a directory")
     failed = 0
     for path in args.files:
         try:
             d = plot_compare.load_json(path)
-            fig = figure_of(d)
+            fig = figure_of(d, args.layer)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
             if isinstance(e, KeyError):
                 reason = f"missing key {e}"
