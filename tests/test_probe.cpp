@@ -277,6 +277,7 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   for (size_t layer = 0; layer < 3; ++layer)  // at the fitted length itself, the very probes of the default
     EXPECT_DOUBLE_EQ(transfer["lengths"][0]["layers"][layer]["r2"].get<double>(),
                      j["lengths"][0]["layers"][layer]["r2"].get<double>());
+  EXPECT_EQ(transfer["lengths"][1]["fitted_examples"], 20);
   EXPECT_EQ(transfer["lengths"][1]["fitted_tokens"], 20 * 8);  // fitted at 8, scored on 20 x 16 tokens
   EXPECT_EQ(transfer["lengths"][1]["held_out_tokens"], 20 * 16);
   // Block 1 reads token + table row: the rows of positions 0..7 were fitted and

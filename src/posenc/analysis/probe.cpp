@@ -335,8 +335,10 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
   // With --fit-length, one set of probes, fitted there, reads every length.
   std::vector<std::vector<LinearProbe>> fixed_probes;
   std::vector<int64_t> fixed_fitted;
+  int64_t fit_examples = 0;
   if (r.fit_length > 0) {
     const ProbedLength fit = probed_length(model, *task, cfg, r, r.fit_length);
+    fit_examples = fit.targets[0].size(0) / 2;
     for (size_t s = 0; s < fit.stacks.size(); ++s) {
       fixed_probes.push_back(fit_stack(fit.stacks[s], fit.targets[s], r.ridge));
       fixed_fitted.push_back(defined_tokens(fit.targets[s], 0, fit.targets[s].size(0) / 2));
@@ -356,7 +358,7 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
     nlohmann::json entry = sides[0];
     entry["length"] = length;
     const int64_t b = probed.targets[0].size(0);  // a task may hold fewer examples of a length than asked
-    entry["fitted_examples"] = b / 2;
+    entry["fitted_examples"] = r.fit_length > 0 ? fit_examples : b / 2;  // at --fit-length, or here
     entry["held_out_examples"] = b - b / 2;
     if (both) entry["decoder"] = sides[1];
     per_length.push_back(entry);
