@@ -227,6 +227,13 @@ TEST(Probe, OnlyTheTokensATargetIsDefinedAtAreFittedAndScored) {
   EXPECT_LT(fits[0].baseline_accuracy, 0.3);
 }
 
+/// The JSON a command printed on standard output, past any log lines on standard error before it.
+json json_on_stdout(const std::string& output) {
+  const size_t start = output.rfind('{', 0) == 0 ? 0 : output.find("\n{");
+  EXPECT_NE(start, std::string::npos) << output;
+  return json::parse(output.substr(start == 0 ? 0 : start + 1));
+}
+
 TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   posenc::testing::Scratch s("probe_cli");
   const std::string config = posenc::testing::write_config(
@@ -252,10 +259,16 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
     // Block 1 reads tokens plus a table row per position: the position is in it.
     EXPECT_GT(l["layers"][0]["r2"].get<double>(), 0.9);
   }
-  // Without --json: the JSON on standard output, nothing else.
+  // Without --json: the JSON on standard output. 4 examples of 8 tokens fit
+  // 32 tokens for 64 features, which a warning on standard error says.
   r = posenc::testing::run_cli("probe " + ckpt + " --samples 8");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(json::parse(r.output)["lengths"][0]["length"], 8);  // task.max_length
+  EXPECT_EQ(json_on_stdout(r.output)["lengths"][0]["length"], 8);  // task.max_length
+  EXPECT_EQ(json_on_stdout(r.output)["lengths"][0]["features"], 64);
+  EXPECT_NE(r.output.find("32 tokens fitted for 64 features"), std::string::npos) << r.output;
+  r = posenc::testing::run_cli("probe " + ckpt + " --samples 200");  // 800 tokens for 64: no warning
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("tokens fitted for"), std::string::npos) << r.output;
 
   r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,8");
   EXPECT_EQ(r.code, 2) << r.output;
@@ -271,7 +284,7 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   // --fit-length: the probes fitted once, at 8, score every length's held-out half.
   r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,16 --samples 40 --fit-length 8");
   ASSERT_EQ(r.code, 0) << r.output;
-  const json transfer = json::parse(r.output);
+  const json transfer = json_on_stdout(r.output);
   EXPECT_EQ(transfer["fit_length"], 8);
   EXPECT_EQ(j["fit_length"], 0);
   for (size_t layer = 0; layer < 3; ++layer)  // at the fitted length itself, the very probes of the default
@@ -298,7 +311,7 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   // A task's own target, here ordering's descent (every token but the first).
   r = posenc::testing::run_cli("probe " + ckpt + " --target descent --samples 40");
   ASSERT_EQ(r.code, 0) << r.output;
-  const json descent = json::parse(r.output);
+  const json descent = json_on_stdout(r.output);
   EXPECT_EQ(descent["target"], "descent");
   EXPECT_EQ(descent["lengths"][0]["length"], 8);  // task.max_length
   EXPECT_EQ(descent["lengths"][0]["fitted_tokens"], 20 * 7);
@@ -323,7 +336,7 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
     ASSERT_EQ(posenc::testing::run_cli("train " + s.path(kind + ".json") + " --out " + s.path(kind)).code, 0);
     r = posenc::testing::run_cli("probe " + s.path(kind) + "/checkpoint.pt --samples 8");
     ASSERT_EQ(r.code, 0) << r.output;
-    const json j = json::parse(r.output);
+    const json j = json_on_stdout(r.output);
     EXPECT_EQ(j["target"], "position");
     if (kind == "decoder") {
       EXPECT_EQ(j["lengths"][0]["positions"], 2 * 6);  // `x SEP` and x, less the last token

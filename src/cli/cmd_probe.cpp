@@ -51,6 +51,18 @@ void print_stack(const nlohmann::json& stack, int64_t length, const std::string&
                 p["baseline_accuracy"].get<double>(), p["reads"].get<std::string>().c_str());
 }
 
+/// Warns where a stack's probes were fitted on fewer than 10 tokens a feature:
+/// fitted to noise, a probe scores a held-out R² of about -features / fitted
+/// tokens, and one reading a little can fall far below 0.
+void warn_if_overfitting(const nlohmann::json& stack, int64_t length, const std::string& side) {
+  const int64_t features = stack["features"].get<int64_t>(), fitted = stack["fitted_tokens"].get<int64_t>();
+  if (fitted >= 10 * features) return;
+  spdlog::warn(
+      "length {}{}: {} tokens fitted for {} features: a linear probe overfits there (one that reads nothing scores "
+      "about {:.2f}); choose more --samples or a larger --ridge",
+      length, side.empty() ? "" : ", " + side, fitted, features, -static_cast<double>(features) / fitted);
+}
+
 }  // namespace
 
 int run_probe(const ProbeOptions& o) {
@@ -70,6 +82,11 @@ int run_probe(const ProbeOptions& o) {
     spdlog::warn("stopped by {} during the probe; nothing written", signal_name(e.signal()));
     throw;
   }
+  const bool both = j["kind"] == "encoder_decoder";
+  for (const auto& l : j["lengths"]) {
+    warn_if_overfitting(l, l["length"].get<int64_t>(), both ? "encoder" : "");
+    if (both) warn_if_overfitting(l["decoder"], l["length"].get<int64_t>(), "decoder");
+  }
   emit_json(j, o.json, "probe");
   if (o.json.empty()) return 0;
   std::printf("%s probe of %s (%s, %s): ridge regression on held-out examples of %s\n",
@@ -78,7 +95,6 @@ int run_probe(const ProbeOptions& o) {
   if (o.fit_length > 0)
     std::printf("every layer's probe was fitted at length %lld and is scored at each length below\n",
                 static_cast<long long>(o.fit_length));
-  const bool both = j["kind"] == "encoder_decoder";
   for (const auto& l : j["lengths"]) {
     print_stack(l, l["length"].get<int64_t>(), both ? "encoder, over the source" : "");
     if (both) print_stack(l["decoder"], l["length"].get<int64_t>(), "decoder, over the target");

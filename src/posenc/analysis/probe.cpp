@@ -256,7 +256,9 @@ std::vector<LinearProbe> fit_stack(const KeptStack& stack, const at::Tensor& tar
 }
 
 /// `probes` scored on the second half of the examples' defined tokens: the
-/// stack's JSON entry {"positions", "fitted_tokens", "held_out_tokens", "layers"}.
+/// stack's JSON entry {"positions", "features", "fitted_tokens",
+/// "held_out_tokens", "layers"} ("features": the width of the streams after
+/// block 1, d_model).
 nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, const std::vector<LinearProbe>& probes,
                            int64_t fitted_tokens) {
   const int64_t b = target.size(0);
@@ -279,6 +281,7 @@ nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, con
                       {"by_target", means}});
   }
   return {{"positions", target.size(1)},
+          {"features", stack.states.empty() ? 0 : stack.states.back().size(2)},
           {"fitted_tokens", fitted_tokens},
           {"held_out_tokens", defined_tokens(target, b / 2, b - b / 2)},
           {"layers", layers}};
