@@ -43,11 +43,11 @@ import plot_compare  # noqa: E402  (the figure code is the comparison report's)
 
 def best_layer(d, stacks, layer=None):
     """`layer` if given (the last one where a stack has fewer), else the layer whose probe reads best (highest R^2)
-    at the length it was fitted at (--fit-length), else at the first length."""
+    at the first length it was fitted at (--fit-lengths), else at the first length."""
     if layer is not None:
         return min(layer, len(stacks[0][1]["layers"]) - 1)
-    fit = d.get("fit_length", 0)
-    entry = next((e for length, e in stacks if length == fit), stacks[0][1])
+    fit = d.get("fit_lengths", [])
+    entry = next((e for length, e in stacks if length in fit), stacks[0][1])
     return max(entry["layers"], key=lambda p: p["r2"])["layer"]
 
 
@@ -104,7 +104,8 @@ def probe_figure(d, layer=None):
     if both:
         probe_row(*axes[1], d, [(e["length"], e["decoder"]) for e in d["lengths"]], "decoder", layer)
     trained = d.get("trained_lengths", [None, None])
-    fitted = f"; every probe fitted at length {d['fit_length']}" if d.get("fit_length", 0) else ""
+    fit = d.get("fit_lengths", [])
+    fitted = f"; every probe fitted at length{'s' if len(fit) > 1 else ''} {', '.join(map(str, fit))}" if fit else ""
     fig.suptitle(f"{target} probe: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
                  f"{trained[0]}-{trained[1]}{fitted}): {d.get('checkpoint', '')}")
     fig.tight_layout()

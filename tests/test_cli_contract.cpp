@@ -142,7 +142,7 @@ const std::map<std::string, Command>& commands() {
          {"--samples", Kind::Other},
          {"--ridge", Kind::Other},
          {"--target", Kind::Other},
-         {"--fit-length", Kind::Other},
+         {"--fit-lengths", Kind::Other},
          {"--json", Kind::OutputFile}}}},
       {"bench",
        {"bench {config} --no-python --out {--out}",

@@ -125,7 +125,7 @@ TEST(Figures, PositionAndTaskTargetProbesAreDrawnAgainstTheLayer) {
   ASSERT_EQ(r.code, 0) << r.output;
   // An encoder_decoder's two stacks, with probes fitted at one length and read at another.
   const std::string both = train_tiny(s, "encoder_decoder"), transfer = s.path("transfer.json");
-  r = posenc::testing::run_cli("probe " + both + "/checkpoint.pt --lengths 6,8 --fit-length 6 --samples 8 --json " +
+  r = posenc::testing::run_cli("probe " + both + "/checkpoint.pt --lengths 6,8 --fit-lengths 6 --samples 8 --json " +
                                transfer);
   ASSERT_EQ(r.code, 0) << r.output;
   r = plot_inspect({file, descent, transfer});

@@ -281,12 +281,12 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   r = posenc::testing::run_cli("probe " + ckpt + " --samples 3");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--samples"), std::string::npos) << r.output;
-  // --fit-length: the probes fitted once, at 8, score every length's held-out half.
-  r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,16 --samples 40 --fit-length 8");
+  // --fit-lengths: the probes fitted once, at 8, score every length's held-out half.
+  r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,16 --samples 40 --fit-lengths 8");
   ASSERT_EQ(r.code, 0) << r.output;
   const json transfer = json_on_stdout(r.output);
-  EXPECT_EQ(transfer["fit_length"], 8);
-  EXPECT_EQ(j["fit_length"], 0);
+  EXPECT_EQ(transfer["fit_lengths"], json::array({8}));
+  EXPECT_EQ(j["fit_lengths"], json::array());
   for (size_t layer = 0; layer < 3; ++layer)  // at the fitted length itself, the very probes of the default
     EXPECT_DOUBLE_EQ(transfer["lengths"][0]["layers"][layer]["r2"].get<double>(),
                      j["lengths"][0]["layers"][layer]["r2"].get<double>());
@@ -302,11 +302,19 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   }
   EXPECT_LT(seen_error, 0.5);
   EXPECT_GT(unseen_error, 2.0);
-  r = posenc::testing::run_cli("probe " + ckpt + " --fit-length 64");  // checked as a length is
+  // Fitted on two lengths together: both lengths' fitted halves.
+  r = posenc::testing::run_cli("probe " + ckpt + " --lengths 16 --samples 40 --fit-lengths 6,8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(json_on_stdout(r.output)["lengths"][0]["fitted_examples"], 40);
+  EXPECT_EQ(json_on_stdout(r.output)["lengths"][0]["fitted_tokens"], 20 * 6 + 20 * 8);
+  r = posenc::testing::run_cli("probe " + ckpt + " --fit-lengths 64");  // checked as a length is
   EXPECT_EQ(r.code, 2) << r.output;
-  r = posenc::testing::run_cli("probe " + ckpt + " --fit-length 1");
+  r = posenc::testing::run_cli("probe " + ckpt + " --fit-lengths 1");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--fit-length"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--fit-lengths"), std::string::npos) << r.output;
+  r = posenc::testing::run_cli("probe " + ckpt + " --fit-lengths 8,8");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "--fit-lengths: 8 appears twice");
 
   // A task's own target, here ordering's descent (every token but the first).
   r = posenc::testing::run_cli("probe " + ckpt + " --target descent --samples 40");
@@ -323,7 +331,7 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output,
                                          "--target carry: task ordering has no such probe target (it has: position, "
-                                         "descent)");
+                                         "remaining, descent)");
 
   // A decoder reads every token but the last; an encoder_decoder the source x
   // with its encoder, and SEP and y less its last token with its decoder.
@@ -410,6 +418,31 @@ TEST(Probe, AnEncoderDecoderIsProbedOverEachSideWithoutItsPadding) {
     ++common;
   }
   EXPECT_GE(common, 6);  // commands of 6 actions have at least 3 words; most have 6 or more
+
+  // `remaining`: the decoder still has 6 actions to write after SEP and 0 after
+  // the last (the end token comes next); the encoder, the command's words after
+  // each word.
+  r = posenc::testing::run_cli("probe " + s.path("run") +
+                               "/checkpoint.pt --target remaining --lengths 6 --samples 200");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json left = json_on_stdout(r.output)["lengths"][0];
+  std::vector<int64_t> decoder_values;
+  for (const auto& m : left["decoder"]["layers"][0]["by_target"]) {
+    decoder_values.push_back(static_cast<int64_t>(m["target"].get<double>()));
+    EXPECT_EQ(m["tokens"], 100) << m.dump();
+  }
+  EXPECT_EQ(decoder_values, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  // A learned table: 6 - position, read exactly before decoder block 1.
+  EXPECT_GT(left["decoder"]["layers"][0]["r2"].get<double>(), 0.99);
+  // Each held-out command of w words has one word with w - 1 after it: the
+  // count at the largest value is the commands of 9 words.
+  const auto held = set.tokens.narrow(0, 100, 100).narrow(1, 0, a - 1).ne(0).sum(1);  // (100) words per command
+  EXPECT_EQ(left["held_out_tokens"], held.sum().item<int64_t>());
+  const auto& values = left["layers"][0]["by_target"];
+  EXPECT_EQ(values.front()["target"], 0.0);
+  EXPECT_EQ(values.front()["tokens"], 100);  // every command's last word
+  EXPECT_EQ(values.back()["target"].get<double>(), held.max().item<int64_t>() - 1);
+  EXPECT_EQ(values.back()["tokens"], held.eq(held.max()).sum().item<int64_t>());
 }
 
 }  // namespace POSENC_TEST_UNIT

@@ -103,7 +103,8 @@ nlohmann::json describe_task(const TaskInfo& t) {
 
 /// "position" and the task's own probe targets, for `posenc probe --target`.
 std::string probe_target_names(const nlohmann::json& task) {
-  std::vector<std::string> names = {kPositionTarget};
+  std::vector<std::string> names;
+  for (const ProbeTargetSpec& t : generic_probe_targets()) names.push_back(t.name);
   for (const auto& p : task["probe_targets"]) names.push_back(p["name"].get<std::string>());
   return join(names, ", ");
 }
@@ -168,7 +169,7 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
                 t["default_lengths"].dump().c_str(), t["default_eval_lengths"].dump().c_str());
     if (!t["options"].empty()) std::printf("\n%s", markdown_options(t["options"], "task.").c_str());
     if (!t["probe_targets"].empty()) {
-      std::printf("\n`posenc probe --target` reads `%s` and:\n\n", kPositionTarget);
+      std::printf("\n`posenc probe --target` reads `%s`, `%s` and:\n\n", kPositionTarget, kRemainingTarget);
       for (const auto& p : t["probe_targets"])
         std::printf("- `%s`: %s\n", p["name"].get<std::string>().c_str(), p["doc"].get<std::string>().c_str());
     }

@@ -1,4 +1,4 @@
-// posenc probe CHECKPOINT [--target NAME] [--lengths L,...] [--fit-length L] [--samples N] [--ridge R] [--json FILE]
+// posenc probe CHECKPOINT [--target NAME] [--lengths L,...] [--fit-lengths L,...] [--samples N] [--ridge R] [--json FILE]
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -25,13 +25,14 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
       ->check(number_in(1e-9, 1e3))
       ->capture_default_str();
   app.add_option("--target", o.target,
-                 "what to read from each layer: position (every task), or a quantity the checkpoint's task defines "
-                 "(`posenc list` names them: addition's column and carry, ordering's descent, ...)")
+                 "what to read from each layer: position or remaining (every task), or a quantity the checkpoint's "
+                 "task defines (`posenc list` names them: addition's column and carry, ordering's descent, ...)")
       ->capture_default_str();
-  app.add_option("--fit-length", o.fit_length,
-                 "fit each layer's probe once, on this length's first half, and score it on every length's second "
-                 "half (default: each length fits its own): does what a layer holds read the same way at other "
-                 "lengths?")
+  app.add_option("--fit-lengths", o.fit_lengths,
+                 "comma-separated lengths: fit each layer's probe once, on their first halves together, and score it "
+                 "on every length's second half (default: each length fits its own): does what a layer holds read "
+                 "the same way at other lengths?")
+      ->delimiter(',')
       ->check(integer_in(2, int64_t{1} << 20));
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
 }
@@ -69,12 +70,13 @@ int run_probe(const ProbeOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between forward chunks, write nothing
   check_json_target(o.json, "probe");
   require_distinct(o.lengths, "--lengths");
+  require_distinct(o.fit_lengths, "--fit-lengths");
   ProbeRequest r;
   r.lengths = o.lengths;
   r.samples = o.samples;
   r.ridge = o.ridge;
   r.target = o.target;
-  r.fit_length = o.fit_length;
+  r.fit_lengths = o.fit_lengths;
   nlohmann::json j;
   try {
     j = probe_checkpoint(o.checkpoint, r);
@@ -92,9 +94,9 @@ int run_probe(const ProbeOptions& o) {
   std::printf("%s probe of %s (%s, %s): ridge regression on held-out examples of %s\n",
               j["target"].get<std::string>().c_str(), o.checkpoint.c_str(), j["scheme"].get<std::string>().c_str(),
               j["kind"].get<std::string>().c_str(), j["target_description"].get<std::string>().c_str());
-  if (o.fit_length > 0)
-    std::printf("every layer's probe was fitted at length %lld and is scored at each length below\n",
-                static_cast<long long>(o.fit_length));
+  if (!o.fit_lengths.empty())
+    std::printf("every layer's probe was fitted at length%s %s and is scored at each length below\n",
+                o.fit_lengths.size() > 1 ? "s" : "", j["fit_lengths"].dump().c_str());
   for (const auto& l : j["lengths"]) {
     print_stack(l, l["length"].get<int64_t>(), both ? "encoder, over the source" : "");
     if (both) print_stack(l["decoder"], l["length"].get<int64_t>(), "decoder, over the target");

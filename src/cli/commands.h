@@ -131,7 +131,7 @@ struct ProbeOptions {
   int64_t samples = 200;
   double ridge = 1e-6;
   std::string target = "position";
-  int64_t fit_length = 0;
+  std::vector<int64_t> fit_lengths;
   std::string json;
 };
 void setup_probe(CLI::App& app, ProbeOptions& o);

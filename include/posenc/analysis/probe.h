@@ -76,12 +76,13 @@ struct ProbeRequest {
   std::vector<int64_t> lengths;  ///< in the task's unit; empty: the checkpoint's training maximum
   int64_t samples = 200;         ///< examples per length, half fitted on, half held out
   double ridge = 1e-6;
-  std::string target = kPositionTarget;  ///< "position", or one of the task's TaskInfo::probe_targets
-  /// 0: each length's probes are fitted on its own first half. Else they are
-  /// fitted once, on this length's first half, and scored on each length's
-  /// second half: whether what a layer holds at one length reads the same way
-  /// at another.
-  int64_t fit_length = 0;
+  /// "position" or "remaining" (generic_probe_targets), or one of the task's TaskInfo::probe_targets
+  std::string target = kPositionTarget;
+  /// Empty: each length's probes are fitted on its own first half. Else they
+  /// are fitted once, on these lengths' first halves together, and scored on
+  /// each length's second half: whether what a layer holds at the lengths it
+  /// was fitted at reads the same way at another.
+  std::vector<int64_t> fit_lengths;
 };
 
 /// Probes of a trained checkpoint for `target` on its task's fixed evaluation
@@ -90,7 +91,7 @@ struct ProbeRequest {
 /// [{"length", "positions", "fitted_tokens", "held_out_tokens", "layers":
 /// [{"layer", "reads", "r2", "mean_abs_error", "rounded_accuracy",
 /// "baseline_accuracy", "by_target": [{"target", "mean_prediction",
-/// "tokens"}]}]}], and "fit_length" (0 when each length fits its own).
+/// "tokens"}]}]}], and "fit_lengths" (empty when each length fits its own).
 /// An encoder_decoder's entry is its encoder's, over
 /// the source, with "decoder": {"positions", "fitted_tokens",
 /// "held_out_tokens", "layers"} over the target (each side counts its

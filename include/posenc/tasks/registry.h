@@ -54,8 +54,19 @@ struct ProbeTargetSpec {
   std::string name;
   std::string description;  ///< what its value is, at which tokens it is defined
 };
-/// The probe target every task has: each token's index in what the model reads.
+/// The probe targets every task has, whatever its tokens: each token's index
+/// in what its stack reads, and how many tokens its side holds after it.
 inline constexpr const char* kPositionTarget = "position";
+inline constexpr const char* kRemainingTarget = "remaining";
+inline const std::vector<ProbeTargetSpec>& generic_probe_targets() {
+  static const std::vector<ProbeTargetSpec> targets = {
+      {kPositionTarget,
+       "each token's index in what its stack reads (0 for the first; in an encoder_decoder, each side's)"},
+      {kRemainingTarget,
+       "the tokens its side holds after it, padding and the end token not counted (in a decoder: still to read or "
+       "write; 0 where the end comes next)"}};
+  return targets;
+}
 
 struct TaskInfo {
   std::string name;

@@ -141,6 +141,7 @@ struct KeptStack {
   std::string name;
   int64_t layers = 0;              ///< blocks in this stack
   int64_t first = 0;               ///< the row's column of its first token (an encoder_decoder's target: SEP's)
+  int64_t side_end = 0;            ///< one past the row's last column of its side (a decoder's: the predicted last)
   at::Tensor tokens;               ///< (B, L) what it read, 0 for padding
   std::vector<at::Tensor> states;  ///< layers + 1 streams, each (B, L', F) on the CPU (L' = L + 1 with CLS)
 };
@@ -167,10 +168,10 @@ std::vector<KeptStack> kept_states(Transformer& model, const TaskBatch& set, int
   const int64_t T = set.tokens.size(1), a = set.answer_start;
   std::vector<KeptStack> stacks;
   if (m.kind == ModelKind::EncoderDecoder) {
-    stacks.push_back({"encoder", m.layers, 0, set.tokens.narrow(1, 0, a - 1), {}});
-    stacks.push_back({"decoder", m.decoder_layers, a - 1, set.tokens.narrow(1, a - 1, T - a), {}});
+    stacks.push_back({"encoder", m.layers, 0, a - 1, set.tokens.narrow(1, 0, a - 1), {}});
+    stacks.push_back({"decoder", m.decoder_layers, a - 1, T, set.tokens.narrow(1, a - 1, T - a), {}});
   } else {
-    stacks.push_back({"", m.layers, 0, model->is_decoder() ? set.tokens.narrow(1, 0, T - 1) : set.tokens, {}});
+    stacks.push_back({"", m.layers, 0, T, model->is_decoder() ? set.tokens.narrow(1, 0, T - 1) : set.tokens, {}});
   }
   const at::Tensor& read = stacks.front().tokens;
   const auto ids = set.positions.defined() && m.kind == ModelKind::Decoder ? set.positions.narrow(1, 0, read.size(1))
@@ -203,9 +204,11 @@ std::vector<KeptStack> kept_states(Transformer& model, const TaskBatch& set, int
 
 /// What `target` is for this task; ConfigError naming the task's targets if it has no such one.
 std::string target_description(const TaskInfo& task, const std::string& target) {
-  if (target == kPositionTarget)
-    return "each token's index in what the model reads (0 for the first; in an encoder_decoder, each side's)";
-  std::vector<std::string> known = {kPositionTarget};
+  std::vector<std::string> known;
+  for (const ProbeTargetSpec& t : generic_probe_targets()) {
+    if (t.name == target) return t.description;
+    known.push_back(t.name);
+  }
   for (const ProbeTargetSpec& t : task.probe_targets) {
     if (t.name == target) return t.description;
     known.push_back(t.name);
@@ -214,19 +217,40 @@ std::string target_description(const TaskInfo& task, const std::string& target) 
       fmt::format("--target {}: task {} has no such probe target (it has: {})", target, task.name, join(known, ", ")));
 }
 
+/// For each token `stack` read (B, L), the tokens of its side of `rows` (B, T)
+/// after it, up to the side's last that is neither padding nor `end_token`
+/// (0: none ends the answer); NaN past that last one (an end token read).
+at::Tensor remaining_tokens(const KeptStack& stack, const at::Tensor& rows, int64_t end_token) {
+  const auto side = rows.narrow(1, stack.first, stack.side_end - stack.first);  // (B, S)
+  auto counted = side.ne(0);
+  if (end_token > 0) counted = counted.logical_and(side.ne(end_token));
+  const auto column = torch::arange(side.size(1), torch::kLong).expand_as(side);                            // (B, S)
+  const auto last = torch::where(counted, column, torch::full_like(column, -1)).amax(1, /*keepdim=*/true);  // (B, 1)
+  auto left = (last - column.narrow(1, 0, stack.tokens.size(1))).to(torch::kFloat64);                       // (B, L)
+  return left.masked_fill_(left.lt(0), std::nan(""));
+}
+
 /// The target of each token `stack` read: (B, L') float64, NaN where it is
 /// undefined and at padding. `row_values` (B, T) is the task's target over the
-/// whole rows (undefined for the position).
-at::Tensor stack_target(const KeptStack& stack, const at::Tensor& row_values) {
+/// whole rows (undefined for the targets every task has: position, remaining).
+at::Tensor stack_target(const KeptStack& stack, const std::string& target, const at::Tensor& row_values,
+                        const at::Tensor& rows, int64_t end_token) {
   const int64_t b = stack.tokens.size(0), l = stack.tokens.size(1), read = stack.states.front().size(1);
-  at::Tensor values = row_values.defined() ? row_values.narrow(1, stack.first, l).clone()  // (B, L)
-                                           : torch::arange(read - l, read, torch::kFloat64).repeat({b, 1});
+  at::Tensor values;  // (B, L)
+  if (row_values.defined())
+    values = row_values.narrow(1, stack.first, l).clone();
+  else if (target == kRemainingTarget)
+    values = remaining_tokens(stack, rows, end_token);
+  else
+    values = torch::arange(read - l, read, torch::kFloat64).repeat({b, 1});
   values.masked_fill_(stack.tokens.eq(0), std::nan(""));  // padding is no token
   if (read == l) return values;
-  // CLS before the tokens: position 0, where no task target is defined.
+  // CLS before the tokens: position 0, and every token after it; no task target is defined there.
   TORCH_CHECK(read == l + 1, "probe: ", read, " positions read where ", l, " tokens were given");
-  const double cls = row_values.defined() ? std::nan("") : 0.0;
-  return torch::cat({torch::full({b, 1}, cls, torch::kFloat64), values}, 1);  // (B, L + 1)
+  const auto cls = row_values.defined()         ? torch::full({b, 1}, std::nan(""), torch::kFloat64)
+                   : target == kRemainingTarget ? values.narrow(1, 0, 1) + 1
+                                                : torch::zeros({b, 1}, torch::kFloat64);
+  return torch::cat({cls, values}, 1);  // (B, L + 1)
 }
 
 /// Tokens of examples [begin, begin + count) where `target` (B, L') is defined.
@@ -245,12 +269,19 @@ void require_defined(const KeptStack& stack, const at::Tensor& target, const Pro
         r.target, fitted, held_out, stack.name.empty() ? "" : "in the " + stack.name + " ", length));
 }
 
-/// One probe per kept stream of `stack`, fitted on the first half of the examples' defined tokens.
-std::vector<LinearProbe> fit_stack(const KeptStack& stack, const at::Tensor& target, double ridge) {
+/// One probe per kept stream of a stack, fitted on the first half of the
+/// examples' defined tokens of every (stack, target) given: one length's, or
+/// several lengths' together.
+std::vector<LinearProbe> fit_stack(const std::vector<std::pair<const KeptStack*, at::Tensor>>& lengths, double ridge) {
   std::vector<LinearProbe> probes;
-  for (const auto& s : stack.states) {
-    const auto [x, y] = defined_rows(s, target, 0, target.size(0) / 2);
-    probes.push_back(fit_probe(x, y, ridge));
+  for (size_t layer = 0; layer < lengths.front().first->states.size(); ++layer) {
+    std::vector<at::Tensor> xs, ys;
+    for (const auto& [stack, target] : lengths) {
+      const auto [x, y] = defined_rows(stack->states[layer], target, 0, target.size(0) / 2);
+      xs.push_back(x);
+      ys.push_back(y);
+    }
+    probes.push_back(fit_probe(torch::cat(xs, 0), torch::cat(ys, 0), ridge));
   }
   return probes;
 }
@@ -298,12 +329,12 @@ ProbedLength probed_length(Transformer& model, const Task& task, const Config& c
   const TaskBatch set = task.fixed_set(length, r.samples, cfg.eval.seed);
   ProbedLength out;
   out.stacks = kept_states(model, set, cfg.eval.max_batch_tokens);
-  const at::Tensor row_values =
-      r.target == kPositionTarget ? at::Tensor() : task.probe_target(r.target, length, r.samples, cfg.eval.seed);
+  const bool generic = r.target == kPositionTarget || r.target == kRemainingTarget;
+  const at::Tensor row_values = generic ? at::Tensor() : task.probe_target(r.target, length, r.samples, cfg.eval.seed);
   TORCH_CHECK(!row_values.defined() || row_values.sizes() == set.tokens.sizes(), "probe target ", r.target, ": ",
               row_values.sizes(), " values for tokens ", set.tokens.sizes());
   for (const KeptStack& stack : out.stacks) {
-    out.targets.push_back(stack_target(stack, row_values));
+    out.targets.push_back(stack_target(stack, r.target, row_values, set.tokens, task.end_token()));
     require_defined(stack, out.targets.back(), r, length);
   }
   return out;
@@ -323,7 +354,7 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
   const int64_t streams = cfg.model.layers + 1 + (both ? cfg.model.decoder_layers + 1 : 0);
   // Every length is checked, and its memory counted, before any forward runs.
   std::vector<int64_t> all = lengths;
-  if (r.fit_length > 0) all.push_back(r.fit_length);
+  all.insert(all.end(), r.fit_lengths.begin(), r.fit_lengths.end());
   check_evaluation_lengths(model, *task, spec, all);
   for (const int64_t length : all) {
     const int64_t tokens = task->sequence_length(length);
@@ -335,16 +366,23 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
                    "choose fewer --samples or a shorter length");
   }
 
-  // With --fit-length, one set of probes, fitted there, reads every length.
-  std::vector<std::vector<LinearProbe>> fixed_probes;
-  std::vector<int64_t> fixed_fitted;
+  // With --fit-lengths, one set of probes, fitted on those lengths together, reads every length.
+  std::vector<std::vector<LinearProbe>> fixed_probes;  // [stack][layer]
+  std::vector<int64_t> fixed_fitted;                   // [stack]: tokens fitted on
   int64_t fit_examples = 0;
-  if (r.fit_length > 0) {
-    const ProbedLength fit = probed_length(model, *task, cfg, r, r.fit_length);
-    fit_examples = fit.targets[0].size(0) / 2;
-    for (size_t s = 0; s < fit.stacks.size(); ++s) {
-      fixed_probes.push_back(fit_stack(fit.stacks[s], fit.targets[s], r.ridge));
-      fixed_fitted.push_back(defined_tokens(fit.targets[s], 0, fit.targets[s].size(0) / 2));
+  if (!r.fit_lengths.empty()) {
+    std::vector<ProbedLength> fits;
+    for (const int64_t length : r.fit_lengths) fits.push_back(probed_length(model, *task, cfg, r, length));
+    for (const ProbedLength& f : fits) fit_examples += f.targets[0].size(0) / 2;
+    for (size_t s = 0; s < fits.front().stacks.size(); ++s) {
+      std::vector<std::pair<const KeptStack*, at::Tensor>> sides;
+      int64_t fitted = 0;
+      for (const ProbedLength& f : fits) {
+        sides.emplace_back(&f.stacks[s], f.targets[s]);
+        fitted += defined_tokens(f.targets[s], 0, f.targets[s].size(0) / 2);
+      }
+      fixed_probes.push_back(fit_stack(sides, r.ridge));
+      fixed_fitted.push_back(fitted);
     }
   }
   nlohmann::json per_length = nlohmann::json::array();
@@ -352,16 +390,16 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
     const ProbedLength probed = probed_length(model, *task, cfg, r, length);
     std::vector<nlohmann::json> sides;
     for (size_t s = 0; s < probed.stacks.size(); ++s) {
+      const KeptStack& stack = probed.stacks[s];
       const at::Tensor& target = probed.targets[s];
-      sides.push_back(r.fit_length > 0
-                          ? score_stack(probed.stacks[s], target, fixed_probes[s], fixed_fitted[s])
-                          : score_stack(probed.stacks[s], target, fit_stack(probed.stacks[s], target, r.ridge),
-                                        defined_tokens(target, 0, target.size(0) / 2)));
+      sides.push_back(!r.fit_lengths.empty() ? score_stack(stack, target, fixed_probes[s], fixed_fitted[s])
+                                             : score_stack(stack, target, fit_stack({{&stack, target}}, r.ridge),
+                                                           defined_tokens(target, 0, target.size(0) / 2)));
     }
     nlohmann::json entry = sides[0];
     entry["length"] = length;
     const int64_t b = probed.targets[0].size(0);  // a task may hold fewer examples of a length than asked
-    entry["fitted_examples"] = r.fit_length > 0 ? fit_examples : b / 2;  // at --fit-length, or here
+    entry["fitted_examples"] = r.fit_lengths.empty() ? b / 2 : fit_examples;  // here, or at --fit-lengths
     entry["held_out_examples"] = b - b / 2;
     if (both) entry["decoder"] = sides[1];
     per_length.push_back(entry);
@@ -375,7 +413,7 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
           {"kind", name_of(cfg.model.kind)},
           {"qkv", name_of(cfg.model.qkv)},
           {"ridge", r.ridge},
-          {"fit_length", r.fit_length},
+          {"fit_lengths", r.fit_lengths},
           {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
           {"lengths", per_length}};
 }
