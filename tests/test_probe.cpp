@@ -276,11 +276,14 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   r = posenc::testing::run_cli("eval " + ckpt + " --lengths 8,16,8");  // the same check as eval's
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "--lengths: 8 appears twice");
-  r = posenc::testing::run_cli("probe " + ckpt + " --lengths 64");  // past the table's 32 rows
-  EXPECT_EQ(r.code, 2) << r.output;
-  r = posenc::testing::run_cli("probe " + ckpt + " --samples 3");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--samples"), std::string::npos) << r.output;
+  // A request refused with exit 2, its message naming `names`.
+  const auto expect_refused = [&](const std::string& flags, const std::string& names) {
+    const auto refused = posenc::testing::run_cli("probe " + ckpt + " " + flags);
+    EXPECT_EQ(refused.code, 2) << flags << ": " << refused.output;
+    EXPECT_NE(refused.output.find(names), std::string::npos) << flags << ": " << refused.output;
+  };
+  expect_refused("--lengths 64", "64");  // past the table's 32 rows
+  expect_refused("--samples 3", "--samples");
   // --fit-lengths: the probes fitted once, at 8, score every length's held-out half.
   r = posenc::testing::run_cli("probe " + ckpt + " --lengths 8,16 --samples 40 --fit-lengths 8");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -307,14 +310,9 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(json_on_stdout(r.output)["lengths"][0]["fitted_examples"], 40);
   EXPECT_EQ(json_on_stdout(r.output)["lengths"][0]["fitted_tokens"], 20 * 6 + 20 * 8);
-  r = posenc::testing::run_cli("probe " + ckpt + " --fit-lengths 64");  // checked as a length is
-  EXPECT_EQ(r.code, 2) << r.output;
-  r = posenc::testing::run_cli("probe " + ckpt + " --fit-lengths 1");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--fit-lengths"), std::string::npos) << r.output;
-  r = posenc::testing::run_cli("probe " + ckpt + " --fit-lengths 8,8");
-  EXPECT_EQ(r.code, 2) << r.output;
-  posenc::testing::expect_one_line_error(r.output, "--fit-lengths: 8 appears twice");
+  expect_refused("--fit-lengths 64", "64");  // checked as a length is
+  expect_refused("--fit-lengths 1", "--fit-lengths");
+  expect_refused("--fit-lengths 8,8", "--fit-lengths: 8 appears twice");
 
   // A task's own target, here ordering's descent (every token but the first).
   r = posenc::testing::run_cli("probe " + ckpt + " --target descent --samples 40");
