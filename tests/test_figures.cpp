@@ -133,6 +133,12 @@ TEST(Figures, PositionAndTaskTargetProbesAreDrawnAgainstTheLayer) {
   expect_figure(s.dir / "probe.png");
   expect_figure(s.dir / "descent.png");
   expect_figure(s.dir / "transfer.png");
+  // --layer picks the layer of the mean-prediction panel; a negative one is refused.
+  r = plot_inspect({transfer, "--layer", "1"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = plot_inspect({transfer, "--layer", "-1"});
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--layer -1"), std::string::npos) << r.output;
 }
 
 TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
