@@ -269,11 +269,19 @@ void require_defined(const KeptStack& stack, const at::Tensor& target, const Pro
         r.target, fitted, held_out, stack.name.empty() ? "" : "in the " + stack.name + " ", length));
 }
 
+/// A stack's probes, one per kept stream, and what they were fitted on.
+struct StackProbes {
+  std::vector<LinearProbe> layers;
+  int64_t examples = 0;  ///< examples fitted on, over every length
+  int64_t tokens = 0;    ///< their tokens where the target is defined
+};
+
 /// One probe per kept stream of a stack, fitted on the first half of the
 /// examples' defined tokens of every (stack, target) given: one length's, or
 /// several lengths' together.
-std::vector<LinearProbe> fit_stack(const std::vector<std::pair<const KeptStack*, at::Tensor>>& lengths, double ridge) {
-  std::vector<LinearProbe> probes;
+StackProbes fit_stack(const std::vector<std::pair<const KeptStack*, at::Tensor>>& lengths, double ridge) {
+  StackProbes probes;
+  for (const auto& [stack, target] : lengths) probes.examples += target.size(0) / 2;
   for (size_t layer = 0; layer < lengths.front().first->states.size(); ++layer) {
     std::vector<at::Tensor> xs, ys;
     for (const auto& [stack, target] : lengths) {
@@ -281,7 +289,9 @@ std::vector<LinearProbe> fit_stack(const std::vector<std::pair<const KeptStack*,
       xs.push_back(x);
       ys.push_back(y);
     }
-    probes.push_back(fit_probe(torch::cat(xs, 0), torch::cat(ys, 0), ridge));
+    const auto x = torch::cat(xs, 0), y = torch::cat(ys, 0);
+    probes.tokens = y.size(0);  // the same at every layer: the target decides which tokens count
+    probes.layers.push_back(fit_probe(x, y, ridge));
   }
   return probes;
 }
@@ -290,16 +300,15 @@ std::vector<LinearProbe> fit_stack(const std::vector<std::pair<const KeptStack*,
 /// stack's JSON entry {"positions", "features", "fitted_tokens",
 /// "held_out_tokens", "layers"} ("features": the width of the streams after
 /// block 1, d_model).
-nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, const std::vector<LinearProbe>& probes,
-                           int64_t fitted_tokens) {
+nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, const StackProbes& probes) {
   const int64_t b = target.size(0);
-  TORCH_CHECK(probes.size() == stack.states.size(), "probe: ", probes.size(), " probes for ", stack.states.size(),
-              " streams");
+  TORCH_CHECK(probes.layers.size() == stack.states.size(), "probe: ", probes.layers.size(), " probes for ",
+              stack.states.size(), " streams");
   nlohmann::json layers = nlohmann::json::array();
-  for (size_t i = 0; i < probes.size(); ++i) {
+  for (size_t i = 0; i < probes.layers.size(); ++i) {
     const auto [x, y] = defined_rows(stack.states[i], target, b / 2, b - b / 2);
     std::vector<TargetMean> by_target;
-    const ProbeFit fit = score_probe(probes[i], x, y, &by_target);
+    const ProbeFit fit = score_probe(probes.layers[i], x, y, &by_target);
     nlohmann::json means = nlohmann::json::array();
     for (const TargetMean& m : by_target)
       means.push_back({{"target", m.target}, {"mean_prediction", m.mean_prediction}, {"tokens", m.rows}});
@@ -313,7 +322,7 @@ nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, con
   }
   return {{"positions", target.size(1)},
           {"features", stack.states.empty() ? 0 : stack.states.back().size(2)},
-          {"fitted_tokens", fitted_tokens},
+          {"fitted_tokens", probes.tokens},
           {"held_out_tokens", defined_tokens(target, b / 2, b - b / 2)},
           {"layers", layers}};
 }
@@ -366,40 +375,33 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
                    "choose fewer --samples or a shorter length");
   }
 
-  // With --fit-lengths, one set of probes, fitted on those lengths together, reads every length.
-  std::vector<std::vector<LinearProbe>> fixed_probes;  // [stack][layer]
-  std::vector<int64_t> fixed_fitted;                   // [stack]: tokens fitted on
-  int64_t fit_examples = 0;
+  // With --fit-lengths, one set of probes per stack, fitted on those lengths together, reads every length.
+  std::vector<StackProbes> fixed;  // [stack]
   if (!r.fit_lengths.empty()) {
     std::vector<ProbedLength> fits;
     for (const int64_t length : r.fit_lengths) fits.push_back(probed_length(model, *task, cfg, r, length));
-    for (const ProbedLength& f : fits) fit_examples += f.targets[0].size(0) / 2;
     for (size_t s = 0; s < fits.front().stacks.size(); ++s) {
       std::vector<std::pair<const KeptStack*, at::Tensor>> sides;
-      int64_t fitted = 0;
-      for (const ProbedLength& f : fits) {
-        sides.emplace_back(&f.stacks[s], f.targets[s]);
-        fitted += defined_tokens(f.targets[s], 0, f.targets[s].size(0) / 2);
-      }
-      fixed_probes.push_back(fit_stack(sides, r.ridge));
-      fixed_fitted.push_back(fitted);
+      for (const ProbedLength& f : fits) sides.emplace_back(&f.stacks[s], f.targets[s]);
+      fixed.push_back(fit_stack(sides, r.ridge));
     }
   }
   nlohmann::json per_length = nlohmann::json::array();
   for (const int64_t length : lengths) {
     const ProbedLength probed = probed_length(model, *task, cfg, r, length);
     std::vector<nlohmann::json> sides;
+    int64_t fitted_examples = 0;
     for (size_t s = 0; s < probed.stacks.size(); ++s) {
       const KeptStack& stack = probed.stacks[s];
       const at::Tensor& target = probed.targets[s];
-      sides.push_back(!r.fit_lengths.empty() ? score_stack(stack, target, fixed_probes[s], fixed_fitted[s])
-                                             : score_stack(stack, target, fit_stack({{&stack, target}}, r.ridge),
-                                                           defined_tokens(target, 0, target.size(0) / 2)));
+      const StackProbes probes = fixed.empty() ? fit_stack({{&stack, target}}, r.ridge) : fixed[s];
+      fitted_examples = probes.examples;  // here, or at --fit-lengths
+      sides.push_back(score_stack(stack, target, probes));
     }
     nlohmann::json entry = sides[0];
     entry["length"] = length;
     const int64_t b = probed.targets[0].size(0);  // a task may hold fewer examples of a length than asked
-    entry["fitted_examples"] = r.fit_lengths.empty() ? b / 2 : fit_examples;  // here, or at --fit-lengths
+    entry["fitted_examples"] = fitted_examples;
     entry["held_out_examples"] = b - b / 2;
     if (both) entry["decoder"] = sides[1];
     per_length.push_back(entry);
