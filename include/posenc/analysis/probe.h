@@ -88,12 +88,13 @@ struct ProbeRequest {
 /// Probes of a trained checkpoint for `target` on its task's fixed evaluation
 /// examples (eval.seed) at each length: {"checkpoint", "scheme", "task",
 /// "kind", "target", "target_description", "trained_lengths", "lengths":
-/// [{"length", "positions", "fitted_tokens", "held_out_tokens", "layers":
+/// [{"length", "positions", "features", "fitted_examples", "fitted_tokens",
+/// "held_out_examples", "held_out_tokens", "layers":
 /// [{"layer", "reads", "r2", "mean_abs_error", "rounded_accuracy",
 /// "baseline_accuracy", "by_target": [{"target", "mean_prediction",
 /// "tokens"}]}]}], and "fit_lengths" (empty when each length fits its own).
 /// An encoder_decoder's entry is its encoder's, over
-/// the source, with "decoder": {"positions", "fitted_tokens",
+/// the source, with "decoder": {"positions", "features", "fitted_tokens",
 /// "held_out_tokens", "layers"} over the target (each side counts its
 /// positions from 0). Padding (token 0) is neither fitted nor scored.
 /// ConfigError for a target the task does not define, naming those it does.
