@@ -144,6 +144,14 @@ const std::map<std::string, Command>& commands() {
          {"--target", Kind::Other},
          {"--fit-lengths", Kind::Other},
          {"--json", Kind::OutputFile}}}},
+      {"heads",
+       {"heads {checkpoint} --lengths 8 --samples 8 --json {--json}",
+        {{"checkpoint", Kind::InputFile},
+         {"--lengths", Kind::Other},
+         {"--samples", Kind::Other},
+         {"--kind", Kind::Other},
+         {"--queries", Kind::Other},
+         {"--json", Kind::OutputFile}}}},
       {"bench",
        {"bench {config} --no-python --out {--out}",
         {{"config", Kind::InputFile},
@@ -182,6 +190,7 @@ const std::map<std::string, LongRun>& long_runs() {
       {"inspect", {"", "one scheme's tensors, capped at 4,194,304 numbers"}},
       {"attention", {"", "one forward pass, capped at 4,194,304 numbers"}},
       {"probe", {"probe {checkpoint} --lengths 1024 --samples 4000 --json {--json}", ""}},
+      {"heads", {"heads {checkpoint} --lengths 1024 --samples 4000 --json {--json}", ""}},
   };
   return table;
 }

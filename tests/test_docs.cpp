@@ -393,7 +393,7 @@ std::set<std::string> heading_anchors(const fs::path& page) {
 TEST(Docs, EveryCommandTheDocsShowIsOnePosencTakes) {
   std::map<std::string, std::set<std::string>> flags_of;
   for (const char* sub :
-       {"train", "eval", "generate", "translate", "list", "inspect", "compare", "attention", "probe", "bench"})
+       {"train", "eval", "generate", "translate", "list", "inspect", "compare", "attention", "probe", "heads", "bench"})
     flags_of[sub] = help_flags(sub);
   const auto commands = shown_commands();
   ASSERT_GT(commands.size(), 50u) << "the docs show fewer posenc commands than they do";

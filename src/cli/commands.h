@@ -137,6 +137,17 @@ struct ProbeOptions {
 void setup_probe(CLI::App& app, ProbeOptions& o);
 int run_probe(const ProbeOptions& o);
 
+struct HeadsOptions {
+  std::string checkpoint;
+  std::vector<int64_t> lengths;
+  int64_t samples = 100;
+  std::string kind;
+  std::string queries = "all";
+  std::string json;
+};
+void setup_heads(CLI::App& app, HeadsOptions& o);
+int run_heads(const HeadsOptions& o);
+
 void setup_bench(CLI::App& app, BenchOptions& o);
 int run_bench(const BenchOptions& o);
 

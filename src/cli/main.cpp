@@ -74,8 +74,13 @@ std::vector<Command> commands() {
               "write a trained model's attention maps on one example as JSON; scripts/plot_inspect.py draws them",
               setup_attention, run_attention),
       command("probe",
-              "fit linear probes of each token's position to a trained model's residual stream, layer by layer",
+              "fit linear probes of each token's position (or a quantity its task defines) to a trained model's "
+              "residual stream, layer by layer",
               setup_probe, run_probe),
+      command("heads",
+              "where each attention head looks, over many examples at each length: mass left, on and right of the "
+              "query, mean distance, flatness",
+              setup_heads, run_heads),
       command("bench", "time, memory and FLOPs per scheme, against the matmul peak and PyTorch eager", setup_bench,
               run_bench),
   };

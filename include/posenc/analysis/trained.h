@@ -10,6 +10,15 @@
 
 namespace posenc {
 
+class Transformer;
+class Task;
+
+/// The kind index (TaskBatch::kinds) that `--kind name` asks for: kSortedKind
+/// for "sorted", else an index into task.kind_names(). ConfigError where the
+/// model is not the classifier or its task's examples have no kinds
+/// (`task_type` names the task), or for a kind the task does not have.
+int requested_kind(const Transformer& model, const Task& task, const std::string& task_type, const std::string& kind);
+
 /// The trained model's positional scheme (first layer it acts at; with `block`
 /// > 0 the instance that block runs, for schemes not shared across layers), or
 /// with `input_slot` its model.positional.input scheme, described like `posenc

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "posenc/analysis/examples.h"
 #include "posenc/config.h"
 #include "posenc/errors.h"
 #include "posenc/model/decoder.h"
@@ -165,31 +166,22 @@ std::string reads(int64_t layer, const KeptStack& stack) {
 /// encoder and the target SEP y (less y's last token) with its decoder.
 std::vector<KeptStack> kept_states(Transformer& model, const TaskBatch& set, int64_t max_batch_tokens) {
   const ModelConfig& m = model->config();
-  const int64_t T = set.tokens.size(1), a = set.answer_start;
+  const ModelInputs inputs = model_inputs(model, set);
   std::vector<KeptStack> stacks;
   if (m.kind == ModelKind::EncoderDecoder) {
-    stacks.push_back({"encoder", m.layers, 0, a - 1, set.tokens.narrow(1, 0, a - 1), {}});
-    stacks.push_back({"decoder", m.decoder_layers, a - 1, T, set.tokens.narrow(1, a - 1, T - a), {}});
+    stacks.push_back({"encoder", m.layers, 0, inputs.target_first, inputs.tokens, {}});
+    stacks.push_back({"decoder", m.decoder_layers, inputs.target_first, set.tokens.size(1), inputs.target, {}});
   } else {
-    stacks.push_back({"", m.layers, 0, T, model->is_decoder() ? set.tokens.narrow(1, 0, T - 1) : set.tokens, {}});
+    stacks.push_back({"", m.layers, 0, set.tokens.size(1), inputs.tokens, {}});
   }
-  const at::Tensor& read = stacks.front().tokens;
-  const auto ids = set.positions.defined() && m.kind == ModelKind::Decoder ? set.positions.narrow(1, 0, read.size(1))
-                                                                           : at::Tensor();  // (B, L) task-defined ids
-  const int64_t chunk = evaluation_batch_size(model, T, max_batch_tokens);
+  const int64_t chunk = evaluation_batch_size(model, set.tokens.size(1), max_batch_tokens);
   std::vector<std::vector<std::vector<at::Tensor>>> parts(stacks.size());  // [stack][layer][chunk]
   model->eval();
   c10::InferenceMode guard;
   model->keep_hidden_states(true);  // each forward keeps its own chunk's streams
   for (int64_t start = 0; start < set.tokens.size(0); start += chunk) {
     throw_if_interrupted();
-    const int64_t n = std::min(chunk, set.tokens.size(0) - start);
-    if (auto* both = model->as<EncoderDecoderImpl>())
-      both->forward(stacks[0].tokens.narrow(0, start, n), stacks[1].tokens.narrow(0, start, n));
-    else if (auto* decoder = model->as<DecoderImpl>())
-      decoder->forward(read.narrow(0, start, n), {}, ids.defined() ? ids.narrow(0, start, n) : at::Tensor());
-    else
-      classifier_of(model, "probe").forward(read.narrow(0, start, n));
+    forward_inputs(model, rows_of(inputs, start, std::min(chunk, set.tokens.size(0) - start)), "probe");
     for (size_t s = 0; s < stacks.size(); ++s) {
       const auto& states = s == 0 ? model->hidden_states() : model->decoder_hidden_states();
       parts[s].resize(states.size());

@@ -18,6 +18,21 @@
 
 namespace posenc {
 
+int requested_kind(const Transformer& model, const Task& task, const std::string& task_type, const std::string& kind) {
+  const auto kinds = task.kind_names();
+  if (model->is_decoder() || kinds.empty())
+    throw ConfigError("--kind " + kind + ": the examples of task " + task_type +
+                      " have no kinds (--kind picks among the ordering task's: sorted, shuffle, ...); leave it out");
+  if (kind == "sorted") return kSortedKind;
+  const auto it = std::find(kinds.begin(), kinds.end(), kind);
+  if (it == kinds.end()) {
+    std::string known = "sorted";
+    for (const auto& k : kinds) known += ", " + k;
+    throw ConfigError("--kind " + kind + ": task " + task_type + " has the kinds " + known);
+  }
+  return static_cast<int>(it - kinds.begin());
+}
+
 nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot, int64_t block) {
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
@@ -224,24 +239,12 @@ nlohmann::json attention_example(const std::string& checkpoint, const AttentionR
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   if (r.length < 2) throw ConfigError("--length " + std::to_string(r.length) + ": an example needs at least 2 tokens");
   const std::unique_ptr<Task> task = make_task(cfg.task);
-  if (r.kind_given && (model->is_decoder() || task->kind_names().empty()))
-    throw ConfigError("--kind " + r.kind + ": the examples of task " + cfg.task.type +
-                      " have no kinds (--kind picks among the ordering task's: sorted, shuffle, ...); leave it out");
+  if (r.kind_given) requested_kind(model, *task, cfg.task.type, r.kind);  // refused before any work
   model->check_length(task->sequence_length(r.length));
   if (model->as<EncoderDecoderImpl>()) return encoder_decoder_attention_example(checkpoint, r, cfg, *task, model);
   check_maps_fit(model, cfg, task->sequence_length(r.length), r.length);
   if (model->is_decoder()) return decoder_attention_example(checkpoint, r, cfg, *task, model);
-  const auto kinds = task->kind_names();
-  int wanted = kSortedKind;
-  if (r.kind != "sorted") {
-    const auto it = std::find(kinds.begin(), kinds.end(), r.kind);
-    if (it == kinds.end()) {
-      std::string known = "sorted";
-      for (const auto& k : kinds) known += ", " + k;
-      throw ConfigError("--kind " + r.kind + ": task " + cfg.task.type + " has the kinds " + known);
-    }
-    wanted = static_cast<int>(it - kinds.begin());
-  }
+  const int wanted = r.kind_given ? requested_kind(model, *task, cfg.task.type, r.kind) : kSortedKind;
   const TaskBatch set = task->fixed_set(r.length, cfg.eval.samples_per_length, cfg.eval.seed);
   int64_t found = -1, seen = 0;
   for (size_t i = 0; i < set.kinds.size() && found < 0; ++i)

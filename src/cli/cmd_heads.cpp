@@ -1,0 +1,109 @@
+// posenc heads CHECKPOINT [--lengths L,...] [--samples N] [--kind K] [--queries all|answer] [--json FILE]
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+#include "commands.h"
+#include "posenc/analysis/heads.h"
+#include "posenc/errors.h"
+#include "posenc/util/interrupt.h"
+
+namespace posenc::cli {
+
+void setup_heads(CLI::App& app, HeadsOptions& o) {
+  app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained model (encoder, decoder or encoder_decoder)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--lengths", o.lengths,
+                 "comma-separated lengths in the task's unit (default: the checkpoint's eval.lengths)")
+      ->delimiter(',')
+      ->check(integer_in(2, int64_t{1} << 20));
+  app.add_option("--samples", o.samples,
+                 "examples per length: the first of the fixed evaluation set (with --kind, those of that kind "
+                 "among them)")
+      ->check(integer_in(1, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--kind", o.kind,
+                 "ordering: count only the examples of this kind (sorted, shuffle, adjacent_swap, random_swap or "
+                 "reverse; default: all)");
+  app.add_option("--queries", o.queries,
+                 "all: every token's attention; answer: a decoder's queries that predict an answer token")
+      ->check(CLI::IsMember({"all", "answer"}))
+      ->capture_default_str();
+  app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
+}
+
+namespace {
+
+/// A number of the JSON with `format`, or "-" where it is null (undefined).
+void print_number(const nlohmann::json& v, const char* format, int width) {
+  if (v.is_null())
+    std::printf(" %*s", width, "-");
+  else
+    std::printf(format, v.get<double>());
+}
+
+/// Per head, its mean distance at each length, then its effective keys at
+/// each length; a last row per block with a flat head's.
+void print_table(const nlohmann::json& j) {
+  const auto& lengths = j["lengths"];
+  std::printf("%s (%s on %s, trained on lengths %lld-%lld), %s queries%s:\n", j["checkpoint"].get<std::string>().c_str(),
+              j["scheme"].get<std::string>().c_str(), j["task"].get<std::string>().c_str(),
+              static_cast<long long>(j["trained_lengths"][0].get<int64_t>()),
+              static_cast<long long>(j["trained_lengths"][1].get<int64_t>()), j["queries"].get<std::string>().c_str(),
+              j["example_kind"].is_null() ? "" : (", examples of kind " + j["example_kind"].get<std::string>()).c_str());
+  for (const auto& l : lengths) {
+    std::printf("  length %lld: %lld examples", static_cast<long long>(l["length"].get<int64_t>()),
+                static_cast<long long>(l["examples"].get<int64_t>()));
+    if (!l["accuracy"].is_null()) std::printf(", accuracy %.3f", l["accuracy"].get<double>());
+    std::printf("\n");
+  }
+  std::printf("d@L: mean distance |j - i| under each head at length L; k@L: its effective keys, exp(entropy); "
+              "\"flat\": a head flat over the keys each query sees\n");
+  std::printf("%-18s %4s ", "block", "head");
+  for (const auto& l : lengths) std::printf(" %8s", ("d@" + std::to_string(l["length"].get<int64_t>())).c_str());
+  std::printf("  ");
+  for (const auto& l : lengths) std::printf(" %8s", ("k@" + std::to_string(l["length"].get<int64_t>())).c_str());
+  std::printf("\n");
+  const auto& blocks = lengths[0]["blocks"];
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const std::string name = blocks[b]["block"].get<std::string>();
+    for (size_t h = 0; h < blocks[b]["heads"].size(); ++h) {
+      std::printf("%-18s %4zu ", name.c_str(), h);
+      for (const auto& l : lengths) print_number(l["blocks"][b]["heads"][h]["distance"], " %8.2f", 8);
+      std::printf("  ");
+      for (const auto& l : lengths) print_number(l["blocks"][b]["heads"][h]["effective_keys"], " %8.2f", 8);
+      std::printf("\n");
+    }
+    std::printf("%-18s %4s ", name.c_str(), "flat");
+    for (const auto& l : lengths) print_number(l["blocks"][b]["flat_distance"], " %8.2f", 8);
+    std::printf("  ");
+    for (const auto& l : lengths) print_number(l["blocks"][b]["keys_seen"], " %8.2f", 8);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int run_heads(const HeadsOptions& o) {
+  const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between forward chunks, write nothing
+  check_json_target(o.json, "heads");
+  require_distinct(o.lengths, "--lengths");
+  HeadsRequest r;
+  r.lengths = o.lengths;
+  r.samples = o.samples;
+  r.kind = o.kind;
+  r.queries = o.queries;
+  nlohmann::json j;
+  try {
+    j = head_statistics(o.checkpoint, r);
+  } catch (const Interrupted& e) {
+    spdlog::warn("stopped by {} during the head statistics; nothing written", signal_name(e.signal()));
+    throw;
+  }
+  emit_json(j, o.json, "heads");
+  if (!o.json.empty()) print_table(j);
+  return 0;
+}
+
+}  // namespace posenc::cli
