@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""Figures of the JSON files that `posenc inspect`, `posenc attention` and `posenc probe` write.
+"""Figures of the JSON files that `posenc inspect`, `posenc attention`, `posenc probe` and `posenc heads` write.
 
     build/posenc inspect alibi --length 32 --heads 8 --dim 64 --json alibi.json
     build/posenc attention runs/sin/checkpoint.pt --length 16 --json att.json
     build/posenc probe runs/sin/checkpoint.pt --lengths 16,64 --json probe.json
-    /usr/bin/python3 scripts/plot_inspect.py alibi.json att.json probe.json [--out DIR] [--layer N]
+    build/posenc heads runs/sin/checkpoint.pt --lengths 16,128,512 --json heads.json
+    /usr/bin/python3 scripts/plot_inspect.py alibi.json att.json probe.json heads.json [--out DIR] [--layer N]
 
 Writes FILE.png beside each FILE.json (or into DIR), the same figures as a
 comparison's report draws for each of its schemes (scripts/plot_compare.py):
@@ -23,12 +24,15 @@ comparison's report draws for each of its schemes (scripts/plot_compare.py):
                       task target's rounded accuracy over its baseline,
                       and the best layer's mean prediction against the
                       target (an encoder_decoder: a row for each stack)
+  head statistics     per block, each head's mean distance |j - i| and its
+                      effective keys against the length (log axes), beside
+                      a head flat over the keys each query sees (dashed)
 
 A description of `none` has nothing to draw: the script says so and goes on.
 Exit status: 0 when every file was read (and drawn where it can be), 2 when a
 file is missing, not JSON, or not written by `posenc inspect`, `posenc
-attention` or `posenc probe` (named with the reason, one line each; the other
-files are still drawn).
+attention`, `posenc probe` or `posenc heads` (named with the reason, one line
+each; the other files are still drawn).
 
 Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
 """
@@ -112,6 +116,42 @@ def probe_figure(d, layer=None):
     return fig
 
 
+def heads_figure(d):
+    """Per block (a column), each head's mean distance (top) and effective keys (bottom) against the length, on
+    log axes, with a head flat over the keys each query sees dashed: a local head's lines stay flat as the
+    length grows, a flat head's follow the dashed one."""
+    plt = plot_compare.plt
+    lengths = [e["length"] for e in d["lengths"]]
+    blocks = d["lengths"][0]["blocks"]
+    fig, axes = plt.subplots(2, len(blocks), figsize=(3.6 * len(blocks) + 1, 6.5), squeeze=False)
+    for b, block in enumerate(blocks):
+        for row, (key, flat_key, label) in enumerate([("distance", "flat_distance", "mean |j - i|"),
+                                                      ("effective_keys", "keys_seen", "effective keys")]):
+            ax = axes[row][b]
+            for h in range(len(block["heads"])):
+                ax.plot(lengths, [e["blocks"][b]["heads"][h][key] for e in d["lengths"]], marker="o",
+                        label=f"head {h}")
+            ax.plot(lengths, [e["blocks"][b][flat_key] for e in d["lengths"]], "k--", label="flat")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("length")
+            ax.set_ylabel(label)
+            if row == 0:
+                ax.set_title(block["block"] + (" (causal)" if block.get("causal") else ""))
+            trained = d.get("trained_lengths", [None, None])
+            if trained[1] is not None:
+                ax.axvline(trained[1], color="grey", linewidth=0.8)  # the longest training length
+    axes[0][0].legend(fontsize=7)
+    scored = [f"{e['length']}: {e['accuracy']:.3f}" for e in d["lengths"] if e.get("accuracy") is not None]
+    trained = d.get("trained_lengths", [None, None])
+    kind = f", {d['example_kind']} examples" if d.get("example_kind") else ""
+    fig.suptitle(f"where each head looks: {d['scheme']} {d['kind']} on {d['task']} (trained on lengths "
+                 f"{trained[0]}-{trained[1]}, grey line{kind})" + (f"; accuracy {', '.join(scored)}" if scored else "")
+                 + f"\n{d.get('checkpoint', '')}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def figure_of(d, layer=None):
     """The figure of one description, attention output or probe; None if it has nothing to draw."""
     written_by = d.get("written_by") if isinstance(d, dict) else None
@@ -121,12 +161,15 @@ def figure_of(d, layer=None):
         return plot_compare.attention_figure(d)
     if written_by == "posenc probe":
         return probe_figure(d, layer)
-    raise ValueError("not written by `posenc inspect`, `posenc attention` or `posenc probe` "
+    if written_by == "posenc heads":
+        return heads_figure(d)
+    raise ValueError("not written by `posenc inspect`, `posenc attention`, `posenc probe` or `posenc heads` "
                      "(no \"written_by\" naming one)")
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Figures of `posenc inspect`, `posenc attention` and `posenc probe` JSON files.")
+    parser = argparse.ArgumentParser(description="Figures of `posenc inspect`, `posenc attention`, `posenc probe` and "
+                                     "`posenc heads` JSON files.")
     parser.add_argument("files", nargs="+", metavar="FILE.json")
     parser.add_argument("--out", metavar="DIR", help="write the PNGs here instead of beside each file")
     parser.add_argument("--layer", type=int, metavar="N",

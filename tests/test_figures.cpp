@@ -141,15 +141,18 @@ TEST(Figures, PositionAndTaskTargetProbesAreDrawnAgainstTheLayer) {
   EXPECT_NE(r.output.find("--layer -1"), std::string::npos) << r.output;
 }
 
-TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
+TEST(Figures, AttentionMapsAndHeadStatisticsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   SKIP_WITHOUT_FIGURE_PYTHON();
   posenc::testing::Scratch s("figures_attention");
-  std::vector<std::string> files;
+  std::vector<std::string> files, heads;
   for (const std::string kind : {"encoder", "decoder", "encoder_decoder"}) {
     // Two steps of training: the maps need a checkpoint, not a trained model.
     const std::string run = train_tiny(s, kind);
     files.push_back(s.path("attention_" + kind + ".json"));
-    const auto r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 6 --json " + files.back());
+    auto r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 6 --json " + files.back());
+    ASSERT_EQ(r.code, 0) << r.output;
+    heads.push_back(s.path("heads_" + kind + ".json"));
+    r = posenc::testing::run_cli("heads " + run + "/checkpoint.pt --lengths 6,8 --samples 4 --json " + heads.back());
     ASSERT_EQ(r.code, 0) << r.output;
   }
   // Where each head looks, as a table: every block of every kind; an encoder_decoder's decoder rows are its
@@ -177,16 +180,20 @@ TEST(Figures, AttentionMapsOfEveryModelKindAreDrawnAndBadFilesNamed) {
   files.push_back("/dev/zero");  // endless: refused before a byte is read
   const fs::path out = s.dir / "pngs";
   fs::create_directories(out);
+  files.insert(files.end(), heads.begin(), heads.end());
   files.insert(files.end(), {"--out", out.string()});
   const auto r = plot_inspect(files);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("other.json: not written by `posenc inspect`, `posenc attention` or `posenc probe`"),
+  EXPECT_NE(r.output.find("other.json: not written by `posenc inspect`, `posenc attention`, `posenc probe` or "
+                          "`posenc heads`"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("missing.json: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("/dev/zero: not a regular file"), std::string::npos) << r.output;
-  for (const std::string kind : {"encoder", "decoder", "encoder_decoder"})
+  for (const std::string kind : {"encoder", "decoder", "encoder_decoder"}) {
     expect_figure(out / ("attention_" + kind + ".png"));
+    expect_figure(out / ("heads_" + kind + ".png"));
+  }
   EXPECT_FALSE(fs::exists(out / "other.png"));
   for (const auto& [file, reason] :
        {std::pair<std::string, std::string>{s.path("other.json"), "not written by `posenc attention`"},
