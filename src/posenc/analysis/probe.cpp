@@ -160,10 +160,8 @@ std::string reads(int64_t layer, const KeptStack& stack) {
 }
 
 /// The stacks the model runs over the rows of `set` (B, T), each with its
-/// residual streams, forwarded in chunks the evaluation's memory bound allows.
-/// An encoder reads every token (and CLS before them, if it pools by CLS); a
-/// decoder every token but the last; an encoder_decoder reads source x with its
-/// encoder and the target SEP y (less y's last token) with its decoder.
+/// residual streams, forwarded in chunks the evaluation's memory bound allows,
+/// each stack over what it reads of the rows (analysis/examples.h model_inputs).
 std::vector<KeptStack> kept_states(Transformer& model, const TaskBatch& set, int64_t max_batch_tokens) {
   const ModelConfig& m = model->config();
   const ModelInputs inputs = model_inputs(model, set);
