@@ -9,6 +9,7 @@
 #include <system_error>
 #include <vector>
 
+#include "cli_helpers.h"
 #include "helpers.h"
 #include "posenc/train/data_parallel.h"
 #include "posenc/util/io.h"
@@ -38,6 +39,24 @@ inline std::string write_config(const Scratch& s, const std::string& name, const
   const std::string file = s.path(name);
   write_file_atomic(file, config_to_json(small_config(s.dir / "unused", extra)).dump(2));
   return file;
+}
+
+/// A run of two training steps (seconds), for the commands that read a
+/// checkpoint, not a trained model: an ordering encoder, or a copy decoder or
+/// encoder_decoder (one decoder block); eval.lengths [8], 8 examples a length.
+/// Returns the run directory.
+inline std::string train_tiny(const Scratch& s, const std::string& kind) {
+  std::vector<std::string> extra = {"train.steps=2",       "train.eval_every=2", "train.checkpoint_every=2",
+                                    "train.val_samples=8", "eval.lengths=[8]",   "eval.samples_per_length=8"};
+  if (kind != "encoder") {
+    extra.insert(extra.end(), {"task.type=copy", "task.vocab_size=16", "model.kind=" + kind});
+    if (kind == "encoder_decoder") extra.push_back("model.decoder_layers=1");
+  }
+  const std::string config = write_config(s, kind + ".json", extra);
+  const std::string dir = s.path("run_" + kind);
+  const auto r = run_cli("train " + config + " --out " + dir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  return dir;
 }
 
 /// One error line holding `fragment`; no backtrace, no library exception names.

@@ -68,21 +68,6 @@ posenc::testing::CliRun run_script(const std::string& script, std::vector<std::s
 }
 posenc::testing::CliRun plot_inspect(std::vector<std::string> args) { return run_script("plot_inspect.py", args); }
 
-/// Trains a two-step run of `kind` (encoder: ordering; decoder, encoder_decoder: copy) into s/run_KIND.
-std::string train_tiny(const posenc::testing::Scratch& s, const std::string& kind) {
-  std::vector<std::string> extra = {"train.steps=2",       "train.eval_every=2", "train.checkpoint_every=2",
-                                    "train.val_samples=8", "eval.lengths=[8]",   "eval.samples_per_length=4"};
-  if (kind != "encoder") {
-    extra.insert(extra.end(), {"task.type=copy", "task.vocab_size=16", "model.kind=" + kind});
-    if (kind == "encoder_decoder") extra.push_back("model.decoder_layers=1");
-  }
-  const std::string config = posenc::testing::write_config(s, kind + ".json", extra);
-  const std::string dir = s.path("run_" + kind);
-  const auto r = posenc::testing::run_cli("train " + config + " --out " + dir);
-  EXPECT_EQ(r.code, 0) << r.output;
-  return dir;
-}
-
 }  // namespace
 
 TEST(Figures, EverySchemeButNoneIsDrawnFromItsInspection) {
@@ -115,16 +100,16 @@ TEST(Figures, EverySchemeButNoneIsDrawnFromItsInspection) {
 TEST(Figures, PositionAndTaskTargetProbesAreDrawnAgainstTheLayer) {
   SKIP_WITHOUT_FIGURE_PYTHON();
   posenc::testing::Scratch s("figures_probe");
-  const std::string run = train_tiny(s, "decoder");
+  const std::string run = posenc::testing::train_tiny(s, "decoder");
   const std::string file = s.path("probe.json");
   auto r = posenc::testing::run_cli("probe " + run + "/checkpoint.pt --lengths 6,8 --samples 8 --json " + file);
   ASSERT_EQ(r.code, 0) << r.output;
   // A task's own target (ordering's descent) is drawn with its rounded accuracy beside the baseline's.
-  const std::string encoder = train_tiny(s, "encoder"), descent = s.path("descent.json");
+  const std::string encoder = posenc::testing::train_tiny(s, "encoder"), descent = s.path("descent.json");
   r = posenc::testing::run_cli("probe " + encoder + "/checkpoint.pt --target descent --samples 8 --json " + descent);
   ASSERT_EQ(r.code, 0) << r.output;
   // An encoder_decoder's two stacks, with probes fitted at one length and read at another.
-  const std::string both = train_tiny(s, "encoder_decoder"), transfer = s.path("transfer.json");
+  const std::string both = posenc::testing::train_tiny(s, "encoder_decoder"), transfer = s.path("transfer.json");
   r = posenc::testing::run_cli("probe " + both + "/checkpoint.pt --lengths 6,8 --fit-lengths 6 --samples 8 --json " +
                                transfer);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -147,7 +132,7 @@ TEST(Figures, AttentionMapsAndHeadStatisticsOfEveryModelKindAreDrawnAndBadFilesN
   std::vector<std::string> files, heads;
   for (const std::string kind : {"encoder", "decoder", "encoder_decoder"}) {
     // Two steps of training: the maps need a checkpoint, not a trained model.
-    const std::string run = train_tiny(s, kind);
+    const std::string run = posenc::testing::train_tiny(s, kind);
     files.push_back(s.path("attention_" + kind + ".json"));
     auto r = posenc::testing::run_cli("attention " + run + "/checkpoint.pt --length 6 --json " + files.back());
     ASSERT_EQ(r.code, 0) << r.output;
@@ -207,7 +192,8 @@ TEST(Figures, AttentionMapsAndHeadStatisticsOfEveryModelKindAreDrawnAndBadFilesN
 TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
   SKIP_WITHOUT_FIGURE_PYTHON();
   posenc::testing::Scratch s("figures_runs");
-  const std::string encoder = train_tiny(s, "encoder"), decoder = train_tiny(s, "decoder");
+  const std::string encoder = posenc::testing::train_tiny(s, "encoder"),
+                    decoder = posenc::testing::train_tiny(s, "decoder");
   auto r = posenc::testing::run_cli("eval " + encoder + "/checkpoint.pt --lengths 8,16,32");
   ASSERT_EQ(r.code, 0) << r.output;
   // A run directory (its results.json) beside an eval's results file: one figure.

@@ -31,8 +31,8 @@ constexpr double kMapTolerance = 1e-6;
 
 TEST(Heads, AFlatHeadAndAHeadOnItselfHaveTheirClosedFormStatistics) {
   const int64_t L = 5;
-  auto maps = torch::zeros({2, 2, L, L}, torch::kFloat);  // (B, H, L, L)
-  maps.select(1, 0).fill_(1.0 / L);                        // head 0: flat over every key
+  auto maps = torch::zeros({2, 2, L, L}, torch::kFloat);     // (B, H, L, L)
+  maps.select(1, 0).fill_(1.0 / L);                          // head 0: flat over every key
   maps.select(1, 1).copy_(torch::eye(L).expand({2, L, L}));  // head 1: every query on itself
   const auto all = torch::ones({2, L}, torch::kBool);
   HeadAccumulator acc;
@@ -66,8 +66,7 @@ TEST(Heads, ACausalHeadIsReadOverTheKeysItSeesAndPaddingIsNoQuery) {
   const int64_t L = 6;
   auto maps = torch::zeros({2, 1, L, L}, torch::kFloat);
   for (int64_t b = 0; b < 2; ++b)
-    for (int64_t i = 0; i < L; ++i)
-      maps[b][0][i].narrow(0, 0, i + 1).fill_(1.0 / static_cast<double>(i + 1));
+    for (int64_t i = 0; i < L; ++i) maps[b][0][i].narrow(0, 0, i + 1).fill_(1.0 / static_cast<double>(i + 1));
   maps[1][0].narrow(0, 4, 2).zero_().select(1, 5).fill_(1.0);
   auto tokens = torch::ones({2, L}, torch::kBool);
   tokens[1].narrow(0, 4, 2).fill_(false);
@@ -92,13 +91,12 @@ TEST(Heads, ACausalHeadIsReadOverTheKeysItSeesAndPaddingIsNoQuery) {
   EXPECT_NEAR(s[0].distance, distance, kMapTolerance);
   EXPECT_NEAR(s[0].entropy, entropy, kMapTolerance);
   EXPECT_NEAR(s[0].flatness, 1.0, kMapTolerance);
-  EXPECT_NEAR(acc.flat_distance(), distance, 1e-12);  // this head is the flat one
+  EXPECT_NEAR(acc.flat_distance(), distance, 1e-12);        // this head is the flat one
   EXPECT_NEAR(acc.flat_keys(), (21.0 + 10.0) / 10, 1e-12);  // 1 + ... + 6 and 1 + ... + 4 keys seen
 
   // Added an example at a time, the sums are the same.
   HeadAccumulator parts;
-  for (int64_t b = 0; b < 2; ++b)
-    parts.add(maps.narrow(0, b, 1), tokens.narrow(0, b, 1), tokens.narrow(0, b, 1), true);
+  for (int64_t b = 0; b < 2; ++b) parts.add(maps.narrow(0, b, 1), tokens.narrow(0, b, 1), tokens.narrow(0, b, 1), true);
   EXPECT_EQ(parts.queries(), acc.queries());
   EXPECT_NEAR(parts.stats()[0].distance, s[0].distance, 1e-12);
   EXPECT_NEAR(parts.stats()[0].effective_keys, s[0].effective_keys, 1e-12);
@@ -107,21 +105,6 @@ TEST(Heads, ACausalHeadIsReadOverTheKeysItSeesAndPaddingIsNoQuery) {
 }
 
 namespace {
-
-/// A tiny run of two steps: an ordering encoder, or a copy decoder or encoder_decoder.
-std::string train_tiny(const posenc::testing::Scratch& s, const std::string& kind) {
-  std::vector<std::string> extra = {"train.steps=2",       "train.eval_every=2", "train.checkpoint_every=2",
-                                    "train.val_samples=8", "eval.lengths=[8]",   "eval.samples_per_length=8"};
-  if (kind != "encoder") {
-    extra.insert(extra.end(), {"task.type=copy", "task.vocab_size=16", "model.kind=" + kind});
-    if (kind == "encoder_decoder") extra.push_back("model.decoder_layers=1");
-  }
-  const std::string config = posenc::testing::write_config(s, kind + ".json", extra);
-  const std::string dir = s.path("run_" + kind);
-  const auto r = posenc::testing::run_cli("train " + config + " --out " + dir);
-  EXPECT_EQ(r.code, 0) << r.output;
-  return dir + "/checkpoint.pt";
-}
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -137,7 +120,7 @@ TEST(Heads, AnEncodersStatisticsAreAttentionStatsOverTheSameExamples) {
   const std::string python = find_python("json");
   if (python.empty()) GTEST_SKIP() << "no python3";
   posenc::testing::Scratch s("heads_golden");
-  const std::string ckpt = train_tiny(s, "encoder");
+  const std::string ckpt = posenc::testing::train_tiny(s, "encoder") + "/checkpoint.pt";
   auto r = posenc::testing::run_cli("heads " + ckpt + " --lengths 8 --samples 8 --kind sorted --json " +
                                     s.path("heads.json"));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -193,9 +176,9 @@ TEST(Heads, AnEncodersStatisticsAreAttentionStatsOverTheSameExamples) {
 
 TEST(Heads, EveryModelKindsBlocksAreReadAndBadRequestsRefused) {
   posenc::testing::Scratch s("heads_kinds");
-  const std::string encoder = train_tiny(s, "encoder");
+  const std::string encoder = posenc::testing::train_tiny(s, "encoder") + "/checkpoint.pt";
   for (const std::string kind : {"decoder", "encoder_decoder"}) {
-    const std::string ckpt = train_tiny(s, kind);
+    const std::string ckpt = posenc::testing::train_tiny(s, kind) + "/checkpoint.pt";
     auto r = posenc::testing::run_cli("heads " + ckpt + " --lengths 6,8 --samples 5");
     ASSERT_EQ(r.code, 0) << r.output;
     const json h = json::parse(r.output);  // no --json: the JSON alone on standard output
@@ -226,9 +209,8 @@ TEST(Heads, EveryModelKindsBlocksAreReadAndBadRequestsRefused) {
       continue;
     }
     // A decoder's answer queries: those that predict an answer token, from SEP on.
-    const auto task = make_task(posenc::testing::config_with({"task.type=copy", "task.vocab_size=16",
-                                                              "model.kind=decoder"})
-                                    .task);
+    const auto task =
+        make_task(posenc::testing::config_with({"task.type=copy", "task.vocab_size=16", "model.kind=decoder"}).task);
     const auto set = task->fixed_set(8, 5, 0);
     const int64_t answer_queries = set.tokens.size(1) - set.answer_start;  // SEP .. the answer's last but one
     r = posenc::testing::run_cli("heads " + ckpt + " --lengths 8 --samples 5 --queries answer");

@@ -47,19 +47,21 @@ void print_number(const nlohmann::json& v, const char* format, int width) {
 /// each length; a last row per block with a flat head's.
 void print_table(const nlohmann::json& j) {
   const auto& lengths = j["lengths"];
-  std::printf("%s (%s on %s, trained on lengths %lld-%lld), %s queries%s:\n", j["checkpoint"].get<std::string>().c_str(),
-              j["scheme"].get<std::string>().c_str(), j["task"].get<std::string>().c_str(),
-              static_cast<long long>(j["trained_lengths"][0].get<int64_t>()),
-              static_cast<long long>(j["trained_lengths"][1].get<int64_t>()), j["queries"].get<std::string>().c_str(),
-              j["example_kind"].is_null() ? "" : (", examples of kind " + j["example_kind"].get<std::string>()).c_str());
+  std::printf(
+      "%s (%s on %s, trained on lengths %lld-%lld), %s queries%s:\n", j["checkpoint"].get<std::string>().c_str(),
+      j["scheme"].get<std::string>().c_str(), j["task"].get<std::string>().c_str(),
+      static_cast<long long>(j["trained_lengths"][0].get<int64_t>()),
+      static_cast<long long>(j["trained_lengths"][1].get<int64_t>()), j["queries"].get<std::string>().c_str(),
+      j["example_kind"].is_null() ? "" : (", examples of kind " + j["example_kind"].get<std::string>()).c_str());
   for (const auto& l : lengths) {
     std::printf("  length %lld: %lld examples", static_cast<long long>(l["length"].get<int64_t>()),
                 static_cast<long long>(l["examples"].get<int64_t>()));
     if (!l["accuracy"].is_null()) std::printf(", accuracy %.3f", l["accuracy"].get<double>());
     std::printf("\n");
   }
-  std::printf("d@L: mean distance |j - i| under each head at length L; k@L: its effective keys, exp(entropy); "
-              "\"flat\": a head flat over the keys each query sees\n");
+  std::printf(
+      "d@L: mean distance |j - i| under each head at length L; k@L: its effective keys, exp(entropy); "
+      "\"flat\": a head flat over the keys each query sees\n");
   std::printf("%-18s %4s ", "block", "head");
   for (const auto& l : lengths) std::printf(" %8s", ("d@" + std::to_string(l["length"].get<int64_t>())).c_str());
   std::printf("  ");

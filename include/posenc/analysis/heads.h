@@ -51,18 +51,18 @@ class HeadAccumulator {
   int64_t queries() const { return queries_; }
 
  private:
-  at::Tensor sums_;  ///< (H, 7) float64: left, self, right, distance, entropy, flatness, exp(entropy)
-  int64_t queries_ = 0;        ///< queries counted
-  int64_t flat_queries_ = 0;   ///< of them, those that see at least 2 keys
-  double flat_distance_ = 0;   ///< the sum of a flat head's mean distance over the queries
-  double flat_keys_ = 0;       ///< the sum of the keys each query sees
+  at::Tensor sums_;           ///< (H, 7) float64: left, self, right, distance, entropy, flatness, exp(entropy)
+  int64_t queries_ = 0;       ///< queries counted
+  int64_t flat_queries_ = 0;  ///< of them, those that see at least 2 keys
+  double flat_distance_ = 0;  ///< the sum of a flat head's mean distance over the queries
+  double flat_keys_ = 0;      ///< the sum of the keys each query sees
 };
 
 struct HeadsRequest {
   std::vector<int64_t> lengths;  ///< in the task's unit; empty: the checkpoint's eval.lengths
   int64_t samples = 100;         ///< examples per length, the first of the fixed evaluation set (eval.seed)
-  std::string kind;              ///< ordering: count only examples of this kind ("sorted", "adjacent_swap", ...); "" all
-  std::string queries = "all";   ///< "all", or "answer": a decoder's queries that predict an answer token
+  std::string kind;             ///< ordering: count only examples of this kind ("sorted", "adjacent_swap", ...); "" all
+  std::string queries = "all";  ///< "all", or "answer": a decoder's queries that predict an answer token
 };
 
 /// Head statistics of a trained checkpoint on its task's fixed evaluation

@@ -12,17 +12,15 @@ ModelInputs model_inputs(const Transformer& model, const TaskBatch& set) {
   ModelInputs in;
   switch (model->config().kind) {
     case ModelKind::EncoderDecoder:
-      in.tokens = set.tokens.narrow(1, 0, a - 1);       // (B, S): the source and its padding
-      in.target = set.tokens.narrow(1, a - 1, T - a);   // (B, A): SEP y, less y's last token
+      in.tokens = set.tokens.narrow(1, 0, a - 1);      // (B, S): the source and its padding
+      in.target = set.tokens.narrow(1, a - 1, T - a);  // (B, A): SEP y, less y's last token
       in.target_first = a - 1;
       break;
     case ModelKind::Decoder:
       in.tokens = set.tokens.narrow(1, 0, T - 1);  // (B, T - 1)
       if (set.positions.defined()) in.task_positions = set.positions.narrow(1, 0, T - 1);
       break;
-    case ModelKind::Encoder:
-      in.tokens = set.tokens;
-      break;
+    case ModelKind::Encoder: in.tokens = set.tokens; break;
   }
   return in;
 }

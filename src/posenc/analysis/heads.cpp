@@ -18,38 +18,39 @@
 namespace posenc {
 
 void HeadAccumulator::add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal) {
-  TORCH_CHECK(maps.dim() == 4 && maps.size(2) == maps.size(3), "heads: expected maps (B, H, L, L), got ",
-              maps.sizes());
+  TORCH_CHECK(maps.dim() == 4 && maps.size(2) == maps.size(3), "heads: expected maps (B, H, L, L), got ", maps.sizes());
   const int64_t B = maps.size(0), H = maps.size(1), L = maps.size(2);
   TORCH_CHECK(queries.dim() == 2 && queries.size(0) == B && queries.size(1) == L && keys.sizes() == queries.sizes(),
               "heads: expected queries and keys (", B, ", ", L, "), got ", queries.sizes(), " and ", keys.sizes());
   if (!sums_.defined()) sums_ = torch::zeros({H, 7}, torch::kFloat64);
   TORCH_CHECK(sums_.size(0) == H, "heads: ", H, " heads where earlier chunks had ", sums_.size(0));
 
-  const auto w = maps.to(torch::kCPU, torch::kFloat64);       // (B, H, L, L)
-  const auto index = torch::arange(L, torch::kFloat64);       // (L)
+  const auto w = maps.to(torch::kCPU, torch::kFloat64);         // (B, H, L, L)
+  const auto index = torch::arange(L, torch::kFloat64);         // (L)
   const auto offset = index.view({1, L}) - index.view({L, 1});  // (L, L): j - i
-  const auto gap = offset.abs();                              // (L, L): |j - i|
-  const auto left = (w * offset.lt(0)).sum(-1);               // (B, H, L)
-  const auto self = w.diagonal(0, -2, -1);                    // (B, H, L)
-  const auto right = (w * offset.gt(0)).sum(-1);              // (B, H, L)
-  const auto distance = (w * gap).sum(-1);                    // (B, H, L)
-  const auto entropy = -torch::xlogy(w, w).sum(-1);           // (B, H, L); 0·log 0 = 0
+  const auto gap = offset.abs();                                // (L, L): |j - i|
+  const auto left = (w * offset.lt(0)).sum(-1);                 // (B, H, L)
+  const auto self = w.diagonal(0, -2, -1);                      // (B, H, L)
+  const auto right = (w * offset.gt(0)).sum(-1);                // (B, H, L)
+  const auto distance = (w * gap).sum(-1);                      // (B, H, L)
+  const auto entropy = -torch::xlogy(w, w).sum(-1);             // (B, H, L); 0·log 0 = 0
 
   // The keys each query sees: the tokens, and with a causal mask those at j <= i.
   auto seen = keys.to(torch::kCPU).to(torch::kBool).view({B, 1, L}).expand({B, L, L});  // (B, Lq, Lk)
   if (causal) seen = seen.logical_and(offset.le(0));
   const auto seen_f = seen.to(torch::kFloat64);
-  const auto n = seen_f.sum(-1);                                  // (B, L)
-  const auto counted = queries.to(torch::kCPU).to(torch::kFloat64);  // (B, L)
-  const auto wide = counted * n.ge(2).to(torch::kFloat64);           // (B, L): the queries a flatness is defined at
+  const auto n = seen_f.sum(-1);                                      // (B, L)
+  const auto counted = queries.to(torch::kCPU).to(torch::kFloat64);   // (B, L)
+  const auto wide = counted * n.ge(2).to(torch::kFloat64);            // (B, L): the queries a flatness is defined at
   const auto flatness = entropy / n.clamp_min(2).log().unsqueeze(1);  // (B, H, L)
 
-  const auto per_head = [](const at::Tensor& v, const at::Tensor& m) { return (v * m.unsqueeze(1)).sum(at::IntArrayRef{0, 2}); };
-  sums_ += torch::stack({per_head(left, counted), per_head(self, counted), per_head(right, counted),
-                         per_head(distance, counted), per_head(entropy, counted), per_head(flatness, wide),
-                         per_head(entropy.exp(), counted)},
-                        1);  // (H, 7)
+  const auto per_head = [](const at::Tensor& v, const at::Tensor& m) {
+    return (v * m.unsqueeze(1)).sum(at::IntArrayRef{0, 2});
+  };
+  sums_ += torch::stack(
+      {per_head(left, counted), per_head(self, counted), per_head(right, counted), per_head(distance, counted),
+       per_head(entropy, counted), per_head(flatness, wide), per_head(entropy.exp(), counted)},
+      1);  // (H, 7)
   queries_ += static_cast<int64_t>(counted.sum().item<double>());
   flat_queries_ += static_cast<int64_t>(wide.sum().item<double>());
   // A flat head's mean distance at each query: the mean |j - i| over the keys it sees.
@@ -85,8 +86,8 @@ constexpr double kMapBytesPerChunk = 256.0 * (1 << 20);
 /// One self-attention module the statistics read: which stack's tokens it
 /// runs over, whether it is causal, and its name in the output.
 struct ReadModule {
-  size_t map = 0;         ///< its index in TransformerImpl::attention_maps()
-  bool target = false;    ///< over ModelInputs::target (an encoder_decoder's decoder) instead of tokens
+  size_t map = 0;       ///< its index in TransformerImpl::attention_maps()
+  bool target = false;  ///< over ModelInputs::target (an encoder_decoder's decoder) instead of tokens
   bool causal = false;
   std::string name;
 };
@@ -133,8 +134,7 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
   const std::unique_ptr<Task> task = make_task(cfg.task);
   const ModelConfig& m = cfg.model;
   const int wanted = r.kind.empty() ? 0 : requested_kind(model, *task, cfg.task.type, r.kind);
-  if (r.queries != "all" && r.queries != "answer")
-    throw ConfigError("--queries " + r.queries + ": all or answer");
+  if (r.queries != "all" && r.queries != "answer") throw ConfigError("--queries " + r.queries + ": all or answer");
   if (r.queries == "answer" && m.kind != ModelKind::Decoder)
     throw ConfigError(fmt::format(
         "--queries answer: picks a decoder's queries that predict its answer; {} is an {} ({}); leave it out",
@@ -144,7 +144,8 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
   const std::vector<int64_t> lengths = r.lengths.empty() ? cfg.eval.lengths : r.lengths;
   check_evaluation_lengths(model, *task, evaluation_spec(cfg), lengths);
   const std::vector<ReadModule> modules = read_modules(m);
-  const double maps_per_example = static_cast<double>(m.layers + 2 * (m.kind == ModelKind::EncoderDecoder ? m.decoder_layers : 0)) * m.heads;
+  const double maps_per_example =
+      static_cast<double>(m.layers + 2 * (m.kind == ModelKind::EncoderDecoder ? m.decoder_layers : 0)) * m.heads;
   const auto chunk_of = [&](int64_t tokens) {
     const double positions = static_cast<double>(model->model_length(tokens));
     const double bytes = maps_per_example * positions * positions * 4.0;  // float32 maps of one example
