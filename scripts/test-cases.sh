@@ -10,10 +10,13 @@
 set -euo pipefail
 log=${1:-build}/Testing/Temporary/LastTest.log
 stopped=""
-# A ctest stopped before its end (a time limit) leaves its log as .tmp, with
-# the suites it finished; newer than LastTest.log, it is the last run's.
-if [ -f "$log.tmp" ] && { [ ! -f "$log" ] || [ "$log.tmp" -nt "$log" ]; }; then
-  log=$log.tmp
+# A ctest stopped before its end (a time limit) leaves its log as
+# LastTest.log.tmp, or with a random suffix after it (seen on a GPU machine on
+# 2026-12-04: LastTest.log.tmp276e2), holding the suites it finished; the
+# newest such file, if newer than LastTest.log, is the last run's.
+partial=$(ls -t "$log".tmp* 2>/dev/null | head -1 || true)
+if [ -n "$partial" ] && { [ ! -f "$log" ] || [ "$partial" -nt "$log" ]; }; then
+  log=$partial
   stopped=" (ctest was stopped before its end: the suites it finished)"
 fi
 [ -f "$log" ] || { echo "test-cases: no $log (run ctest in that build directory first)" >&2; exit 1; }
