@@ -86,6 +86,7 @@ md "- GPU: ${gpu:-none found by nvidia-smi}"
 md "- CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 torch_info=$($python -c 'import torch;print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.compiled_with_cxx11_abi())' 2>/dev/null)
 md "- python torch (version, CUDA, sees GPU, C++11 ABI): ${torch_info:-not importable}"
+md "- CMake: $(cmake --version 2>/dev/null | head -1 | sed 's/^cmake version //')"
 
 prefix=${TORCH_PREFIX:-$($python -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)}
 [ -d .gpu-deps/usr ] && prefix="$root/.gpu-deps/usr;$prefix"
@@ -150,11 +151,11 @@ if wants test; then
     pkill -TERM -f "$root/$build/posenc" 2>/dev/null
     sleep 3
     pkill -KILL -f "$root/$build/posenc" 2>/dev/null
-  fi
-  md "" "## Test suite" "" "$(($(now) - t0)) s: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) (CTest counts suites)"
-  if [ $rc -eq 124 ]; then
-    md "" "Stopped by the time limit ($limit s). The CTest suites that finished by then:" ""
+    md "" "## Test suite" "" "$(($(now) - t0)) s: stopped by the time limit ($limit s) before ctest's summary."
+    md "" "The CTest suites that finished by then (the others did not finish: not run, not passed):" ""
     md "$(grep -oE 'Test +#[0-9]+: [^ ]+ [.]* *[A-Za-z*]+' "$out/test.log" | sed 's/^/    /')"
+  else
+    md "" "## Test suite" "" "$(($(now) - t0)) s: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) (CTest counts suites)"
   fi
   md "" "$(scripts/test-cases.sh "$build" | sed '2,$s/^/    /')"
   [ $rc -eq 0 ] || fail "tests" "$out/test.log"
