@@ -134,6 +134,54 @@ TEST(Probe, AdditionsColumnAndCarryTargetsAreWhatTheSumNeeds) {
   EXPECT_GT(carry.nan_to_num(0).sum().item<double>(), 0);
 }
 
+TEST(Probe, AColumnSumIsWhatItsColumnAddsWithItsDigitAsUnitsAndItsCarryOutAsTens) {
+  // N x 3 with written carries: a0 .. a3 * b0 b1 b2 SEP p0 c0 p1 c1 ... p6 c6.
+  // Every value is recomputed here from the example's own words.
+  const auto task = arithmetic_task({"task.type=multiplication", "task.multiplier_digits=3", "task.carries=written",
+                                     "task.min_length=2", "task.max_length=5"});
+  const auto set = task->fixed_set(4, 30, 7);
+  const auto sums = task->probe_target("column_sum", 4, 30, 7), parity = task->probe_target("sum_parity", 4, 30, 7);
+  const int64_t width = set.tokens.size(1), start = set.answer_start;
+  ASSERT_EQ(width, 4 + 1 + 3 + 1 + 2 * 7);
+  int64_t large = 0;  // columns adding up to 100 or more: the target is more than a digit
+  for (int64_t r = 0; r < 30; ++r) {
+    std::vector<std::string> words;
+    for (int64_t t = 0; t < width; ++t) words.push_back(task->decode_text({set.tokens[r][t].item<int64_t>()}));
+    ASSERT_EQ(words[4], "*");
+    ASSERT_EQ(words[start - 1], "=");
+    int64_t carry_in = 0;
+    for (int64_t j = 0; j < 7; ++j) {
+      int64_t adds = carry_in;
+      for (int64_t l = 0; l < 3; ++l)
+        if (j - l >= 0 && j - l < 4) adds += std::stoi(words[j - l]) * std::stoi(words[5 + l]);
+      const int64_t query = start - 1 + 2 * j;  // SEP, then the carry c_{j-1}: what predicts p_j
+      EXPECT_EQ(sums[r][query].item<double>(), adds) << "row " << r << ", column " << j;
+      EXPECT_EQ(parity[r][query].item<double>(), adds % 2) << "row " << r << ", column " << j;
+      EXPECT_EQ(std::stoi(words[query + 1]), adds % 10) << "its units are the digit written next";
+      EXPECT_EQ(words[query + 2], "c" + std::to_string(adds / 10)) << "its tens are the carry written after it";
+      carry_in = adds / 10;
+      large += adds >= 100;
+    }
+    for (int64_t t = 0; t < width; ++t)
+      if (t < start - 1 || (t - start) % 2 == 0 || t == width - 1) {  // the prompt, each product digit, the last
+        EXPECT_TRUE(std::isnan(sums[r][t].item<double>())) << "row " << r << ", token " << t;
+        EXPECT_TRUE(std::isnan(parity[r][t].item<double>())) << "row " << r << ", token " << t;
+      }
+  }
+  EXPECT_GT(large, 0) << "some of the 210 columns add up to three digits";
+  // Addition: a column adds two digits and the carry, at most 19.
+  const auto adding = arithmetic_task({"task.type=addition"});
+  const auto added = adding->probe_target("column_sum", 3, 20, 1), carry = adding->probe_target("carry", 3, 20, 1);
+  const auto plain = adding->fixed_set(3, 20, 1);
+  for (int64_t r = 0; r < 20; ++r)
+    for (int64_t j = 0; j < 4; ++j) {
+      const int64_t query = 7 + j;  // a0 a1 a2 + b0 b1 b2 SEP s0 s1 s2 s3
+      const int a = j < 3 ? digit_of(plain.tokens[r][j].item<int64_t>()) : 0;
+      const int b = j < 3 ? digit_of(plain.tokens[r][4 + j].item<int64_t>()) : 0;
+      EXPECT_EQ(added[r][query].item<double>(), a + b + carry[r][query].item<double>()) << r << ", " << j;
+    }
+}
+
 TEST(Probe, ArithmeticTargetsFollowHintsPlacementsAndWrittenCarries) {
   // Index hints put hint j before every digit of significance j: the column of
   // a digit is its hint's index, and the carry into column j sits at the hint

@@ -353,10 +353,14 @@ class ArithmeticTask : public SequenceBase {
     return fixed_set_drawing(length, n, seed, nullptr);
   }
   /// column: each digit's significance (a's digit i is i, b's digit l is l, the
-  /// answer's digit j is j), at the digit tokens; carry: the carry into column j
-  /// (0 for the units), at the token that predicts the answer's digit j.
+  /// answer's digit j is j), at the digit tokens. At the token that predicts
+  /// the answer's digit j: carry, the carry into column j (0 for the units);
+  /// column_sum, all that column j adds (its digits or products and that
+  /// carry), whose units are digit j and whose tens the carry out; sum_parity,
+  /// column_sum mod 2.
   torch::Tensor probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override {
-    if (name != "column" && name != "carry") return Task::probe_target(name, length, n, seed);
+    if (name != "column" && name != "carry" && name != "column_sum" && name != "sum_parity")
+      return Task::probe_target(name, length, n, seed);
     std::vector<Operands> drawn;
     const TaskBatch set = fixed_set_drawing(length, n, seed, &drawn);
     const std::vector<TokenRole> roles = token_roles(drawn.at(0).a.size(), drawn.at(0).b.size());
@@ -366,11 +370,15 @@ class ArithmeticTask : public SequenceBase {
     auto values = torch::full({set.tokens.size(0), width}, std::nan(""), torch::kFloat64);  // (n, T)
     auto v = values.accessor<double, 2>();
     for (size_t r = 0; r < drawn.size(); ++r) {
-      const std::vector<int> carry_in = carries_into_columns(drawn[r]);
+      const std::vector<Column> answer = columns(drawn[r]);
       for (int64_t t = 0; t < width; ++t) {
         if (name == "column" && roles[t].kind != TokenRole::Other) v[r][t] = static_cast<double>(roles[t].column);
-        if (name == "carry" && t + 1 < width && roles[t + 1].kind == TokenRole::AnswerDigit)
-          v[r][t] = carry_in.at(roles[t + 1].column);
+        if (name == "column" || t + 1 == width || roles[t + 1].kind != TokenRole::AnswerDigit) continue;
+        const size_t j = static_cast<size_t>(roles[t + 1].column);  // t predicts the answer's digit j
+        const Column& c = answer.at(j);
+        if (name == "carry") v[r][t] = j == 0 ? 0 : answer.at(j - 1).carry;
+        if (name == "column_sum") v[r][t] = static_cast<double>(c.sum);
+        if (name == "sum_parity") v[r][t] = static_cast<double>(c.sum % 2);
       }
     }
     return values;
@@ -429,13 +437,6 @@ class ArithmeticTask : public SequenceBase {
     operands.insert(operands.end(), answer.begin(), answer.end());
     return operands;
   }
-  /// The carry into each column of the answer (0 into the units): the carry out of the column before.
-  std::vector<int> carries_into_columns(const Operands& x) const {
-    std::vector<int> into = {0};
-    for (const Column& c : columns(x)) into.push_back(c.carry);
-    return into;
-  }
-
   /// n examples of na and nb digits; a share `high_digit_share` of them draw
   /// their digits from [f, 9], f uniform in 0..9 per example (training only).
   /// Each example's operands go to `drawn` where given.
@@ -576,9 +577,11 @@ class ArithmeticTask : public SequenceBase {
   int64_t multiplier_base() const { return kOperator + hints_ + (own_answer_tokens_ ? 10 : 0); }
   int64_t carry_base() const { return multiplier_base() + (per_digit_multiplier_ ? 10 * multiplier_ : 0); }
 
-  /// One column of the answer: its digit and the carry out of it.
+  /// One column of the answer: its digit, the carry out of it, and all it
+  /// adds (digit = sum % 10, carry = sum / 10).
   struct Column {
     int digit, carry;
+    int64_t sum;
   };
   /// The answer's columns, least-significant first: the sum's or the product's.
   std::vector<Column> columns(const Operands& x) const { return op_ == Op::Add ? sum(x.a, x.b) : product(x.a, x.b); }
@@ -589,9 +592,9 @@ class ArithmeticTask : public SequenceBase {
     for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
       const int d = (i < a.size() ? a[i] : 0) + (i < b.size() ? b[i] : 0) + carry;
       carry = d / 10;
-      s.push_back({d % 10, carry});
+      s.push_back({d % 10, carry, d});
     }
-    s.push_back({carry, 0});
+    s.push_back({carry, 0, carry});
     return s;
   }
   /// Least-significant digit first: len(a) + len(b) columns. Column j sums
@@ -604,7 +607,7 @@ class ArithmeticTask : public SequenceBase {
       int64_t s = carry;
       for (int64_t l = std::max<int64_t>(0, j - na + 1); l <= std::min(j, nb - 1); ++l) s += a[j - l] * b[l];
       carry = s / 10;
-      p.push_back({static_cast<int>(s % 10), static_cast<int>(carry)});
+      p.push_back({static_cast<int>(s % 10), static_cast<int>(carry), s});
     }
     return p;
   }
@@ -809,11 +812,19 @@ TaskInfo arithmetic_info(const std::string& name, const std::string& description
     return ArithmeticTask::positions_end(op, cfg, length);
   };
   const std::string answer = op == ArithmeticTask::Op::Add ? "sum" : "product";
+  const std::string column_terms =
+      op == ArithmeticTask::Op::Add ? "a's and b's digit j" : "the products a_i * b_l of its digits, i + l = j";
   t.probe_targets = {
       {"column", "a digit's significance (0 for the units), at every digit of both operands and the " + answer},
       {"carry", "the carry into column j of the " + answer +
                     " (0 into the units), at the token that predicts its digit j: what that digit needs beside "
-                    "the operands' digits"}};
+                    "the operands' digits"},
+      {"column_sum", "all that column j of the " + answer + " adds (" + column_terms +
+                         ", and the carry into it), at the token that predicts its digit j: its units are that "
+                         "digit, its tens the carry out"},
+      {"sum_parity",
+       "column_sum mod 2, at the same tokens: the parity of digit j, which the parities of what "
+       "the column adds decide without its size"}};
   return t;
 }
 
