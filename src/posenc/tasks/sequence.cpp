@@ -376,7 +376,7 @@ class ArithmeticTask : public SequenceBase {
         if (name == "column" || t + 1 == width || roles[t + 1].kind != TokenRole::AnswerDigit) continue;
         const size_t j = static_cast<size_t>(roles[t + 1].column);  // t predicts the answer's digit j
         const Column& c = answer.at(j);
-        if (name == "carry") v[r][t] = j == 0 ? 0 : answer.at(j - 1).carry;
+        if (name == "carry") v[r][t] = j == 0 ? 0 : answer.at(j - 1).carry();
         if (name == "column_sum") v[r][t] = static_cast<double>(c.sum);
         if (name == "sum_parity") v[r][t] = static_cast<double>(c.sum % 2);
       }
@@ -561,8 +561,8 @@ class ArithmeticTask : public SequenceBase {
         wa, wb, [&](int64_t i) { return int64_t{a[i]} + 1; },
         [&](int64_t, int64_t l) { return multiplier_token(l, b[l]); }, kOperator, input);
     for (const Column& c : columns(x)) {
-      answer.push_back(answer_token(c.digit));
-      if (carries_) answer.push_back(carry_base() + 1 + c.carry);
+      answer.push_back(answer_token(c.digit()));
+      if (carries_) answer.push_back(carry_base() + 1 + c.carry());
     }
   }
   /// The token of the answer's digit d: the operands' (d + 1), or with
@@ -577,11 +577,12 @@ class ArithmeticTask : public SequenceBase {
   int64_t multiplier_base() const { return kOperator + hints_ + (own_answer_tokens_ ? 10 : 0); }
   int64_t carry_base() const { return multiplier_base() + (per_digit_multiplier_ ? 10 * multiplier_ : 0); }
 
-  /// One column of the answer: its digit, the carry out of it, and all it
-  /// adds (digit = sum % 10, carry = sum / 10).
+  /// One column of the answer: all it adds (its digits or products and the
+  /// carry into it), whose units are its digit and whose tens the carry out.
   struct Column {
-    int digit, carry;
     int64_t sum;
+    int digit() const { return static_cast<int>(sum % 10); }
+    int carry() const { return static_cast<int>(sum / 10); }
   };
   /// The answer's columns, least-significant first: the sum's or the product's.
   std::vector<Column> columns(const Operands& x) const { return op_ == Op::Add ? sum(x.a, x.b) : product(x.a, x.b); }
@@ -592,9 +593,9 @@ class ArithmeticTask : public SequenceBase {
     for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
       const int d = (i < a.size() ? a[i] : 0) + (i < b.size() ? b[i] : 0) + carry;
       carry = d / 10;
-      s.push_back({d % 10, carry, d});
+      s.push_back({d});
     }
-    s.push_back({carry, 0, carry});
+    s.push_back({carry});  // the last digit, a carry of at most 1: nothing carries out of it
     return s;
   }
   /// Least-significant digit first: len(a) + len(b) columns. Column j sums
@@ -607,7 +608,7 @@ class ArithmeticTask : public SequenceBase {
       int64_t s = carry;
       for (int64_t l = std::max<int64_t>(0, j - na + 1); l <= std::min(j, nb - 1); ++l) s += a[j - l] * b[l];
       carry = s / 10;
-      p.push_back({static_cast<int>(s % 10), static_cast<int>(carry), s});
+      p.push_back({s});
     }
     return p;
   }
