@@ -359,7 +359,8 @@ class ArithmeticTask : public SequenceBase {
   /// carry), whose units are digit j and whose tens the carry out; sum_parity,
   /// column_sum mod 2.
   torch::Tensor probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override {
-    if (name != "column" && name != "carry" && name != "column_sum" && name != "sum_parity")
+    const auto& declared = info().probe_targets;  // the one list of the targets this computes
+    if (std::none_of(declared.begin(), declared.end(), [&](const ProbeTargetSpec& d) { return d.name == name; }))
       return Task::probe_target(name, length, n, seed);
     std::vector<Operands> drawn;
     const TaskBatch set = fixed_set_drawing(length, n, seed, &drawn);
@@ -372,8 +373,11 @@ class ArithmeticTask : public SequenceBase {
     for (size_t r = 0; r < drawn.size(); ++r) {
       const std::vector<Column> answer = columns(drawn[r]);
       for (int64_t t = 0; t < width; ++t) {
-        if (name == "column" && roles[t].kind != TokenRole::Other) v[r][t] = static_cast<double>(roles[t].column);
-        if (name == "column" || t + 1 == width || roles[t + 1].kind != TokenRole::AnswerDigit) continue;
+        if (name == "column") {
+          if (roles[t].kind != TokenRole::Other) v[r][t] = static_cast<double>(roles[t].column);
+          continue;
+        }
+        if (t + 1 == width || roles[t + 1].kind != TokenRole::AnswerDigit) continue;
         const size_t j = static_cast<size_t>(roles[t + 1].column);  // t predicts the answer's digit j
         const Column& c = answer.at(j);
         if (name == "carry") v[r][t] = j == 0 ? 0 : answer.at(j - 1).carry();
