@@ -141,6 +141,7 @@ TEST(Probe, AColumnSumIsWhatItsColumnAddsWithItsDigitAsUnitsAndItsCarryOutAsTens
                                      "task.min_length=2", "task.max_length=5"});
   const auto set = task->fixed_set(4, 30, 7);
   const auto sums = task->probe_target("column_sum", 4, 30, 7), parity = task->probe_target("sum_parity", 4, 30, 7);
+  const auto carry_out = task->probe_target("carry_out", 4, 30, 7);
   const int64_t width = set.tokens.size(1), start = set.answer_start;
   ASSERT_EQ(width, 4 + 1 + 3 + 1 + 2 * 7);
   int64_t large = 0;  // columns adding up to 100 or more: the target is more than a digit
@@ -159,6 +160,7 @@ TEST(Probe, AColumnSumIsWhatItsColumnAddsWithItsDigitAsUnitsAndItsCarryOutAsTens
       EXPECT_EQ(parity[r][query].item<double>(), adds % 2) << "row " << r << ", column " << j;
       EXPECT_EQ(std::stoi(words[query + 1]), adds % 10) << "its units are the digit written next";
       EXPECT_EQ(words[query + 2], "c" + std::to_string(adds / 10)) << "its tens are the carry written after it";
+      EXPECT_EQ(carry_out[r][query + 1].item<double>(), adds / 10) << "the carry out, at the digit that predicts it";
       carry_in = adds / 10;
       large += adds >= 100;
     }
@@ -167,8 +169,21 @@ TEST(Probe, AColumnSumIsWhatItsColumnAddsWithItsDigitAsUnitsAndItsCarryOutAsTens
         EXPECT_TRUE(std::isnan(sums[r][t].item<double>())) << "row " << r << ", token " << t;
         EXPECT_TRUE(std::isnan(parity[r][t].item<double>())) << "row " << r << ", token " << t;
       }
+    for (int64_t t = 0; t < width; ++t)
+      if (t < start || (t - start) % 2 == 1) {  // the prompt, SEP and each written carry
+        EXPECT_TRUE(std::isnan(carry_out[r][t].item<double>())) << "row " << r << ", token " << t;
+      }
   }
   EXPECT_GT(large, 0) << "some of the 210 columns add up to three digits";
+  // Without written carries no token predicts the carry out: the target is refused, naming the setting.
+  const auto hidden = arithmetic_task(
+      {"task.type=multiplication", "task.multiplier_digits=3", "task.min_length=2", "task.max_length=5"});
+  try {
+    hidden->probe_target("carry_out", 4, 30, 7);
+    ADD_FAILURE() << "carry_out without written carries";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("task.carries=written"), std::string::npos) << e.what();
+  }
   // Addition: a column adds two digits and the carry, at most 19.
   const auto adding = arithmetic_task({"task.type=addition"});
   const auto added = adding->probe_target("column_sum", 3, 20, 1), carry = adding->probe_target("carry", 3, 20, 1);

@@ -88,7 +88,11 @@ nlohmann::json describe_task(const TaskInfo& t) {
   for (const auto& o : t.options) keys.push_back(o.name);
   for (const ModelKind k : t.model_kinds) kinds.push_back(name_of(k));
   nlohmann::json targets = nlohmann::json::array();
-  for (const ProbeTargetSpec& p : t.probe_targets) targets.push_back({{"name", p.name}, {"doc", p.description}});
+  for (const ProbeTargetSpec& p : t.probe_targets) {
+    nlohmann::json target = {{"name", p.name}, {"doc", p.description}};
+    if (!p.only_where.empty()) target["only_where"] = p.only_where;
+    targets.push_back(target);
+  }
   return {{"name", t.name},
           {"description", t.description},
           {"model_kinds", kinds},
@@ -99,6 +103,13 @@ nlohmann::json describe_task(const TaskInfo& t) {
           {"default_lengths", {t.default_min_length, t.default_max_length}},
           {"default_eval_lengths", t.default_eval_lengths},
           {"probe_targets", targets}};
+}
+
+/// A probe target's description, with the setting it needs where it needs one.
+std::string target_doc(const nlohmann::json& target) {
+  std::string doc = target["doc"].get<std::string>();
+  if (target.contains("only_where")) doc += " (only where " + target["only_where"].get<std::string>() + ")";
+  return doc;
 }
 
 /// "position" and the task's own probe targets, for `posenc probe --target`.
@@ -171,7 +182,7 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
     if (!t["probe_targets"].empty()) {
       std::printf("\n`posenc probe --target` reads `%s`, `%s` and:\n\n", kPositionTarget, kRemainingTarget);
       for (const auto& p : t["probe_targets"])
-        std::printf("- `%s`: %s\n", p["name"].get<std::string>().c_str(), p["doc"].get<std::string>().c_str());
+        std::printf("- `%s`: %s\n", p["name"].get<std::string>().c_str(), target_doc(p).c_str());
     }
   }
   std::printf(
@@ -239,7 +250,7 @@ int run_list(const ListOptions& o) {
     print_options(t["options"], "    ");
     std::printf("  probe targets (posenc probe --target): %s\n", probe_target_names(t).c_str());
     for (const auto& p : t["probe_targets"])
-      std::printf("    %s: %s\n", p["name"].get<std::string>().c_str(), p["doc"].get<std::string>().c_str());
+      std::printf("    %s: %s\n", p["name"].get<std::string>().c_str(), target_doc(p).c_str());
     std::printf("\n");
   }
   return 0;

@@ -45,8 +45,6 @@ class OrderingTask : public Task {
   /// A fixed set of n examples of one length: n/2 positives, negatives split
   /// across kinds in proportion to the weights (largest remainder).
   Batch fixed_set(int64_t length, int64_t n, int64_t seed) const override;
-  /// descent: 1 at token i > 0 where token i < token i - 1, else 0 (NaN at token 0).
-  torch::Tensor probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override;
 
   /// Draws one sorted sequence with at least two distinct tokens, from a random
   /// window of `window` consecutive values (0: from all of 1..V).
@@ -55,6 +53,10 @@ class OrderingTask : public Task {
   std::vector<int64_t> negative(const std::vector<int64_t>& sorted, int kind, std::mt19937_64& rng) const;
 
   const TaskConfig& config() const { return cfg_; }
+
+ protected:
+  /// descent, its one probe target: 1 at token i > 0 where token i < token i - 1, else 0 (NaN at token 0).
+  torch::Tensor declared_probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override;
 
  private:
   Batch assemble(std::vector<std::vector<int64_t>> seqs, std::vector<int> kinds, std::mt19937_64& rng) const;

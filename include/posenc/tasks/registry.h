@@ -53,6 +53,9 @@ std::string score_key(const std::string& metric);
 struct ProbeTargetSpec {
   std::string name;
   std::string description;  ///< what its value is, at which tokens it is defined
+  /// The setting without which the task has no such quantity (`task.carries=written`),
+  /// and Task::probe_target refuses it with a ConfigError naming this; empty: every config.
+  std::string only_where = {};
 };
 /// The probe targets every task has, whatever its tokens: each token's index
 /// in what its stack reads, and how many tokens its side holds after it.

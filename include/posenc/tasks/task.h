@@ -94,15 +94,21 @@ class Task {
   /// The values of probe target `name` (one of info().probe_targets) at each
   /// token of fixed_set(length, n, seed): (n, T) float64 aligned with its
   /// tokens, NaN at the tokens where the quantity is not defined.
-  virtual torch::Tensor probe_target(const std::string& name, int64_t /*length*/, int64_t /*n*/,
-                                     int64_t /*seed*/) const {
-    throw std::logic_error("task " + info().name + " has no probe target " + name);
-  }
+  /// std::logic_error for a name the task does not declare.
+  torch::Tensor probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const;
   /// Names of TaskBatch::kinds (ordering's negative kinds); empty if none.
   virtual std::vector<std::string> kind_names() const { return {}; }
   /// Text of a prompt as tokens, and tokens as text (language modelling, `posenc generate`).
   virtual std::vector<int64_t> encode_text(const std::string& text) const;
   virtual std::string decode_text(const std::vector<int64_t>& tokens) const;
+
+ protected:
+  /// probe_target's values, for a `name` that info().probe_targets declares:
+  /// a task with probe targets overrides this, and needs no list of its own.
+  virtual torch::Tensor declared_probe_target(const std::string& name, int64_t /*length*/, int64_t /*n*/,
+                                              int64_t /*seed*/) const {
+    throw std::logic_error("task " + info().name + " declares probe target " + name + " but does not compute it");
+  }
 };
 
 /// A task's data file (task.path) read whole: ConfigError starting "task.path: "

@@ -202,8 +202,8 @@ Batch OrderingTask::fixed_set(int64_t length, int64_t n, int64_t seed) const {
   return assemble(std::move(seqs), std::move(kinds), rng);
 }
 
-torch::Tensor OrderingTask::probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const {
-  if (name != "descent") return Task::probe_target(name, length, n, seed);
+torch::Tensor OrderingTask::declared_probe_target(const std::string& /*name: descent, the only one*/, int64_t length,
+                                                  int64_t n, int64_t seed) const {
   const auto tokens = fixed_set(length, n, seed).tokens;  // (n, L)
   auto values = torch::full(tokens.sizes(), std::nan(""), torch::kFloat64);
   if (tokens.size(1) > 1)

@@ -1,6 +1,7 @@
 // The task table, the generic task helpers and make_task.
 #include "posenc/tasks/registry.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -78,6 +79,13 @@ std::string read_task_file(const std::string& path, std::uintmax_t max_bytes) {
   if (const std::string problem = utf8_problem(text); !problem.empty())
     throw ConfigError("task.path: " + path + " is not UTF-8 text: " + problem);
   return text;
+}
+
+torch::Tensor Task::probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const {
+  const auto& declared = info().probe_targets;
+  if (std::none_of(declared.begin(), declared.end(), [&](const ProbeTargetSpec& d) { return d.name == name; }))
+    throw std::logic_error("task " + info().name + " has no probe target " + name);
+  return declared_probe_target(name, length, n, seed);
 }
 
 std::vector<int64_t> Task::encode_text(const std::string& text) const {

@@ -352,16 +352,21 @@ class ArithmeticTask : public SequenceBase {
   TaskBatch fixed_set(int64_t length, int64_t n, int64_t seed) const override {
     return fixed_set_drawing(length, n, seed, nullptr);
   }
+
+ protected:
   /// column: each digit's significance (a's digit i is i, b's digit l is l, the
   /// answer's digit j is j), at the digit tokens. At the token that predicts
   /// the answer's digit j: carry, the carry into column j (0 for the units);
   /// column_sum, all that column j adds (its digits or products and that
   /// carry), whose units are digit j and whose tens the carry out; sum_parity,
-  /// column_sum mod 2.
-  torch::Tensor probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override {
-    const auto& declared = info().probe_targets;  // the one list of the targets this computes
-    if (std::none_of(declared.begin(), declared.end(), [&](const ProbeTargetSpec& d) { return d.name == name; }))
-      return Task::probe_target(name, length, n, seed);
+  /// column_sum mod 2. With task.carries=written, carry_out: column j's carry
+  /// out (column_sum's tens), at the answer's digit j, which predicts it.
+  torch::Tensor declared_probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override {
+    if (name == "carry_out" && !carries_)
+      throw ConfigError(
+          "--target carry_out: defined only where task.carries=written writes each column's carry "
+          "after its digit; this model's carry is read where the next digit is predicted: "
+          "--target carry");
     std::vector<Operands> drawn;
     const TaskBatch set = fixed_set_drawing(length, n, seed, &drawn);
     const std::vector<TokenRole> roles = token_roles(drawn.at(0).a.size(), drawn.at(0).b.size());
@@ -377,6 +382,11 @@ class ArithmeticTask : public SequenceBase {
           if (roles[t].kind != TokenRole::Other) v[r][t] = static_cast<double>(roles[t].column);
           continue;
         }
+        if (name == "carry_out") {  // digit j, followed by its written carry
+          if (roles[t].kind == TokenRole::AnswerDigit)
+            v[r][t] = answer.at(static_cast<size_t>(roles[t].column)).carry();
+          continue;
+        }
         if (t + 1 == width || roles[t + 1].kind != TokenRole::AnswerDigit) continue;
         const size_t j = static_cast<size_t>(roles[t + 1].column);  // t predicts the answer's digit j
         const Column& c = answer.at(j);
@@ -387,6 +397,8 @@ class ArithmeticTask : public SequenceBase {
     }
     return values;
   }
+
+ public:
   TaskBatch fixed_operand_set(int64_t a_digits, int64_t b_digits, int64_t n, int64_t seed) const override {
     if (a_digits == b_digits && multiplier_ == 0) return fixed_set(a_digits, n, seed);  // the per-length set's examples
     std::mt19937_64 rng(mix_seed(
@@ -830,6 +842,11 @@ TaskInfo arithmetic_info(const std::string& name, const std::string& description
       {"sum_parity",
        "column_sum mod 2, at the same tokens: the parity of digit j, which the parities of what "
        "the column adds decide without its size"}};
+  if (op == ArithmeticTask::Op::Multiply)
+    t.probe_targets.push_back({"carry_out",
+                               "the carry out of column j (column_sum's tens), at the product's digit j, which "
+                               "predicts it as the carry written next",
+                               "task.carries=written"});
   return t;
 }
 
