@@ -75,9 +75,12 @@ def probe_row(r2_ax, right_ax, means_ax, d, stacks, side, layer=None):
         if target == "position":
             right_ax.plot(layers, [p["mean_abs_error"] / entry["positions"] for p in entry["layers"]], marker="o",
                           label=label)
-        else:  # the dashed line: a probe that always answers the commonest value
+        else:  # dotted: the linear classifier; dashed: a probe that always answers the commonest value
             right_ax.plot(layers, [p["rounded_accuracy"] for p in entry["layers"]], marker="o", label=label,
                           color=line.get_color())
+            if all("class_accuracy" in p for p in entry["layers"]):  # probes written before it was read lack it
+                right_ax.plot(layers, [p["class_accuracy"] for p in entry["layers"]], marker="s", linestyle=":",
+                              color=line.get_color())
             right_ax.plot(layers, [p["baseline_accuracy"] for p in entry["layers"]], linestyle="--",
                           color=line.get_color())
     block = f"{side} block" if side else "block"
@@ -90,14 +93,15 @@ def probe_row(r2_ax, right_ax, means_ax, d, stacks, side, layer=None):
     if target == "position":
         right_ax.set_ylabel("mean |error| / positions")
     else:
-        right_ax.set_ylabel("rounded accuracy (dashed: baseline)")
+        right_ax.set_ylabel("rounded accuracy (dotted: classifier;\ndashed: baseline)")
         right_ax.set_ylim(0, 1.02)
     r2_ax.legend(fontsize=8)
 
 
 def probe_figure(d, layer=None):
     """Held-out R^2 of the probe against the layer, one line per length, beside the position's mean error
-    (as a share of the positions) or, for a task's own target, the rounded accuracy over its baseline, and the
+    (as a share of the positions) or, for a task's own target, the rounded and the classifier's accuracy over the
+    baseline, and the
     best layer's mean prediction against the target; an
     encoder_decoder gets a row for its encoder (over the source) and one for its decoder (over the target)."""
     plt = plot_compare.plt

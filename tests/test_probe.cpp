@@ -40,6 +40,35 @@ TEST(Probe, RecoversALinearTargetAndFindsNothingInNoise) {
   EXPECT_THROW(fit_linear_probe(x, y, 1, 1e-3), c10::Error);  // too few fitted rows
 }
 
+TEST(Probe, TheClassifierReadsCategoriesThatLieOnNoLineBySize) {
+  // Five classes at the corners of a regular pentagon, in the order 0..4
+  // around it, with noise of 0.05 on a unit circle: no line orders them by
+  // value (the regression cannot round to them all), but each class's
+  // centre scores highest on its own rows. The nearest boundary lies
+  // sin(36°) = 0.59 = 12 noise deviations from a centre: no row crosses it.
+  torch::manual_seed(5);
+  const int64_t n = 4000;
+  const auto label = torch::randint(0, 5, {n}, torch::kLong);
+  const auto angle = label.to(torch::kFloat64) * (2 * M_PI / 5);
+  auto x = torch::stack({angle.cos(), angle.sin()}, 1) + 0.05 * torch::randn({n, 2}, torch::kFloat64);  // (N, 2)
+  x = torch::cat({x, torch::randn({n, 6}, torch::kFloat64)}, 1);  // and 6 features of noise
+  const auto y = label.to(torch::kFloat64);
+  const auto pentagon = fit_linear_probe(x, y, n / 2, 1e-6);
+  EXPECT_EQ(pentagon.class_accuracy, 1.0);
+  EXPECT_LT(pentagon.rounded_accuracy, 0.5);  // about 0.26: a line through the circle mixes 0 with 4
+  // Features that hold nothing: about the share of the commonest class, 0.2,
+  // within 5 deviations sqrt(0.2 · 0.8 / 2000) = 0.009 of it.
+  const auto nothing = fit_linear_probe(torch::randn({n, 8}, torch::kFloat64), y, n / 2, 1e-6);
+  EXPECT_NEAR(nothing.class_accuracy, 0.2, 0.045);
+  // A class the fitted rows lack is never read: rows of class 4, scored by a
+  // probe fitted on classes 0-3, are all wrong.
+  const auto seen = label.lt(4), unseen = label.eq(4);
+  const auto probe = fit_probe(x.index({seen}), y.index({seen}), 1e-6);
+  EXPECT_EQ(probe.classes.size(0), 4);
+  EXPECT_EQ(score_probe(probe, x.index({unseen}), y.index({unseen})).class_accuracy, 0.0);
+  EXPECT_EQ(score_probe(probe, x.index({seen}), y.index({seen})).class_accuracy, 1.0);
+}
+
 TEST(Probe, KeepsTheInputOfEveryBlockAndTheLastOutput) {
   // A decoder without positions: what block 1 reads is the token table's rows.
   auto cfg = posenc::testing::small_next_token_config("decoder", "none", {});
@@ -388,6 +417,12 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   const double baseline = descent["lengths"][0]["layers"][0]["baseline_accuracy"].get<double>();
   EXPECT_GT(baseline, 0.5);  // most neighbours are in order, even in the negatives
   EXPECT_LT(baseline, 1.0);
+  for (const auto& layer : descent["lengths"][0]["layers"]) {  // a share of the 140 held-out tokens
+    const double classed = layer["class_accuracy"].get<double>();
+    EXPECT_GE(classed, 0.0);
+    EXPECT_LE(classed, 1.0);
+    EXPECT_DOUBLE_EQ(classed * 140, std::round(classed * 140));
+  }
   r = posenc::testing::run_cli("probe " + ckpt + " --target carry");
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output,

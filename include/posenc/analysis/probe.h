@@ -29,6 +29,10 @@ struct ProbeFit {
   /// Share of held-out rows whose target is the fitted rows' most common value:
   /// the rounded accuracy of a probe that reads nothing.
   double baseline_accuracy = 0;
+  /// Share of held-out rows the linear classifier (LinearProbe::class_w) puts
+  /// in their rounded target's class: whether the value is held linearly as
+  /// one of several categories, not necessarily on a line by size.
+  double class_accuracy = 0;
 };
 
 /// The mean prediction of the held-out rows whose target rounds to `target`.
@@ -39,18 +43,25 @@ struct TargetMean {
 };
 
 /// A ridge regression target ≈ w·x + b fitted on some rows, to be scored on
-/// others (of the same length or of another).
+/// others (of the same length or of another), and beside it a linear
+/// classifier of the rounded target: the same ridge regression onto each
+/// class's indicator, the class of the largest score read.
 struct LinearProbe {
   at::Tensor mean, scale, kept;  ///< (F) float64: the fitted rows' standardisation; kept: the features not constant
   at::Tensor w;                  ///< (F) float64: the weights on the standardised features
   double target_mean = 0;        ///< b
   double mode = 0;               ///< the fitted rows' most common rounded target (the smallest of equals)
+  at::Tensor classes;            ///< (K) float64: the rounded targets the fitted rows hold, ascending
+  at::Tensor class_w;            ///< (F, K) float64: each class's weights on the standardised features
+  at::Tensor class_share;        ///< (K) float64: each class's share of the fitted rows (its score's intercept)
 };
 
-/// Fits target (N) ≈ w·x + b on features (N, F) by ridge regression. Features
+/// Fits target (N) ≈ w·x + b on features (N, F) by ridge regression, and the
+/// classifier of round(target) over the classes these rows hold. Features
 /// are standardised by these rows' mean and spread (a constant feature is
 /// dropped); the penalty is `ridge` times the row count on the standardised
-/// weights. Computed in float64 on the CPU.
+/// weights. Computed in float64 on the CPU. A class the fitted rows lack is
+/// never read: a held-out row of one counts as wrong.
 LinearProbe fit_probe(const at::Tensor& features, const at::Tensor& target, double ridge);
 /// How well `probe` predicts target (N) from features (N, F), N >= 2, with
 /// each rounded target's mean prediction in `by_target`.
@@ -91,8 +102,9 @@ struct ProbeRequest {
 /// [{"length", "positions", "features", "fitted_examples", "fitted_tokens",
 /// "held_out_examples", "held_out_tokens", "layers":
 /// [{"layer", "reads", "r2", "mean_abs_error", "rounded_accuracy",
-/// "baseline_accuracy", "by_target": [{"target", "mean_prediction",
-/// "tokens"}]}]}], and "fit_lengths" (empty when each length fits its own).
+/// "class_accuracy", "baseline_accuracy", "by_target": [{"target",
+/// "mean_prediction", "tokens"}]}]}], and "fit_lengths" (empty when each
+/// length fits its own).
 /// An encoder_decoder's entry is its encoder's, over
 /// the source, with "decoder": {"positions", "features", "fitted_tokens",
 /// "held_out_tokens", "layers"} over the target (each side counts its

@@ -37,16 +37,35 @@ LinearProbe fit_probe(const at::Tensor& features, const at::Tensor& target, doub
   const auto z = (x - p.mean) / p.scale * p.kept;  // (N, F), dropped features 0
   p.target_mean = y.mean().item<double>();
 
-  // (ZᵀZ + λ N I) w = Zᵀ (y - ȳ): the normal equations of ridge regression.
+  // The classes: each fitted row's rounded target, as an index into the distinct values.
+  const auto rounded = y.round().contiguous();
+  std::map<double, int64_t> index;  // class value -> its index, ascending
+  for (int64_t i = 0; i < n; ++i) index.emplace(rounded.data_ptr<double>()[i], 0);
+  std::vector<double> values;
+  for (auto& [value, i] : index) {
+    i = static_cast<int64_t>(values.size());
+    values.push_back(value);
+  }
+  const int64_t k = static_cast<int64_t>(values.size());
+  auto class_of = torch::empty({n}, torch::kLong);  // (N)
+  for (int64_t i = 0; i < n; ++i) class_of.data_ptr<int64_t>()[i] = index.at(rounded.data_ptr<double>()[i]);
+  p.classes = torch::tensor(values, x.options());                                                           // (K)
+  const auto rows_per_class = torch::zeros({k}, x.options()).index_add_(0, class_of, torch::ones_like(y));  // (K)
+  p.class_share = rows_per_class / static_cast<double>(n);
+
+  // (ZᵀZ + λ N I) W = Zᵀ [y - ȳ, Y]: the normal equations of ridge regression,
+  // solved at once for the value and for each class's indicator Y (N, K). Z's
+  // columns have mean 0 here, so Zᵀ Y needs no centring of Y; it is the sum
+  // of each class's rows, gathered without forming Y.
   const auto gram = z.t().matmul(z) + ridge * static_cast<double>(n) * torch::eye(f, x.options());
-  const auto rhs = z.t().matmul(y - p.target_mean).unsqueeze(1);  // (F, 1)
-  p.w = torch::linalg_solve(gram, rhs).squeeze(1);                // (F)
+  const auto class_sums = torch::zeros({k, f}, x.options()).index_add_(0, class_of, z);            // (K, F)
+  const auto rhs = torch::cat({z.t().matmul(y - p.target_mean).unsqueeze(1), class_sums.t()}, 1);  // (F, 1 + K)
+  const auto solved = torch::linalg_solve(gram, rhs);                                              // (F, 1 + K)
+  p.w = solved.select(1, 0).contiguous();                                                          // (F)
+  p.class_w = solved.narrow(1, 1, k);                                                              // (F, K)
 
   // The most common fitted value (the smallest of equals), as a probe that reads nothing would answer.
-  std::map<double, int64_t> counts;
-  const auto rounded = y.round().contiguous();
-  for (int64_t i = 0; i < n; ++i) ++counts[rounded.data_ptr<double>()[i]];
-  p.mode = std::max_element(counts.begin(), counts.end(), [](auto a, auto b) { return a.second < b.second; })->first;
+  p.mode = values[static_cast<size_t>(rows_per_class.argmax().item<int64_t>())];  // argmax: the first of equals
   return p;
 }
 
@@ -67,6 +86,17 @@ ProbeFit score_probe(const LinearProbe& p, const at::Tensor& features, const at:
   fit.mean_abs_error = (predicted - y).abs().mean().item<double>();
   fit.rounded_accuracy = predicted.round().eq(y).to(torch::kFloat64).mean().item<double>();
   fit.baseline_accuracy = y.eq(p.mode).to(torch::kFloat64).mean().item<double>();
+  // The classifier, in chunks of rows whose (rows, K) scores stay near 32 MB.
+  const auto z = (x - p.mean) / p.scale * p.kept;  // (N, F)
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, p.classes.size(0)));
+  int64_t classed = 0;
+  for (int64_t start = 0; start < z.size(0); start += chunk) {
+    const int64_t rows = std::min(chunk, z.size(0) - start);
+    const auto scores = z.narrow(0, start, rows).matmul(p.class_w) + p.class_share;  // (rows, K)
+    const auto read = p.classes.index_select(0, scores.argmax(1));                   // (rows)
+    classed += read.eq(y.narrow(0, start, rows).round()).sum().item<int64_t>();
+  }
+  fit.class_accuracy = static_cast<double>(classed) / static_cast<double>(z.size(0));
   if (by_target) {
     std::map<double, std::pair<double, int64_t>> sums;  // rounded target -> (sum of predictions, rows)
     const auto rounded = y.round().contiguous(), pred = predicted.contiguous();
@@ -307,6 +337,7 @@ nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, con
                       {"r2", fit.r2},
                       {"mean_abs_error", fit.mean_abs_error},
                       {"rounded_accuracy", fit.rounded_accuracy},
+                      {"class_accuracy", fit.class_accuracy},
                       {"baseline_accuracy", fit.baseline_accuracy},
                       {"by_target", means}});
   }
