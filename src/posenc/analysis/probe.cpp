@@ -357,12 +357,13 @@ struct ProbedLength {
 ProbedLength probed_length(Transformer& model, const Task& task, const Config& cfg, const ProbeRequest& r,
                            int64_t length) {
   const TaskBatch set = task.fixed_set(length, r.samples, cfg.eval.seed);
-  ProbedLength out;
-  out.stacks = kept_states(model, set, cfg.eval.max_batch_tokens);
+  // The target first: a task refuses one its config lacks before any forward runs.
   const bool generic = r.target == kPositionTarget || r.target == kRemainingTarget;
   const at::Tensor row_values = generic ? at::Tensor() : task.probe_target(r.target, length, r.samples, cfg.eval.seed);
   TORCH_CHECK(!row_values.defined() || row_values.sizes() == set.tokens.sizes(), "probe target ", r.target, ": ",
               row_values.sizes(), " values for tokens ", set.tokens.sizes());
+  ProbedLength out;
+  out.stacks = kept_states(model, set, cfg.eval.max_batch_tokens);
   for (const KeptStack& stack : out.stacks) {
     out.targets.push_back(stack_target(stack, r.target, row_values, set.tokens, task.end_token()));
     require_defined(stack, out.targets.back(), r, length);
