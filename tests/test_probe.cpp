@@ -452,6 +452,19 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   }
 }
 
+TEST(Probe, ATargetTheCheckpointsConfigLacksIsRefusedNamingTheSetting) {
+  // N x 1 multiplication without written carries: no token predicts a carry out.
+  posenc::testing::Scratch s("probe_carry_out");
+  const auto trained = posenc::testing::run_cli(
+      "train " + std::string(POSENC_SOURCE_DIR) + "/configs/multiplication.json --out " + s.path("run") +
+      " --set train.steps=2 --set train.eval_every=2 --set train.checkpoint_every=2 --set eval.lengths=[3]"
+      " --set eval.samples_per_length=8 --set train.val_samples=8 --no-progress");
+  ASSERT_EQ(trained.code, 0) << trained.output;
+  const auto r = posenc::testing::run_cli("probe " + s.path("run") + "/checkpoint.pt --target carry_out --samples 8");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "--target carry_out: defined only where task.carries=written");
+}
+
 TEST(Probe, AnEncoderDecoderIsProbedOverEachSideWithoutItsPadding) {
   // SCAN: commands of 1 to 9 words padded at their end to 9, then SEP, the
   // answer's actions and the end token. A learned table of each side's
