@@ -47,6 +47,13 @@ inline CliRun run_cli(const std::string& args, const std::string& variables = ""
   return r;
 }
 
+/// `posenc train` on a config the repository ships (configs/NAME) into `out`,
+/// with `flags` (`--set ...`) after it and no progress bar.
+inline CliRun train_shipped(const std::string& name, const std::string& out, const std::string& flags) {
+  return run_cli("train " + std::string(POSENC_SOURCE_DIR) + "/configs/" + name + " --out " + out + " " + flags +
+                 " --no-progress");
+}
+
 /// A compare grid of tiny runs (seconds each) on the shipped ordering config.
 inline nlohmann::json tiny_grid() {
   return {{"base", std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json"},

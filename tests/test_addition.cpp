@@ -696,20 +696,20 @@ TEST(Addition, TheOperandGridIsCheckedWhenTheConfigIsRead) {
 // not after the training (when results.json would not be written).
 TEST(Addition, TheOperandGridsLargestCellIsCheckedBeforeTraining) {
   posenc::testing::Scratch s("operand_grid_fit");
-  const auto r = posenc::testing::run_cli(
-      "train " + std::string(POSENC_SOURCE_DIR) + "/configs/addition.json --out " + s.path("run") +
-      " --set train.steps=5 --set model.positional.type=learned --set model.positional.max_positions=64"
-      " --set eval.lengths=[4] --set eval.operand_grid=[4,30] --no-progress");
+  const auto r = posenc::testing::train_shipped(
+      "addition.json", s.path("run"),
+      "--set train.steps=5 --set model.positional.type=learned --set model.positional.max_positions=64"
+      " --set eval.lengths=[4] --set eval.operand_grid=[4,30]");
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(
       r.output, "eval.operand_grid: the cell of two 30-digit operands: an example of 93 tokens");
   EXPECT_FALSE(std::filesystem::exists(s.path("run/checkpoint.pt"))) << "nothing trained";
   // Multiplication's cell of two n-digit operands is wider than its per-length set of n x 2.
-  const auto m = posenc::testing::run_cli(
-      "train " + std::string(POSENC_SOURCE_DIR) + "/configs/multiplication.json --out " + s.path("mul") +
-      " --set train.steps=5 --set task.positions=\"sequence\" --set model.positional.type=learned"
+  const auto m = posenc::testing::train_shipped(
+      "multiplication.json", s.path("mul"),
+      "--set train.steps=5 --set task.positions=\"sequence\" --set model.positional.type=learned"
       " --set model.positional.input=none --set model.positional.max_positions=64 --set task.multiplier_digits=2"
-      " --set eval.lengths=[20] --set eval.operand_grid=[2,20] --no-progress");
+      " --set eval.lengths=[20] --set eval.operand_grid=[2,20]");
   EXPECT_EQ(m.code, 2) << m.output;
   posenc::testing::expect_one_line_error(m.output, "the cell of two 20-digit operands: an example of 82 tokens");
 }

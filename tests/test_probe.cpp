@@ -455,10 +455,10 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
 TEST(Probe, ATargetTheCheckpointsConfigLacksIsRefusedNamingTheSetting) {
   // N x 1 multiplication without written carries: no token predicts a carry out.
   posenc::testing::Scratch s("probe_carry_out");
-  const auto trained = posenc::testing::run_cli(
-      "train " + std::string(POSENC_SOURCE_DIR) + "/configs/multiplication.json --out " + s.path("run") +
-      " --set train.steps=2 --set train.eval_every=2 --set train.checkpoint_every=2 --set eval.lengths=[3]"
-      " --set eval.samples_per_length=8 --set train.val_samples=8 --no-progress");
+  const auto trained = posenc::testing::train_shipped(
+      "multiplication.json", s.path("run"),
+      "--set train.steps=2 --set train.eval_every=2 --set train.checkpoint_every=2 --set eval.lengths=[3]"
+      " --set eval.samples_per_length=8 --set train.val_samples=8");
   ASSERT_EQ(trained.code, 0) << trained.output;
   const auto r = posenc::testing::run_cli("probe " + s.path("run") + "/checkpoint.pt --target carry_out --samples 8");
   EXPECT_EQ(r.code, 2) << r.output;
