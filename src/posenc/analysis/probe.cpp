@@ -20,6 +20,13 @@
 
 namespace posenc {
 
+namespace {
+
+/// Features (N, F) standardised as `p`'s fitted rows were, the dropped ones 0.
+at::Tensor standardised(const LinearProbe& p, const at::Tensor& x) { return (x - p.mean) / p.scale * p.kept; }
+
+}  // namespace
+
 LinearProbe fit_probe(const at::Tensor& features, const at::Tensor& target, double ridge) {
   TORCH_CHECK(features.dim() == 2 && target.dim() == 1 && features.size(0) == target.size(0),
               "fit_probe: expected features (N, F) and target (N), got ", features.sizes(), " and ", target.sizes());
@@ -34,7 +41,7 @@ LinearProbe fit_probe(const at::Tensor& features, const at::Tensor& target, doub
   const auto spread = (x - p.mean).pow(2).mean(0).sqrt();  // (F), the population spread
   p.kept = spread.gt(1e-12 * (1.0 + p.mean.abs().max().item<double>())).to(torch::kFloat64);
   p.scale = torch::where(p.kept.gt(0), spread, torch::ones_like(spread));
-  const auto z = (x - p.mean) / p.scale * p.kept;  // (N, F), dropped features 0
+  const auto z = standardised(p, x);  // (N, F)
   p.target_mean = y.mean().item<double>();
 
   // The classes: each fitted row's rounded target, as an index into the distinct values.
@@ -76,9 +83,10 @@ ProbeFit score_probe(const LinearProbe& p, const at::Tensor& features, const at:
       "score_probe: expected features (N, ", p.w.size(0), ") and target (N), got ", features.sizes(), " and ",
       target.sizes());
   TORCH_CHECK(features.size(0) >= 2, "score_probe: ", features.size(0), " scored rows: at least 2");
-  const auto x = features.to(torch::kCPU, torch::kFloat64);                              // (N, F)
-  const auto y = target.to(torch::kCPU, torch::kFloat64);                                // (N)
-  const auto predicted = ((x - p.mean) / p.scale * p.kept).matmul(p.w) + p.target_mean;  // (N)
+  const auto z = standardised(p, features.to(torch::kCPU, torch::kFloat64));  // (N, F)
+  const auto y = target.to(torch::kCPU, torch::kFloat64);                     // (N)
+  const auto rounded = y.round().contiguous();                                // (N)
+  const auto predicted = z.matmul(p.w) + p.target_mean;                       // (N)
   ProbeFit fit;
   const double total = (y - y.mean()).pow(2).sum().item<double>();
   const double residual = (predicted - y).pow(2).sum().item<double>();
@@ -87,19 +95,18 @@ ProbeFit score_probe(const LinearProbe& p, const at::Tensor& features, const at:
   fit.rounded_accuracy = predicted.round().eq(y).to(torch::kFloat64).mean().item<double>();
   fit.baseline_accuracy = y.eq(p.mode).to(torch::kFloat64).mean().item<double>();
   // The classifier, in chunks of rows whose (rows, K) scores stay near 32 MB.
-  const auto z = (x - p.mean) / p.scale * p.kept;  // (N, F)
   const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, p.classes.size(0)));
   int64_t classed = 0;
   for (int64_t start = 0; start < z.size(0); start += chunk) {
     const int64_t rows = std::min(chunk, z.size(0) - start);
     const auto scores = z.narrow(0, start, rows).matmul(p.class_w) + p.class_share;  // (rows, K)
     const auto read = p.classes.index_select(0, scores.argmax(1));                   // (rows)
-    classed += read.eq(y.narrow(0, start, rows).round()).sum().item<int64_t>();
+    classed += read.eq(rounded.narrow(0, start, rows)).sum().item<int64_t>();
   }
   fit.class_accuracy = static_cast<double>(classed) / static_cast<double>(z.size(0));
   if (by_target) {
     std::map<double, std::pair<double, int64_t>> sums;  // rounded target -> (sum of predictions, rows)
-    const auto rounded = y.round().contiguous(), pred = predicted.contiguous();
+    const auto pred = predicted.contiguous();
     for (int64_t i = 0; i < y.size(0); ++i) {
       auto& [sum, rows] = sums[rounded.data_ptr<double>()[i]];
       sum += pred.data_ptr<double>()[i];
