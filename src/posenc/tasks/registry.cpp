@@ -81,10 +81,16 @@ std::string read_task_file(const std::string& path, std::uintmax_t max_bytes) {
   return text;
 }
 
-torch::Tensor Task::probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const {
+const ProbeTargetSpec& Task::declared_probe_target_spec(const std::string& name) const {
   const auto& declared = info().probe_targets;
-  if (std::none_of(declared.begin(), declared.end(), [&](const ProbeTargetSpec& d) { return d.name == name; }))
-    throw std::logic_error("task " + info().name + " has no probe target " + name);
+  const auto it =
+      std::find_if(declared.begin(), declared.end(), [&](const ProbeTargetSpec& d) { return d.name == name; });
+  if (it == declared.end()) throw std::logic_error("task " + info().name + " has no probe target " + name);
+  return *it;
+}
+
+torch::Tensor Task::probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const {
+  declared_probe_target_spec(name);  // throws for a name the task does not declare
   return declared_probe_target(name, length, n, seed);
 }
 

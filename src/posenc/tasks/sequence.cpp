@@ -363,10 +363,9 @@ class ArithmeticTask : public SequenceBase {
   /// out (column_sum's tens), at the answer's digit j, which predicts it.
   torch::Tensor declared_probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override {
     if (name == "carry_out" && !carries_)
-      throw ConfigError(
-          "--target carry_out: defined only where task.carries=written writes each column's carry "
-          "after its digit; this model's carry is read where the next digit is predicted: "
-          "--target carry");
+      throw ConfigError("--target carry_out: defined only where " + declared_probe_target_spec(name).only_where +
+                        " writes each column's carry after its digit; this model's carry is read where the "
+                        "next digit is predicted: --target carry");
     std::vector<Operands> drawn;
     const TaskBatch set = fixed_set_drawing(length, n, seed, &drawn);
     const std::vector<TokenRole> roles = token_roles(drawn.at(0).a.size(), drawn.at(0).b.size());
