@@ -75,12 +75,16 @@ def probe_row(r2_ax, right_ax, means_ax, d, stacks, side, layer=None):
         if target == "position":
             right_ax.plot(layers, [p["mean_abs_error"] / entry["positions"] for p in entry["layers"]], marker="o",
                           label=label)
-        else:  # dotted: the linear classifier; dashed: a probe that always answers the commonest value
+        else:  # dotted: the least-squares classifier; dash-dot: the logistic one; dashed: the commonest value
             right_ax.plot(layers, [p["rounded_accuracy"] for p in entry["layers"]], marker="o", label=label,
                           color=line.get_color())
             if all("class_accuracy" in p for p in entry["layers"]):  # probes written before it was read lack it
                 right_ax.plot(layers, [p["class_accuracy"] for p in entry["layers"]], marker="s", linestyle=":",
                               color=line.get_color())
+            # null where the probe left it unfitted (too many rows times classes); absent in older probes
+            if all(p.get("logistic_accuracy") is not None for p in entry["layers"]):
+                right_ax.plot(layers, [p["logistic_accuracy"] for p in entry["layers"]], marker="^",
+                              linestyle="-.", color=line.get_color())
             right_ax.plot(layers, [p["baseline_accuracy"] for p in entry["layers"]], linestyle="--",
                           color=line.get_color())
     block = f"{side} block" if side else "block"
@@ -93,7 +97,7 @@ def probe_row(r2_ax, right_ax, means_ax, d, stacks, side, layer=None):
     if target == "position":
         right_ax.set_ylabel("mean |error| / positions")
     else:
-        right_ax.set_ylabel("rounded accuracy (dotted: classifier;\ndashed: baseline)")
+        right_ax.set_ylabel("rounded accuracy (dotted: least-squares\nclassifier; dash-dot: logistic; dashed: baseline)")
         right_ax.set_ylim(0, 1.02)
     r2_ax.legend(fontsize=8)
 

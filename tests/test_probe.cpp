@@ -55,18 +55,60 @@ TEST(Probe, TheClassifierReadsCategoriesThatLieOnNoLineBySize) {
   const auto y = label.to(torch::kFloat64);
   const auto pentagon = fit_linear_probe(x, y, n / 2, 1e-6);
   EXPECT_EQ(pentagon.class_accuracy, 1.0);
+  EXPECT_EQ(pentagon.logistic_accuracy, 1.0);
   EXPECT_LT(pentagon.rounded_accuracy, 0.5);  // about 0.26: a line through the circle mixes 0 with 4
   // Features that hold nothing: about the share of the commonest class, 0.2,
   // within 5 deviations sqrt(0.2 · 0.8 / 2000) = 0.009 of it.
   const auto nothing = fit_linear_probe(torch::randn({n, 8}, torch::kFloat64), y, n / 2, 1e-6);
   EXPECT_NEAR(nothing.class_accuracy, 0.2, 0.045);
+  EXPECT_NEAR(nothing.logistic_accuracy, 0.2, 0.045);
   // A class the fitted rows lack is never read: rows of class 4, scored by a
   // probe fitted on classes 0-3, are all wrong.
   const auto seen = label.lt(4), unseen = label.eq(4);
   const auto probe = fit_probe(x.index({seen}), y.index({seen}), 1e-6);
   EXPECT_EQ(probe.classes.size(0), 4);
-  EXPECT_EQ(score_probe(probe, x.index({unseen}), y.index({unseen})).class_accuracy, 0.0);
-  EXPECT_EQ(score_probe(probe, x.index({seen}), y.index({seen})).class_accuracy, 1.0);
+  const auto unseen_fit = score_probe(probe, x.index({unseen}), y.index({unseen}));
+  EXPECT_EQ(unseen_fit.class_accuracy, 0.0);
+  EXPECT_EQ(unseen_fit.logistic_accuracy, 0.0);
+  const auto seen_fit = score_probe(probe, x.index({seen}), y.index({seen}));
+  EXPECT_EQ(seen_fit.class_accuracy, 1.0);
+  EXPECT_EQ(seen_fit.logistic_accuracy, 1.0);
+}
+
+TEST(Probe, TheLogisticClassifierReadsAMiddleClassThatLeastSquaresMasks) {
+  // Three classes at -1, 0 and +1 on one feature, with noise of 0.1, in
+  // equal numbers in each half. Least squares fits each class's indicator by
+  // a line with the same intercept (the share, 1/3): the middle class's is
+  // flat, the outer ones' slope by about ±0.5, so at every row one outer
+  // class scores above the middle one (the middle's sampled slope, about
+  // 0.003, is far below 0.5): it reads the outer two thirds and masks the
+  // middle (Hastie et al., The Elements of Statistical Learning, 4.2).
+  // Softmax gives the middle class a large intercept and no slope; its
+  // boundaries near ±0.5 lie 5 noise deviations from each centre, crossed by
+  // a row in 3.5 million.
+  torch::manual_seed(11);
+  const int64_t n = 3000;
+  const auto label = torch::arange(n, torch::kLong).remainder(3);  // 0, 1, 2, 0, ...
+  const auto x = ((label.to(torch::kFloat64) - 1.0) + 0.1 * torch::randn({n}, torch::kFloat64)).unsqueeze(1);  // (N, 1)
+  const auto y = label.to(torch::kFloat64);
+  const auto fit = fit_linear_probe(x, y, n / 2, 1e-6);
+  EXPECT_EQ(fit.logistic_accuracy, 1.0);
+  EXPECT_DOUBLE_EQ(fit.class_accuracy, 1000.0 / 1500);  // every outer row, no middle one
+}
+
+TEST(Probe, TheLogisticClassifierIsLeftOutPastItsBudget) {
+  // As many classes as rows: rows times classes past kLogisticBudget, so only
+  // the least-squares classifier is fitted, and the logistic reading is NaN.
+  const int64_t n = 4096;  // 4096 rows of 4096 classes: 2^24 > 2^23
+  static_assert(int64_t{4096} * 4096 > kLogisticBudget);
+  const auto position = torch::arange(n, torch::kFloat64);
+  const auto x = torch::stack({position, position.sqrt()}, 1);  // (N, 2)
+  const auto probe = fit_probe(x, position, 1e-6);
+  EXPECT_FALSE(probe.logistic_w.defined());
+  EXPECT_EQ(probe.classes.size(0), n);
+  const auto fit = score_probe(probe, x, position);
+  EXPECT_TRUE(std::isnan(fit.logistic_accuracy));
+  EXPECT_GT(fit.r2, 0.99);  // the regression is fitted as before
 }
 
 TEST(Probe, KeepsTheInputOfEveryBlockAndTheLastOutput) {
@@ -417,11 +459,14 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   const double baseline = descent["lengths"][0]["layers"][0]["baseline_accuracy"].get<double>();
   EXPECT_GT(baseline, 0.5);  // most neighbours are in order, even in the negatives
   EXPECT_LT(baseline, 1.0);
-  for (const auto& layer : descent["lengths"][0]["layers"]) {  // a share of the 140 held-out tokens
-    const double classed = layer["class_accuracy"].get<double>();
-    EXPECT_GE(classed, 0.0);
-    EXPECT_LE(classed, 1.0);
-    EXPECT_DOUBLE_EQ(classed * 140, std::round(classed * 140));
+  for (const auto& layer : descent["lengths"][0]["layers"]) {  // shares of the 140 held-out tokens
+    for (const char* key : {"class_accuracy", "logistic_accuracy"}) {
+      ASSERT_TRUE(layer[key].is_number()) << key << ": " << layer.dump();  // 140 rows of 2 classes: fitted
+      const double classed = layer[key].get<double>();
+      EXPECT_GE(classed, 0.0);
+      EXPECT_LE(classed, 1.0);
+      EXPECT_DOUBLE_EQ(classed * 140, std::round(classed * 140));
+    }
   }
   r = posenc::testing::run_cli("probe " + ckpt + " --target carry");
   EXPECT_EQ(r.code, 2) << r.output;

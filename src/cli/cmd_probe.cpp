@@ -1,6 +1,7 @@
 // posenc probe CHECKPOINT [--target NAME] [--lengths L,...] [--fit-lengths L,...] [--samples N] [--ridge R] [--json FILE]
 #include <cstdio>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
@@ -45,13 +46,17 @@ void print_stack(const nlohmann::json& stack, int64_t length, const std::string&
               side.empty() ? "" : (", " + side).c_str(), static_cast<long long>(stack["positions"].get<int64_t>()),
               static_cast<long long>(stack["fitted_tokens"].get<int64_t>()),
               static_cast<long long>(stack["held_out_tokens"].get<int64_t>()));
-  std::printf("  %-6s %8s %10s %9s %9s %9s  %s\n", "layer", "R^2", "mean |err|", "rounded", "class", "baseline",
-              "reads");
-  for (const auto& p : stack["layers"])
-    std::printf("  %-6lld %8.3f %10.2f %9.3f %9.3f %9.3f  %s\n", static_cast<long long>(p["layer"].get<int64_t>()),
+  std::printf("  %-6s %8s %10s %9s %9s %9s %9s  %s\n", "layer", "R^2", "mean |err|", "rounded", "class", "logistic",
+              "baseline", "reads");
+  for (const auto& p : stack["layers"]) {
+    // The logistic classifier is null where too many rows times classes left it unfitted.
+    const std::string logistic =
+        p["logistic_accuracy"].is_null() ? "-" : fmt::format("{:.3f}", p["logistic_accuracy"].get<double>());
+    std::printf("  %-6lld %8.3f %10.2f %9.3f %9.3f %9s %9.3f  %s\n", static_cast<long long>(p["layer"].get<int64_t>()),
                 p["r2"].get<double>(), p["mean_abs_error"].get<double>(), p["rounded_accuracy"].get<double>(),
-                p["class_accuracy"].get<double>(), p["baseline_accuracy"].get<double>(),
+                p["class_accuracy"].get<double>(), logistic.c_str(), p["baseline_accuracy"].get<double>(),
                 p["reads"].get<std::string>().c_str());
+  }
 }
 
 /// Warns where a stack's probes were fitted on fewer than 10 tokens a feature:

@@ -33,7 +33,21 @@ struct ProbeFit {
   /// in their rounded target's class: whether the value is held linearly as
   /// one of several categories, not necessarily on a line by size.
   double class_accuracy = 0;
+  /// Share of held-out rows the logistic classifier (LinearProbe::logistic_w)
+  /// puts in their rounded target's class; NaN where it was not fitted (more
+  /// fitted rows times classes than kLogisticBudget).
+  double logistic_accuracy = 0;
 };
+
+/// The logistic classifier is fitted only where fitted rows times classes is
+/// at most this (a few seconds a layer on one core); past it (a position
+/// probe over hundreds of positions) only the least-squares one is.
+inline constexpr int64_t kLogisticBudget = int64_t{1} << 23;
+/// Its L2 penalty on the standardised weights, per unit of mean cross-entropy:
+/// enough to keep the weights finite where the classes separate.
+inline constexpr double kLogisticPenalty = 1e-4;
+/// Its L-BFGS iterations at most: the accuracy settles long before the loss does.
+inline constexpr int64_t kLogisticIterations = 100;
 
 /// The mean prediction of the held-out rows whose target rounds to `target`.
 struct TargetMean {
@@ -43,9 +57,11 @@ struct TargetMean {
 };
 
 /// A ridge regression target ≈ w·x + b fitted on some rows, to be scored on
-/// others (of the same length or of another), and beside it a linear
-/// classifier of the rounded target: the same ridge regression onto each
-/// class's indicator, the class of the largest score read.
+/// others (of the same length or of another), and beside it two linear
+/// classifiers of the rounded target: the same ridge regression onto each
+/// class's indicator, the class of the largest score read (closed-form, and a
+/// lower bound: least squares can mask a class between two others), and a
+/// multinomial logistic regression (softmax over z·W + b, by L-BFGS).
 struct LinearProbe {
   at::Tensor mean, scale, kept;  ///< (F) float64: the fitted rows' standardisation; kept: the features not constant
   at::Tensor w;                  ///< (F) float64: the weights on the standardised features
@@ -54,10 +70,13 @@ struct LinearProbe {
   at::Tensor classes;            ///< (K) float64: the rounded targets the fitted rows hold, ascending
   at::Tensor class_w;            ///< (F, K) float64: each class's weights on the standardised features
   at::Tensor class_share;        ///< (K) float64: each class's share of the fitted rows (its score's intercept)
+  /// (F, K) and (K) float64: the logistic classifier's weights on the
+  /// standardised features and its biases; undefined past kLogisticBudget.
+  at::Tensor logistic_w, logistic_b;
 };
 
 /// Fits target (N) ≈ w·x + b on features (N, F) by ridge regression, and the
-/// classifier of round(target) over the classes these rows hold. Features
+/// classifiers of round(target) over the classes these rows hold. Features
 /// are standardised by these rows' mean and spread (a constant feature is
 /// dropped); the penalty is `ridge` times the row count on the standardised
 /// weights. Computed in float64 on the CPU. A class the fitted rows lack is
@@ -102,7 +121,8 @@ struct ProbeRequest {
 /// [{"length", "positions", "features", "fitted_examples", "fitted_tokens",
 /// "held_out_examples", "held_out_tokens", "layers":
 /// [{"layer", "reads", "r2", "mean_abs_error", "rounded_accuracy",
-/// "class_accuracy", "baseline_accuracy", "by_target": [{"target",
+/// "class_accuracy", "logistic_accuracy" (null where not fitted),
+/// "baseline_accuracy", "by_target": [{"target",
 /// "mean_prediction", "tokens"}]}]}], and "fit_lengths" (empty when each
 /// length fits its own).
 /// An encoder_decoder's entry is its encoder's, over

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -24,6 +26,50 @@ namespace {
 
 /// Features (N, F) standardised as `p`'s fitted rows were, the dropped ones 0.
 at::Tensor standardised(const LinearProbe& p, const at::Tensor& x) { return (x - p.mean) / p.scale * p.kept; }
+
+/// The multinomial logistic regression of class_of (N) on standardised
+/// features z (N, F) over k classes: W (F, K) and b (K) minimising the mean
+/// cross-entropy plus kLogisticPenalty / 2 · |W|², by L-BFGS with a strong
+/// Wolfe line search from W = 0 and b = log(each class's share), the prior.
+/// Deterministic for a given thread count.
+std::pair<at::Tensor, at::Tensor> fit_logistic(const at::Tensor& z, const at::Tensor& class_of,
+                                               const at::Tensor& class_share) {
+  c10::InferenceMode not_inference(false);  // z may come from streams kept in inference mode
+  torch::AutoGradMode grad(true);
+  const auto x = z.clone();  // (N, F), an ordinary tensor autograd may save
+  auto w = torch::zeros({z.size(1), class_share.size(0)}, x.options()).requires_grad_(true);  // (F, K)
+  auto b = class_share.log().clone().requires_grad_(true);                                    // (K)
+  torch::optim::LBFGS optimizer({w, b}, torch::optim::LBFGSOptions(1.0)
+                                            .max_iter(kLogisticIterations)
+                                            .tolerance_grad(1e-10)
+                                            .tolerance_change(1e-12)
+                                            .history_size(20)
+                                            .line_search_fn("strong_wolfe"));
+  optimizer.step([&] {
+    optimizer.zero_grad();
+    auto loss =
+        torch::nn::functional::cross_entropy(x.matmul(w) + b, class_of) + 0.5 * kLogisticPenalty * w.pow(2).sum();
+    loss.backward();
+    return loss;
+  });
+  return {w.detach(), b.detach()};
+}
+
+/// The share of rows of z (N, F) whose largest score z·W + B (the class_w or
+/// logistic_w weights) picks the class of their rounded target (N), in chunks
+/// of rows whose (rows, K) scores stay near 32 MB.
+double classified_share(const at::Tensor& z, const at::Tensor& rounded, const at::Tensor& classes,
+                        const at::Tensor& weights, const at::Tensor& biases) {
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, classes.size(0)));
+  int64_t classed = 0;
+  for (int64_t start = 0; start < z.size(0); start += chunk) {
+    const int64_t rows = std::min(chunk, z.size(0) - start);
+    const auto scores = z.narrow(0, start, rows).matmul(weights) + biases;  // (rows, K)
+    const auto read = classes.index_select(0, scores.argmax(1));            // (rows)
+    classed += read.eq(rounded.narrow(0, start, rows)).sum().item<int64_t>();
+  }
+  return static_cast<double>(classed) / static_cast<double>(z.size(0));
+}
 
 }  // namespace
 
@@ -73,6 +119,8 @@ LinearProbe fit_probe(const at::Tensor& features, const at::Tensor& target, doub
 
   // The most common fitted value (the smallest of equals), as a probe that reads nothing would answer.
   p.mode = values[static_cast<size_t>(rows_per_class.argmax().item<int64_t>())];  // argmax: the first of equals
+
+  if (n * k <= kLogisticBudget) std::tie(p.logistic_w, p.logistic_b) = fit_logistic(z, class_of, p.class_share);
   return p;
 }
 
@@ -94,16 +142,9 @@ ProbeFit score_probe(const LinearProbe& p, const at::Tensor& features, const at:
   fit.mean_abs_error = (predicted - y).abs().mean().item<double>();
   fit.rounded_accuracy = predicted.round().eq(y).to(torch::kFloat64).mean().item<double>();
   fit.baseline_accuracy = y.eq(p.mode).to(torch::kFloat64).mean().item<double>();
-  // The classifier, in chunks of rows whose (rows, K) scores stay near 32 MB.
-  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, p.classes.size(0)));
-  int64_t classed = 0;
-  for (int64_t start = 0; start < z.size(0); start += chunk) {
-    const int64_t rows = std::min(chunk, z.size(0) - start);
-    const auto scores = z.narrow(0, start, rows).matmul(p.class_w) + p.class_share;  // (rows, K)
-    const auto read = p.classes.index_select(0, scores.argmax(1));                   // (rows)
-    classed += read.eq(rounded.narrow(0, start, rows)).sum().item<int64_t>();
-  }
-  fit.class_accuracy = static_cast<double>(classed) / static_cast<double>(z.size(0));
+  fit.class_accuracy = classified_share(z, rounded, p.classes, p.class_w, p.class_share);
+  fit.logistic_accuracy = p.logistic_w.defined() ? classified_share(z, rounded, p.classes, p.logistic_w, p.logistic_b)
+                                                 : std::numeric_limits<double>::quiet_NaN();
   if (by_target) {
     std::map<double, std::pair<double, int64_t>> sums;  // rounded target -> (sum of predictions, rows)
     const auto pred = predicted.contiguous();
@@ -345,6 +386,8 @@ nlohmann::json score_stack(const KeptStack& stack, const at::Tensor& target, con
                       {"mean_abs_error", fit.mean_abs_error},
                       {"rounded_accuracy", fit.rounded_accuracy},
                       {"class_accuracy", fit.class_accuracy},
+                      {"logistic_accuracy", std::isnan(fit.logistic_accuracy) ? nlohmann::json(nullptr)
+                                                                              : nlohmann::json(fit.logistic_accuracy)},
                       {"baseline_accuracy", fit.baseline_accuracy},
                       {"by_target", means}});
   }
