@@ -28,9 +28,10 @@ namespace {
 at::Tensor standardised(const LinearProbe& p, const at::Tensor& x) { return (x - p.mean) / p.scale * p.kept; }
 
 /// The multinomial logistic regression of class_of (N) on standardised
-/// features z (N, F) over k classes: W (F, K) and b (K) minimising the mean
-/// cross-entropy plus kLogisticPenalty / 2 · |W|², by L-BFGS with a strong
-/// Wolfe line search from W = 0 and b = log(each class's share), the prior.
+/// features z (N, F) over the K classes of class_share (K): W (F, K) and b
+/// (K) minimising the mean cross-entropy plus kLogisticPenalty / 2 · |W|², by
+/// L-BFGS with a strong Wolfe line search from W = 0 and b = log(each class's
+/// share), the prior.
 /// Deterministic for a given thread count.
 std::pair<at::Tensor, at::Tensor> fit_logistic(const at::Tensor& z, const at::Tensor& class_of,
                                                const at::Tensor& class_share) {
