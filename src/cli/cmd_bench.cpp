@@ -7,8 +7,8 @@ namespace posenc::cli {
 
 void setup_bench(CLI::App& app, BenchOptions& o) {
   app.add_option("config", o.config, "bench file")->check(CLI::ExistingFile);
-  app.add_option("--sizes", o.sizes, "only these sizes (names in the bench file)")->delimiter(',');
-  app.add_option("--schemes", o.schemes, "only these scheme entries")->delimiter(',');
+  add_list_option(app, "--sizes", o.sizes, "only these sizes (names in the bench file)");
+  add_list_option(app, "--schemes", o.schemes, "only these scheme entries");
   app.add_option("--threads", o.threads, "intra-op threads (both sides)")->check(integer_in(1, 1024));
   app.add_option("--device", o.device, "cpu | cuda | auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--bf16", o.bf16, "autocast the forward pass to bfloat16");

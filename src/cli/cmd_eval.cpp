@@ -109,14 +109,12 @@ void average_weights(Transformer& model, const Config& stored, const Config& cfg
 
 void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a run")->required()->check(CLI::ExistingFile);
-  app.add_option("--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)")
-      ->delimiter(',')
-      ->check(integer_in(2, int64_t{1} << 20));
-  app.add_option("--average", o.average,
-                 "comma-separated checkpoints of the same model whose weights are averaged with the checkpoint's "
-                 "before evaluating (e.g. one run's last few)")
-      ->delimiter(',')
-      ->check(CLI::ExistingFile);
+  add_list_option(app, "--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)",
+                  integer_in(2, int64_t{1} << 20));
+  add_list_option(app, "--average", o.average,
+                  "comma-separated checkpoints of the same model whose weights are averaged with the checkpoint's "
+                  "before evaluating (e.g. one run's last few)",
+                  CLI::ExistingFile);
   app.add_option("--set", o.overrides,
                  "evaluation-time change of the stored config (repeatable): eval.* or a scheme option that adds no "
                  "parameter, e.g. model.positional.scaling=yarn")

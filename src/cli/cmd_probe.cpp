@@ -15,10 +15,9 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained model (encoder, decoder or encoder_decoder)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--lengths", o.lengths,
-                 "comma-separated lengths in the task's unit (default: the checkpoint's task.max_length)")
-      ->delimiter(',')
-      ->check(integer_in(2, int64_t{1} << 20));
+  add_list_option(app, "--lengths", o.lengths,
+                  "comma-separated lengths in the task's unit (default: the checkpoint's task.max_length)",
+                  integer_in(2, int64_t{1} << 20));
   app.add_option("--samples", o.samples, "examples per length: the first half fitted on, the rest held out")
       ->check(integer_in(4, int64_t{1} << 20))
       ->capture_default_str();
@@ -29,12 +28,11 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
                  "what to read from each layer: position or remaining (every task), or a quantity the checkpoint's "
                  "task defines (`posenc list` names them: addition's column and carry, ordering's descent, ...)")
       ->capture_default_str();
-  app.add_option("--fit-lengths", o.fit_lengths,
-                 "comma-separated lengths: fit each layer's probe once, on their first halves together, and score it "
-                 "on every length's second half (default: each length fits its own): does what a layer holds read "
-                 "the same way at other lengths?")
-      ->delimiter(',')
-      ->check(integer_in(2, int64_t{1} << 20));
+  add_list_option(app, "--fit-lengths", o.fit_lengths,
+                  "comma-separated lengths: fit each layer's probe once, on their first halves together, and score it "
+                  "on every length's second half (default: each length fits its own): does what a layer holds read "
+                  "the same way at other lengths?",
+                  integer_in(2, int64_t{1} << 20));
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
 }
 

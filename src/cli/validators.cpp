@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 
 #include "commands.h"
 #include "posenc/errors.h"
@@ -53,6 +54,75 @@ CLI::Validator non_empty_utf8(const std::string& what) {
         return bad.empty() ? "" : bad + " (" + what + " must be UTF-8 text)";
       },
       what == "paths" ? "PATH" : "TEXT");
+}
+
+namespace {
+
+/// "8,,16" -> {"8", "", "16"}: unlike CLI11's split, empty items are kept so that they can be refused.
+std::vector<std::string> split_items(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  for (size_t comma = text.find(','); comma != std::string::npos; comma = text.find(',', start)) {
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  items.push_back(text.substr(start));
+  return items;
+}
+
+/// Checks every item of one comma-separated value with `item`, and refuses an empty one.
+CLI::Validator each_item(CLI::Validator item) {
+  return CLI::Validator(
+      [item](std::string& value) -> std::string {
+        if (value.empty()) return "must not be empty";
+        const auto items = split_items(value);
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (items[i].empty())
+            return "'" + value + "' has an empty item (item " + std::to_string(i + 1) + " of " +
+                   std::to_string(items.size()) + "): remove the extra comma";
+          std::string piece = items[i];
+          const std::string problem = item(piece);
+          if (!problem.empty()) return problem;
+        }
+        return "";
+      },
+      "");
+}
+
+/// Declares the flag as raw text (no CLI11 delimiter); `store` converts the checked items.
+CLI::Option* add_raw_list(CLI::App& app, const std::string& name, const std::string& description, CLI::Validator item,
+                          std::function<void(const std::vector<std::string>&)> store) {
+  // "INT in [2, 1048576]" -> "INT,... in [2, 1048576]"; "FILE" -> "FILE,..."
+  std::string items = item.get_description().empty() ? "TEXT" : item.get_description();
+  items.insert(std::min(items.find(' '), items.size()), ",...");
+  return app
+      .add_option_function<std::vector<std::string>>(
+          name,
+          [store](const std::vector<std::string>& raw) {
+            std::vector<std::string> all;
+            for (const auto& value : raw)
+              for (auto& piece : split_items(value)) all.push_back(std::move(piece));
+            store(all);
+          },
+          description)
+      ->check(each_item(item))
+      ->type_name(items);
+}
+
+}  // namespace
+
+CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
+                             const std::string& description, CLI::Validator item) {
+  return add_raw_list(app, name, description, std::move(item), [&into](const std::vector<std::string>& items) {
+    into.clear();
+    for (const auto& piece : items) into.push_back(std::stoll(piece));  // checked by `item` already
+  });
+}
+
+CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<std::string>& into,
+                             const std::string& description, CLI::Validator item) {
+  return add_raw_list(app, name, description, std::move(item),
+                      [&into](const std::vector<std::string>& items) { into = items; });
 }
 
 void require_distinct(const std::vector<int64_t>& values, const std::string& flag) {
