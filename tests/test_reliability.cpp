@@ -605,6 +605,10 @@ TEST(Messages, SlipsAreNamedForWhatTheyAre) {
     EXPECT_NE(r.output.find("error: " + name + ": '"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("' has an empty item (item "), std::string::npos) << r.output;
   }
+  // A length named twice is refused however the list is written: in one value or across repeated flags.
+  r = run_cli("eval " + config + " --lengths 8,16 --lengths 16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("error: --lengths: 16 appears twice"), std::string::npos) << r.output;
   r = run_cli("eval " + config + " --lengths ''");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("--lengths: must not be empty"), std::string::npos) << r.output;

@@ -146,7 +146,6 @@ int run_eval(const EvalOptions& o) {
   average_weights(model, stored, cfg, o.checkpoint, o.average, device);
   if (o.samples > 0) cfg.eval.samples_per_length = o.samples;
   const std::vector<int64_t> lengths = o.lengths.empty() ? cfg.eval.lengths : o.lengths;
-  require_distinct(lengths, "--lengths");
   const std::string out =
       o.out.empty() ? (std::filesystem::path(o.checkpoint).parent_path() / run_files::kEvalResults).string() : o.out;
   // Without --out the results go beside the checkpoint: an error there names that place, not a flag not given.

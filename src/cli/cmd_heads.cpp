@@ -89,7 +89,6 @@ void print_table(const nlohmann::json& j) {
 int run_heads(const HeadsOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between forward chunks, write nothing
   check_json_target(o.json, "heads");
-  require_distinct(o.lengths, "--lengths");
   HeadsRequest r;
   r.lengths = o.lengths;
   r.samples = o.samples;

@@ -74,8 +74,6 @@ void warn_if_overfitting(const nlohmann::json& stack, int64_t length, const std:
 int run_probe(const ProbeOptions& o) {
   const InterruptGuard stop_cleanly;  // SIGINT/SIGTERM: stop between forward chunks, write nothing
   check_json_target(o.json, "probe");
-  require_distinct(o.lengths, "--lengths");
-  require_distinct(o.fit_lengths, "--fit-lengths");
   ProbeRequest r;
   r.lengths = o.lengths;
   r.samples = o.samples;

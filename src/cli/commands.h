@@ -29,13 +29,12 @@ CLI::Validator non_empty_utf8(const std::string& what = "paths");
 /// repeated). Each item must pass `item`, and an empty item (`8,,16`, a
 /// leading or trailing comma) is refused: CLI11's own delimiter drops it
 /// silently, so a slip such as `8,,16` would run two lengths without a word.
+/// An integer list is of lengths: one named twice is refused ("--lengths: 8 appears twice").
 CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
                              const std::string& description, CLI::Validator item);
 CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<std::string>& into,
                              const std::string& description, CLI::Validator item = CLI::Validator());
 
-/// Refuses (ConfigError "FLAG: N appears twice") a list that names a value twice.
-void require_distinct(const std::vector<int64_t>& values, const std::string& flag);
 
 /// Refuses (ConfigError) a --json path that `posenc <command>` may not write (util/io.h check_output_target).
 void check_json_target(const std::string& path, const std::string& command);

@@ -113,9 +113,15 @@ CLI::Option* add_raw_list(CLI::App& app, const std::string& name, const std::str
 
 CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
                              const std::string& description, CLI::Validator item) {
-  return add_raw_list(app, name, description, std::move(item), [&into](const std::vector<std::string>& items) {
+  return add_raw_list(app, name, description, std::move(item), [&into, name](const std::vector<std::string>& items) {
     into.clear();
-    for (const auto& piece : items) into.push_back(std::stoll(piece));  // checked by `item` already
+    for (const auto& piece : items) {
+      const int64_t value = std::stoll(piece);  // checked by `item` already
+      // Every integer list is of lengths, each measured once: a repeat is a slip (across repeated flags too).
+      if (std::find(into.begin(), into.end(), value) != into.end())
+        throw CLI::ValidationError(name, piece + " appears twice");
+      into.push_back(value);
+    }
   });
 }
 
@@ -123,12 +129,6 @@ CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector
                              const std::string& description, CLI::Validator item) {
   return add_raw_list(app, name, description, std::move(item),
                       [&into](const std::vector<std::string>& items) { into = items; });
-}
-
-void require_distinct(const std::vector<int64_t>& values, const std::string& flag) {
-  for (size_t i = 0; i < values.size(); ++i)
-    if (std::find(values.begin(), values.begin() + i, values[i]) != values.begin() + i)
-      throw ConfigError(flag + ": " + std::to_string(values[i]) + " appears twice");
 }
 
 }  // namespace posenc::cli
