@@ -595,8 +595,8 @@ TEST(Messages, SlipsAreNamedForWhatTheyAre) {
   // An empty item of a comma-separated list is a slip (an extra comma), not an item to drop: every list flag
   // refuses it, naming the flag and the item, where CLI11's own splitting would run "8,,16" as 8,16.
   const std::vector<std::pair<std::string, std::string>> lists = {
-      {"eval", "--lengths 8,,16"}, {"eval", "--average " + config + ","}, {"probe", "--lengths ,8"},
-      {"probe", "--fit-lengths 8,,16"}, {"heads", "--lengths 8,16,"}, {"bench", "--sizes small,,large"},
+      {"eval", "--lengths 8,,16"},      {"eval", "--average " + config + ","}, {"probe", "--lengths ,8"},
+      {"probe", "--fit-lengths 8,,16"}, {"heads", "--lengths 8,16,"},          {"bench", "--sizes small,,large"},
       {"bench", "--schemes rope,"}};
   for (const auto& [command, flag] : lists) {
     r = run_cli(command + " " + config + " " + flag);

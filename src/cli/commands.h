@@ -35,7 +35,6 @@ CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector
 CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<std::string>& into,
                              const std::string& description, CLI::Validator item = CLI::Validator());
 
-
 /// Refuses (ConfigError) a --json path that `posenc <command>` may not write (util/io.h check_output_target).
 void check_json_target(const std::string& path, const std::string& command);
 /// Writes JSON to `path` atomically, marked as written by `posenc <command>`, or
