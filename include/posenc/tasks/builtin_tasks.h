@@ -9,7 +9,7 @@ TaskInfo ordering_task_info();  // tasks/ordering.cpp
 TaskInfo copy_task_info();      // tasks/sequence.cpp
 TaskInfo reverse_task_info();
 TaskInfo sort_task_info();
-TaskInfo addition_task_info();
+TaskInfo addition_task_info();  // tasks/arithmetic.cpp
 TaskInfo multiplication_task_info();
 TaskInfo charlm_task_info();       // tasks/charlm.cpp
 TaskInfo scan_task_info();         // tasks/scan.cpp
