@@ -16,7 +16,10 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -315,6 +318,38 @@ TEST(CliContract, EveryCommandAndFlagOfTheHelpIsInTheContract) {
                               "its kind there (and its guarantees in the command)";
   }
   for (const auto& [name, c] : commands()) EXPECT_TRUE(listed.count(name)) << name << " is no longer a command";
+}
+
+// A list flag is declared through one reader (add_list_option in src/cli/validators.cpp), whose help names
+// its type "INT,..." or "FILE,...". CLI11's own delimiter would drop an empty item silently, so no command may
+// declare one; and every list flag the help shows refuses an empty item, naming the flag.
+TEST(CliContract, EveryListFlagRefusesAnEmptyItem) {
+  const fs::path cli = fs::path(POSENC_SOURCE_DIR) / "src" / "cli";
+  for (const auto& e : fs::directory_iterator(cli)) {
+    if (e.path().extension() != ".cpp" || e.path().filename() == "validators.cpp") continue;
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("->delimiter("), std::string::npos)
+        << e.path() << " splits a flag with CLI11's delimiter: declare it with add_list_option";
+  }
+  const std::string existing = std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json";
+  const std::regex list_flag(R"re(^\s+(?:-\w,)?(--[a-z-]+) \S+,\.\.\.)re");
+  int lists = 0;
+  for (const auto& command : section_words(run_cli("--help").output, "Subcommands:")) {
+    std::istringstream help(run_cli(command + " --help").output);
+    for (std::string line; std::getline(help, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, list_flag)) continue;
+      ++lists;
+      const std::string flag = m[1].str();
+      const auto r = run_cli(command + " " + existing + " " + flag + " ,8");
+      EXPECT_EQ(r.code, 2) << command << " " << flag << ":\n" << r.output;
+      EXPECT_NE(r.output.find("error: " + flag + ": ',8' has an empty item (item 1 of 2)"), std::string::npos)
+          << command << " " << flag << ":\n"
+          << r.output;
+    }
+  }
+  EXPECT_GE(lists, 7) << "eval, probe, heads and bench declare seven list flags; --help shows fewer";
 }
 
 TEST(CliContract, EveryInputFileRefusesADeviceAFifoAndADirectory) {
