@@ -601,6 +601,14 @@ TEST(Messages, SlipsAreNamedForWhatTheyAre) {
   r = run_cli("eval " + config + " --lengths 8,16 --lengths 16");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("error: --lengths: 16 appears twice"), std::string::npos) << r.output;
+  // A null or an empty list is named as what it is ("got null null" and "got 0" said it twice or not at all).
+  r = run_cli("train " + config + " --set train.steps=null --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "train.steps: expected an integer, got null");
+  EXPECT_EQ(r.output.find("null null"), std::string::npos) << r.output;
+  r = run_cli("train " + config + " --set eval.lengths=[] --out " + s.path("x"));
+  EXPECT_EQ(r.code, 2);
+  expect_one_line_error(r.output, "eval.lengths: expected a non-empty array of at most 256 integers, got an empty one");
   // A 20 KB value is quoted by its start and its size, not echoed whole.
   r = run_cli("train " + config + " --set " + std::string(20000, 'a') + " --out " + s.path("x"));
   EXPECT_EQ(r.code, 2);

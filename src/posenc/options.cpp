@@ -40,7 +40,7 @@ void check_range(const OptionSpec& spec, const nlohmann::json& v, const std::str
 nlohmann::json checked_int_list(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
   if (v.empty() || v.size() > spec.max_items)
     throw ConfigError(at + ": expected a non-empty array of at most " + std::to_string(spec.max_items) +
-                      " integers, got " + std::to_string(v.size()));
+                      " integers, got " + (v.empty() ? std::string("an empty one") : std::to_string(v.size())));
   std::vector<int64_t> seen;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string element = at + "[" + std::to_string(i) + "]";
@@ -98,8 +98,8 @@ std::string shown_bound(const OptionSpec& spec, double bound) {
 
 nlohmann::json checked_value(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
   if (!kind_matches(spec.kind, v))
-    throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " + json_type_name(v) + " " +
-                      shown_value(v));
+    throw ConfigError(at + ": expected " + option_kind_name(spec.kind) + ", got " +
+                      (v.is_null() ? std::string("null") : json_type_name(v) + " " + shown_value(v)));
   switch (spec.kind) {
     case OptionKind::Int:
     case OptionKind::Float: check_range(spec, v, at); return v;
