@@ -381,7 +381,8 @@ TEST(CliContract, EveryOutputKeepsAUsersFilesAndRefusesTheRootAndAReadOnlyPlace)
   for (const auto& [command, c] : commands())
     for (const auto& [arg, kind] : c.args) {
       if (kind != Kind::OutputFile && kind != Kind::OutputDir) continue;
-      std::vector<std::string> targets = {"/",
+      // '' (an unset variable, `--json "$OUT"`) is refused, not taken for "no output flag".
+      std::vector<std::string> targets = {"/", "''",
                                           kind == Kind::OutputDir ? f.s.path("users") : f.s.path("users-file.json")};
       if (kind == Kind::OutputDir) targets.push_back(f.s.path("users-file.json"));  // a file given as a directory
       if (read_only) targets.push_back((ro / (command + "-out")).string());

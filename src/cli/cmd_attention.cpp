@@ -16,7 +16,7 @@ void setup_attention(CLI::App& app, AttentionOptions& o) {
   app.add_option("--kind", o.kind, "ordering: sorted (the default), shuffle, adjacent_swap, random_swap or reverse");
   app.add_option("--index", o.index, "which example of that kind in the fixed evaluation set")
       ->check(integer_in(0, int64_t{1} << 40));
-  app.add_option("--json", o.json, "write the JSON here (default: standard output)");
+  app.add_option("--json", o.json, "write the JSON here (default: standard output)")->check(non_empty_utf8());
 }
 
 int run_attention(const AttentionOptions& o) {

@@ -29,7 +29,8 @@ void setup_heads(CLI::App& app, HeadsOptions& o) {
                  "all: every token's attention; answer: a decoder's queries that predict an answer token")
       ->check(CLI::IsMember({"all", "answer"}))
       ->capture_default_str();
-  app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
+  app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)")
+      ->check(non_empty_utf8());
 }
 
 namespace {

@@ -27,7 +27,7 @@ void setup_inspect(CLI::App& app, InspectOptions& o) {
   app.add_option("--dim", o.dim, "model width D")->check(integer_in(2, int64_t{1} << 16));
   app.add_option("--set", o.overrides, "scheme option: name=value (repeatable), e.g. layout=interleaved");
   app.add_option("--seed", o.seed, "seed of the initial learned parameters");
-  app.add_option("--json", o.json, "write the JSON here (default: standard output)");
+  app.add_option("--json", o.json, "write the JSON here (default: standard output)")->check(non_empty_utf8());
 }
 
 int run_inspect(const InspectOptions& o) {

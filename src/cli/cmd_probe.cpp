@@ -33,7 +33,8 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
                   "on every length's second half (default: each length fits its own): does what a layer holds read "
                   "the same way at other lengths?",
                   integer_in(2, int64_t{1} << 20));
-  app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)");
+  app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)")
+      ->check(non_empty_utf8());
 }
 
 namespace {
