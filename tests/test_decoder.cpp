@@ -13,6 +13,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/decode.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/fits.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/io.h"
 #include "posenc/util/text.h"

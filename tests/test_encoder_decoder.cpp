@@ -20,6 +20,7 @@
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/decode.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/fits.h"
 #include "posenc/train/objective.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"

@@ -11,6 +11,7 @@
 #include "posenc/model/decoder.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/fits.h"
 #include "posenc/train/trainer.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/decode.h"

@@ -17,7 +17,7 @@
 #include "posenc/experiments/process_pool.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/train/data_parallel.h"
-#include "posenc/train/evaluate.h"
+#include "posenc/train/fits.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/launch.h"

@@ -12,7 +12,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/decode.h"
-#include "posenc/train/evaluate.h"
+#include "posenc/train/fits.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"

@@ -13,6 +13,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/fits.h"
 #include "posenc/util/interrupt.h"
 
 namespace posenc {

@@ -17,6 +17,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/fits.h"
 #include "posenc/util/interrupt.h"
 #include "posenc/util/text.h"
 

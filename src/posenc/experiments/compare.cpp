@@ -1,4 +1,5 @@
 #include "posenc/experiments/compare.h"
+#include "posenc/train/fits.h"
 #include "posenc/util/python.h"
 
 #include <unistd.h>
@@ -24,7 +25,6 @@
 #include "posenc/experiments/report.h"
 #include "posenc/experiments/summary.h"
 #include "posenc/compat.h"
-#include "posenc/train/evaluate.h"
 #include "posenc/train/run_dir.h"
 #include "posenc/util/dir_lock.h"
 #include "posenc/util/interrupt.h"

@@ -7,6 +7,7 @@
 #include "posenc/tasks/registry.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/fits.h"
 #include "posenc/train/run_dir.h"
 #include "posenc/train/trainer.h"
 

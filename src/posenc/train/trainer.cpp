@@ -1,3 +1,4 @@
+#include "posenc/train/fits.h"
 #include "posenc/train/trainer.h"
 
 #include <chrono>
