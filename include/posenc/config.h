@@ -85,6 +85,9 @@ struct ModelConfig {
   /// model.attention.log_length_scale: 0 is the plain softmax; s > 0 the
   /// scalable softmax (logits times s_h log n), s_h learned per head from s.
   double log_length_scale = 0.0;
+  /// model.attention.logn_from: 0 is off; N >= 2 multiplies the logits of a
+  /// query that sees n > N keys by log n / log N (LogN scaling), no parameter.
+  int64_t logn_from = 0;
   PositionalConfig positional;
 };
 

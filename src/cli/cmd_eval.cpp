@@ -30,8 +30,9 @@ bool written_by_an_older_eval(const nlohmann::json& j) {
 namespace {
 
 /// The checkpoint's config with `--set` changes that leave the trained model as
-/// it is: eval.* and the scheme's own options (RoPE scaling, say), never its
-/// type, placement, or anything of the model or training.
+/// it is: eval.*, the scheme's own options (RoPE scaling, say) and LogN
+/// scaling (model.attention.logn_from, no parameter), never the scheme's type,
+/// placement, or anything else of the model or training.
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
   json j = config_to_json(stored);
   for (const auto& o : overrides) {
@@ -43,11 +44,11 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
                                path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
     // task.path may point to a moved text; check_data_identity makes sure it is the same text.
-    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path")
+    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && path != "model.attention.logn_from")
       throw ConfigError("--set " + o +
-                        ": eval accepts only eval.*, task.path (a moved text) and the scheme's options "
-                        "(model.positional.*, not type, apply_to or share_across_layers); the rest is what the "
-                        "checkpoint was trained as");
+                        ": eval accepts only eval.*, task.path (a moved text), model.attention.logn_from and the "
+                        "scheme's options (model.positional.*, not type, apply_to or share_across_layers); the rest "
+                        "is what the checkpoint was trained as");
     apply_override(j, o);
   }
   try {
@@ -117,8 +118,8 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                   "before evaluating (e.g. one run's last few)",
                   CLI::ExistingFile);
   app.add_option("--set", o.overrides,
-                 "evaluation-time change of the stored config (repeatable): eval.* or a scheme option that adds no "
-                 "parameter, e.g. model.positional.scaling=yarn")
+                 "evaluation-time change of the stored config (repeatable): eval.*, model.attention.logn_from or a "
+                 "scheme option that adds no parameter, e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,
                  "examples per length, at least 2 (default: the checkpoint's eval.samples_per_length)")

@@ -126,6 +126,12 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
                 "query that sees n keys (after the causal mask and padding) are multiplied by s_h log n, s_h "
                 "learned per head and layer from s (the paper's figure uses 0.43), so that attention does not "
                 "flatten as sequences grow; a query that sees one key is unchanged"),
+      int_key("logn_from", &ModelConfig::logn_from, 0, int64_t{1} << 30,
+              "0: off; N >= 2: LogN scaling (Chiang & Cholak 2022; Qwen's logn attention): the logits of a query "
+              "that sees n > N keys (after the causal mask and padding) are multiplied by log n / log N, and those "
+              "of queries that see N or fewer are left as trained; no parameter, so `posenc eval --set` may turn it "
+              "on for a trained model. N is the most keys a query saw in training: a decoder's longest training "
+              "row less its last token, an encoder's task.max_length (plus one with CLS pooling)"),
   };
   return keys;
 }
@@ -493,6 +499,10 @@ ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
     throw ConfigError(at("positional") + ".cross: only an encoder_decoder has cross-attention (model.kind=" + kind +
                       ")");
   }
+  if (m.logn_from == 1)
+    throw ConfigError(at("attention") +
+                      ".logn_from: 1 would divide by log 1 = 0; give 0 (off) or the most keys a query saw in "
+                      "training, at least 2");
   if (m.d_model % m.heads != 0)
     throw ConfigError(path + ".heads: " + std::to_string(m.heads) + " does not divide " + path + ".d_model " +
                       std::to_string(m.d_model));

@@ -43,6 +43,9 @@ struct MultiHeadAttentionOptions {
   /// > 0: Scalable-Softmax, the logits of a query that sees n keys times
   /// s_h log n, with s_h learned per head and starting here; 0: none.
   TORCH_ARG(double, log_length_scale) = 0.0;
+  /// >= 2: LogN scaling, the logits of a query that sees n > N keys times
+  /// log n / log N (no parameter); 0: none.
+  TORCH_ARG(int64_t, logn_from) = 0;
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
@@ -70,9 +73,11 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
 
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)
-  /// Scalable-Softmax's s_h log n (1|B, H, Lq|1, 1), n the keys a query sees under mask
-  /// (1|B, 1, Lq|1, Lk, 0 or -inf; undefined: all `keys`).
-  torch::Tensor length_factor(const torch::Tensor& mask, int64_t keys) const;
+  /// What the logits of each query are multiplied by (1|B, H|1, Lq|1, 1):
+  /// Scalable-Softmax's s_h log n times LogN scaling's max(1, log n / log N),
+  /// n the keys a query sees under mask (1|B, 1, Lq|1, Lk, 0 or -inf;
+  /// undefined: all of k's (B, H, Lk, Dh) keys); undefined when both are off.
+  torch::Tensor length_factor(const torch::Tensor& mask, const torch::Tensor& k) const;
 
   int64_t d_model_, heads_, head_dim_;
   double dropout_;
@@ -81,6 +86,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   bool force_explicit_ = false;
   torch::Tensor last_weights_;
   torch::Tensor length_scale_;  ///< (H) s_h of Scalable-Softmax; undefined when it is off
+  int64_t logn_from_ = 0;       ///< N of LogN scaling; 0 when it is off
   torch::nn::Linear qkv_{nullptr}, out_{nullptr};
   torch::nn::Dropout attn_drop_{nullptr};
 };

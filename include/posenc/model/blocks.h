@@ -26,6 +26,8 @@ struct BlockOptions {
   TORCH_ARG(bool, project_input) = true;
   /// Scalable-Softmax in every attention of the block (MultiHeadAttentionOptions).
   TORCH_ARG(double, log_length_scale) = 0.0;
+  /// LogN scaling in every attention of the block (MultiHeadAttentionOptions).
+  TORCH_ARG(int64_t, logn_from) = 0;
 };
 
 class BlockImpl : public torch::nn::Module {

@@ -58,14 +58,28 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   attn_drop_ = register_module("attn_drop", torch::nn::Dropout(dropout_));
   if (options.log_length_scale() > 0)
     length_scale_ = register_parameter("length_scale", torch::full({heads_}, options.log_length_scale()));
+  TORCH_CHECK(options.logn_from() == 0 || options.logn_from() >= 2, "logn_from is 0 (off) or at least 2, not ",
+              options.logn_from());
+  logn_from_ = options.logn_from();
 }
 
-torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, int64_t keys) const {
+torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, const torch::Tensor& k) const {
+  if (!length_scale_.defined() && logn_from_ == 0) return {};
   // n: the keys each query sees, after the causal mask and padding.
   const auto n = mask.defined()
                      ? mask.eq(0).sum(-1, /*keepdim=*/true).to(torch::kFloat).clamp_min(1)  // (1|B, 1, Lq, 1)
-                     : torch::full({1, 1, 1, 1}, static_cast<double>(keys), length_scale_.options());
-  return length_scale_.view({1, heads_, 1, 1}) * n.log();  // (1|B, H, Lq|1, 1)
+                     : torch::full({1, 1, 1, 1}, static_cast<double>(k.size(2)), k.options().dtype(torch::kFloat));
+  torch::Tensor factor;
+  if (length_scale_.defined()) factor = length_scale_.view({1, heads_, 1, 1}) * n.log();  // (1|B, H, Lq|1, 1)
+  if (logn_from_ > 0) {
+    // Queries that see no more keys than training showed keep their logits: the factor is exactly 1 there
+    // (not log N / log N, which float32 may round to just above 1).
+    const auto logn =
+        torch::where(n > static_cast<double>(logn_from_), n.log() / std::log(static_cast<double>(logn_from_)),
+                     torch::ones_like(n));  // (1|B, 1, Lq|1, 1)
+    factor = factor.defined() ? factor * logn : logn;
+  }
+  return factor;
 }
 
 torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const {
@@ -124,7 +138,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
 
   // Scalable-Softmax: every logit of a query that sees n keys times s_h log n.
   // The mask is added after it: a query with one key has the factor 0.
-  const torch::Tensor factor = length_scale_.defined() ? length_factor(mask, k.size(2)) : torch::Tensor();
+  const torch::Tensor factor = length_factor(mask, k);
 
   torch::Tensor ctx;  // (B, H, L, Dh)
   if (compat::kHasSdpa && caps.fits_fused_attention() && !keep_weights_ && !force_explicit_) {

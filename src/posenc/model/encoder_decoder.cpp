@@ -27,8 +27,10 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
   register_stack(/*causal=*/false);
   auto blocks = register_module("decoder_blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.decoder_layers; ++i) {
-    decoder_blocks_.push_back(DecoderBlock(
-        BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff).dropout(cfg.dropout).log_length_scale(cfg.log_length_scale)));
+    decoder_blocks_.push_back(DecoderBlock(BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff)
+                                               .dropout(cfg.dropout)
+                                               .log_length_scale(cfg.log_length_scale)
+                                               .logn_from(cfg.logn_from)));
     blocks->push_back(decoder_blocks_.back());
   }
   decoder_final_ln_ =
