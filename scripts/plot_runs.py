@@ -15,8 +15,12 @@ the same over its seeds: scripts/plot_compare.py.
 
 --out: the PNG to write (default: METRIC_vs_length.png here); --labels: the
 legend's names, comma-separated, one per file (default: the run directory's
-name and the scheme). Exit status 2, with the reason, for a missing or foreign
-file, or files of different metrics.
+name and the scheme). Files given one label are pooled into one line (seeds
+of one setting, say): at each length their right answers over their examples,
+with the Wilson interval of the pooled counts, each file a faint line beside
+it; the pooled scores are printed too. Exit status 2, with the reason, for a
+missing or foreign file, files of different metrics, or a pool of perplexities
+or of files without example counts.
 
 Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
 """
@@ -55,6 +59,32 @@ def number(v):
     return float("nan") if v is None else float(v)
 
 
+def wilson(k, n, z=1.96):
+    """The 95% Wilson score interval of k successes in n trials."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def pooled_rows(members, metric):
+    """The rows of files pooled under one label: per length they all hold, the summed right answers over the
+    summed examples; ValueError where a file cannot be pooled."""
+    if metric == "perplexity":
+        raise ValueError("perplexities do not pool by counting right answers: give each file its own label")
+    for path, d in members:
+        for r in d["lengths"]:
+            if not isinstance(r.get("correct"), int) or not isinstance(r.get("n"), int) or r["n"] <= 0:
+                raise ValueError(f"{path}: length {r['length']} has no example counts (\"correct\", \"n\") to pool")
+    lengths = sorted(set.intersection(*({r["length"] for r in d["lengths"]} for _, d in members)))
+    rows = []
+    for length in lengths:
+        k = sum(r["correct"] for _, d in members for r in d["lengths"] if r["length"] == length)
+        n = sum(r["n"] for _, d in members for r in d["lengths"] if r["length"] == length)
+        rows.append({"length": length, metric: k / n, "ci95": list(wilson(k, n)), "correct": k, "n": n})
+    return rows
+
+
 def default_label(path, d):
     """The run directory's name and the scheme; the file's name too where it is not results.json."""
     run = os.path.basename(os.path.dirname(os.path.abspath(path)))
@@ -81,24 +111,43 @@ def main():
         return 2
     metric = metrics[0]
     out = args.out if args.out is not None else f"{metric}_vs_length.png"
+    # One line per label, in the order labels first appear; a label of several files pools them.
+    groups = {}
+    for result, label in zip(results, labels):
+        groups.setdefault(label, []).append(result)
+    try:
+        pooled = {label: pooled_rows(members, metric) for label, members in groups.items() if len(members) > 1}
+    except ValueError as e:
+        print(f"plot_runs.py: {e}", file=sys.stderr)
+        return 2
 
     fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
     trained = set()
     banded = False
-    for (path, d), label in zip(results, labels):
-        rows = sorted(d["lengths"], key=lambda r: r["length"])
+    for label, members in groups.items():
+        for _, d in members:
+            if d.get("train_lengths"):
+                trained.add(tuple(d["train_lengths"]))
+        rows = pooled[label] if label in pooled else sorted(members[0][1]["lengths"], key=lambda r: r["length"])
         x = [r["length"] for r in rows]
         y = [number(r[metric]) for r in rows]
         unmeasured = [str(r["length"]) for r in rows if r[metric] is None]
         if unmeasured:
             label += " (no score at " + ", ".join(unmeasured) + ": outputs not finite)"
-        line, = ax.plot(x, y, marker="o", lw=1.5, label=label)
+        shown = label if label not in pooled else f"{label} (pooled over {len(members)} files)"
+        line, = ax.plot(x, y, marker="o", lw=2.0 if label in pooled else 1.5, label=shown)
         if all(isinstance(r.get("ci95"), list) and len(r["ci95"]) == 2 for r in rows):
             banded = True
             ax.fill_between(x, [number(r["ci95"][0]) for r in rows], [number(r["ci95"][1]) for r in rows],
                             color=line.get_color(), alpha=0.15, lw=0)
-        if d.get("train_lengths"):
-            trained.add(tuple(d["train_lengths"]))
+        if label in pooled:
+            for _, d in members:  # each pooled file, faint
+                own = sorted(d["lengths"], key=lambda r: r["length"])
+                ax.plot([r["length"] for r in own], [number(r[metric]) for r in own], color=line.get_color(),
+                        lw=0.8, alpha=0.35)
+            print(f"{label} ({len(members)} files): " + ", ".join(
+                f"{r['length']}: {r[metric]:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] ({r['correct']}/{r['n']})"
+                for r in rows))
     for lo, hi in sorted(trained):
         ax.axvspan(lo, hi, color="0.88", zorder=0,
                    label="training lengths" if len(trained) == 1 else f"training lengths {lo}-{hi}")

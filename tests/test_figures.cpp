@@ -2,6 +2,7 @@
 // attention` output, scripts/plot_runs.py over single runs' results, and a
 // comparison's report, whose every figure link must lead to a PNG that
 // scripts/plot_compare.py drew.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -213,6 +214,29 @@ TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
   r = run_script("plot_runs.py", {s.path("unmeasured.json"), "--out", s.path("unmeasured.png")});
   ASSERT_EQ(r.code, 0) << r.output;
   expect_figure(s.path("unmeasured.png"));
+  // Files given one label pool into one line: right answers over examples at each length they all hold,
+  // with the Wilson interval of the sums, printed. A copy with no right answer at length 8 halves that score.
+  const json measured = read_json_file(encoder + "/results_eval.json");
+  json none_right = measured;
+  none_right["lengths"][0]["correct"] = 0;
+  write_file_atomic(s.path("none_right.json"), none_right.dump());
+  r = run_script("plot_runs.py", {encoder + "/results_eval.json", s.path("none_right.json"), "--labels", "seeds,seeds",
+                                  "--out", s.path("pooled.png")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_figure(s.path("pooled.png"));
+  const int64_t k = measured["lengths"][0]["correct"], n = measured["lengths"][0]["n"];
+  EXPECT_NE(r.output.find(fmt::format("seeds (2 files): 8: {:.3f} [", static_cast<double>(k) / (2.0 * n))),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(fmt::format("({}/{})", k, 2 * n)), std::string::npos) << r.output;
+  // A file without example counts cannot be pooled: named, nothing drawn.
+  none_right["lengths"][1].erase("correct");
+  write_file_atomic(s.path("no_counts.json"), none_right.dump());
+  r = run_script("plot_runs.py", {encoder + "/results_eval.json", s.path("no_counts.json"), "--labels", "a,a", "--out",
+                                  s.path("no_counts.png")});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("no_counts.json: length 16 has no example counts"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("no_counts.png")));
   // Not a results file: named.
   r = run_script("plot_runs.py", {encoder + "/config.json", "--out", s.path("config.png")});
   EXPECT_EQ(r.code, 2) << r.output;

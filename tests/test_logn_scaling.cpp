@@ -95,7 +95,8 @@ TEST(LogNScaling, QueriesThatSeeNoMoreThanNKeysAreExactlyAsTrained) {
   auto without = posenc::testing::random_positional_model<Encoder>(plain.model, 5);
   torch::NoGradGuard no_grad;
   // The encoder pools by max over L tokens (no CLS), so its queries see L keys.
-  const auto within = torch::randint(1, 17, {3, N}, torch::kLong), past = torch::randint(1, 17, {3, N + 6}, torch::kLong);
+  const auto within = torch::randint(1, 17, {3, N}, torch::kLong),
+             past = torch::randint(1, 17, {3, N + 6}, torch::kLong);
   EXPECT_TRUE(torch::equal(with->forward(within), without->forward(within)));
   EXPECT_FALSE(torch::allclose(with->forward(past), without->forward(past)));
 }
@@ -140,10 +141,11 @@ TEST(LogNScaling, TheConfigRefusesOneAndEvalMayTurnItOnForATrainedModel) {
   // N = 12 by eval, length 6 scores exactly as without it, and the run records the change.
   posenc::testing::Scratch s("logn");
   const std::string run = s.path("run");
-  auto r = posenc::testing::train_shipped("copy.json", run,
-                                          "--set train.steps=30 --set task.min_length=3 --set task.max_length=6 "
-                                          "--set eval.lengths=[6,12] --set eval.samples_per_length=40 "
-                                          "--set train.val_samples=16 --set train.warmup_steps=5 --set model.d_model=32 --set model.d_ff=64");
+  auto r = posenc::testing::train_shipped(
+      "copy.json", run,
+      "--set train.steps=30 --set task.min_length=3 --set task.max_length=6 "
+      "--set eval.lengths=[6,12] --set eval.samples_per_length=40 "
+      "--set train.val_samples=16 --set train.warmup_steps=5 --set model.d_model=32 --set model.d_ff=64");
   ASSERT_EQ(r.code, 0) << r.output;
   r = posenc::testing::run_cli("eval " + run + "/checkpoint.pt --out " + s.path("plain.json"));
   ASSERT_EQ(r.code, 0) << r.output;
