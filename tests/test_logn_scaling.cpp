@@ -11,6 +11,7 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "length_factor_checks.h"
 #include "posenc/compat.h"
 #include "posenc/model/attention.h"
 #include "posenc/model/decoder.h"
@@ -50,22 +51,9 @@ TEST(LogNScaling, WeightsAreTheSoftmaxOfTheLogitsTimesLogNOverLogNPastN) {
   const auto q = torch::randn({1, L, D}), k = torch::randn({1, L, D}), v = torch::randn({1, L, D});
   torch::NoGradGuard no_grad;
   attention->attend(q, k, v, alibi.get(), pos);
-  const auto weights = attention->last_weights().to(torch::kFloat64);  // (1, H, L, L)
-
-  const auto qh = q.view({L, H, Dh}).transpose(0, 1).to(torch::kFloat64);  // (H, L, Dh)
-  const auto kh = k.view({L, H, Dh}).transpose(0, 1).to(torch::kFloat64);
-  const auto bias = alibi->bias(pos).to(torch::kFloat64).view({H, L, L});
-  const auto z = torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(static_cast<double>(Dh)) + bias;  // (H, L, L)
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < L; ++i) {
-      const double n = static_cast<double>(i + 1);
-      const double factor = std::max(1.0, std::log(n) / std::log(static_cast<double>(N)));
-      const auto expected = torch::softmax(z[h][i].narrow(0, 0, i + 1) * factor, 0);
-      const auto got = weights[0][h][i];
-      EXPECT_TRUE(torch::allclose(got.narrow(0, 0, i + 1), expected, tolerance::kFloat32Sum, tolerance::kFloat32Sum))
-          << "head " << h << " query " << i;
-      EXPECT_EQ(got.narrow(0, i + 1, L - i - 1).abs().sum().item<double>(), 0.0) << "a key right of query " << i;
-    }
+  posenc::testing::expect_scaled_causal_weights(
+      attention->last_weights(), q, k, alibi->bias(pos), H,
+      [&](int64_t, int64_t i) { return std::max(1.0, std::log(i + 1.0) / std::log(static_cast<double>(N))); });
 }
 
 TEST(LogNScaling, QueriesThatSeeNoMoreThanNKeysAreExactlyAsTrained) {
@@ -108,22 +96,8 @@ TEST(LogNScaling, KvCacheAndTheFusedPathGiveTheExplicitWholeSequencesLogits) {
   for (const double ssmax : {0.0, 0.7})
     for (const char* scheme : {"none", "rope", "alibi", "kerple"}) {
       auto model = posenc::testing::random_positional_model<Decoder>(logn_config("decoder", scheme, 6, ssmax).model, 2);
-      torch::NoGradGuard no_grad;
-      const auto tokens = torch::randint(1, 17, {2, 14}, torch::kLong);
-      model->force_explicit_attention(true);
-      const auto whole = model->forward(tokens);  // (2, 14, 18)
-      KVCache cache;
-      std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 5), cache)};
-      for (int64_t t = 5; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
-      const auto cached = torch::cat(steps, 1);
-      EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
-          << scheme << " ssmax " << ssmax << ": " << (cached - whole).abs().max().item<double>();
-      if (compat::kHasSdpa) {
-        model->force_explicit_attention(false);
-        const auto fused = model->forward(tokens);
-        EXPECT_TRUE(torch::allclose(fused, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
-            << scheme << " ssmax " << ssmax << ": " << (fused - whole).abs().max().item<double>();
-      }
+      posenc::testing::expect_cache_and_fused_match_explicit(model,
+                                                             std::string(scheme) + " ssmax " + std::to_string(ssmax));
     }
 }
 

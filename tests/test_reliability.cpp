@@ -573,47 +573,41 @@ TEST(Messages, BadFilesAndFlagsSayWhatIsWrong) {
 TEST(Messages, SlipsAreNamedForWhatTheyAre) {
   Scratch s("slips");
   const std::string config = write_config(s, "c.json");
+  // `posenc ARGS` is refused with exit 2 and one error line that holds `fragment`.
+  const auto refused = [](const std::string& args, const std::string& fragment) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << args;
+    expect_one_line_error(r.output, fragment);
+    return r.output;
+  };
   // A section replaced by a number is the slip, not the --out that comes after it.
-  auto r = run_cli("train " + config + " --set train=5 --out " + s.path("x"));
-  EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "'train' is a section of the config; set one of its options (train.NAME=VALUE)");
-  EXPECT_EQ(r.output.find("out_dir"), std::string::npos) << r.output;
-  r = run_cli("train " + config + " --set train.steps.x=1 --out " + s.path("x"));
-  EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "'train.steps' is 3000, not a section with options");
+  auto out = refused("train " + config + " --set train=5 --out " + s.path("x"),
+                     "'train' is a section of the config; set one of its options (train.NAME=VALUE)");
+  EXPECT_EQ(out.find("out_dir"), std::string::npos) << out;
+  refused("train " + config + " --set train.steps.x=1 --out " + s.path("x"),
+          "'train.steps' is 3000, not a section with options");
   // --device cuda without CUDA names the flag typed, not the config key it sets.
-  if (!torch::cuda::is_available()) {
-    r = run_cli("train " + config + " --device cuda --out " + s.path("x"));
-    EXPECT_EQ(r.code, 2);
-    expect_one_line_error(r.output, "--device cuda, but this LibTorch build sees no CUDA device");
-  }
+  if (!torch::cuda::is_available())
+    refused("train " + config + " --device cuda --out " + s.path("x"),
+            "--device cuda, but this LibTorch build sees no CUDA device");
   // A prompt is text, not a path.
-  r = run_cli("generate " + config + " --prompt \"$(printf 'a\\377')\"");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("the prompt must be UTF-8 text"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("paths"), std::string::npos) << r.output;
+  out = refused("generate " + config + " --prompt \"$(printf 'a\\377')\"", "the prompt must be UTF-8 text");
+  EXPECT_EQ(out.find("paths"), std::string::npos) << out;
   // An empty item of a comma-separated list is a slip (an extra comma), not an item to drop (every list flag:
   // CliContract.EveryListFlagRefusesAnEmptyItem); an empty value is refused as such.
-  r = run_cli("eval " + config + " --lengths ''");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("--lengths: must not be empty"), std::string::npos) << r.output;
+  refused("eval " + config + " --lengths ''", "--lengths: must not be empty");
   // A length named twice is refused however the list is written: in one value or across repeated flags.
-  r = run_cli("eval " + config + " --lengths 8,16 --lengths 16");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("error: --lengths: 16 appears twice"), std::string::npos) << r.output;
+  refused("eval " + config + " --lengths 8,16 --lengths 16", "--lengths: 16 appears twice");
   // A null or an empty list is named as what it is ("got null null" and "got 0" said it twice or not at all).
-  r = run_cli("train " + config + " --set train.steps=null --out " + s.path("x"));
-  EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "train.steps: expected an integer, got null");
-  EXPECT_EQ(r.output.find("null null"), std::string::npos) << r.output;
-  r = run_cli("train " + config + " --set eval.lengths=[] --out " + s.path("x"));
-  EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "eval.lengths: expected a non-empty array of at most 256 integers, got an empty one");
+  out = refused("train " + config + " --set train.steps=null --out " + s.path("x"),
+                "train.steps: expected an integer, got null");
+  EXPECT_EQ(out.find("null null"), std::string::npos) << out;
+  refused("train " + config + " --set eval.lengths=[] --out " + s.path("x"),
+          "eval.lengths: expected a non-empty array of at most 256 integers, got an empty one");
   // A 20 KB value is quoted by its start and its size, not echoed whole.
-  r = run_cli("train " + config + " --set " + std::string(20000, 'a') + " --out " + s.path("x"));
-  EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "... (20000 characters): expected path=value");
-  EXPECT_LT(r.output.size(), 1000u) << r.output.size();
+  out = refused("train " + config + " --set " + std::string(20000, 'a') + " --out " + s.path("x"),
+                "... (20000 characters): expected path=value");
+  EXPECT_LT(out.size(), 1000u) << out.size();
 }
 
 TEST(Refused, APythonNamedInPosencPythonIsUsedOrRefusedNeverReplaced) {

@@ -582,13 +582,18 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
            " that uniform digits rarely show; the evaluation sets always draw from 0-9",
        0.0, 1.0},
   };
-  if (!addition)
+  if (addition) {
+    options.push_back({"index_hints", OptionKind::Int, 0,
+                       "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H "
+                       "ordered hints (Zhou et al. 2023, 2024); training starts an example's hints at a random one, "
+                       "evaluation at the first",
+                       0, 1024});
+  } else {  // the multiplier and the carries
     options.push_back({"multiplier_digits", OptionKind::Int, 0,
                        "0: b is drawn like a (task.operands); k > 0: b has k digits in training and in the "
                        "per-length evaluation sets, whose length is then a's digits (Cho et al. 2024 train N x 2 "
                        "multiplication: k = 2); eval.operand_grid still sets both",
                        0, 64});
-  if (!addition)
     options.push_back({"multiplier_placement",
                        OptionKind::String,
                        "once",
@@ -598,7 +603,6 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
                        0,
                        0,
                        {"once", "beside_each_digit"}});
-  if (!addition)
     options.push_back({"multiplier_tokens",
                        OptionKind::String,
                        "shared",
@@ -608,7 +612,6 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
                        0,
                        0,
                        {"shared", "per_digit"}});
-  if (!addition)
     options.push_back({"carries",
                        OptionKind::String,
                        "hidden",
@@ -618,12 +621,7 @@ std::vector<OptionSpec> arithmetic_options(bool addition) {
                        0,
                        0,
                        {"hidden", "written"}});
-  if (addition)
-    options.push_back({"index_hints", OptionKind::Int, 0,
-                       "0: none; H > 0: every digit is preceded by a hint token naming its significance, from H "
-                       "ordered hints (Zhou et al. 2023, 2024); training starts an example's hints at a random one, "
-                       "evaluation at the first",
-                       0, 1024});
+  }
   return options;
 }
 
