@@ -136,8 +136,9 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     mask = mask.defined() ? mask + padding : padding;  // (B, 1, Lq|1, Lk)
   }
 
-  // Scalable-Softmax: every logit of a query that sees n keys times s_h log n.
-  // The mask is added after it: a query with one key has the factor 0.
+  // Scalable-Softmax (s_h log n) and LogN scaling (log n / log N past N): every
+  // logit of a query that sees n keys times the factor. The mask is added after
+  // it: a query with one key has Scalable-Softmax's factor 0.
   const torch::Tensor factor = length_factor(mask, k);
 
   torch::Tensor ctx;  // (B, H, L, Dh)
