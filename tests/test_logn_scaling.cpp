@@ -43,7 +43,8 @@ TEST(LogNScaling, WeightsAreTheSoftmaxOfTheLogitsTimesLogNOverLogNPastN) {
   // sqrt(Dh) + b_ij)), computed here in float64 from the same q, k and bias.
   torch::manual_seed(0);
   const int64_t L = 12, D = 16, H = 2, Dh = D / H, N = 5;
-  MultiHeadAttention attention(MultiHeadAttentionOptions(D, H).project_input(false).causal(true).logn_from(N));
+  MultiHeadAttention attention(MultiHeadAttentionOptions(D, H).project_input(false).causal(true).length_factors(
+      {/*log_length_scale=*/0.0, /*logn_from=*/N}));
   attention->eval();
   attention->keep_weights(true);  // the explicit path, which keeps its weights
   auto alibi = scheme_with("alibi", {D, H, Dh, 0, true});

@@ -27,8 +27,10 @@ namespace {
 
 /// Attention fed q, k, v directly, with s_h set per head.
 MultiHeadAttention scaled_attention(int64_t d_model, int64_t heads, bool causal, const std::vector<double>& s) {
-  MultiHeadAttention attention(
-      MultiHeadAttentionOptions(d_model, heads).project_input(false).causal(causal).log_length_scale(0.43));
+  MultiHeadAttention attention(MultiHeadAttentionOptions(d_model, heads)
+                                   .project_input(false)
+                                   .causal(causal)
+                                   .length_factors({/*log_length_scale=*/0.43, /*logn_from=*/0}));
   torch::NoGradGuard no_grad;
   attention->named_parameters()["length_scale"].copy_(torch::tensor(s, torch::kFloat));
   attention->eval();

@@ -30,6 +30,17 @@ struct LayerCache {
   torch::Tensor k_buffer, v_buffer;  ///< (B, H, capacity, Dh), or undefined
 };
 
+/// How much sharper attention gets as a query sees more keys
+/// (model.attention.*); both off by default. MultiHeadAttentionImpl::length_factor.
+struct LengthFactors {
+  /// > 0: Scalable-Softmax, the logits of a query that sees n keys times
+  /// s_h log n, with s_h learned per head and starting here; 0: none.
+  double log_length_scale = 0.0;
+  /// >= 2: LogN scaling, the logits of a query that sees n > N keys times
+  /// log n / log N (no parameter); 0: none.
+  int64_t logn_from = 0;
+};
+
 struct MultiHeadAttentionOptions {
   MultiHeadAttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
   TORCH_ARG(int64_t, d_model);
@@ -40,12 +51,7 @@ struct MultiHeadAttentionOptions {
   TORCH_ARG(bool, project_input) = true;
   /// A query sees the keys whose position id is not greater than its own.
   TORCH_ARG(bool, causal) = false;
-  /// > 0: Scalable-Softmax, the logits of a query that sees n keys times
-  /// s_h log n, with s_h learned per head and starting here; 0: none.
-  TORCH_ARG(double, log_length_scale) = 0.0;
-  /// >= 2: LogN scaling, the logits of a query that sees n > N keys times
-  /// log n / log N (no parameter); 0: none.
-  TORCH_ARG(int64_t, logn_from) = 0;
+  TORCH_ARG(LengthFactors, length_factors) = {};
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {

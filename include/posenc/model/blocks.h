@@ -24,10 +24,8 @@ struct BlockOptions {
   TORCH_ARG(bool, causal) = false;
   /// false: the block's attention has no W_qkv and is handed q, k, v (the embedded-QKV first block).
   TORCH_ARG(bool, project_input) = true;
-  /// Scalable-Softmax in every attention of the block (MultiHeadAttentionOptions).
-  TORCH_ARG(double, log_length_scale) = 0.0;
-  /// LogN scaling in every attention of the block (MultiHeadAttentionOptions).
-  TORCH_ARG(int64_t, logn_from) = 0;
+  /// Scalable-Softmax and LogN scaling in every attention of the block.
+  TORCH_ARG(LengthFactors, length_factors) = {};
 };
 
 class BlockImpl : public torch::nn::Module {

@@ -53,6 +53,9 @@ struct KVCache {
   std::vector<LayerCache> cross;
 };
 
+/// The attention length factors a config asks for (model.attention.log_length_scale, logn_from).
+inline LengthFactors length_factors_of(const ModelConfig& cfg) { return {cfg.log_length_scale, cfg.logn_from}; }
+
 /// Keeps rows `rows` (int64, on the model's device) of every cached tensor, in
 /// that order (beam search follows the surviving hypotheses).
 void select_cache_rows(KVCache& cache, const torch::Tensor& rows);

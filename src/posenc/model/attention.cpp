@@ -56,11 +56,12 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   if (options.project_input()) qkv_ = register_module("qkv", torch::nn::Linear(d_model_, 3 * d_model_));
   out_ = register_module("out", torch::nn::Linear(d_model_, d_model_));
   attn_drop_ = register_module("attn_drop", torch::nn::Dropout(dropout_));
-  if (options.log_length_scale() > 0)
-    length_scale_ = register_parameter("length_scale", torch::full({heads_}, options.log_length_scale()));
-  TORCH_CHECK(options.logn_from() == 0 || options.logn_from() >= 2, "logn_from is 0 (off) or at least 2, not ",
-              options.logn_from());
-  logn_from_ = options.logn_from();
+  const LengthFactors& factors = options.length_factors();
+  if (factors.log_length_scale > 0)
+    length_scale_ = register_parameter("length_scale", torch::full({heads_}, factors.log_length_scale));
+  TORCH_CHECK(factors.logn_from == 0 || factors.logn_from >= 2, "logn_from is 0 (off) or at least 2, not ",
+              factors.logn_from);
+  logn_from_ = factors.logn_from;
 }
 
 torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, const torch::Tensor& k) const {

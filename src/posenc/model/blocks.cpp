@@ -14,8 +14,7 @@ BlockImpl::BlockImpl(const BlockOptions& o) {
                                                                   .dropout(o.dropout())
                                                                   .project_input(o.project_input())
                                                                   .causal(o.causal())
-                                                                  .log_length_scale(o.log_length_scale())
-                                                                  .logn_from(o.logn_from())));
+                                                                  .length_factors(o.length_factors())));
   ln2_ = register_module("ln2", layer_norm(o.d_model()));
   ff1_ = register_module("ff1", torch::nn::Linear(o.d_model(), o.d_ff()));
   ff2_ = register_module("ff2", torch::nn::Linear(o.d_ff(), o.d_model()));
@@ -40,10 +39,8 @@ torch::Tensor BlockImpl::forward_qkv(const torch::Tensor& q, const torch::Tensor
 
 DecoderBlockImpl::DecoderBlockImpl(const BlockOptions& o) {
   const int64_t D = o.d_model();
-  const auto attention = MultiHeadAttentionOptions(D, o.heads())
-                             .dropout(o.dropout())
-                             .log_length_scale(o.log_length_scale())
-                             .logn_from(o.logn_from());
+  const auto attention =
+      MultiHeadAttentionOptions(D, o.heads()).dropout(o.dropout()).length_factors(o.length_factors());
   ln1_ = register_module("ln1", layer_norm(D));
   self_attention = register_module("attention", MultiHeadAttention(MultiHeadAttentionOptions(attention).causal(true)));
   ln_cross_ = register_module("ln_cross", layer_norm(D));

@@ -27,10 +27,8 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
   register_stack(/*causal=*/false);
   auto blocks = register_module("decoder_blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.decoder_layers; ++i) {
-    decoder_blocks_.push_back(DecoderBlock(BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff)
-                                               .dropout(cfg.dropout)
-                                               .log_length_scale(cfg.log_length_scale)
-                                               .logn_from(cfg.logn_from)));
+    decoder_blocks_.push_back(DecoderBlock(
+        BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff).dropout(cfg.dropout).length_factors(length_factors_of(cfg))));
     blocks->push_back(decoder_blocks_.back());
   }
   decoder_final_ln_ =

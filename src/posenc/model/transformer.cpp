@@ -110,8 +110,7 @@ void TransformerImpl::register_stack(bool causal) {
                                 .dropout(cfg_.dropout)
                                 .causal(causal)
                                 .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))
-                                .log_length_scale(cfg_.log_length_scale)
-                                .logn_from(cfg_.logn_from)));
+                                .length_factors(length_factors_of(cfg_))));
     blocks->push_back(blocks_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
