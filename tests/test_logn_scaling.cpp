@@ -73,13 +73,10 @@ TEST(LogNScaling, QueriesThatSeeNoMoreThanNKeysAreExactlyAsTrained) {
     EXPECT_TRUE(torch::equal(a.narrow(1, 0, N), b.narrow(1, 0, N))) << scheme;
     EXPECT_FALSE(torch::allclose(a.narrow(1, N, 20 - N), b.narrow(1, N, 20 - N))) << scheme;
   }
-  json j = json::object();
-  for (const std::string o : {"model.d_model=32", "model.heads=4", "model.layers=2", "model.d_ff=64",
-                              "task.vocab_size=16", "model.positional.type=kerple"})
-    apply_override(j, o);
-  const Config plain = config_from_json(j);
-  apply_override(j, "model.attention.logn_from=" + std::to_string(N));
-  const Config scaled = config_from_json(j);
+  // An ordering encoder (nothing is trained, so its run directory is never written).
+  const Config plain = posenc::testing::small_config("unused", {"model.positional.type=kerple"});
+  const Config scaled = posenc::testing::small_config(
+      "unused", {"model.positional.type=kerple", "model.attention.logn_from=" + std::to_string(N)});
   auto with = posenc::testing::random_positional_model<Encoder>(scaled.model, 5);
   auto without = posenc::testing::random_positional_model<Encoder>(plain.model, 5);
   torch::NoGradGuard no_grad;
