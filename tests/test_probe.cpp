@@ -247,14 +247,21 @@ TEST(Probe, AColumnSumIsWhatItsColumnAddsWithItsDigitAsUnitsAndItsCarryOutAsTens
   }
   EXPECT_GT(large, 0) << "some of the 210 columns add up to three digits";
   // Without written carries no token predicts the carry out: the target is refused, naming the setting.
-  const auto hidden = arithmetic_task(
-      {"task.type=multiplication", "task.multiplier_digits=3", "task.min_length=2", "task.max_length=5"});
+  const TaskConfig hidden =
+      posenc::testing::config_with({"model.kind=decoder", "task.type=multiplication", "task.multiplier_digits=3",
+                                    "task.min_length=2", "task.max_length=5"})
+          .task;
+  EXPECT_EQ(probe_target_spec(hidden, "carry").name, "carry");
   try {
-    hidden->probe_target("carry_out", 4, 30, 7);
+    probe_target_spec(hidden, "carry_out");
     ADD_FAILURE() << "carry_out without written carries";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("task.carries=written"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--target carry_out: defined only where task.carries=written (this "
+                                         "model's is task.carries=hidden)"),
+              std::string::npos)
+        << e.what();
   }
+  EXPECT_THROW(make_task(hidden)->probe_target("carry_out", 4, 30, 7), std::logic_error) << "the task's own guard";
   // Addition: a column adds two digits and the carry, at most 19.
   const auto adding = arithmetic_task({"task.type=addition"});
   const auto added = adding->probe_target("column_sum", 3, 20, 1), carry = adding->probe_target("carry", 3, 20, 1);

@@ -162,7 +162,8 @@ TEST_P(EveryTask, OptionsAreDocumentedTypeCheckedAndSettable) {
 }
 
 TEST_P(EveryTask, ProbeTargetsAreDescribedAlignedWithTheTokensAndVary) {
-  const auto task = make_task(task_config(GetParam()).task);
+  const Config cfg = task_config(GetParam());
+  const auto task = make_task(cfg.task);
   const TaskInfo& info = find_task(GetParam());
   const int64_t length = info.default_eval_lengths.front();
   const auto set = task->fixed_set(length, 16, 3);
@@ -171,14 +172,22 @@ TEST_P(EveryTask, ProbeTargetsAreDescribedAlignedWithTheTokensAndVary) {
     EXPECT_NE(target.name, "position");  // every task's, computed by the probe itself
     EXPECT_TRUE(names.insert(target.name).second) << target.name << " declared twice";
     EXPECT_FALSE(target.description.empty()) << target.name;
-    torch::Tensor values;
-    try {
-      values = task->probe_target(target.name, length, 16, 3);
-    } catch (const ConfigError& e) {  // only a target declared as needing a setting, and naming it
-      EXPECT_FALSE(target.only_where.empty()) << target.name << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find(target.only_where), std::string::npos) << e.what();
+    if (target.only_where)
+      EXPECT_TRUE(std::any_of(info.options.begin(), info.options.end(),
+                              [&](const OptionSpec& o) { return o.name == target.only_where->option; }))
+          << target.name << ": only_where names an option the task does not take";
+    if (target.only_where && !target.only_where->holds(cfg.task.options)) {
+      // Refused before the task computes anything, naming the setting.
+      try {
+        probe_target_spec(cfg.task, target.name);
+        ADD_FAILURE() << target.name << " without " << target.only_where->shown();
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find(target.only_where->shown()), std::string::npos) << e.what();
+      }
       continue;
     }
+    EXPECT_EQ(&probe_target_spec(cfg.task, target.name), &target);
+    const torch::Tensor values = task->probe_target(target.name, length, 16, 3);
     ASSERT_EQ(values.sizes(), set.tokens.sizes()) << target.name << ": one value per token of the fixed set";
     EXPECT_EQ(values.scalar_type(), torch::kFloat64);
     EXPECT_TRUE(torch::equal(values.nan_to_num(-1), task->probe_target(target.name, length, 16, 3).nan_to_num(-1)))
@@ -189,6 +198,8 @@ TEST_P(EveryTask, ProbeTargetsAreDescribedAlignedWithTheTokensAndVary) {
         << target.name << ": a constant probes nothing";
   }
   EXPECT_THROW(task->probe_target("no such target", length, 16, 3), std::logic_error);
+  EXPECT_THROW(probe_target_spec(cfg.task, "no such target"), ConfigError);
+  EXPECT_EQ(probe_target_spec(cfg.task, kPositionTarget).name, kPositionTarget) << "every task's";
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryTask, ::testing::ValuesIn(task_names()),

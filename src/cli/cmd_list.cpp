@@ -90,7 +90,7 @@ nlohmann::json describe_task(const TaskInfo& t) {
   nlohmann::json targets = nlohmann::json::array();
   for (const ProbeTargetSpec& p : t.probe_targets) {
     nlohmann::json target = {{"name", p.name}, {"doc", p.description}};
-    if (!p.only_where.empty()) target["only_where"] = p.only_where;
+    if (p.only_where) target["only_where"] = p.only_where->shown();
     targets.push_back(target);
   }
   return {{"name", t.name},

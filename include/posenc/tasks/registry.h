@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,14 +49,24 @@ const char* score_key(TaskMetric m);
 /// score_key of a metric named as metric_name() names it; "accuracy" for a name it does not know.
 std::string score_key(const std::string& metric);
 
+/// One value of a task option (`task.carries=written`).
+struct TaskSetting {
+  std::string option;  ///< the task's option, without the "task." prefix
+  nlohmann::json value;
+  std::string shown() const;                  ///< "task.carries=written"
+  bool holds(const Options& resolved) const;  ///< the resolved task options give `option` this value
+};
+
 /// A quantity of each token that `posenc probe --target` looks for in a
 /// model's residual streams, besides the position every task has.
 struct ProbeTargetSpec {
   std::string name;
   std::string description;  ///< what its value is, at which tokens it is defined
-  /// The setting without which the task has no such quantity (`task.carries=written`),
-  /// and Task::probe_target refuses it with a ConfigError naming this; empty: every config.
-  std::string only_where = {};
+  /// The setting without which the task has no such quantity: probe_target_spec
+  /// refuses the target for a config without it, naming it, so the task's own
+  /// code may assume it. Unset: every config.
+  std::optional<TaskSetting> only_where = {};
+  std::string otherwise = {};  ///< with only_where: what to probe instead, said in the refusal
 };
 /// The probe targets every task has, whatever its tokens: each token's index
 /// in what its stack reads, and how many tokens its side holds after it.
@@ -115,6 +126,12 @@ OptionSpec vocab_size_option();
 
 /// The model's data tokens for this config (1..V), without building the task.
 int64_t task_vocab_size(const TaskConfig& cfg);
+
+/// The declaration of probe target `name` (a generic one or the task's) for
+/// the task `cfg` configures. ConfigError starting "--target NAME: " if the
+/// task has no such target (naming those it has), or if the config lacks the
+/// setting the target is defined only where.
+const ProbeTargetSpec& probe_target_spec(const TaskConfig& cfg, const std::string& name);
 
 /// All registered tasks, in listing order.
 const std::vector<TaskInfo>& task_registry();

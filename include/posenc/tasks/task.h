@@ -109,9 +109,6 @@ class Task {
                                               int64_t /*seed*/) const {
     throw std::logic_error("task " + info().name + " declares probe target " + name + " but does not compute it");
   }
-  /// The declaration of probe target `name` in info().probe_targets, so that a
-  /// refusal names its `only_where` as declared; std::logic_error if undeclared.
-  const ProbeTargetSpec& declared_probe_target_spec(const std::string& name) const;
 };
 
 /// A task's data file (task.path) read whole: ConfigError starting "task.path: "

@@ -272,21 +272,6 @@ std::vector<KeptStack> kept_states(Transformer& model, const TaskBatch& set, int
   return stacks;
 }
 
-/// What `target` is for this task; ConfigError naming the task's targets if it has no such one.
-std::string target_description(const TaskInfo& task, const std::string& target) {
-  std::vector<std::string> known;
-  for (const ProbeTargetSpec& t : generic_probe_targets()) {
-    if (t.name == target) return t.description;
-    known.push_back(t.name);
-  }
-  for (const ProbeTargetSpec& t : task.probe_targets) {
-    if (t.name == target) return t.description;
-    known.push_back(t.name);
-  }
-  throw ConfigError(
-      fmt::format("--target {}: task {} has no such probe target (it has: {})", target, task.name, join(known, ", ")));
-}
-
 /// For each token `stack` read (B, L), the tokens of its side of `rows` (B, T)
 /// after it, up to the side's last that is neither padding nor `end_token`
 /// (0: none ends the answer); NaN past that last one (an end token read).
@@ -430,7 +415,7 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   if (r.samples < 4) throw ConfigError(fmt::format("--samples {}: the probe needs at least 4 examples", r.samples));
   const std::unique_ptr<Task> task = make_task(cfg.task);
-  const std::string description = target_description(task->info(), r.target);
+  const std::string description = probe_target_spec(cfg.task, r.target).description;
   const std::vector<int64_t> lengths = r.lengths.empty() ? std::vector<int64_t>{cfg.task.max_length} : r.lengths;
   const EvaluationSpec spec = evaluation_spec(cfg);
   const bool both = cfg.model.kind == ModelKind::EncoderDecoder;

@@ -224,10 +224,8 @@ class ArithmeticTask : public SequenceBase {
   /// column_sum mod 2. With task.carries=written, carry_out: column j's carry
   /// out (column_sum's tens), at the answer's digit j, which predicts it.
   torch::Tensor declared_probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const override {
-    if (name == "carry_out" && !carries_)
-      throw ConfigError("--target carry_out: defined only where " + declared_probe_target_spec(name).only_where +
-                        " writes each column's carry after its digit; this model's carry is read where the "
-                        "next digit is predicted: --target carry");
+    // probe_target_spec refuses carry_out before this where the carries are not written.
+    if (name == "carry_out" && !carries_) throw std::logic_error("probe target carry_out without written carries");
     std::vector<Operands> drawn;
     const TaskBatch set = fixed_set_drawing(length, n, seed, &drawn);
     const std::vector<TokenRole> roles = token_roles(drawn.at(0).a.size(), drawn.at(0).b.size());
@@ -650,10 +648,13 @@ TaskInfo arithmetic_info(const std::string& name, const std::string& description
        "column_sum mod 2, at the same tokens: the parity of digit j, which the parities of what "
        "the column adds decide without its size"}};
   if (op == ArithmeticTask::Op::Multiply)
-    t.probe_targets.push_back({"carry_out",
-                               "the carry out of column j (column_sum's tens), at the product's digit j, which "
-                               "predicts it as the carry written next",
-                               "task.carries=written"});
+    t.probe_targets.push_back(
+        {"carry_out",
+         "the carry out of column j (column_sum's tens), at the product's digit j, which predicts it as the carry "
+         "written next",
+         TaskSetting{"carries", "written"},
+         "where the carries are not written, the carry is read at the token that predicts the next digit: --target "
+         "carry"});
   return t;
 }
 

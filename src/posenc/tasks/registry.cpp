@@ -81,16 +81,36 @@ std::string read_task_file(const std::string& path, std::uintmax_t max_bytes) {
   return text;
 }
 
-const ProbeTargetSpec& Task::declared_probe_target_spec(const std::string& name) const {
-  const auto& declared = info().probe_targets;
-  const auto it =
-      std::find_if(declared.begin(), declared.end(), [&](const ProbeTargetSpec& d) { return d.name == name; });
-  if (it == declared.end()) throw std::logic_error("task " + info().name + " has no probe target " + name);
-  return *it;
+std::string TaskSetting::shown() const {
+  return "task." + option + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+}
+
+bool TaskSetting::holds(const Options& resolved) const {
+  return resolved.json().contains(option) && resolved.json().at(option) == value;
+}
+
+const ProbeTargetSpec& probe_target_spec(const TaskConfig& cfg, const std::string& name) {
+  const TaskInfo& task = find_task(cfg.type);
+  std::vector<std::string> known;
+  for (const auto* targets : {&generic_probe_targets(), &task.probe_targets})
+    for (const ProbeTargetSpec& t : *targets) {
+      known.push_back(t.name);
+      if (t.name != name) continue;
+      if (t.only_where && !t.only_where->holds(cfg.options)) {
+        const TaskSetting now{t.only_where->option, cfg.options.json().value(t.only_where->option, nlohmann::json())};
+        throw ConfigError("--target " + name + ": defined only where " + t.only_where->shown() + " (this model's is " +
+                          now.shown() + ")" + (t.otherwise.empty() ? "" : "; " + t.otherwise));
+      }
+      return t;
+    }
+  throw ConfigError("--target " + name + ": task " + task.name +
+                    " has no such probe target (it has: " + join(known, ", ") + ")");
 }
 
 torch::Tensor Task::probe_target(const std::string& name, int64_t length, int64_t n, int64_t seed) const {
-  declared_probe_target_spec(name);  // throws for a name the task does not declare
+  const auto& declared = info().probe_targets;
+  if (std::none_of(declared.begin(), declared.end(), [&](const ProbeTargetSpec& d) { return d.name == name; }))
+    throw std::logic_error("task " + info().name + " has no probe target " + name);
   return declared_probe_target(name, length, n, seed);
 }
 
