@@ -480,6 +480,9 @@ TEST(Probe, ACheckpointIsProbedAtEachLengthAndBadRequestsAreRefused) {
   posenc::testing::expect_one_line_error(r.output,
                                          "--target carry: task ordering has no such probe target (it has: position, "
                                          "remaining, descent)");
+  r = posenc::testing::run_cli("probe " + ckpt + " --target ''");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "--target: must not be empty");
 
   // A decoder reads every token but the last; an encoder_decoder the source x
   // with its encoder, and SEP and y less its last token with its decoder.

@@ -27,6 +27,7 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
   app.add_option("--target", o.target,
                  "what to read from each layer: position or remaining (every task), or a quantity the checkpoint's "
                  "task defines (`posenc list` names them: addition's column and carry, ordering's descent, ...)")
+      ->check(non_empty_utf8("probe targets"))
       ->capture_default_str();
   add_list_option(app, "--fit-lengths", o.fit_lengths,
                   "comma-separated lengths: fit each layer's probe once, on their first halves together, and score it "
