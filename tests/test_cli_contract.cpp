@@ -3,7 +3,8 @@
 // - an output flag never replaces a user's file, never writes into "/", and a
 //   place where nothing can be written fails before the work;
 // - an input file is a regular file: /dev/zero (never ends), a FIFO (would
-//   block) and a directory are refused with one line, exit 2.
+//   block) and a directory are refused with one line, exit 2;
+// - a flag that takes one text value refuses an empty one, naming itself.
 // A command or flag that --help lists without a line in kCommands below fails
 // the first test, the way a scheme without its README row fails the registry's:
 // a new flag joins the contract when it is added.
@@ -350,6 +351,31 @@ TEST(CliContract, EveryListFlagRefusesAnEmptyItem) {
     }
   }
   EXPECT_GE(lists, 7) << "eval, probe, heads and bench declare seven list flags; --help shows fewer";
+}
+
+// A flag that takes one text value never reads an empty one as "not given": every one the help shows, given '' in
+// a line that otherwise runs, is refused with one line naming it, exit 2.
+TEST(CliContract, EveryTextFlagRefusesAnEmptyValue) {
+  Fixtures f;
+  const std::regex text_flag(R"re(^\s+(?:-\w,)?(--[a-z-]+) TEXT(?::\S+)?(?:=\S*)?(?:\s|$))re");
+  int flags = 0;
+  for (const auto& [command, c] : commands()) {
+    std::istringstream help(run_cli(command + " --help").output);
+    for (std::string line; std::getline(help, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, text_flag)) continue;
+      const std::string flag = m[1].str();
+      if (line.substr(m.position(0) + m.length(0)).rfind("...", 0) == 0) continue;  // repeatable: parsed per item
+      ++flags;
+      // The flag's own placeholder, where the line has one, takes the empty value.
+      std::string run = f.line(command, flag, "''");
+      if (run.find(flag + " ''") == std::string::npos) run += " " + flag + " ''";
+      const auto r = run_cli(run);
+      EXPECT_EQ(r.code, 2) << run << ":\n" << r.output;
+      expect_one_line_error(r.output, flag);
+    }
+  }
+  EXPECT_GE(flags, 20) << "the commands' --help shows fewer single text flags than expected";
 }
 
 TEST(CliContract, EveryInputFileRefusesADeviceAFifoAndADirectory) {

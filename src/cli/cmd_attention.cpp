@@ -13,7 +13,8 @@ void setup_attention(CLI::App& app, AttentionOptions& o) {
          "--length", o.length,
          "the example's length in the task's unit (ordering: tokens; SCAN: actions; translation: target tokens)")
       ->check(integer_in(2, 4096));
-  app.add_option("--kind", o.kind, "ordering: sorted (the default), shuffle, adjacent_swap, random_swap or reverse");
+  app.add_option("--kind", o.kind, "ordering: sorted (the default), shuffle, adjacent_swap, random_swap or reverse")
+      ->check(non_empty_utf8("kinds"));
   app.add_option("--index", o.index, "which example of that kind in the fixed evaluation set")
       ->check(integer_in(0, int64_t{1} << 40));
   app.add_option("--json", o.json, "write the JSON here (default: standard output)")->check(non_empty_utf8());

@@ -24,7 +24,8 @@ void setup_heads(CLI::App& app, HeadsOptions& o) {
       ->capture_default_str();
   app.add_option("--kind", o.kind,
                  "ordering: count only the examples of this kind (sorted, shuffle, adjacent_swap, random_swap or "
-                 "reverse; default: all)");
+                 "reverse; default: all)")
+      ->check(non_empty_utf8("kinds"));
   app.add_option("--queries", o.queries,
                  "all: every token's attention; answer: a decoder's queries that predict an answer token")
       ->check(CLI::IsMember({"all", "answer"}))
