@@ -88,10 +88,11 @@ std::set<std::string> declared_scheme_options() {
 std::set<std::string> core_config_keys() {
   std::set<std::string> all;
   const auto scratch = fs::temp_directory_path() / "posenc_docs_keys";
-  collect_keys(
-      config_to_json(posenc::testing::small_config(scratch, {"model.positional.randomize.max_position=64",
-                                                             "train.average_from=100", "train.deterministic=true"})),
-      "", all);
+  collect_keys(config_to_json(posenc::testing::small_config(
+                   scratch, {"model.positional.randomize.max_position=64", "train.average_from=100",
+                             "train.deterministic=true", "model.attention.head_scale=true",
+                             "train.init_from=\"unused.pt\"", "train.trainable=\"head_scale\""})),
+               "", all);
   collect_keys(config_to_json(posenc::testing::small_config(
                    scratch, {"task.type=\"copy\"", "model.kind=\"encoder_decoder\"", "model.decoder_layers=2"})),
                "", all);

@@ -172,10 +172,11 @@ TEST_P(EveryTask, ProbeTargetsAreDescribedAlignedWithTheTokensAndVary) {
     EXPECT_NE(target.name, "position");  // every task's, computed by the probe itself
     EXPECT_TRUE(names.insert(target.name).second) << target.name << " declared twice";
     EXPECT_FALSE(target.description.empty()) << target.name;
-    if (target.only_where)
+    if (target.only_where) {
       EXPECT_TRUE(std::any_of(info.options.begin(), info.options.end(),
                               [&](const OptionSpec& o) { return o.name == target.only_where->option; }))
           << target.name << ": only_where names an option the task does not take";
+    }
     if (target.only_where && !target.only_where->holds(cfg.task.options)) {
       // Refused before the task computes anything, naming the setting.
       try {

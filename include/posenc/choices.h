@@ -33,6 +33,8 @@ enum class Precision { Float32, Bf16 };
 enum class CudaGraphs { Auto, On, Off };
 /// train.backend.
 enum class CollectiveBackend { Auto, Gloo, Nccl };
+/// train.trainable.
+enum class Trainable { All, HeadScale };
 
 /// One value of a choice enum: its name in a config and what it does.
 template <class E>
@@ -77,7 +79,8 @@ E choice_from_name(const std::string& name);
   X(Device)                    \
   X(Precision)                 \
   X(CudaGraphs)                \
-  X(CollectiveBackend)
+  X(CollectiveBackend)         \
+  X(Trainable)
 
 // Each enum's table, its name on a stream, and JSON as its names (nlohmann
 // finds these by argument-dependent lookup): a name that is not one of the

@@ -88,6 +88,9 @@ struct ModelConfig {
   /// model.attention.logn_from: 0 is off; N >= 2 multiplies the logits of a
   /// query that sees n > N keys by log n / log N (LogN scaling), no parameter.
   int64_t logn_from = 0;
+  /// model.attention.head_scale: every attention's logits of head h times a
+  /// learned lambda_h, 1 at the start (Wang et al. 2024's head-based scale).
+  bool head_scale = false;
   PositionalConfig positional;
 };
 
@@ -117,6 +120,11 @@ struct TrainConfig {
   /// LibTorch's deterministic kernels (train/deterministic.h).
   bool deterministic = false;
   std::string out_dir = "runs/ordering";
+  /// A checkpoint whose weights the run starts from ("": none); the model's
+  /// parameters it lacks keep their initialization (train/checkpoint.h).
+  std::string init_from;
+  /// What the optimizer updates; the rest stays as init_from has it.
+  Trainable trainable = Trainable::All;
   /// Several processes on one run (train/data_parallel.h; how many comes from
   /// the launcher, not the config).
   CollectiveBackend backend = CollectiveBackend::Auto;

@@ -112,6 +112,17 @@ const std::vector<Choice<CollectiveBackend>>& choices() {
   return c;
 }
 
+template <>
+const std::vector<Choice<Trainable>>& choices() {
+  static const std::vector<Choice<Trainable>> c = {
+      {Trainable::All, "all", "every parameter of the model"},
+      {Trainable::HeadScale, "head_scale",
+       "only the per-head logit scales of model.attention.head_scale; every other weight stays as "
+       "train.init_from's checkpoint has it"},
+  };
+  return c;
+}
+
 template <class E>
 E choice_from_name(const std::string& name) {
   std::string known;

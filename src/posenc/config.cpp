@@ -56,6 +56,11 @@ Key<S> bool_key(const char* name, bool S::*field, const char* doc) {
 }
 
 template <class S>
+Key<S> path_key(const char* name, std::string S::*field, const char* doc) {
+  return field_key(OptionSpec{name, OptionKind::Path, nullptr, doc}, field);
+}
+
+template <class S>
 Key<S> string_key(const char* name, std::string S::*field, const char* doc) {
   return field_key(OptionSpec{name, OptionKind::String, nullptr, doc}, field);
 }
@@ -132,6 +137,11 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
               "of queries that see N or fewer are left as trained; no parameter, so `posenc eval --set` may turn it "
               "on for a trained model. N is the most keys a query saw in training: a decoder's longest training "
               "row less its last token, an encoder's task.max_length (plus one with CLS pooling)"),
+      bool_key("head_scale", &ModelConfig::head_scale,
+               "head-based attention scale (Wang et al. 2024): every attention's logits of head h are multiplied "
+               "by lambda_h, learned per head and layer and 1 at the start, so the model is unchanged until they "
+               "train. Meant to be tuned alone on longer examples after training: train.init_from the trained "
+               "checkpoint with train.trainable head_scale"),
   };
   return keys;
 }
@@ -230,6 +240,17 @@ const std::vector<Key<TrainConfig>>& train_keys() {
       string_key("out_dir", &TrainConfig::out_dir,
                  "the run directory (--out overrides it; a relative path is taken from the working directory); "
                  "where a run is, not what it is: a moved run resumes"),
+      written_if<TrainConfig>(
+          path_key("init_from", &TrainConfig::init_from,
+                   "a checkpoint (checkpoint.pt or average.pt) whose weights the run starts from instead of "
+                   "train.seed's: every parameter it holds must be one of this model's, of the same shape; the "
+                   "model's parameters it lacks (model.attention.head_scale's, say) keep their initialization. "
+                   "The optimizer, step and schedule start afresh; --resume continues from the run's own "
+                   "checkpoint instead. Not given: none"),
+          [](const TrainConfig& t) { return !t.init_from.empty(); }),
+      written_if<TrainConfig>(
+          choice_key("trainable", &TrainConfig::trainable, "which parameters the optimizer updates"),
+          [](const TrainConfig& t) { return t.trainable != Trainable::All; }),
       choice_key("backend", &TrainConfig::backend,
                  "one run on several processes (posenc train --nproc, torchrun, srun; docs/cluster.md): the "
                  "collective library"),
@@ -650,6 +671,16 @@ Config config_from_json(const json& j) {
                       " has no operands whose lengths could differ; tasks that do: " + join(with, ", "));
   }
   check_task_positions(c, task);
+  if (c.train.trainable == Trainable::HeadScale) {
+    if (!c.model.head_scale)
+      throw ConfigError(
+          "train.trainable=head_scale trains the per-head logit scales, but model.attention.head_scale is false; "
+          "set model.attention.head_scale=true");
+    if (c.train.init_from.empty())
+      throw ConfigError(
+          "train.trainable=head_scale trains only the per-head logit scales, which would leave the rest of the "
+          "model at its random start; give train.init_from, the trained model's checkpoint");
+  }
   return c;
 }
 

@@ -4,7 +4,7 @@
 // handed in directly (attend), which is how the "embedded QKV" first block
 // works (Attention Positional Encoding, Bhorania: docs/sources.md). The positional scheme's hooks are called here and nowhere
 // else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
-// (* s_h log n, Scalable-Softmax, where on) -> causal mask -> softmax -> probs·v (+ value_terms).
+// (* s_h log n, Scalable-Softmax; * log n / log N, LogN; * lambda_h, head scale; where on) -> causal mask -> softmax -> probs·v (+ value_terms).
 #pragma once
 
 #include <torch/torch.h>
@@ -30,8 +30,8 @@ struct LayerCache {
   torch::Tensor k_buffer, v_buffer;  ///< (B, H, capacity, Dh), or undefined
 };
 
-/// How much sharper attention gets as a query sees more keys
-/// (model.attention.*); both off by default. MultiHeadAttentionImpl::length_factor.
+/// How much sharper attention gets as a query sees more keys, and per head
+/// (model.attention.*); all off by default. MultiHeadAttentionImpl::length_factor.
 struct LengthFactors {
   /// > 0: Scalable-Softmax, the logits of a query that sees n keys times
   /// s_h log n, with s_h learned per head and starting here; 0: none.
@@ -39,6 +39,9 @@ struct LengthFactors {
   /// >= 2: LogN scaling, the logits of a query that sees n > N keys times
   /// log n / log N (no parameter); 0: none.
   int64_t logn_from = 0;
+  /// true: the logits of head h times lambda_h, learned and 1 at the start
+  /// (Wang et al. 2024's head-based scale); false: none.
+  bool head_scale = false;
 };
 
 struct MultiHeadAttentionOptions {
@@ -80,9 +83,10 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)
   /// What the logits of each query are multiplied by (1|B, H|1, Lq|1, 1):
-  /// Scalable-Softmax's s_h log n times LogN scaling's max(1, log n / log N),
-  /// n the keys a query sees under mask (1|B, 1, Lq|1, Lk, 0 or -inf;
-  /// undefined: all of k's (B, H, Lk, Dh) keys); undefined when both are off.
+  /// Scalable-Softmax's s_h log n times LogN scaling's max(1, log n / log N)
+  /// times the head scale's lambda_h, n the keys a query sees under mask
+  /// (1|B, 1, Lq|1, Lk, 0 or -inf; undefined: all of k's (B, H, Lk, Dh) keys);
+  /// undefined when all are off.
   torch::Tensor length_factor(const torch::Tensor& mask, const torch::Tensor& k) const;
 
   int64_t d_model_, heads_, head_dim_;
@@ -93,6 +97,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor last_weights_;
   torch::Tensor length_scale_;  ///< (H) s_h of Scalable-Softmax; undefined when it is off
   int64_t logn_from_ = 0;       ///< N of LogN scaling; 0 when it is off
+  torch::Tensor head_scale_;    ///< (H) lambda_h of the head scale; undefined when it is off
   torch::nn::Linear qkv_{nullptr}, out_{nullptr};
   torch::nn::Dropout attn_drop_{nullptr};
 };

@@ -53,8 +53,10 @@ struct KVCache {
   std::vector<LayerCache> cross;
 };
 
-/// The attention length factors a config asks for (model.attention.log_length_scale, logn_from).
-inline LengthFactors length_factors_of(const ModelConfig& cfg) { return {cfg.log_length_scale, cfg.logn_from}; }
+/// The attention logit factors a config asks for (model.attention.log_length_scale, logn_from, head_scale).
+inline LengthFactors length_factors_of(const ModelConfig& cfg) {
+  return {cfg.log_length_scale, cfg.logn_from, cfg.head_scale};
+}
 
 /// Keeps rows `rows` (int64, on the model's device) of every cached tensor, in
 /// that order (beam search follows the surviving hypotheses).

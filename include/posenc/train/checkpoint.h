@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -44,5 +45,17 @@ Transformer load_model(const std::string& path, torch::Device device, Config* co
 /// such as RoPE scaling) and loads the checkpoint's weights into it; a change
 /// that alters the parameters is a ConfigError naming the file.
 Transformer load_model_as(const std::string& path, torch::Device device, const Config& config);
+
+/// train.init_from: copies the parameters of the model the checkpoint at
+/// `path` holds into `model`, by name. Every one of them must be a parameter
+/// of `model` of the same shape, else a ConfigError naming the file and the
+/// parameter; returns the names of `model`'s parameters the checkpoint lacks,
+/// which keep their values (model.attention.head_scale's, added for tuning).
+/// Buffers are not copied: the config rebuilds them.
+std::vector<std::string> init_weights_from(const std::string& path, Transformer& model);
+
+/// Whether a parameter's name (as named_parameters() gives it) is a head
+/// scale's lambda (model.attention.head_scale; train.trainable head_scale).
+bool is_head_scale(const std::string& parameter_name);
 
 }  // namespace posenc

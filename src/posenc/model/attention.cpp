@@ -62,10 +62,14 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   TORCH_CHECK(factors.logn_from == 0 || factors.logn_from >= 2, "logn_from is 0 (off) or at least 2, not ",
               factors.logn_from);
   logn_from_ = factors.logn_from;
+  if (factors.head_scale) head_scale_ = register_parameter("head_scale", torch::ones({heads_}));
 }
 
 torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, const torch::Tensor& k) const {
-  if (!length_scale_.defined() && logn_from_ == 0) return {};
+  if (!length_scale_.defined() && logn_from_ == 0) {
+    if (!head_scale_.defined()) return {};
+    return head_scale_.view({1, heads_, 1, 1});  // (1, H, 1, 1): no need to count keys
+  }
   // n: the keys each query sees, after the causal mask and padding.
   const auto n = mask.defined()
                      ? mask.eq(0).sum(-1, /*keepdim=*/true).to(torch::kFloat).clamp_min(1)  // (1|B, 1, Lq, 1)
@@ -80,6 +84,7 @@ torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, c
                      torch::ones_like(n));  // (1|B, 1, Lq|1, 1)
     factor = factor.defined() ? factor * logn : logn;
   }
+  if (head_scale_.defined()) factor = factor * head_scale_.view({1, heads_, 1, 1});  // (1|B, H, Lq|1, 1)
   return factor;
 }
 
@@ -137,8 +142,8 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     mask = mask.defined() ? mask + padding : padding;  // (B, 1, Lq|1, Lk)
   }
 
-  // Scalable-Softmax (s_h log n) and LogN scaling (log n / log N past N): every
-  // logit of a query that sees n keys times the factor. The mask is added after
+  // Scalable-Softmax (s_h log n), LogN scaling (log n / log N past N) and the
+  // head scale (lambda_h): every logit of a query that sees n keys times the factor. The mask is added after
   // it: a query with one key has Scalable-Softmax's factor 0.
   const torch::Tensor factor = length_factor(mask, k);
 

@@ -241,4 +241,44 @@ Transformer load_model_as(const std::string& path, torch::Device device, const C
   return model;
 }
 
+namespace {
+/// "[4, 64]": a tensor's shape, for an error message.
+std::string shape_text(const torch::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+}  // namespace
+
+bool is_head_scale(const std::string& parameter_name) {
+  static const std::string kName = "head_scale";
+  const auto n = parameter_name.size(), k = kName.size();
+  return parameter_name.compare(n < k ? 0 : n - k, std::string::npos, kName) == 0 &&
+         (n == k || parameter_name[n - k - 1] == '.');
+}
+
+std::vector<std::string> init_weights_from(const std::string& path, Transformer& model) {
+  const torch::Device device = model->parameters().front().device();
+  Transformer source = load_model(path, device);
+  auto target = model->named_parameters();
+  const std::string how =
+      "; train.init_from needs a checkpoint of this model, which may add parameters (model.attention.head_scale) "
+      "but not drop or reshape one";
+  torch::NoGradGuard no_grad;
+  for (const auto& p : source->named_parameters()) {
+    const torch::Tensor* into = target.find(p.key());
+    if (into == nullptr)
+      throw ConfigError(
+          fmt::format("train.init_from {}: its parameter {} is not one of this model's{}", path, p.key(), how));
+    if (into->sizes() != p.value().sizes())
+      throw ConfigError(fmt::format("train.init_from {}: parameter {} is {} there but {} in this model{}", path,
+                                    p.key(), shape_text(p.value()), shape_text(*into), how));
+    into->copy_(p.value());
+  }
+  std::vector<std::string> kept;
+  for (const auto& p : target)
+    if (source->named_parameters().find(p.key()) == nullptr) kept.push_back(p.key());
+  return kept;
+}
+
 }  // namespace posenc

@@ -126,7 +126,9 @@ struct RunningState {
 std::vector<torch::optim::OptimizerParamGroup> param_groups(Transformer& model, double weight_decay) {
   // Decay matrices and tables; not biases and LayerNorm gains (nanoGPT's rule).
   std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  // Parameters held fixed (train.trainable) are not the optimizer's.
+  for (auto& p : model->parameters())
+    if (p.requires_grad()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto with_decay = std::make_unique<torch::optim::AdamWOptions>();
   with_decay->weight_decay(weight_decay);
   auto without_decay = std::make_unique<torch::optim::AdamWOptions>();
@@ -303,8 +305,23 @@ class TrainingRun {
       if (const int n = remove_stale_temporaries(dir_.string()))
         spdlog::info("removed {} temporary file(s) left in {} by interrupted writes", n, dir_.string());
     }
+    // --resume reads every weight from the run's own checkpoint instead.
+    if (!request_.resume && !cfg_.train.init_from.empty()) start_from_checkpoint();
+    if (cfg_.train.trainable == Trainable::HeadScale)
+      for (auto& p : model_->named_parameters())
+        if (!is_head_scale(p.key())) p.value().set_requires_grad(false);
     optimizer_ = std::make_unique<FusedAdamW>(make_optimizer(model_, cfg_.train));
     graphed_ = use_cuda_graphs();
+  }
+
+  /// train.init_from: the checkpoint's weights in place of train.seed's.
+  void start_from_checkpoint() {
+    const std::vector<std::string> kept = init_weights_from(cfg_.train.init_from, model_);
+    if (rank_ == 0)
+      spdlog::info("train.init_from: weights from {}{}", cfg_.train.init_from,
+                   kept.empty() ? std::string()
+                                : fmt::format("; {} parameter(s) it lacks keep their initialization ({})", kept.size(),
+                                              join(kept, ", ")));
   }
 
   /// train.cuda_graphs: auto captures where it can, on insists (a ConfigError
@@ -381,13 +398,18 @@ class TrainingRun {
       started_files_ = true;
     }
     if (rank_ == 0) write_file_atomic((dir_ / run_files::kConfig).string(), config_to_json(cfg_).dump(2) + "\n");
-    for (const auto& p : model_->parameters()) parameters_ += p.numel();
+    int64_t trainable = 0;
+    for (const auto& p : model_->parameters()) {
+      parameters_ += p.numel();
+      if (p.requires_grad()) trainable += p.numel();
+    }
     spdlog::info(
-        "train dir={} task={} model={} scheme={} qkv={}{} params={} device={} threads={} steps={}{}", dir_.string(),
+        "train dir={} task={} model={} scheme={} qkv={}{} params={}{} device={} threads={} steps={}{}", dir_.string(),
         cfg_.task.type, name_of(cfg_.model.kind), cfg_.model.positional.type, name_of(cfg_.model.qkv),
         cfg_.model.kind == ModelKind::Encoder ? " pooling=" + name_of(cfg_.model.pooling)
                                               : std::string(),  // only an encoder pools
-        parameters_, device_.str(), torch::get_num_threads(), cfg_.train.steps,
+        parameters_, trainable < parameters_ ? fmt::format(" (trained: {})", trainable) : std::string(), device_.str(),
+        torch::get_num_threads(), cfg_.train.steps,
         ranks_ ? fmt::format(" ranks={} backend={} (launched by {})", world_, ranks_->backend(), request_.launch.source)
                : std::string());
     if (rank_ == 0) metrics_ = std::make_unique<AppendFile>((dir_ / run_files::kMetrics).string());
