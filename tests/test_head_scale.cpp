@@ -103,8 +103,8 @@ TEST(HeadScale, AtOneTheModelIsExactlyTheModelWithoutIt) {
       for (const bool explicit_path : {true, false}) {
         with->force_explicit_attention(explicit_path);
         without->force_explicit_attention(explicit_path);
-        EXPECT_TRUE(torch::equal(with->next_token()->answer_logits(tokens, 6),
-                                 without->next_token()->answer_logits(tokens, 6)))
+        EXPECT_TRUE(
+            torch::equal(with->next_token()->answer_logits(tokens, 6), without->next_token()->answer_logits(tokens, 6)))
             << kind << " " << scheme << (explicit_path ? " explicit" : " fused");
       }
     }
@@ -169,9 +169,8 @@ TEST(HeadScale, TuningAloneLearnsBackATemperatureTakenFromTheModelAndLeavesTheRe
       std::string(POSENC_SOURCE_DIR) + "/configs/copy.json",
       {"model.positional.type=none", "task.min_length=3", "task.max_length=6", "eval.lengths=[6]",
        "eval.samples_per_length=200", "train.val_samples=16", "model.d_model=32", "model.d_ff=64",
-       "model.attention.head_scale=true", "train.init_from=" + flat, "train.trainable=head_scale",
-       "train.steps=150", "train.checkpoint_every=25", "train.lr=0.1", "train.warmup_steps=0",
-       "train.out_dir=" + tuned});
+       "model.attention.head_scale=true", "train.init_from=" + flat, "train.trainable=head_scale", "train.steps=150",
+       "train.checkpoint_every=25", "train.lr=0.1", "train.warmup_steps=0", "train.out_dir=" + tuned});
   TrainRequest segment;
   segment.stop_at_step = 75;
   train(tune, segment);
@@ -193,6 +192,12 @@ TEST(HeadScale, TuningAloneLearnsBackATemperatureTakenFromTheModelAndLeavesTheRe
     }
   }
   ASSERT_EQ(heads, 12);
+  // results.json records where each head's lambda ended.
+  const json recorded = read_json_file(tuned + "/results.json")["head_scale"];
+  ASSERT_EQ(recorded.size(), 3u) << recorded.dump();
+  const auto layer = after->named_parameters()["blocks.1.attention.head_scale"];
+  for (int64_t h = 0; h < 4; ++h)
+    EXPECT_DOUBLE_EQ(recorded["blocks.1.attention.head_scale"][h].get<double>(), layer[h].item<double>());
   // 1 / 0.3 = 3.3 undoes the flattening exactly (measured: a mean of 3.31);
   // other mixes of heads may fit as well, so the band is wide, but it is far
   // from the start at 1 and from any drift of 150 steps of size 0.1 without a
@@ -204,7 +209,8 @@ TEST(HeadScale, TuningAloneLearnsBackATemperatureTakenFromTheModelAndLeavesTheRe
   const double trained_accuracy = read_json_file(source + "/results.json")["lengths"][0]["token_accuracy"];
   // Measured: 0.407 flattened, 0.628 tuned, 0.635 as trained (600 answer tokens each).
   EXPECT_GT(tuned_accuracy, flat_accuracy + 0.1) << "flattened " << flat_accuracy << ", tuned " << tuned_accuracy;
-  EXPECT_GT(tuned_accuracy, trained_accuracy - 0.05) << "as trained " << trained_accuracy << ", tuned " << tuned_accuracy;
+  EXPECT_GT(tuned_accuracy, trained_accuracy - 0.05)
+      << "as trained " << trained_accuracy << ", tuned " << tuned_accuracy;
 }
 
 TEST(HeadScale, InitFromRefusesACheckpointOfAnotherModel) {
@@ -214,7 +220,8 @@ TEST(HeadScale, InitFromRefusesACheckpointOfAnotherModel) {
   posenc::testing::Scratch s("head_scale_init");
   const std::string source = s.path("source");
   const std::string common =
-      "--set train.steps=5 --set train.warmup_steps=0 --set task.min_length=3 --set task.max_length=6 --set eval.lengths=[6] "
+      "--set train.steps=5 --set train.warmup_steps=0 --set task.min_length=3 --set task.max_length=6 --set "
+      "eval.lengths=[6] "
       "--set eval.samples_per_length=20 --set train.val_samples=16 --set model.d_model=32 --set model.d_ff=64";
   auto r = posenc::testing::train_shipped("copy.json", source, common + " --set model.attention.head_scale=true");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -223,7 +230,8 @@ TEST(HeadScale, InitFromRefusesACheckpointOfAnotherModel) {
                                      common + " --set model.d_model=64 --set train.init_from=" + ckpt);
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "train.init_from " + ckpt + ": parameter");
-  EXPECT_NE(r.output.find("parameter tokens.weight is [18, 32] there but [18, 64] in this model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("parameter tokens.weight is [18, 32] there but [18, 64] in this model"), std::string::npos)
+      << r.output;
   r = posenc::testing::train_shipped("copy.json", s.path("without"), common + " --set train.init_from=" + ckpt);
   EXPECT_EQ(r.code, 2) << r.output;
   posenc::testing::expect_one_line_error(r.output, "head_scale is not one of this model's");

@@ -651,6 +651,14 @@ class TrainingRun {
       spdlog::info("evaluating the mean of the weights at {} checkpoint steps from step {} ({})", average_count_,
                    cfg_.train.average_from, (dir_ / run_files::kAverage).string());
     }
+    // model.attention.head_scale: the lambda each head ended at, per attention module.
+    nlohmann::json scales = nlohmann::json::object();
+    for (const auto& p : scored->named_parameters())
+      if (is_head_scale(p.key())) {
+        const auto v = p.value().detach().to(torch::kCPU, torch::kDouble).contiguous();
+        scales[p.key()] = std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
+      }
+    if (!scales.empty()) result.results["head_scale"] = scales;
     if (!request_.skip_final_eval) {
       try {
         result.lengths = evaluate_lengths(scored, *task_, evaluation_spec(cfg_), cfg_.eval.lengths, device_);
