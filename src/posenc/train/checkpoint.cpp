@@ -259,7 +259,13 @@ bool is_head_scale(const std::string& parameter_name) {
 
 std::vector<std::string> init_weights_from(const std::string& path, Transformer& model) {
   const torch::Device device = model->parameters().front().device();
-  Transformer source = load_model(path, device);
+  Transformer source = [&] {
+    try {
+      return load_model(path, device);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("train.init_from: ") + e.what());  // which option named the file
+    }
+  }();
   auto target = model->named_parameters();
   const std::string how =
       "; train.init_from needs a checkpoint of this model, which may add parameters (model.attention.head_scale) "
