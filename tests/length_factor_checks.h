@@ -1,7 +1,7 @@
-// Shared by the tests of the two length factors of attention (Scalable-Softmax,
-// LogN scaling): causal weights against a float64 softmax of the scaled
-// logits, and a decoder's KV cache and fused path against its explicit
-// whole-sequence forward.
+// Shared by the tests of the factors on attention's logits (Scalable-Softmax,
+// LogN scaling, the head scale): causal weights against a float64 softmax of
+// the scaled logits, and a decoder's KV cache and fused path against its
+// explicit whole-sequence forward.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 
 #include "helpers.h"
 #include "posenc/compat.h"
+#include "posenc/model/attention.h"
 #include "posenc/model/decoder.h"
 
 namespace posenc::testing {
@@ -37,6 +38,22 @@ inline void expect_scaled_causal_weights(const torch::Tensor& weights, const tor
           << "head " << h << " query " << i;
       EXPECT_EQ(got.narrow(0, i + 1, L - i - 1).abs().sum().item<double>(), 0.0) << "a key right of query " << i;
     }
+}
+
+/// `attention` (causal, fed q, k, v of width H * Dh directly) run on random
+/// q, k, v of 12 positions with ALiBi's bias, on its explicit path: its
+/// weights must be the softmax of the logits times factor(h, i).
+inline void expect_alibi_attention_scaled(MultiHeadAttention& attention, int64_t H, int64_t Dh,
+                                          const std::function<double(int64_t h, int64_t i)>& factor) {
+  const int64_t L = 12, D = H * Dh;
+  attention->eval();
+  attention->keep_weights(true);  // the explicit path, which keeps its weights
+  auto alibi = scheme_with("alibi", {D, H, Dh, 0, true});
+  const auto pos = arange_positions(L);
+  const auto q = torch::randn({1, L, D}), k = torch::randn({1, L, D}), v = torch::randn({1, L, D});
+  torch::NoGradGuard no_grad;
+  attention->attend(q, k, v, alibi.get(), pos);
+  expect_scaled_causal_weights(attention->last_weights(), q, k, alibi->bias(pos), H, factor);
 }
 
 /// The decoder's logits of 14 tokens decoded from its KV cache (5, then one

@@ -25,8 +25,6 @@
 namespace POSENC_TEST_UNIT {
 
 using namespace posenc;
-using posenc::testing::arange_positions;
-using posenc::testing::scheme_with;
 
 namespace {
 
@@ -49,7 +47,7 @@ TEST(HeadScale, WeightsAreTheSoftmaxOfEachHeadsLogitsTimesItsScale) {
   // softmax_j(lambda_h (q_i.k_j / sqrt(Dh) + b_ij)), computed here in float64;
   // with LogN scaling from N = 5 as well, the two factors multiply.
   torch::manual_seed(0);
-  const int64_t L = 12, D = 16, H = 2, Dh = D / H;
+  const int64_t D = 16, H = 2;
   const std::vector<double> lambda = {0.4, 2.5};
   for (const int64_t N : {int64_t{0}, int64_t{5}}) {
     LengthFactors factors;
@@ -57,22 +55,14 @@ TEST(HeadScale, WeightsAreTheSoftmaxOfEachHeadsLogitsTimesItsScale) {
     factors.head_scale = true;
     MultiHeadAttention attention(
         MultiHeadAttentionOptions(D, H).project_input(false).causal(true).length_factors(factors));
-    attention->eval();
-    attention->keep_weights(true);  // the explicit path, which keeps its weights
     {
       torch::NoGradGuard no_grad;
       attention->named_parameters()["head_scale"].copy_(torch::tensor({lambda[0], lambda[1]}));
     }
-    auto alibi = scheme_with("alibi", {D, H, Dh, 0, true});
-    const auto pos = arange_positions(L);
-    const auto q = torch::randn({1, L, D}), k = torch::randn({1, L, D}), v = torch::randn({1, L, D});
-    torch::NoGradGuard no_grad;
-    attention->attend(q, k, v, alibi.get(), pos);
-    posenc::testing::expect_scaled_causal_weights(
-        attention->last_weights(), q, k, alibi->bias(pos), H, [&](int64_t h, int64_t i) {
-          const double logn = N == 0 ? 1.0 : std::max(1.0, std::log(i + 1.0) / std::log(static_cast<double>(N)));
-          return lambda[h] * logn;
-        });
+    posenc::testing::expect_alibi_attention_scaled(attention, H, D / H, [&](int64_t h, int64_t i) {
+      const double logn = N == 0 ? 1.0 : std::max(1.0, std::log(i + 1.0) / std::log(static_cast<double>(N)));
+      return lambda[h] * logn;
+    });
   }
 }
 

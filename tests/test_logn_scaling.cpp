@@ -24,8 +24,6 @@
 namespace POSENC_TEST_UNIT {
 
 using namespace posenc;
-using posenc::testing::arange_positions;
-using posenc::testing::scheme_with;
 
 namespace {
 
@@ -42,19 +40,12 @@ TEST(LogNScaling, WeightsAreTheSoftmaxOfTheLogitsTimesLogNOverLogNPastN) {
   // keys, and its weights must be softmax_j(max(1, log n_i / log 5) (q_i.k_j /
   // sqrt(Dh) + b_ij)), computed here in float64 from the same q, k and bias.
   torch::manual_seed(0);
-  const int64_t L = 12, D = 16, H = 2, Dh = D / H, N = 5;
+  const int64_t D = 16, H = 2, N = 5;
   MultiHeadAttention attention(MultiHeadAttentionOptions(D, H).project_input(false).causal(true).length_factors(
       {/*log_length_scale=*/0.0, /*logn_from=*/N}));
-  attention->eval();
-  attention->keep_weights(true);  // the explicit path, which keeps its weights
-  auto alibi = scheme_with("alibi", {D, H, Dh, 0, true});
-  const auto pos = arange_positions(L);
-  const auto q = torch::randn({1, L, D}), k = torch::randn({1, L, D}), v = torch::randn({1, L, D});
-  torch::NoGradGuard no_grad;
-  attention->attend(q, k, v, alibi.get(), pos);
-  posenc::testing::expect_scaled_causal_weights(
-      attention->last_weights(), q, k, alibi->bias(pos), H,
-      [&](int64_t, int64_t i) { return std::max(1.0, std::log(i + 1.0) / std::log(static_cast<double>(N))); });
+  posenc::testing::expect_alibi_attention_scaled(attention, H, D / H, [&](int64_t, int64_t i) {
+    return std::max(1.0, std::log(i + 1.0) / std::log(static_cast<double>(N)));
+  });
 }
 
 TEST(LogNScaling, QueriesThatSeeNoMoreThanNKeysAreExactlyAsTrained) {
