@@ -66,25 +66,22 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
 }
 
 torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, const torch::Tensor& k) const {
-  if (!length_scale_.defined() && logn_from_ == 0) {
-    if (!head_scale_.defined()) return {};
-    return head_scale_.view({1, heads_, 1, 1});  // (1, H, 1, 1): no need to count keys
+  torch::Tensor factor;  // (1|B, H|1, Lq|1, 1); undefined while every factor is off
+  const auto times = [&](const torch::Tensor& f) { factor = factor.defined() ? factor * f : f; };
+  if (length_scale_.defined() || logn_from_ > 0) {
+    // n: the keys each query sees, after the causal mask and padding.
+    const auto n = mask.defined()
+                       ? mask.eq(0).sum(-1, /*keepdim=*/true).to(torch::kFloat).clamp_min(1)  // (1|B, 1, Lq, 1)
+                       : torch::full({1, 1, 1, 1}, static_cast<double>(k.size(2)), k.options().dtype(torch::kFloat));
+    if (length_scale_.defined()) times(length_scale_.view({1, heads_, 1, 1}) * n.log());  // (1|B, H, Lq|1, 1)
+    if (logn_from_ > 0) {
+      // Queries that see no more keys than training showed keep their logits: the factor is exactly 1 there
+      // (not log N / log N, which float32 may round to just above 1).
+      times(torch::where(n > static_cast<double>(logn_from_), n.log() / std::log(static_cast<double>(logn_from_)),
+                         torch::ones_like(n)));  // (1|B, 1, Lq|1, 1)
+    }
   }
-  // n: the keys each query sees, after the causal mask and padding.
-  const auto n = mask.defined()
-                     ? mask.eq(0).sum(-1, /*keepdim=*/true).to(torch::kFloat).clamp_min(1)  // (1|B, 1, Lq, 1)
-                     : torch::full({1, 1, 1, 1}, static_cast<double>(k.size(2)), k.options().dtype(torch::kFloat));
-  torch::Tensor factor;
-  if (length_scale_.defined()) factor = length_scale_.view({1, heads_, 1, 1}) * n.log();  // (1|B, H, Lq|1, 1)
-  if (logn_from_ > 0) {
-    // Queries that see no more keys than training showed keep their logits: the factor is exactly 1 there
-    // (not log N / log N, which float32 may round to just above 1).
-    const auto logn =
-        torch::where(n > static_cast<double>(logn_from_), n.log() / std::log(static_cast<double>(logn_from_)),
-                     torch::ones_like(n));  // (1|B, 1, Lq|1, 1)
-    factor = factor.defined() ? factor * logn : logn;
-  }
-  if (head_scale_.defined()) factor = factor * head_scale_.view({1, heads_, 1, 1});  // (1|B, H, Lq|1, 1)
+  if (head_scale_.defined()) times(head_scale_.view({1, heads_, 1, 1}));  // (1, H, 1, 1): counts no keys
   return factor;
 }
 

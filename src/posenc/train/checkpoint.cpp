@@ -267,11 +267,12 @@ std::vector<std::string> init_weights_from(const std::string& path, Transformer&
     }
   }();
   auto target = model->named_parameters();
+  const auto given = source->named_parameters();
   const std::string how =
       "; train.init_from needs a checkpoint of this model, which may add parameters (model.attention.head_scale) "
       "but not drop or reshape one";
   torch::NoGradGuard no_grad;
-  for (const auto& p : source->named_parameters()) {
+  for (const auto& p : given) {
     const torch::Tensor* into = target.find(p.key());
     if (into == nullptr)
       throw ConfigError(
@@ -283,7 +284,7 @@ std::vector<std::string> init_weights_from(const std::string& path, Transformer&
   }
   std::vector<std::string> kept;
   for (const auto& p : target)
-    if (source->named_parameters().find(p.key()) == nullptr) kept.push_back(p.key());
+    if (given.find(p.key()) == nullptr) kept.push_back(p.key());
   return kept;
 }
 
