@@ -15,6 +15,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/util/tensor_values.h"
 
 namespace posenc {
 
@@ -77,10 +78,7 @@ nlohmann::json maps_json(const torch::Tensor& w) {
   nlohmann::json heads = nlohmann::json::array();
   for (int64_t h = 0; h < maps.size(0); ++h) {
     nlohmann::json rows = nlohmann::json::array();
-    for (int64_t i = 0; i < maps.size(1); ++i) {
-      auto row = maps[h][i];
-      rows.push_back(std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()));
-    }
+    for (int64_t i = 0; i < maps.size(1); ++i) rows.push_back(tensor_values(maps[h][i]));
     heads.push_back(rows);
   }
   return heads;

@@ -6,13 +6,14 @@
 
 #include "posenc/errors.h"
 #include "posenc/positional/scheme.h"
+#include "posenc/util/tensor_values.h"
 
 namespace posenc {
 namespace {
 
 nlohmann::json to_nested(const torch::Tensor& t) {
   auto c = t.detach().to(torch::kFloat64).contiguous();
-  if (c.dim() == 1) return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+  if (c.dim() == 1) return tensor_values(c);
   nlohmann::json out = nlohmann::json::array();
   for (int64_t i = 0; i < c.size(0); ++i) out.push_back(to_nested(c[i]));
   return out;

@@ -18,6 +18,7 @@
 
 #include "posenc/compat.h"
 #include "posenc/errors.h"
+#include "posenc/util/tensor_values.h"
 #include "posenc/util/text.h"
 
 // Gloo needs libgloo-dev's headers as well as LibTorch's USE_C10D_GLOO
@@ -387,8 +388,7 @@ std::vector<double> DataParallel::sum(const std::vector<double>& values) {
   auto t = torch::tensor(values, torch::TensorOptions().dtype(torch::kDouble)).to(impl_->device);
   std::vector<at::Tensor> one{t};
   impl_->wait("summing the loss and accuracy tallies", impl_->group->allreduce(one));
-  t = t.cpu();
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  return tensor_values(t);
 }
 
 }  // namespace posenc

@@ -30,6 +30,7 @@
 #include "posenc/util/text.h"
 #include "posenc/util/io.h"
 #include "posenc/util/output_guard.h"
+#include "posenc/util/tensor_values.h"
 
 namespace posenc {
 namespace fs = std::filesystem;
@@ -654,10 +655,7 @@ class TrainingRun {
     // model.attention.head_scale: the lambda each head ended at, per attention module.
     nlohmann::json scales = nlohmann::json::object();
     for (const auto& p : scored->named_parameters())
-      if (is_head_scale(p.key())) {
-        const auto v = p.value().detach().to(torch::kCPU, torch::kDouble).contiguous();
-        scales[p.key()] = std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
-      }
+      if (is_head_scale(p.key())) scales[p.key()] = tensor_values(p.value());
     if (!scales.empty()) result.results["head_scale"] = scales;
     if (!request_.skip_final_eval) {
       try {
