@@ -68,7 +68,7 @@ inline Positions arange_positions(int64_t L, ForwardCache* cache = nullptr) {
 /// layers, and 2 decoder layers for an encoder_decoder) of `kind`, with the
 /// positional scheme `scheme` and `path=value` overrides.
 inline Config small_next_token_config(const std::string& kind, const std::string& scheme,
-                                      std::initializer_list<std::string> extra) {
+                                      const std::vector<std::string>& extra) {
   json j = json::object();
   for (const std::string o :
        {"task.type=copy", "task.vocab_size=16", "model.d_model=32", "model.heads=4", "model.layers=2", "model.d_ff=64"})

@@ -91,6 +91,9 @@ struct ModelConfig {
   /// model.attention.head_scale: every attention's logits of head h times a
   /// learned lambda_h, 1 at the start (Wang et al. 2024's head-based scale).
   bool head_scale = false;
+  /// model.attention.logit_scale: every attention's logits times t, one fixed
+  /// number for every head and length (a softmax temperature of 1/t); 1 is off.
+  double logit_scale = 1.0;
   PositionalConfig positional;
 };
 

@@ -31,7 +31,8 @@ namespace {
 
 /// The checkpoint's config with `--set` changes that leave the trained model as
 /// it is: eval.*, the scheme's own options (RoPE scaling, say) and LogN
-/// scaling (model.attention.logn_from, no parameter), never the scheme's type,
+/// scaling and a fixed logit scale (model.attention.logn_from, logit_scale: no
+/// parameter), never the scheme's type,
 /// placement, or anything else of the model or training.
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
   json j = config_to_json(stored);
@@ -44,10 +45,12 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
                                path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
     // task.path may point to a moved text; check_data_identity makes sure it is the same text.
-    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && path != "model.attention.logn_from")
+    const bool parameter_free = path == "model.attention.logn_from" || path == "model.attention.logit_scale";
+    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !parameter_free)
       throw ConfigError("--set " + o +
-                        ": eval accepts only eval.*, task.path (a moved text), model.attention.logn_from and the "
-                        "scheme's options (model.positional.*, not type, apply_to or share_across_layers); the rest "
+                        ": eval accepts only eval.*, task.path (a moved text), model.attention.logn_from, "
+                        "model.attention.logit_scale and the scheme's options (model.positional.*, not type, apply_to "
+                        "or share_across_layers); the rest "
                         "is what the checkpoint was trained as");
     apply_override(j, o);
   }
@@ -118,7 +121,8 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                   "before evaluating (e.g. one run's last few)",
                   CLI::ExistingFile);
   app.add_option("--set", o.overrides,
-                 "evaluation-time change of the stored config (repeatable): eval.*, model.attention.logn_from or a "
+                 "evaluation-time change of the stored config (repeatable): eval.*, model.attention.logn_from, "
+                 "model.attention.logit_scale or a "
                  "scheme option that adds no parameter, e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,

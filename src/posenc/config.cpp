@@ -142,6 +142,11 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
                "by lambda_h, learned per head and layer and 1 at the start, so the model is unchanged until they "
                "train. Meant to be tuned alone on longer examples after training: train.init_from the trained "
                "checkpoint with train.trainable head_scale"),
+      float_key("logit_scale", &ModelConfig::logit_scale, 0.01, 100.0,
+                "every attention's logits are multiplied by this one fixed number, for every head and length (a "
+                "softmax temperature of 1/t; Wang et al. 2024 search one on longer examples); no parameter, so "
+                "`posenc eval --set` may set it for a trained model; with model.attention.head_scale the learned "
+                "lambda_h multiply it, so tuning starts from it. 1: the plain logits"),
   };
   return keys;
 }

@@ -42,6 +42,8 @@ struct LengthFactors {
   /// true: the logits of head h times lambda_h, learned and 1 at the start
   /// (Wang et al. 2024's head-based scale); false: none.
   bool head_scale = false;
+  /// The logits of every head times this fixed number (no parameter); 1: none.
+  double logit_scale = 1.0;
 };
 
 struct MultiHeadAttentionOptions {
@@ -97,6 +99,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor last_weights_;
   torch::Tensor length_scale_;  ///< (H) s_h of Scalable-Softmax; undefined when it is off
   int64_t logn_from_ = 0;       ///< N of LogN scaling; 0 when it is off
+  double logit_scale_ = 1.0;    ///< the fixed factor of every logit; 1 when it is off
   torch::Tensor head_scale_;    ///< (H) lambda_h of the head scale; undefined when it is off
   torch::nn::Linear qkv_{nullptr}, out_{nullptr};
   torch::nn::Dropout attn_drop_{nullptr};

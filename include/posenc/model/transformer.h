@@ -53,9 +53,10 @@ struct KVCache {
   std::vector<LayerCache> cross;
 };
 
-/// The attention logit factors a config asks for (model.attention.log_length_scale, logn_from, head_scale).
+/// The attention logit factors a config asks for (model.attention.log_length_scale, logn_from, head_scale,
+/// logit_scale).
 inline LengthFactors length_factors_of(const ModelConfig& cfg) {
-  return {cfg.log_length_scale, cfg.logn_from, cfg.head_scale};
+  return {cfg.log_length_scale, cfg.logn_from, cfg.head_scale, cfg.logit_scale};
 }
 
 /// Keeps rows `rows` (int64, on the model's device) of every cached tensor, in

@@ -62,6 +62,8 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   TORCH_CHECK(factors.logn_from == 0 || factors.logn_from >= 2, "logn_from is 0 (off) or at least 2, not ",
               factors.logn_from);
   logn_from_ = factors.logn_from;
+  TORCH_CHECK(factors.logit_scale > 0, "logit_scale is positive, not ", factors.logit_scale);
+  logit_scale_ = factors.logit_scale;
   if (factors.head_scale) head_scale_ = register_parameter("head_scale", torch::ones({heads_}));
 }
 
@@ -82,6 +84,9 @@ torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, c
     }
   }
   if (head_scale_.defined()) times(head_scale_.view({1, heads_, 1, 1}));  // (1, H, 1, 1): counts no keys
+  if (logit_scale_ != 1.0)
+    factor = factor.defined() ? factor * logit_scale_
+                              : torch::full({1, 1, 1, 1}, logit_scale_, k.options().dtype(torch::kFloat));
   return factor;
 }
 
