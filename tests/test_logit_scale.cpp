@@ -88,11 +88,11 @@ TEST(LogitScale, EqualsTheModelWhoseQueriesAreScaledByT) {
     torch::NoGradGuard no_grad;
     const auto tokens = torch::randint(1, 17, {2, 12}, torch::kLong);
     const auto a = scaled->forward(tokens), b = plain->forward(tokens);  // (2, 12, V)
-    EXPECT_TRUE(torch::allclose(a, b, tolerance::kFloat32Model,
-                                tolerance::kFloat32Model))
+    EXPECT_TRUE(torch::allclose(a, b, tolerance::kFloat32Model, tolerance::kFloat32Model))
         << scheme << ": " << (a - b).abs().max().item<double>();
     // And t is not a no-op: the model at scale 1 with the original weights differs.
-    auto original = posenc::testing::random_positional_model<Decoder>(logit_scale_config("decoder", scheme, 1.0).model, 3);
+    auto original =
+        posenc::testing::random_positional_model<Decoder>(logit_scale_config("decoder", scheme, 1.0).model, 3);
     {
       torch::NoGradGuard no_grad;
       auto source = scaled->named_parameters();
