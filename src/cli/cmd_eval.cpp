@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "posenc/config.h"
@@ -21,6 +23,17 @@ namespace {
 
 constexpr const char* kEvalWriter = "posenc eval";
 
+/// The model keys that scale attention's logits without a parameter, so that
+/// eval may change them on a trained model; the check and the help read this.
+const std::vector<std::string> kParameterFreeModelKeys = {"model.attention.logn_from", "model.attention.logit_scale"};
+
+/// "a, b" from kParameterFreeModelKeys.
+std::string parameter_free_keys() {
+  std::string out;
+  for (const auto& k : kParameterFreeModelKeys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
 /// Results files of eval from before the "written_by" key: their own set of keys.
 bool written_by_an_older_eval(const nlohmann::json& j) {
   return j.contains("checkpoint") && j.contains("eval_seed") && j.contains("train_lengths") && !j.contains("config");
@@ -30,10 +43,9 @@ bool written_by_an_older_eval(const nlohmann::json& j) {
 namespace {
 
 /// The checkpoint's config with `--set` changes that leave the trained model as
-/// it is: eval.*, the scheme's own options (RoPE scaling, say) and LogN
-/// scaling and a fixed logit scale (model.attention.logn_from, logit_scale: no
-/// parameter), never the scheme's type,
-/// placement, or anything else of the model or training.
+/// it is: eval.*, the scheme's own options (RoPE scaling, say) and the logit
+/// factors without a parameter (kParameterFreeModelKeys), never the scheme's
+/// type, placement, or anything else of the model or training.
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
   json j = config_to_json(stored);
   for (const auto& o : overrides) {
@@ -45,13 +57,13 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
                                path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
     // task.path may point to a moved text; check_data_identity makes sure it is the same text.
-    const bool parameter_free = path == "model.attention.logn_from" || path == "model.attention.logit_scale";
+    const bool parameter_free = std::find(kParameterFreeModelKeys.begin(), kParameterFreeModelKeys.end(), path) !=
+                                kParameterFreeModelKeys.end();
     if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !parameter_free)
-      throw ConfigError("--set " + o +
-                        ": eval accepts only eval.*, task.path (a moved text), model.attention.logn_from, "
-                        "model.attention.logit_scale and the scheme's options (model.positional.*, not type, apply_to "
-                        "or share_across_layers); the rest "
-                        "is what the checkpoint was trained as");
+      throw ConfigError("--set " + o + ": eval accepts only eval.*, task.path (a moved text), " +
+                        parameter_free_keys() +
+                        " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers); "
+                        "the rest is what the checkpoint was trained as");
     apply_override(j, o);
   }
   try {
@@ -121,9 +133,8 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                   "before evaluating (e.g. one run's last few)",
                   CLI::ExistingFile);
   app.add_option("--set", o.overrides,
-                 "evaluation-time change of the stored config (repeatable): eval.*, model.attention.logn_from, "
-                 "model.attention.logit_scale or a "
-                 "scheme option that adds no parameter, e.g. model.positional.scaling=yarn")
+                 "evaluation-time change of the stored config (repeatable): eval.*, " + parameter_free_keys() +
+                     " or a scheme option that adds no parameter, e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,
                  "examples per length, at least 2 (default: the checkpoint's eval.samples_per_length)")
