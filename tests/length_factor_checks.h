@@ -1,7 +1,7 @@
 // Shared by the tests of the factors on attention's logits (Scalable-Softmax,
-// LogN scaling, the head scale): causal weights against a float64 softmax of
-// the scaled logits, and a decoder's KV cache and fused path against its
-// explicit whole-sequence forward.
+// LogN scaling, the head scale, the fixed logit scale): causal weights against
+// a float64 softmax of the scaled logits, and a decoder's KV cache and fused
+// path against its explicit whole-sequence forward.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -17,6 +17,7 @@
 #include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
 #include "posenc/util/output_guard.h"
+#include "posenc/util/text.h"
 
 namespace posenc::cli {
 namespace {
@@ -26,13 +27,6 @@ constexpr const char* kEvalWriter = "posenc eval";
 /// The model keys that scale attention's logits without a parameter, so that
 /// eval may change them on a trained model; the check and the help read this.
 const std::vector<std::string> kParameterFreeModelKeys = {"model.attention.logn_from", "model.attention.logit_scale"};
-
-/// "a, b" from kParameterFreeModelKeys.
-std::string parameter_free_keys() {
-  std::string out;
-  for (const auto& k : kParameterFreeModelKeys) out += (out.empty() ? "" : ", ") + k;
-  return out;
-}
 
 /// Results files of eval from before the "written_by" key: their own set of keys.
 bool written_by_an_older_eval(const nlohmann::json& j) {
@@ -61,7 +55,7 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
                                 kParameterFreeModelKeys.end();
     if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !parameter_free)
       throw ConfigError("--set " + o + ": eval accepts only eval.*, task.path (a moved text), " +
-                        parameter_free_keys() +
+                        join(kParameterFreeModelKeys, ", ") +
                         " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers); "
                         "the rest is what the checkpoint was trained as");
     apply_override(j, o);
@@ -133,7 +127,8 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                   "before evaluating (e.g. one run's last few)",
                   CLI::ExistingFile);
   app.add_option("--set", o.overrides,
-                 "evaluation-time change of the stored config (repeatable): eval.*, " + parameter_free_keys() +
+                 "evaluation-time change of the stored config (repeatable): eval.*, " +
+                     join(kParameterFreeModelKeys, ", ") +
                      " or a scheme option that adds no parameter, e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,

@@ -30,8 +30,8 @@ struct LayerCache {
   torch::Tensor k_buffer, v_buffer;  ///< (B, H, capacity, Dh), or undefined
 };
 
-/// How much sharper attention gets as a query sees more keys, and per head
-/// (model.attention.*); all off by default. MultiHeadAttentionImpl::length_factor.
+/// How much sharper attention gets as a query sees more keys, per head, and
+/// everywhere (model.attention.*); all off by default. MultiHeadAttentionImpl::length_factor.
 struct LengthFactors {
   /// > 0: Scalable-Softmax, the logits of a query that sees n keys times
   /// s_h log n, with s_h learned per head and starting here; 0: none.
@@ -86,7 +86,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)
   /// What the logits of each query are multiplied by (1|B, H|1, Lq|1, 1):
   /// Scalable-Softmax's s_h log n times LogN scaling's max(1, log n / log N)
-  /// times the head scale's lambda_h, n the keys a query sees under mask
+  /// times the head scale's lambda_h times the fixed logit scale t, n the keys a query sees under mask
   /// (1|B, 1, Lq|1, Lk, 0 or -inf; undefined: all of k's (B, H, Lk, Dh) keys);
   /// undefined when all are off.
   torch::Tensor length_factor(const torch::Tensor& mask, const torch::Tensor& k) const;

@@ -84,9 +84,7 @@ torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, c
     }
   }
   if (head_scale_.defined()) times(head_scale_.view({1, heads_, 1, 1}));  // (1, H, 1, 1): counts no keys
-  if (logit_scale_ != 1.0)
-    factor = factor.defined() ? factor * logit_scale_
-                              : torch::full({1, 1, 1, 1}, logit_scale_, k.options().dtype(torch::kFloat));
+  if (logit_scale_ != 1.0) times(torch::full({1, 1, 1, 1}, logit_scale_, k.options().dtype(torch::kFloat)));
   return factor;
 }
 
@@ -144,9 +142,9 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     mask = mask.defined() ? mask + padding : padding;  // (B, 1, Lq|1, Lk)
   }
 
-  // Scalable-Softmax (s_h log n), LogN scaling (log n / log N past N) and the
-  // head scale (lambda_h): every logit of a query that sees n keys times the factor. The mask is added after
-  // it: a query with one key has Scalable-Softmax's factor 0.
+  // Scalable-Softmax (s_h log n), LogN scaling (log n / log N past N), the head scale (lambda_h) and the fixed
+  // logit scale (t): every logit of a query that sees n keys times the factor. The mask is added after it: a
+  // query with one key has Scalable-Softmax's factor 0.
   const torch::Tensor factor = length_factor(mask, k);
 
   torch::Tensor ctx;  // (B, H, L, Dh)
