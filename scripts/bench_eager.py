@@ -483,6 +483,29 @@ class Cope(Scheme):
         return per_position.gather(-1, below) * (1 - weight) + per_position.gather(-1, above) * weight
 
 
+class Fox(Scheme):
+    """The forget gate read from each key: D_ij = -|F_i - F_j|, F the cumsum of log sigmoid(w.k + b): contextual.cpp."""
+    score_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.content, self.unscale = o["gate"] == "content", math.sqrt(Dh)
+        if self.content:
+            self.gate_weight = nn.Parameter(torch.randn(H, Dh) * o["init_std"])
+        self.gate_bias = nn.Parameter(torch.full((H,), float(o["bias_init"])))
+
+    def score_terms(self, q, k, qk, pos):
+        dtype = torch.promote_types(k.dtype, torch.float32)
+        logit = self.gate_bias.to(dtype).view(1, -1, 1)
+        if self.content:
+            logit = (k.to(dtype) * self.gate_weight.to(dtype).view(1, -1, 1, k.size(-1))).sum(-1) + logit
+        else:
+            logit = logit.expand(1, -1, k.size(2))
+        cumulative = F.logsigmoid(logit).cumsum(-1)
+        own = cumulative[..., k.size(2) - q.size(2):]
+        return (-(own.unsqueeze(-1) - cumulative.unsqueeze(-2)).abs() * self.unscale).to(q.dtype)
+
+
 def scalar(module, name, value, learnable):
     t = torch.tensor(value, dtype=torch.float32)
     if learnable:
@@ -570,7 +593,7 @@ class Dape(Scheme):
 
 
 SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope, "xpos": Xpos,
-           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "ape": Ape, "decay": Decay, "da": Da, "dape": Dape}
+           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "fox": Fox, "ape": Ape, "decay": Decay, "da": Da, "dape": Dape}
 
 # ---------------------------------------------------------------------------
 # Model (mirrors src/posenc/model/attention.cpp, blocks.cpp and encoder.cpp)

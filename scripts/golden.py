@@ -195,6 +195,22 @@ def cope_terms(q, k, table, max_count):
     return out
 
 
+def fox_bias(k, weight, bias):
+    """Lin et al. 2025, the forget gate read from each key (the C++ header comment): f_t = sigmoid(w_h . k_t + b_h)
+    (weight None: sigmoid(b_h) for every token); the logit of query i for key j gets the sum of log f_l over
+    l = j+1..i left of the query and l = i+1..j right of it. k (H, L, d); returns (H, L, L). Direct sums."""
+    heads, length, _ = k.shape
+    out = np.zeros((heads, length, length))
+    for h in range(heads):
+        logit = [bias[h] + (float(np.dot(weight[h], k[h, t])) if weight is not None else 0.0) for t in range(length)]
+        log_gate = [-math.log1p(math.exp(-x)) for x in logit]
+        for i in range(length):
+            for j in range(length):
+                span = range(j + 1, i + 1) if j <= i else range(i + 1, j + 1)
+                out[h, i, j] = sum(log_gate[t] for t in span)
+    return out
+
+
 def layer_norm(x, eps=1e-5):
     """LayerNorm over the last axis with its initial weight 1 and bias 0."""
     mean = x.mean(axis=-1, keepdims=True)
@@ -489,6 +505,18 @@ def main(out_dir):
     table = np.array([[0.3 * math.cos(0.8 * r + d) + 0.05 * r for d in range(Dh)] for r in range(2 * N - 1)])
     cope.update(q=q.tolist(), k=k.tolist(), table=table.tolist(), terms=cope_terms(q, k, table, N).tolist())
     fixtures["cope"] = {"cases": [cope]}
+    fox_cases = []
+    for gate, (H, L, Dh) in (("content", (3, 10, 4)), ("constant", (2, 7, 4))):
+        k = np.array([[[1.2 * math.sin(0.6 * i + 1.1 * d - 0.7 * h) for d in range(Dh)] for i in range(L)]
+                      for h in range(H)])
+        weight = np.array([[0.8 * math.cos(1.7 * d + 0.9 * h) for d in range(Dh)] for h in range(H)])
+        bias = [1.5 - 1.2 * h for h in range(H)]
+        case = {"gate": gate, "heads": H, "length": L, "head_dim": Dh, "k": k.tolist(), "gate_bias": bias}
+        if gate == "content":
+            case["gate_weight"] = weight.tolist()
+        case["bias"] = fox_bias(k, weight if gate == "content" else None, bias).tolist()
+        fox_cases.append(case)
+    fixtures["fox"] = {"cases": fox_cases}
     add_learned_schemes(fixtures)
     for name, data in fixtures.items():
         data["generator"] = "scripts/golden.py (numpy, independent of the C++ code)"

@@ -141,6 +141,17 @@ TEST(EncoderDecoder, CrossAttentionTakesASchemeThatActsInAttentionOnly) {
   } catch (const IncompatibleConfig& e) {
     EXPECT_NE(std::string(e.what()).find("model.positional.cross=sinusoidal"), std::string::npos) << e.what();
   }
+  // Schemes that relate a query to the keys of its own sequence have no such keys there (the source's are
+  // another sequence's), even where the two lengths happen to be equal.
+  for (const std::string own : {"cope", "fox"}) {
+    try {
+      Transformer bad(encoder_decoder_config("rope", {"model.positional.cross=" + own}).model, 16);
+      ADD_FAILURE() << own << " accepted in cross-attention";
+    } catch (const IncompatibleConfig& e) {
+      EXPECT_NE(std::string(e.what()).find("model.positional.cross=" + own), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("own sequence"), std::string::npos) << e.what();
+    }
+  }
   // Cross-attention exists in an encoder_decoder only; an unknown scheme is named.
   EXPECT_THROW(config_from_json(json::parse(R"({"model": {"kind": "decoder", "positional": {"cross": "t5"}},
                                                "task": {"type": "copy"}})")),

@@ -1,4 +1,5 @@
 // CoPE (contextual positions): what its positions count, in both directions.
+// FoX (the Forgetting Transformer's forget gate): what its gates cost between a query and a key.
 #include <gtest/gtest.h>
 
 #include "helpers.h"
@@ -124,6 +125,75 @@ TEST(Cope, ATrainedModelStillRunsFarPastItsTrainingLength) {
   model->eval();
   auto logits = model->forward(torch::randint(1, 17, {2, 512}, torch::kLong));
   EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
+}
+
+// ---- FoX ----
+
+namespace {
+
+/// One head's logit change D (H, Lq, Lk), the score term divided back by sqrt(Dh), for keys k (1, H, L, Dh).
+torch::Tensor fox_bias(const PositionalScheme& fox, const torch::Tensor& k) {
+  const int64_t L = k.size(2), Dh = k.size(3);
+  auto q = torch::zeros_like(k);  // the gates never read the queries
+  return (fox->score_terms(q, k, torch::Tensor(), arange_positions(L)) / std::sqrt(double(Dh)))[0].detach();
+}
+
+/// log sigmoid of every token's gate logit w_h·k_t + b_h: (H, L).
+torch::Tensor log_gates(const PositionalScheme& fox, const torch::Tensor& k) {
+  auto p = fox->named_parameters();
+  auto w = p["gate_weight"].detach(), b = p["gate_bias"].detach();
+  return torch::log_sigmoid((k[0] * w.unsqueeze(1)).sum(-1) + b.unsqueeze(1));
+}
+
+}  // namespace
+
+TEST(Fox, AConstantGateIsALinearDecayWithTheSlopeOfItsGate) {
+  const int64_t H = 3, L = 9;
+  auto fox = scheme_with("fox", {H * kDh, H, kDh, 0}, {{"gate", "constant"}});
+  fox->to(torch::kFloat64);
+  auto b = torch::tensor({-2.0, 0.0, 3.0}, torch::kFloat64);
+  fox->named_parameters()["gate_bias"].data().copy_(b);
+  EXPECT_EQ(fox->named_parameters().size(), 1u);  // no w_h: the gate reads nothing
+  auto distance = (torch::arange(L).view({L, 1}) - torch::arange(L).view({1, L})).abs().to(torch::kFloat64);
+  auto expected = torch::log_sigmoid(b).view({H, 1, 1}) * distance;  // ALiBi with slope -log sigmoid(b_h)
+  EXPECT_TRUE(torch::allclose(fox_bias(fox, torch::randn({2, H, L, kDh}, torch::kFloat64)).select(0, 0), expected[0]));
+  EXPECT_TRUE(torch::allclose(fox_bias(fox, torch::randn({1, H, L, kDh}, torch::kFloat64)), expected));
+}
+
+TEST(Fox, EachTokenSetsWhatCrossingItCostsAndCostsAdd) {
+  const int64_t H = 2, L = 12;
+  auto fox = scheme_with("fox", {H * kDh, H, kDh, 0}, {{"init_std", 1.0}});
+  fox->to(torch::kFloat64);
+  auto k = torch::randn({1, H, L, kDh}, torch::kFloat64);
+  auto D = fox_bias(fox, k);       // (H, L, L)
+  auto g = log_gates(fox, k);      // (H, L), every entry < 0
+  ASSERT_TRUE(g.lt(0).all().item<bool>());
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i) {
+      EXPECT_EQ(D[h][i][i].item<double>(), 0.0);  // a query forgets nothing of itself
+      // The left neighbour is one crossing of the query's own gate, the right one of the neighbour's.
+      if (i > 0) {
+        EXPECT_NEAR(D[h][i][i - 1].item<double>(), g[h][i].item<double>(), 1e-12);
+      }
+      if (i + 1 < L) {
+        EXPECT_NEAR(D[h][i][i + 1].item<double>(), g[h][i + 1].item<double>(), 1e-12);
+      }
+      // Costs add along the way: from i to j through any m between them.
+      for (int64_t j = 0; j < L; ++j)
+        for (int64_t m = std::min(i, j); m <= std::max(i, j); ++m)
+          ASSERT_NEAR(D[h][i][j].item<double>(), (D[h][i][m] + D[h][m][j]).item<double>(), 1e-9)
+              << "h " << h << " i " << i << " j " << j << " m " << m;
+    }
+  // A token whose gate is open (logit +40: log f = -4e-18) is crossed for free; the
+  // tokens on either side of it are then as close as neighbours.
+  auto w = fox->named_parameters()["gate_weight"].detach();
+  auto open = k.clone();
+  open[0][0][5] = w[0] * (40.0 / w[0].pow(2).sum());  // w·k_5 = 40 (and b = 0)
+  auto D_open = fox_bias(fox, open);
+  EXPECT_NEAR(D_open[0][6][4].item<double>(), log_gates(fox, open)[0][6].item<double>(), 1e-12);
+  EXPECT_LT(D[0][6][4].item<double>(), D_open[0][6][4].item<double>() - 0.1);
+  // The other head's gate at token 5 reads its own w: closing or opening head 0's changes nothing there.
+  EXPECT_TRUE(torch::allclose(D_open[1], D[1]));
 }
 
 }  // namespace POSENC_TEST_UNIT

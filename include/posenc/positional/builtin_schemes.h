@@ -33,6 +33,7 @@ SchemeInfo xl_scheme_info();
 
 // contextual.cpp: positions counted from the content
 SchemeInfo cope_scheme_info();
+SchemeInfo fox_scheme_info();
 
 // distance_aware.cpp: multiplicative reweighting of the scores (DA)
 SchemeInfo da_scheme_info();

@@ -95,6 +95,10 @@ class PositionalSchemeImpl : public torch::nn::Module {
   /// on the square score matrix (CoPE's counts): the decoder then reruns the
   /// whole sequence per new token. tests/test_decoder.cpp holds every scheme that says yes to it.
   virtual bool supports_kv_cache() const { return true; }
+  /// Does the scheme relate a query to the keys of its own sequence (CoPE's counts,
+  /// FoX's gates between query and key)? Then cross-attention, whose keys are another
+  /// sequence's, refuses it when the model is built.
+  virtual bool self_attention_only() const { return false; }
   /// Can a CUDA graph capture a forward and backward through this scheme
   /// (train.cuda_graphs)? Not where its work is decided on the host from each
   /// batch's data rather than from the batch's shape; tests/test_cuda_graphs.cpp

@@ -23,6 +23,10 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
                                " adds positions to the residual stream before a block, but cross-attention reads "
                                "the encoder's output as it is: there is nothing for it to act on; choose a scheme "
                                "that acts in attention (rope, t5, alibi, ...) or none");
+    if (cross_schemes_.attend_with[0]->self_attention_only())
+      throw IncompatibleConfig("model.positional.cross=" + p.cross +
+                               " relates a query to the keys of its own sequence, but cross-attention's keys are "
+                               "the source's: choose a scheme of offsets (rope, t5, alibi, ...) or none");
   }
   register_stack(/*causal=*/false);
   auto blocks = register_module("decoder_blocks", torch::nn::ModuleList());

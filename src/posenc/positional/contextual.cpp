@@ -1,3 +1,5 @@
+// Positions counted from the content: CoPE and the Forgetting Transformer's forget gate.
+//
 // CoPE, contextual position encoding (Golovneva et al. 2024).
 //
 // A query decides which keys count: gate g_ij = sigmoid(q_i·k_j / sqrt(Dh)), and the
@@ -20,6 +22,26 @@
 // 1/sqrt(Dh) scale like every score term, which rescales e by sqrt(Dh) and nothing else.
 //
 // The ids in Positions are not used at all: positions come from the content.
+//
+// FoX, the Forgetting Transformer's forget gate (Lin et al. 2025). Every token t
+// has a forget gate f_t in (0, 1) per head, and the logit of query i for key j
+// is lowered by the log gates of the tokens between them:
+//
+//   D_ij = sum_{l=j+1..i} log f_l   for j <= i   (the paper, causal)
+//   D_ij = sum_{l=i+1..j} log f_l   for j >  i   (an encoder's keys to the right)
+//
+// With F_t = sum_{l<=t} log f_l (non-increasing) both are -|F_i - F_j|, one
+// cumsum. A constant gate is ALiBi with a learned slope -log f; a gate that
+// depends on the token lets the model forget at some tokens and not at others.
+// To the right the key's own gate counts, to the left the query's: the two
+// neighbours of a token are weighed by different gates, so the scheme can tell
+// left from right where the gates differ.
+//
+// The paper computes f_t = sigmoid(w·x_t + b) from the attention's input x_t;
+// here the gate reads the head's key, f_t = sigmoid(w_h·k_t + b_h): k_t = W_k x_t,
+// so this is the paper's gate through the key projection, and it is what the
+// score-term hook sees (and what a KV cache keeps). D is added to the scaled
+// logits as in the paper (the term returned is D·sqrt(Dh), before the scale).
 #include <cmath>
 
 #include "posenc/positional/scheme.h"
@@ -43,6 +65,7 @@ class CopeImpl : public PositionalSchemeImpl {
     return c;
   }
   bool supports_kv_cache() const override { return false; }  // counts read the square score matrix
+  bool self_attention_only() const override { return true; }
   bool directional() const override { return true; }
   bool offset_only() const override { return false; }
   double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
@@ -87,6 +110,60 @@ class CopeImpl : public PositionalSchemeImpl {
   torch::Tensor table_;
 };
 
+/// The Forgetting Transformer's forget gate as a score term (the header comment).
+class FoxImpl : public PositionalSchemeImpl {
+ public:
+  FoxImpl(const SchemeContext& ctx, const SchemeOptions& o)
+      : PositionalSchemeImpl("fox"),
+        content_gate_(o.get_string("gate") == "content"),
+        unscale_(std::sqrt(double(ctx.head_dim))) {
+    if (content_gate_)
+      gate_weight_ = register_parameter("gate_weight", torch::randn({ctx.heads, ctx.head_dim}) * o.get_float("init_std"));
+    gate_bias_ = register_parameter("gate_bias", torch::full({ctx.heads}, o.get_float("bias_init")));
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.score_terms = true;
+    return c;
+  }
+  bool directional() const override { return true; }
+  bool offset_only() const override { return !content_gate_; }
+  bool self_attention_only() const override { return true; }
+  double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
+    return (content_gate_ ? 2.0 * B * H * Lk * Dh : 0.0)  // w·k for every key
+           + 4.0 * B * H * Lk                            // log-sigmoid and cumsum
+           + 3.0 * B * H * Lq * Lk;                      // difference, absolute value, scale
+  }
+
+  torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*qk*/,
+                            const Positions& /*pos*/) override {
+    const int64_t Lq = q.size(2), Lk = k.size(2);
+    TORCH_CHECK(Lq <= Lk, "fox weighs the keys of a query's own sequence: self-attention only, got ", Lq,
+                " queries and ", Lk, " keys");
+    auto F = cumulative_log_gates(k);               // (B|1, H, Lk) float32
+    auto own = F.narrow(-1, Lk - Lq, Lq);           // (B|1, H, Lq): the queries are the last Lq keys
+    auto D = -(own.unsqueeze(-1) - F.unsqueeze(-2)).abs();  // (B|1, H, Lq, Lk)
+    return (D * unscale_).to(q.scalar_type());
+  }
+
+  /// F_t = sum_{l<=t} log f_l over the keys, in float32 at least (a bf16 sum over hundreds of tokens
+  /// would lose whole nats): (B, H, Lk), or (1, H, Lk) for a constant gate.
+  torch::Tensor cumulative_log_gates(const torch::Tensor& k) const {
+    const auto dtype = torch::promote_types(k.scalar_type(), torch::kFloat32);
+    auto logit = gate_bias_.to(dtype).view({1, -1, 1});  // (1, H, 1)
+    if (content_gate_)  // (B, H, Lk, Dh)·(H, Dh) -> (B, H, Lk)
+      logit = (k.to(dtype) * gate_weight_.to(dtype).view({1, -1, 1, k.size(-1)})).sum(-1) + logit;
+    else
+      logit = logit.expand({1, gate_bias_.size(0), k.size(2)});
+    return torch::log_sigmoid(logit).cumsum(-1);
+  }
+
+ private:
+  bool content_gate_;
+  double unscale_;
+  torch::Tensor gate_weight_, gate_bias_;
+};
+
 }  // namespace
 
 SchemeInfo cope_scheme_info() {
@@ -102,6 +179,26 @@ SchemeInfo cope_scheme_info() {
             0.0, 10.0}},
           Placement::EveryLayer,
           construct<CopeImpl>};
+}
+
+SchemeInfo fox_scheme_info() {
+  return {"fox",
+          "the Forgetting Transformer's forget gate (Lin et al. 2025): the logit of query i for key j is lowered by "
+          "the log forget gates -log sigmoid(w_h·k_t + b_h) of the tokens between them (to the left, the query's "
+          "own included; to the right, the key's): a decay the content sets, no position ids",
+          {{"gate", OptionKind::String, "content", "what sets each token's forget gate", 0, 0, {"content", "constant"},
+            nullptr,
+            {"sigmoid(w_h·k_t + b_h), from the head's key (the paper's gate reads the attention's input x_t; "
+             "k_t = W_k x_t)",
+             "sigmoid(b_h), one learned gate per head whatever the token (the paper's data-independent "
+             "ablation: ALiBi with a learned slope -log sigmoid(b_h))"}},
+           {"bias_init", OptionKind::Float, 0.0,
+            "initial b_h of every head (0: gates of 1/2 at the start, as the paper's code; larger: slower "
+            "forgetting)",
+            -20.0, 20.0},
+           {"init_std", OptionKind::Float, 0.02, "standard deviation of the initial w_h (gate content)", 0.0, 10.0}},
+          Placement::EveryLayer,
+          construct<FoxImpl>};
 }
 
 }  // namespace posenc
