@@ -27,7 +27,7 @@ tests=$build/posenc_tests
 suites="DataParallel.*:Golden.*:FastPath.*:Cuda.*:Registry/CudaEveryScheme.*:Bench.PythonTwinComputesTheSameLoss"
 suites+=":BatchedMatmul.*:FusedAdamW.*:GradClip.*:Registry/EveryScheme.*:Registry/EverySchemeCausally.*"
 suites+=":Sinusoidal.*:Rope.*:Layouts/RopeLayouts.*:RopeScaling.*:Xpos.*:Alibi.*:Kerple.*:Sandwich.*:T5.*"
-suites+=":Shaw.*:Xl.*:Cope.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*:ScalableSoftmax.*:LogNScaling.*:HeadScale.*:LogitScale.*"
+suites+=":Shaw.*:Xl.*:Cope.*:Fox.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*:ScalableSoftmax.*:LogNScaling.*:HeadScale.*:LogitScale.*"
 # The probe's fits (a least-squares solve, and L-BFGS for the logistic classifier), not its CLI cases.
 suites+=":Probe.RecoversALinearTargetAndFindsNothingInNoise:Probe.TheClassifier*:Probe.TheLogistic*"
 

@@ -191,16 +191,16 @@ TEST(Golden, FoxWithFixedKeysAndGates) {
     auto params = fox->named_parameters();
     params["gate_bias"].data().copy_(posenc::testing::tensor_of(c["gate_bias"]));
     if (gate == "content") params["gate_weight"].data().copy_(posenc::testing::tensor_of(c["gate_weight"]));
-    auto k = posenc::testing::tensor_of(c["k"]).unsqueeze(0);  // (1, H, L, Dh)
-    auto q = torch::randn({1, H, L, Dh}, torch::kFloat64);     // the gates never read the queries
+    auto k = posenc::testing::tensor_of(c["k"]).unsqueeze(0);     // (1, H, L, Dh)
+    auto q = torch::randn({1, H, L, Dh}, torch::kFloat64);        // the gates never read the queries
     const auto expected = posenc::testing::tensor_of(c["bias"]);  // (H, L, L), the paper's D, added after the scale
     auto terms = fox->score_terms(q, k, torch::matmul(q, k.transpose(-2, -1)), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(terms[0] / std::sqrt(double(Dh)), expected, tolerance::kFloat32Sum,
-                                tolerance::kFloat32Sum));
+    EXPECT_TRUE(
+        torch::allclose(terms[0] / std::sqrt(double(Dh)), expected, tolerance::kFloat32Sum, tolerance::kFloat32Sum));
     // A decoding step: the last three queries over every key, as from a KV cache.
     auto last = fox->score_terms(q.narrow(2, L - 3, 3), k, torch::Tensor(), posenc::testing::arange_positions(L));
-    EXPECT_TRUE(torch::allclose(last[0] / std::sqrt(double(Dh)), expected.narrow(1, L - 3, 3),
-                                tolerance::kFloat32Sum, tolerance::kFloat32Sum));
+    EXPECT_TRUE(torch::allclose(last[0] / std::sqrt(double(Dh)), expected.narrow(1, L - 3, 3), tolerance::kFloat32Sum,
+                                tolerance::kFloat32Sum));
   }
 }
 

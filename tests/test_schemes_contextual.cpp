@@ -165,8 +165,8 @@ TEST(Fox, EachTokenSetsWhatCrossingItCostsAndCostsAdd) {
   auto fox = scheme_with("fox", {H * kDh, H, kDh, 0}, {{"init_std", 1.0}});
   fox->to(torch::kFloat64);
   auto k = torch::randn({1, H, L, kDh}, torch::kFloat64);
-  auto D = fox_bias(fox, k);       // (H, L, L)
-  auto g = log_gates(fox, k);      // (H, L), every entry < 0
+  auto D = fox_bias(fox, k);   // (H, L, L)
+  auto g = log_gates(fox, k);  // (H, L), every entry < 0
   ASSERT_TRUE(g.lt(0).all().item<bool>());
   for (int64_t h = 0; h < H; ++h)
     for (int64_t i = 0; i < L; ++i) {

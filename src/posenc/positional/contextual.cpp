@@ -118,7 +118,8 @@ class FoxImpl : public PositionalSchemeImpl {
         content_gate_(o.get_string("gate") == "content"),
         unscale_(std::sqrt(double(ctx.head_dim))) {
     if (content_gate_)
-      gate_weight_ = register_parameter("gate_weight", torch::randn({ctx.heads, ctx.head_dim}) * o.get_float("init_std"));
+      gate_weight_ =
+          register_parameter("gate_weight", torch::randn({ctx.heads, ctx.head_dim}) * o.get_float("init_std"));
     gate_bias_ = register_parameter("gate_bias", torch::full({ctx.heads}, o.get_float("bias_init")));
   }
   Capabilities capabilities() const override {
@@ -131,8 +132,8 @@ class FoxImpl : public PositionalSchemeImpl {
   bool self_attention_only() const override { return true; }
   double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
     return (content_gate_ ? 2.0 * B * H * Lk * Dh : 0.0)  // w·k for every key
-           + 4.0 * B * H * Lk                            // log-sigmoid and cumsum
-           + 3.0 * B * H * Lq * Lk;                      // difference, absolute value, scale
+           + 4.0 * B * H * Lk                             // log-sigmoid and cumsum
+           + 3.0 * B * H * Lq * Lk;                       // difference, absolute value, scale
   }
 
   torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*qk*/,
@@ -140,8 +141,8 @@ class FoxImpl : public PositionalSchemeImpl {
     const int64_t Lq = q.size(2), Lk = k.size(2);
     TORCH_CHECK(Lq <= Lk, "fox weighs the keys of a query's own sequence: self-attention only, got ", Lq,
                 " queries and ", Lk, " keys");
-    auto F = cumulative_log_gates(k);               // (B|1, H, Lk) float32
-    auto own = F.narrow(-1, Lk - Lq, Lq);           // (B|1, H, Lq): the queries are the last Lq keys
+    auto F = cumulative_log_gates(k);                       // (B|1, H, Lk) float32
+    auto own = F.narrow(-1, Lk - Lq, Lq);                   // (B|1, H, Lq): the queries are the last Lq keys
     auto D = -(own.unsqueeze(-1) - F.unsqueeze(-2)).abs();  // (B|1, H, Lq, Lk)
     return (D * unscale_).to(q.scalar_type());
   }
@@ -151,7 +152,7 @@ class FoxImpl : public PositionalSchemeImpl {
   torch::Tensor cumulative_log_gates(const torch::Tensor& k) const {
     const auto dtype = torch::promote_types(k.scalar_type(), torch::kFloat32);
     auto logit = gate_bias_.to(dtype).view({1, -1, 1});  // (1, H, 1)
-    if (content_gate_)  // (B, H, Lk, Dh)·(H, Dh) -> (B, H, Lk)
+    if (content_gate_)                                   // (B, H, Lk, Dh)·(H, Dh) -> (B, H, Lk)
       logit = (k.to(dtype) * gate_weight_.to(dtype).view({1, -1, 1, k.size(-1)})).sum(-1) + logit;
     else
       logit = logit.expand({1, gate_bias_.size(0), k.size(2)});
@@ -186,7 +187,13 @@ SchemeInfo fox_scheme_info() {
           "the Forgetting Transformer's forget gate (Lin et al. 2025): the logit of query i for key j is lowered by "
           "the log forget gates -log sigmoid(w_h·k_t + b_h) of the tokens between them (to the left, the query's "
           "own included; to the right, the key's): a decay the content sets, no position ids",
-          {{"gate", OptionKind::String, "content", "what sets each token's forget gate", 0, 0, {"content", "constant"},
+          {{"gate",
+            OptionKind::String,
+            "content",
+            "what sets each token's forget gate",
+            0,
+            0,
+            {"content", "constant"},
             nullptr,
             {"sigmoid(w_h·k_t + b_h), from the head's key (the paper's gate reads the attention's input x_t; "
              "k_t = W_k x_t)",
