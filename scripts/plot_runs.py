@@ -17,14 +17,18 @@ the same over its seeds: scripts/plot_compare.py.
 legend's names, comma-separated, one per file (default: the run directory's
 name and the scheme). Files given one label are pooled into one line (seeds
 of one setting, say): at each length their right answers over their examples,
-with the Wilson interval of the pooled counts, each file a faint line beside
-it; the pooled scores are printed too. Exit status 2, with the reason, for a
-missing or foreign file, files of different metrics, or a pool of perplexities
-or of files without example counts.
+with the Wilson interval of the pooled counts, or for perplexity exp of the
+mean log-likelihood over all their predicted tokens (the token-weighted
+geometric mean of their perplexities), each file a faint line beside it; the
+pooled scores are printed too. A perplexity gets no band: the interval a
+language model's results hold is that of its token accuracy. Exit status 2,
+with the reason, for a missing or foreign file, files of different metrics,
+or a pool of files without counts.
 
 Needs matplotlib and numpy (Debian: python3-matplotlib python3-numpy).
 """
 import argparse
+import math
 import os
 import sys
 
@@ -68,21 +72,38 @@ def wilson(k, n, z=1.96):
 
 
 def pooled_rows(members, metric):
-    """The rows of files pooled under one label: per length they all hold, the summed right answers over the
-    summed examples; ValueError where a file cannot be pooled."""
-    if metric == "perplexity":
-        raise ValueError("perplexities do not pool by counting right answers: give each file its own label")
+    """The rows of files pooled under one label, per length they all hold: the summed right answers over the
+    summed examples, or for perplexity exp of the mean log-likelihood per predicted token over every file's
+    tokens (the token-weighted geometric mean of their perplexities); ValueError where a file cannot be pooled."""
+    counts = ("tokens",) if metric == "perplexity" else ("correct", "n")
     for path, d in members:
         for r in d["lengths"]:
-            if not isinstance(r.get("correct"), int) or not isinstance(r.get("n"), int) or r["n"] <= 0:
-                raise ValueError(f"{path}: length {r['length']} has no example counts (\"correct\", \"n\") to pool")
+            if metric == "perplexity" and r.get(metric) is None:
+                raise ValueError(f"{path}: length {r['length']} has no perplexity to pool (outputs not finite)")
+            if not all(isinstance(r.get(c), int) for c in counts) or r[counts[-1]] <= 0:
+                what = "token counts" if metric == "perplexity" else "example counts"
+                names = ", ".join(f'"{c}"' for c in counts)
+                raise ValueError(f"{path}: length {r['length']} has no {what} ({names}) to pool")
     lengths = sorted(set.intersection(*({r["length"] for r in d["lengths"]} for _, d in members)))
     rows = []
     for length in lengths:
-        k = sum(r["correct"] for _, d in members for r in d["lengths"] if r["length"] == length)
-        n = sum(r["n"] for _, d in members for r in d["lengths"] if r["length"] == length)
+        at = [r for _, d in members for r in d["lengths"] if r["length"] == length]
+        if metric == "perplexity":
+            tokens = sum(r["tokens"] for r in at)
+            mean_log = sum(r["tokens"] * math.log(r[metric]) for r in at) / tokens
+            rows.append({"length": length, metric: math.exp(mean_log), "tokens": tokens})
+            continue
+        k, n = sum(r["correct"] for r in at), sum(r["n"] for r in at)
         rows.append({"length": length, metric: k / n, "ci95": list(wilson(k, n)), "correct": k, "n": n})
     return rows
+
+
+def pooled_text(rows, metric):
+    """One pooled row as the script prints it."""
+    if metric == "perplexity":
+        return ", ".join(f"{r['length']}: {r[metric]:.3f} ({r['tokens']} tokens)" for r in rows)
+    return ", ".join(f"{r['length']}: {r[metric]:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] ({r['correct']}/{r['n']})"
+                     for r in rows)
 
 
 def default_label(path, d):
@@ -136,7 +157,8 @@ def main():
             label += " (no score at " + ", ".join(unmeasured) + ": outputs not finite)"
         shown = label if label not in pooled else f"{label} (pooled over {len(members)} files)"
         line, = ax.plot(x, y, marker="o", lw=2.0 if label in pooled else 1.5, label=shown)
-        if all(isinstance(r.get("ci95"), list) and len(r["ci95"]) == 2 for r in rows):
+        # A row's ci95 is the interval of its right answers (token accuracy beside a perplexity): no band there.
+        if metric != "perplexity" and all(isinstance(r.get("ci95"), list) and len(r["ci95"]) == 2 for r in rows):
             banded = True
             ax.fill_between(x, [number(r["ci95"][0]) for r in rows], [number(r["ci95"][1]) for r in rows],
                             color=line.get_color(), alpha=0.15, lw=0)
@@ -145,9 +167,7 @@ def main():
                 own = sorted(d["lengths"], key=lambda r: r["length"])
                 ax.plot([r["length"] for r in own], [number(r[metric]) for r in own], color=line.get_color(),
                         lw=0.8, alpha=0.35)
-            print(f"{label} ({len(members)} files): " + ", ".join(
-                f"{r['length']}: {r[metric]:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] ({r['correct']}/{r['n']})"
-                for r in rows))
+            print(f"{label} ({len(members)} files): " + pooled_text(rows, metric))
     for lo, hi in sorted(trained):
         ax.axvspan(lo, hi, color="0.88", zorder=0,
                    label="training lengths" if len(trained) == 1 else f"training lengths {lo}-{hi}")

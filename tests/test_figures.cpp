@@ -237,6 +237,24 @@ TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("no_counts.json: length 16 has no example counts"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(s.path("no_counts.png")));
+  // Perplexities pool as exp of the mean log-likelihood over every file's tokens: 4 over 100 tokens and 9
+  // over 300 give 4^(1/4) 9^(3/4) = 7.348, not their mean 6.5; a file without token counts is named.
+  const auto perplexity_file = [&](const std::string& name, double perplexity, const json& tokens) {
+    json row = {{"length", 64}, {"perplexity", perplexity}, {"ci95", {0.4, 0.5}}};
+    if (!tokens.is_null()) row["tokens"] = tokens;
+    write_file_atomic(s.path(name), json{{"metric", "perplexity"}, {"lengths", {row}}}.dump());
+    return s.path(name);
+  };
+  const std::string four = perplexity_file("four.json", 4.0, 100), nine = perplexity_file("nine.json", 9.0, 300);
+  r = run_script("plot_runs.py", {four, nine, "--labels", "lm,lm", "--out", s.path("lm.png")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("lm (2 files): 64: 7.348 (400 tokens)"), std::string::npos) << r.output;
+  expect_figure(s.path("lm.png"));
+  r = run_script("plot_runs.py", {four, perplexity_file("untold.json", 9.0, nullptr), "--labels", "lm,lm", "--out",
+                                  s.path("untold.png")});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("untold.json: length 64 has no token counts"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("untold.png")));
   // Not a results file: named.
   r = run_script("plot_runs.py", {encoder + "/config.json", "--out", s.path("config.png")});
   EXPECT_EQ(r.code, 2) << r.output;
