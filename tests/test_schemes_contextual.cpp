@@ -154,6 +154,7 @@ TEST(Fox, AConstantGateIsALinearDecayWithTheSlopeOfItsGate) {
   auto b = torch::tensor({-2.0, 0.0, 3.0}, torch::kFloat64);
   fox->named_parameters()["gate_bias"].data().copy_(b);
   EXPECT_EQ(fox->named_parameters().size(), 1u);  // no w_h: the gate reads nothing
+  EXPECT_FALSE(fox->directional());               // a function of |i - j|: left and right alike
   auto distance = (torch::arange(L).view({L, 1}) - torch::arange(L).view({1, L})).abs().to(torch::kFloat64);
   auto expected = torch::log_sigmoid(b).view({H, 1, 1}) * distance;  // ALiBi with slope -log sigmoid(b_h)
   EXPECT_TRUE(torch::allclose(fox_bias(fox, torch::randn({2, H, L, kDh}, torch::kFloat64)).select(0, 0), expected[0]));

@@ -127,7 +127,7 @@ class FoxImpl : public PositionalSchemeImpl {
     c.score_terms = true;
     return c;
   }
-  bool directional() const override { return true; }
+  bool directional() const override { return content_gate_; }  // a constant gate is a bias over |i - j|
   bool offset_only() const override { return !content_gate_; }
   bool self_attention_only() const override { return true; }
   double attention_flops(int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t Dh) const override {
