@@ -1155,6 +1155,21 @@ TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
   r = run_cli("eval " + (alibi / "checkpoint.pt").string() + " --set model.positional.directional=true");
   EXPECT_EQ(r.code, 2);
   expect_one_line_error(r.output, "--set may change only options that add or remove no parameter");
+  // Nor switched off: the model would be scored without weights it trained (FoX's gate weights, too).
+  const std::vector<std::pair<std::string, std::string>> dropping = {
+      {R"({"type": "alibi", "directional": true})", "directional=false"}, {R"({"type": "fox"})", "gate=constant"}};
+  for (size_t i = 0; i < dropping.size(); ++i) {
+    const auto& [scheme, option] = dropping[i];
+    const fs::path trained = s.dir / ("trained" + std::to_string(i));
+    const std::string cfg = write_config(s, "trained" + std::to_string(i) + ".json",
+                                         {"train.steps=5", "eval.lengths=[8]", "model.positional=" + scheme});
+    ASSERT_EQ(run_cli("train " + cfg + " --out " + trained.string() + " --no-progress").code, 0) << scheme;
+    r = run_cli("eval " + (trained / "checkpoint.pt").string() + " --set model.positional." + option + " --out " +
+                s.path("dropped.json"));
+    EXPECT_EQ(r.code, 2) << option;
+    expect_one_line_error(r.output, "eval may change only options that add or remove no parameter");
+    EXPECT_FALSE(fs::exists(s.path("dropped.json")));
+  }
 }
 
 }  // namespace POSENC_TEST_UNIT

@@ -65,6 +65,15 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     // Building the model checks the scheme's options together (a scaling
     // without original_max_position, say) before any parameter is compared.
     Transformer probe(changed.model, task_vocab_size(changed.task));
+    // Loading the checkpoint fails where the options add a parameter, but would
+    // silently leave out one they remove (a gate's or an offset's weights).
+    Transformer trained(stored.model, task_vocab_size(stored.task));
+    const auto kept = probe->named_parameters();
+    for (const auto& p : trained->named_parameters())
+      if (kept.find(p.key()) == nullptr)
+        throw ConfigError("the model these options build has no parameter " + p.key() +
+                          ", which the checkpoint trained; eval may change only options that add or remove no "
+                          "parameter");
     return changed;
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--set: ") + e.what());
