@@ -138,7 +138,7 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("--set", o.overrides,
                  "evaluation-time change of the stored config (repeatable): eval.*, " +
                      join(kParameterFreeModelKeys, ", ") +
-                     " or a scheme option that adds no parameter, e.g. model.positional.scaling=yarn")
+                     " or a scheme option that adds or removes no parameter, e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,
                  "examples per length, at least 2 (default: the checkpoint's eval.samples_per_length)")
