@@ -24,12 +24,8 @@ tests=$build/posenc_tests
 [ -x "$tests" ] || { echo "kernel paths: no $tests (build first)" >&2; exit 1; }
 
 # The suites that compare floating-point results (GoogleTest filter).
-suites="DataParallel.*:Golden.*:FastPath.*:Cuda.*:Registry/CudaEveryScheme.*:Bench.PythonTwinComputesTheSameLoss"
-suites+=":BatchedMatmul.*:FusedAdamW.*:GradClip.*:Registry/EveryScheme.*:Registry/EverySchemeCausally.*"
-suites+=":Sinusoidal.*:Rope.*:Layouts/RopeLayouts.*:RopeScaling.*:Xpos.*:Alibi.*:Kerple.*:Sandwich.*:T5.*"
-suites+=":Shaw.*:Xl.*:Cope.*:Fox.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*:ScalableSoftmax.*:LogNScaling.*:HeadScale.*:LogitScale.*"
-# The probe's fits (a least-squares solve, and L-BFGS for the logistic classifier), not its CLI cases.
-suites+=":Probe.RecoversALinearTargetAndFindsNothingInNoise:Probe.TheClassifier*:Probe.TheLogistic*"
+source scripts/numeric-suites.sh
+suites=$numeric_suites
 
 # The core type the suite runs here (OpenBLAS prints "Core: NAME" for each choice
 # when asked to be verbose: its own, then the one posenc switches it to where

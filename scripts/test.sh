@@ -26,5 +26,8 @@ rc=0
 # The numerically sensitive suites again, on a second OpenBLAS kernel path and
 # on ATen's portable kernels (docs/platforms.md, "Kernel paths").
 scripts/test-kernel-paths.sh build || rc=1
+# And under two other random seeds: a check that holds only for a lucky draw
+# fails on a machine that draws other numbers (docs/platforms.md, "Random draws").
+scripts/test-seeds.sh build 1 2 || rc=1
 scripts/test-cases.sh build || true
 exit $rc

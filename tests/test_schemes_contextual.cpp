@@ -2,6 +2,8 @@
 // FoX (the Forgetting Transformer's forget gate): what its gates cost between a query and a key.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "helpers.h"
 #include "posenc/model/transformer.h"
 #include "posenc/model/encoder.h"
@@ -185,16 +187,24 @@ TEST(Fox, EachTokenSetsWhatCrossingItCostsAndCostsAdd) {
           ASSERT_NEAR(D[h][i][j].item<double>(), (D[h][i][m] + D[h][m][j]).item<double>(), 1e-9)
               << "h " << h << " i " << i << " j " << j << " m " << m;
     }
-  // A token whose gate is open (logit +40: log f = -4e-18) is crossed for free; the
-  // tokens on either side of it are then as close as neighbours.
+  // Token 5's gate set by hand (b = 0, so the logit is w·k_5): closed at logit -2
+  // (log f = -2.13) and open at +40 (log f = -4e-18). An open gate is crossed for
+  // free: the tokens on either side of it are then as close as neighbours. Both are
+  // set, not drawn, so that the margin holds whatever keys the generator gives.
   auto w = fox->named_parameters()["gate_weight"].detach();
-  auto open = k.clone();
-  open[0][0][5] = w[0] * (40.0 / w[0].pow(2).sum());  // w·k_5 = 40 (and b = 0)
-  auto D_open = fox_bias(fox, open);
-  EXPECT_NEAR(D_open[0][6][4].item<double>(), log_gates(fox, open)[0][6].item<double>(), 1e-12);
-  EXPECT_LT(D[0][6][4].item<double>(), D_open[0][6][4].item<double>() - 0.1);
+  auto with_gate_logit = [&](double logit) {
+    auto keys = k.clone();
+    keys[0][0][5] = w[0] * (logit / w[0].pow(2).sum());  // w_0·k_5 = logit
+    return keys;
+  };
+  auto closed = with_gate_logit(-2.0), open = with_gate_logit(40.0);
+  auto D_closed = fox_bias(fox, closed), D_open = fox_bias(fox, open);
+  const double g6 = log_gates(fox, closed)[0][6].item<double>();
+  EXPECT_NEAR(D_closed[0][6][4].item<double>(), g6 + std::log(1.0 / (1.0 + std::exp(2.0))), 1e-12);
+  EXPECT_NEAR(D_open[0][6][4].item<double>(), g6, 1e-12);
   // The other head's gate at token 5 reads its own w: closing or opening head 0's changes nothing there.
   EXPECT_TRUE(torch::allclose(D_open[1], D[1]));
+  EXPECT_TRUE(torch::allclose(D_closed[1], D[1]));
 }
 
 }  // namespace POSENC_TEST_UNIT
