@@ -23,9 +23,8 @@ build=${1:-build}
 tests=$build/posenc_tests
 [ -x "$tests" ] || { echo "kernel paths: no $tests (build first)" >&2; exit 1; }
 
-# The suites that compare floating-point results (GoogleTest filter).
+# The suites that compare floating-point results, and the function that reruns them.
 source scripts/numeric-suites.sh
-suites=$numeric_suites
 
 # The core type the suite runs here (OpenBLAS prints "Core: NAME" for each choice
 # when asked to be verbose: its own, then the one posenc switches it to where
@@ -60,19 +59,6 @@ paths+=("ATen's portable kernels|ATEN_CPU_CAPABILITY=default")
 failed=0
 for entry in "${paths[@]}"; do
   name=${entry%%|*} setting=${entry#*|}
-  log=$(mktemp)
-  start=$(date +%s)
-  env "$setting" "$tests" --gtest_filter="$suites" --gtest_brief=1 >"$log" 2>&1
-  rc=$?
-  took=$(($(date +%s) - start))
-  summary=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ tests?' "$log" | tr '\n' ' ')
-  if [ $rc -eq 0 ]; then
-    echo "kernel paths: $name ($setting): passed in ${took} s: $summary"
-  else
-    echo "kernel paths: $name ($setting): FAILED (exit $rc) in ${took} s: $summary"
-    grep -E '^\[  FAILED  \]|Failure|Expected|actual|Which is' "$log" | head -40
-    failed=1
-  fi
-  rm -f "$log"
+  rerun_numeric_suites "$tests" "kernel paths:" "$name ($setting)" "$setting" || failed=1
 done
 exit $failed

@@ -23,19 +23,6 @@ source scripts/numeric-suites.sh
 
 failed=0
 for seed in "${seeds[@]}"; do
-  log=$(mktemp)
-  start=$(date +%s)
-  POSENC_TEST_SEED=$seed "$tests" --gtest_filter="$numeric_suites" --gtest_brief=1 >"$log" 2>&1
-  rc=$?
-  took=$(($(date +%s) - start))
-  summary=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ tests?' "$log" | tr '\n' ' ')
-  if [ $rc -eq 0 ]; then
-    echo "seeds: POSENC_TEST_SEED=$seed: passed in ${took} s: $summary"
-  else
-    echo "seeds: POSENC_TEST_SEED=$seed: FAILED (exit $rc) in ${took} s: $summary"
-    grep -E '^\[  FAILED  \]|Failure|Expected|actual|Which is|posenc_tests:' "$log" | head -40
-    failed=1
-  fi
-  rm -f "$log"
+  rerun_numeric_suites "$tests" "seeds:" "POSENC_TEST_SEED=$seed" "POSENC_TEST_SEED=$seed" || failed=1
 done
 exit $failed
