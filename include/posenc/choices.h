@@ -21,6 +21,8 @@ enum class Pooling { Max, Mean, Cls, Lse };
 enum class TokenEmbedding { Table, Numeric };
 /// model.attention.qkv.
 enum class Qkv { Projected, Embedded };
+/// model.attention.weights.
+enum class AttentionWeights { Softmax, StickBreaking };
 /// model.positional.apply_to.
 enum class ApplyTo { Auto, Input, EveryLayer };
 /// model.positional.task_ids.
@@ -74,6 +76,7 @@ E choice_from_name(const std::string& name);
   X(Pooling)                   \
   X(TokenEmbedding)            \
   X(Qkv)                       \
+  X(AttentionWeights)          \
   X(ApplyTo)                   \
   X(TaskIds)                   \
   X(Device)                    \

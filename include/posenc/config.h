@@ -82,6 +82,8 @@ struct ModelConfig {
   TokenEmbedding token_embedding = TokenEmbedding::Table;
   /// model.attention.qkv.
   Qkv qkv = Qkv::Projected;
+  /// model.attention.weights: how a query's logits become its weights.
+  AttentionWeights attention_weights = AttentionWeights::Softmax;
   /// model.attention.log_length_scale: 0 is the plain softmax; s > 0 the
   /// scalable softmax (logits times s_h log n), s_h learned per head from s.
   double log_length_scale = 0.0;

@@ -52,6 +52,18 @@ const std::vector<Choice<Qkv>>& choices() {
 }
 
 template <>
+const std::vector<Choice<AttentionWeights>>& choices() {
+  static const std::vector<Choice<AttentionWeights>> c = {
+      {AttentionWeights::Softmax, "softmax", "softmax over the keys a query sees"},
+      {AttentionWeights::StickBreaking, "stick_breaking",
+       "stick-breaking attention (Tan et al. 2024): going back from the query, each earlier key j takes the share "
+       "sigmoid(z_ij) of the weight the keys between them left over, and the query's own value takes what remains; "
+       "a decoder only, and meant with model.positional.type none: the order of the keys is the position"},
+  };
+  return c;
+}
+
+template <>
 const std::vector<Choice<ApplyTo>>& choices() {
   static const std::vector<Choice<ApplyTo>> c = {
       {ApplyTo::Auto, "auto",

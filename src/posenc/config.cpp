@@ -126,6 +126,9 @@ const std::vector<Key<ModelConfig>>& model_keys() {
 const std::vector<Key<ModelConfig>>& attention_keys() {
   static const std::vector<Key<ModelConfig>> keys = {
       choice_key("qkv", &ModelConfig::qkv, "where attention's queries, keys and values come from"),
+      choice_key("weights", &ModelConfig::attention_weights,
+                 "how a query's logits (every scheme's terms and biases, every factor below) become its weights on "
+                 "the values"),
       float_key("log_length_scale", &ModelConfig::log_length_scale, 0.0, 100.0,
                 "0: the plain softmax; s > 0: Scalable-Softmax (Nakanishi 2025): every attention's logits of a "
                 "query that sees n keys (after the causal mask and padding) are multiplied by s_h log n, s_h "
@@ -525,6 +528,11 @@ ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
     throw ConfigError(at("positional") + ".cross: only an encoder_decoder has cross-attention (model.kind=" + kind +
                       ")");
   }
+  if (m.attention_weights == AttentionWeights::StickBreaking && m.kind != ModelKind::Decoder)
+    throw ConfigError(at("attention") +
+                      ".weights: \"stick_breaking\" hands out a query's weight key by key going back from it, "
+                      "which needs the causal order of a decoder's self-attention; model.kind=" +
+                      kind + " has attention without it: use \"softmax\"");
   if (m.logn_from == 1)
     throw ConfigError(at("attention") +
                       ".logn_from: 1 would divide by log 1 = 0; give 0 (off) or the most keys a query saw in "

@@ -4,7 +4,8 @@
 // handed in directly (attend), which is how the "embedded QKV" first block
 // works (Attention Positional Encoding, Bhorania: docs/sources.md). The positional scheme's hooks are called here and nowhere
 // else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
-// (* s_h log n, Scalable-Softmax; * log n / log N, LogN; * lambda_h, head scale; where on) -> causal mask -> softmax -> probs·v (+ value_terms).
+// (* s_h log n, Scalable-Softmax; * log n / log N, LogN; * lambda_h, head scale; where on) -> causal mask -> softmax
+// (or stick-breaking) -> probs·v (+ value_terms).
 #pragma once
 
 #include <torch/torch.h>
@@ -57,6 +58,8 @@ struct MultiHeadAttentionOptions {
   /// A query sees the keys whose position id is not greater than its own.
   TORCH_ARG(bool, causal) = false;
   TORCH_ARG(LengthFactors, length_factors) = {};
+  /// Stick-breaking weights (Tan et al. 2024) instead of the softmax; needs causal.
+  TORCH_ARG(bool, stick_breaking) = false;
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
@@ -90,10 +93,17 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   /// (1|B, 1, Lq|1, Lk, 0 or -inf; undefined: all of k's (B, H, Lk, Dh) keys);
   /// undefined when all are off.
   torch::Tensor length_factor(const torch::Tensor& mask, const torch::Tensor& k) const;
+  /// Stick-breaking weights (B, H, Lq, Lk) from the logits z (B, H, Lq, Lk), before the mask: going back
+  /// from query i, key j < i takes sigmoid(z_ij) times what the keys between them left, prod (1 - sigmoid(z_ik));
+  /// the query's own key takes the rest, so each row sums to 1. blocked (1|B, 1, Lq, Lk): the keys the
+  /// mask hides (right of the query, padding); own (Lq, Lk): each query's own key.
+  static torch::Tensor stick_breaking_weights(const torch::Tensor& z, const torch::Tensor& blocked,
+                                              const torch::Tensor& own);
 
   int64_t d_model_, heads_, head_dim_;
   double dropout_;
   bool causal_;
+  bool stick_breaking_;
   bool keep_weights_ = false;
   bool force_explicit_ = false;
   torch::Tensor last_weights_;

@@ -26,6 +26,8 @@ struct BlockOptions {
   TORCH_ARG(bool, project_input) = true;
   /// Scalable-Softmax and LogN scaling in every attention of the block.
   TORCH_ARG(LengthFactors, length_factors) = {};
+  /// Stick-breaking weights instead of the softmax in the block's (causal) self-attention.
+  TORCH_ARG(bool, stick_breaking) = false;
 };
 
 class BlockImpl : public torch::nn::Module {

@@ -51,8 +51,10 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
       heads_(options.heads()),
       head_dim_(options.d_model() / options.heads()),
       dropout_(options.dropout()),
-      causal_(options.causal()) {
+      causal_(options.causal()),
+      stick_breaking_(options.stick_breaking()) {
   TORCH_CHECK(d_model_ % heads_ == 0, "d_model ", d_model_, " is not divisible by heads ", heads_);
+  TORCH_CHECK(!stick_breaking_ || causal_, "stick-breaking attention needs causal self-attention");
   if (options.project_input()) qkv_ = register_module("qkv", torch::nn::Linear(d_model_, 3 * d_model_));
   out_ = register_module("out", torch::nn::Linear(d_model_, d_model_));
   attn_drop_ = register_module("attn_drop", torch::nn::Dropout(dropout_));
@@ -86,6 +88,25 @@ torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, c
   if (head_scale_.defined()) times(head_scale_.view({1, heads_, 1, 1}));  // (1, H, 1, 1): counts no keys
   if (logit_scale_ != 1.0) times(torch::full({1, 1, 1, 1}, logit_scale_, k.options().dtype(torch::kFloat)));
   return factor;
+}
+
+torch::Tensor MultiHeadAttentionImpl::stick_breaking_weights(const torch::Tensor& z, const torch::Tensor& blocked,
+                                                             const torch::Tensor& own) {
+  // In float32 at least: the log-weights sum up to Lk terms.
+  const auto logits = z.scalar_type() == torch::kDouble ? z : z.to(torch::kFloat);
+  const auto shape = own.view({1, 1, own.size(0), own.size(1)});
+  const auto out = blocked.logical_or(shape);  // (1|B, 1, Lq, Lk): keys that take no share of their own
+  // log beta_ij and log(1 - beta_ij); a key out of play takes nothing (log 0) and leaves everything (log 1).
+  // Filled after the log-sigmoids, not fed -inf, so that no gradient is computed from an infinity.
+  const auto log_share = torch::log_sigmoid(logits).masked_fill(out, -std::numeric_limits<double>::infinity());
+  const auto log_left = torch::log_sigmoid(-logits).masked_fill(out, 0.0);  // (B, H, Lq, Lk)
+  // sum over the keys k > j of log(1 - beta_ik): the reversed cumulative sum, less key j's own term. Keys
+  // right of the query add 0, so this is the sum over the keys between j and the query.
+  const auto through = log_left.flip(-1).cumsum(-1).flip(-1) - log_left;
+  auto weights = (log_share + through).exp();  // (B, H, Lq, Lk): 0 on the keys out of play
+  const auto rest = (1.0 - weights.sum(-1, /*keepdim=*/true)).clamp_min(0.0);  // (B, H, Lq, 1)
+  weights = weights + rest * shape.to(weights.scalar_type());
+  return weights.to(z.scalar_type());
 }
 
 torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const {
@@ -148,7 +169,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
   const torch::Tensor factor = length_factor(mask, k);
 
   torch::Tensor ctx;  // (B, H, L, Dh)
-  if (compat::kHasSdpa && caps.fits_fused_attention() && !keep_weights_ && !force_explicit_) {
+  if (compat::kHasSdpa && caps.fits_fused_attention() && !stick_breaking_ && !keep_weights_ && !force_explicit_) {
     // Fused kernel; the bias becomes an additive float mask in the query dtype.
     // The factor scales q (so q·k) and the bias.
     if (factor.defined()) {
@@ -176,8 +197,15 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
       in_place = false;
     }
     if (factor.defined()) scores = times(scores, factor);
-    if (mask.defined()) scores = plus(scores, mask);  // after reweighting, which may scale the scores
-    auto probs = torch::softmax(scores, /*dim=*/-1);  // (B, H, L, L)
+    torch::Tensor probs;  // (B, H, Lq, Lk)
+    if (stick_breaking_) {
+      // Which key is whose: the causal mask and padding hide keys, and each query's own key takes the rest.
+      const auto offsets = relative_positions(pos.q, pos.k);  // (Lq, Lk): key id - query id
+      probs = stick_breaking_weights(scores, mask.isinf(), offsets.eq(0));
+    } else {
+      if (mask.defined()) scores = plus(scores, mask);  // after reweighting, which may scale the scores
+      probs = torch::softmax(scores, /*dim=*/-1);
+    }
     if (keep_weights_) last_weights_ = probs.detach();
     auto dropped = attn_drop_->forward(probs);
     ctx = batched_matmul(dropped, v);  // (B, H, L, Dh)

@@ -14,7 +14,8 @@ BlockImpl::BlockImpl(const BlockOptions& o) {
                                                                   .dropout(o.dropout())
                                                                   .project_input(o.project_input())
                                                                   .causal(o.causal())
-                                                                  .length_factors(o.length_factors())));
+                                                                  .length_factors(o.length_factors())
+                                                                  .stick_breaking(o.stick_breaking())));
   ln2_ = register_module("ln2", layer_norm(o.d_model()));
   ff1_ = register_module("ff1", torch::nn::Linear(o.d_model(), o.d_ff()));
   ff2_ = register_module("ff2", torch::nn::Linear(o.d_ff(), o.d_model()));

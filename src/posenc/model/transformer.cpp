@@ -110,7 +110,8 @@ void TransformerImpl::register_stack(bool causal) {
                                 .dropout(cfg_.dropout)
                                 .causal(causal)
                                 .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))
-                                .length_factors(length_factors_of(cfg_))));
+                                .length_factors(length_factors_of(cfg_))
+                                .stick_breaking(cfg_.attention_weights == AttentionWeights::StickBreaking)));
     blocks->push_back(blocks_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
