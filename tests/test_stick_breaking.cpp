@@ -151,6 +151,23 @@ TEST(StickBreaking, ADecoderWithoutPositionsLearnsToCopy) {
   const json results = read_json_file(run + "/results.json");
   EXPECT_EQ(results["config"]["model"]["attention"]["weights"], "stick_breaking");
   EXPECT_GT(results["lengths"][0]["token_accuracy"].get<double>(), 0.5) << r.output;
+
+  // `posenc heads` reads the weights the model attends with: each query's on
+  // the keys left of it and on itself sum to 1, and none lie right of it.
+  auto h = posenc::testing::run_cli("heads " + run + "/checkpoint.pt --lengths 6 --samples 20 --json " +
+                                    s.path("heads.json"));
+  ASSERT_EQ(h.code, 0) << h.output;
+  EXPECT_NE(h.output.find("with stick_breaking weights"), std::string::npos) << h.output;
+  const json heads = read_json_file(s.path("heads.json"));
+  EXPECT_EQ(heads["weights"], "stick_breaking");
+  int checked = 0;
+  for (const auto& block : heads["lengths"][0]["blocks"])
+    for (const auto& head : block["heads"]) {
+      EXPECT_NEAR(head["left"].get<double>() + head["self"].get<double>(), 1.0, 1e-5) << block["block"];
+      EXPECT_EQ(head["right"].get<double>(), 0.0) << block["block"];
+      ++checked;
+    }
+  EXPECT_EQ(checked, 3 * 4);  // 3 blocks of 4 heads
 }
 
 }  // namespace POSENC_TEST_UNIT

@@ -49,9 +49,10 @@ void print_number(const nlohmann::json& v, const char* format, int width) {
 void print_table(const nlohmann::json& j) {
   const auto& lengths = j["lengths"];
   std::printf(
-      "%s (%s on %s, trained on lengths %lld-%lld), %s queries%s:\n", j["checkpoint"].get<std::string>().c_str(),
-      j["scheme"].get<std::string>().c_str(), j["task"].get<std::string>().c_str(),
-      static_cast<long long>(j["trained_lengths"][0].get<int64_t>()),
+      "%s (%s%s on %s, trained on lengths %lld-%lld), %s queries%s:\n", j["checkpoint"].get<std::string>().c_str(),
+      j["scheme"].get<std::string>().c_str(),
+      j["weights"] == "softmax" ? "" : (" with " + j["weights"].get<std::string>() + " weights").c_str(),
+      j["task"].get<std::string>().c_str(), static_cast<long long>(j["trained_lengths"][0].get<int64_t>()),
       static_cast<long long>(j["trained_lengths"][1].get<int64_t>()), j["queries"].get<std::string>().c_str(),
       j["example_kind"].is_null() ? "" : (", examples of kind " + j["example_kind"].get<std::string>()).c_str());
   for (const auto& l : lengths) {

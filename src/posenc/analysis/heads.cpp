@@ -239,6 +239,7 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
   return {{"checkpoint", checkpoint},
           {"scheme", m.positional.type},
           {"input_scheme", m.positional.input},
+          {"weights", name_of(m.attention_weights)},
           {"task", cfg.task.type},
           {"kind", name_of(m.kind)},
           {"example_kind", r.kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.kind)},
