@@ -19,11 +19,9 @@ namespace {
 bool seed_from_environment() {
   const char* value = std::getenv("POSENC_TEST_SEED");
   if (value == nullptr || *value == '\0') return true;
-  if (*value == '-') {
-    std::cerr << "posenc_tests: POSENC_TEST_SEED must be a non-negative integer, not '" << value << "'\n";
-    return false;
-  }
   try {
+    // stoull would wrap a leading minus around to a huge seed.
+    if (*value == '-') throw std::invalid_argument("negative");
     std::size_t used = 0;
     const unsigned long long seed = std::stoull(value, &used);
     if (used != std::string(value).size()) throw std::invalid_argument("trailing characters");

@@ -94,8 +94,8 @@ torch::Tensor MultiHeadAttentionImpl::stick_breaking_weights(const torch::Tensor
                                                              const torch::Tensor& own) {
   // In float32 at least: the log-weights sum up to Lk terms.
   const auto logits = z.scalar_type() == torch::kDouble ? z : z.to(torch::kFloat);
-  const auto shape = own.view({1, 1, own.size(0), own.size(1)});
-  const auto out = blocked.logical_or(shape);  // (1|B, 1, Lq, Lk): keys that take no share of their own
+  const auto own_key = own.view({1, 1, own.size(0), own.size(1)});  // (1, 1, Lq, Lk)
+  const auto out = blocked.logical_or(own_key);  // (1|B, 1, Lq, Lk): keys that take no share of their own
   // log beta_ij and log(1 - beta_ij); a key out of play takes nothing (log 0) and leaves everything (log 1).
   // Filled after the log-sigmoids, not fed -inf, so that no gradient is computed from an infinity.
   const auto log_share = torch::log_sigmoid(logits).masked_fill(out, -std::numeric_limits<double>::infinity());
@@ -105,7 +105,7 @@ torch::Tensor MultiHeadAttentionImpl::stick_breaking_weights(const torch::Tensor
   const auto through = log_left.flip(-1).cumsum(-1).flip(-1) - log_left;
   auto weights = (log_share + through).exp();  // (B, H, Lq, Lk): 0 on the keys out of play
   const auto rest = (1.0 - weights.sum(-1, /*keepdim=*/true)).clamp_min(0.0);  // (B, H, Lq, 1)
-  weights = weights + rest * shape.to(weights.scalar_type());
+  weights = weights + rest * own_key.to(weights.scalar_type());
   return weights.to(z.scalar_type());
 }
 
