@@ -55,6 +55,14 @@ struct PositionalConfig {
   /// (`type` reads them in attention too, e.g. coupled ids at the input and a
   /// bias over their differences).
   TaskIds task_ids = TaskIds::Input;
+  /// 0: `type` acts in every block it is placed in; N >= 2: blocks N, 2N, ...
+  /// of each self-attention stack have no scheme (NoPE blocks between
+  /// positional ones, as Llama 4 and Yang et al. 2025 interleave them).
+  int64_t nope_every = 0;
+
+  /// Whether block `index` (from 0) of a self-attention stack is left without
+  /// the scheme by nope_every.
+  bool nope_block(int64_t index) const { return nope_every > 0 && (index + 1) % nope_every == 0; }
 
   /// Where the task defines position ids, whether the scheme of this slot
   /// reads them: the input slot's where there is one (and `type` too with
@@ -96,6 +104,11 @@ struct ModelConfig {
   /// model.attention.logit_scale: every attention's logits times t, one fixed
   /// number for every head and length (a softmax temperature of 1/t); 1 is off.
   double logit_scale = 1.0;
+  /// model.attention.window: 0 is off; W >= 1 limits each query of a
+  /// self-attention block to the keys fewer than W token slots away (causal:
+  /// itself and the W - 1 before it), except in the blocks that
+  /// positional.nope_every leaves without positions.
+  int64_t attention_window = 0;
   PositionalConfig positional;
 };
 

@@ -24,9 +24,11 @@ namespace {
 
 constexpr const char* kEvalWriter = "posenc eval";
 
-/// The model keys that scale attention's logits without a parameter, so that
-/// eval may change them on a trained model; the check and the help read this.
-const std::vector<std::string> kParameterFreeModelKeys = {"model.attention.logn_from", "model.attention.logit_scale"};
+/// The model keys that change attention without a parameter (the logits' scale,
+/// the keys a query sees), so that eval may change them on a trained model; the
+/// check and the help read this.
+const std::vector<std::string> kParameterFreeModelKeys = {"model.attention.logn_from", "model.attention.logit_scale",
+                                                          "model.attention.window"};
 
 /// Results files of eval from before the "written_by" key: their own set of keys.
 bool written_by_an_older_eval(const nlohmann::json& j) {

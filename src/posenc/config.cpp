@@ -150,6 +150,15 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
                 "softmax temperature of 1/t; Wang et al. 2024 search one on longer examples); no parameter, so "
                 "`posenc eval --set` may set it for a trained model; with model.attention.head_scale the learned "
                 "lambda_h multiply it, so tuning starts from it. 1: the plain logits"),
+      written_if<ModelConfig>(
+          int_key("window", &ModelConfig::attention_window, 0, int64_t{1} << 30,
+                  "0: every key; W >= 1: sliding-window attention, each query of a self-attention block sees only "
+                  "the keys fewer than W tokens away (a decoder's: itself and the W - 1 before it; an encoder's: W - "
+                  "1 either side), counted in tokens, not position ids. Every block is windowed but those that "
+                  "model.positional.nope_every leaves without positions, which keep full attention (local RoPE "
+                  "blocks and global NoPE ones, as in Yang et al. 2025 and Cohere's Command A). No parameter, so "
+                  "`posenc eval --set` may set it for a trained model"),
+          [](const ModelConfig& m) { return m.attention_window != 0; }),
   };
   return keys;
 }
@@ -177,6 +186,13 @@ const std::vector<Key<PositionalConfig>>& positional_keys() {
                      "with an input scheme and a task that defines position ids (task.positions): which slots read "
                      "them; refused otherwise"),
           [](const PositionalConfig& p) { return p.input != "none" && p.task_ids != TaskIds::Input; }),
+      written_if<PositionalConfig>(
+          int_key("nope_every", &PositionalConfig::nope_every, 0, 1024,
+                  "0: type acts in every block; N >= 2: blocks N, 2N, ... of each self-attention stack have no "
+                  "scheme in their attention (NoPE blocks between positional ones: Llama 4's iRoPE is rope with "
+                  "N = 4, Yang et al. 2025's RNoPE interleaves them too); for a scheme that acts in every block's "
+                  "attention. With model.attention.window these blocks keep full attention"),
+          [](const PositionalConfig& p) { return p.nope_every != 0; }),
   };
   return keys;
 }
@@ -438,6 +454,23 @@ void check_scheme_pair(const PositionalConfig& p, const std::string& path) {
                       "in attention (rope, alibi, fire, kerple, none, ...)");
 }
 
+/// nope_every leaves blocks without a scheme that acts in every block's attention.
+void check_nope_blocks(const PositionalConfig& p, const SchemeInfo& info, const std::string& path) {
+  if (p.nope_every == 0) return;
+  const std::string at = child_path(path, "nope_every");
+  if (p.nope_every == 1)
+    throw ConfigError(at + ": 1 would leave every block without positions; for that give " + path +
+                      ".type none, or 0 to keep the scheme in every block");
+  if (p.type == "none")
+    throw ConfigError(at + ": " + path + ".type is none, so no block has positions to leave out; give 0");
+  const bool at_input =
+      p.apply_to == ApplyTo::Input || (p.apply_to == ApplyTo::Auto && info.default_placement == Placement::Input);
+  if (at_input)
+    throw ConfigError(at + ": " + path + ".type=" + p.type +
+                      " acts once, before block 1 (or in block 1's attention), so no later block has it to leave "
+                      "out; nope_every is for a scheme in every block's attention (rope, alibi, fire, ...)");
+}
+
 /// `causal`: a decoder, where options with a causal value (t5's bidirectional)
 /// take it. Not where the scheme in `type` reads ids a task defines
 /// (`task_ids`, with no input slot or with task_ids "both"): ids are not in token order, and a key earlier
@@ -463,6 +496,7 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
     parse_scheme_slot(j["cross"], child_path(path, "cross"), /*causal=*/false, p.cross, p.cross_options);
   if (j.contains("input")) parse_scheme_slot(j["input"], child_path(path, "input"), causal, p.input, p.input_options);
   check_scheme_pair(p, path);
+  check_nope_blocks(p, info, path);
   if (j.contains("task_ids")) {
     const std::string at = child_path(path, "task_ids");
     if (p.input == "none")
@@ -533,6 +567,15 @@ ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
                       ".weights: \"stick_breaking\" hands out a query's weight key by key going back from it, "
                       "which needs the causal order of a decoder's self-attention; model.kind=" +
                       kind + " has attention without it: use \"softmax\"");
+  if (m.positional.nope_every > 0) {
+    // Every self-attention stack has a block without positions.
+    const bool decoder_short = m.kind == ModelKind::EncoderDecoder && m.positional.nope_every > m.decoder_layers;
+    if (m.positional.nope_every > m.layers || decoder_short)
+      throw ConfigError(at("positional") + ".nope_every=" + std::to_string(m.positional.nope_every) + ": the " +
+                        (decoder_short ? "decoder has model.decoder_layers=" + std::to_string(m.decoder_layers)
+                                       : "model has model.layers=" + std::to_string(m.layers)) +
+                        " blocks, so none would be left without positions; give at most that many, or 0");
+  }
   if (m.logn_from == 1)
     throw ConfigError(at("attention") +
                       ".logn_from: 1 would divide by log 1 = 0; give 0 (off) or the most keys a query saw in "

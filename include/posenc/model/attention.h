@@ -4,8 +4,8 @@
 // handed in directly (attend), which is how the "embedded QKV" first block
 // works (Attention Positional Encoding, Bhorania: docs/sources.md). The positional scheme's hooks are called here and nowhere
 // else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
-// (* s_h log n, Scalable-Softmax; * log n / log N, LogN; * lambda_h, head scale; where on) -> causal mask -> softmax
-// (or stick-breaking) -> probs·v (+ value_terms).
+// (* s_h log n, Scalable-Softmax; * log n / log N, LogN; * lambda_h, head scale; where on) -> causal and window
+// mask -> softmax (or stick-breaking) -> probs·v (+ value_terms).
 #pragma once
 
 #include <torch/torch.h>
@@ -60,6 +60,9 @@ struct MultiHeadAttentionOptions {
   TORCH_ARG(LengthFactors, length_factors) = {};
   /// Stick-breaking weights (Tan et al. 2024) instead of the softmax; needs causal.
   TORCH_ARG(bool, stick_breaking) = false;
+  /// Sliding-window self-attention: a query sees only the keys fewer than this many token slots away (causal:
+  /// itself and the window - 1 before it); counted in tokens, not position ids. 0: every key.
+  TORCH_ARG(int64_t, window) = 0;
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
@@ -93,6 +96,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   /// (1|B, 1, Lq|1, Lk, 0 or -inf; undefined: all of k's (B, H, Lk, Dh) keys);
   /// undefined when all are off.
   torch::Tensor length_factor(const torch::Tensor& mask, const torch::Tensor& k) const;
+  /// |query slot - key slot| (Lq, Lk) int64, the queries being the last Lq of Lk tokens.
+  static torch::Tensor token_distance(int64_t Lq, int64_t Lk, const torch::Device& device);
   /// Stick-breaking weights (B, H, Lq, Lk) from the logits z (B, H, Lq, Lk), before the mask: going back
   /// from query i, key j < i takes sigmoid(z_ij) times what the keys between them left, prod (1 - sigmoid(z_ik));
   /// the query's own key takes the rest, so each row sums to 1. blocked (1|B, 1, Lq, Lk): the keys the
@@ -104,6 +109,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   double dropout_;
   bool causal_;
   bool stick_breaking_;
+  int64_t window_;
   bool keep_weights_ = false;
   bool force_explicit_ = false;
   torch::Tensor last_weights_;

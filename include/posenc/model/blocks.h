@@ -28,6 +28,8 @@ struct BlockOptions {
   TORCH_ARG(LengthFactors, length_factors) = {};
   /// Stick-breaking weights instead of the softmax in the block's (causal) self-attention.
   TORCH_ARG(bool, stick_breaking) = false;
+  /// Sliding-window self-attention: the keys fewer than this many tokens away (0: every key).
+  TORCH_ARG(int64_t, window) = 0;
 };
 
 class BlockImpl : public torch::nn::Module {

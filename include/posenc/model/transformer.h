@@ -180,11 +180,15 @@ class TransformerImpl : public torch::nn::Module {
   /// model.positional.input), placed by model.positional.apply_to.
   void place_stack_schemes(bool causal);
   /// Instances of `type` for `layers` blocks (names: prefix + "positional"[+ layer]),
-  /// where `apply_to` says (Auto: the scheme's default placement).
+  /// where `apply_to` says (Auto: the scheme's default placement). `self_attention`: the stack's own scheme,
+  /// which leaves out the blocks model.positional.nope_every names (not the input or cross slot's).
   SchemePlacement place_scheme(const std::string& type, const nlohmann::json& options, int64_t layers, bool causal,
-                               const std::string& prefix, ApplyTo apply_to);
+                               const std::string& prefix, ApplyTo apply_to, bool self_attention);
   /// "blocks" (model.layers of them) and "final_ln".
   void register_stack(bool causal);
+  /// model.attention.window in self-attention block `index` (from 0): 0 in the blocks nope_every leaves without
+  /// positions, which keep full attention.
+  int64_t window_of_block(int64_t index) const;
   /// "head": d_model -> outputs; checks what model.positional.randomize draws against every scheme.
   void register_head(int64_t outputs);
 

@@ -52,9 +52,11 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
       head_dim_(options.d_model() / options.heads()),
       dropout_(options.dropout()),
       causal_(options.causal()),
-      stick_breaking_(options.stick_breaking()) {
+      stick_breaking_(options.stick_breaking()),
+      window_(options.window()) {
   TORCH_CHECK(d_model_ % heads_ == 0, "d_model ", d_model_, " is not divisible by heads ", heads_);
   TORCH_CHECK(!stick_breaking_ || causal_, "stick-breaking attention needs causal self-attention");
+  TORCH_CHECK(window_ >= 0, "the attention window is 0 (off) or a number of tokens, not ", window_);
   if (options.project_input()) qkv_ = register_module("qkv", torch::nn::Linear(d_model_, 3 * d_model_));
   out_ = register_module("out", torch::nn::Linear(d_model_, d_model_));
   attn_drop_ = register_module("attn_drop", torch::nn::Dropout(dropout_));
@@ -109,6 +111,13 @@ torch::Tensor MultiHeadAttentionImpl::stick_breaking_weights(const torch::Tensor
   return weights.to(z.scalar_type());
 }
 
+torch::Tensor MultiHeadAttentionImpl::token_distance(int64_t Lq, int64_t Lk, const torch::Device& device) {
+  // The queries are the last Lq of the Lk tokens (all of them without a cache; the new ones with one).
+  const auto slots = torch::TensorOptions().dtype(torch::kLong).device(device);
+  const auto query_slot = torch::arange(Lk - Lq, Lk, slots).view({Lq, 1});
+  return (query_slot - torch::arange(Lk, slots).view({1, Lk})).abs();  // (Lq, Lk)
+}
+
 torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const {
   return x.view({x.size(0), x.size(1), heads_, head_dim_}).transpose(1, 2);  // (B, H, L, Dh)
 }
@@ -139,27 +148,39 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
     scheme->rotate(q, k, pos);
   }
   torch::Tensor bias = caps.bias ? scheme->bias(pos) : torch::Tensor();  // (1|B, H, Lq, Lk)
-  torch::Tensor mask;  // (1, 1, Lq, Lk): -inf on keys right of the query (causal), else 0
-  if (causal_) {
+  // (1, 1, Lq, Lk): -inf on the keys a query may not see (right of it, if causal; outside its window), else 0
+  torch::Tensor mask;
+  const int64_t Lq = q.size(2), Lk = k.size(2);
+  if (causal_ || window_ > 0) {
     const auto make = [&] {
-      auto future = relative_positions(pos.q, pos.k).gt(0);  // (Lq, Lk)
-      return torch::zeros(future.sizes(), q.options().dtype(torch::kFloat))
-          .masked_fill(future, -std::numeric_limits<float>::infinity())
-          .view({1, 1, future.size(0), future.size(1)});
+      torch::Tensor hidden;  // (Lq, Lk) bool
+      if (causal_) hidden = relative_positions(pos.q, pos.k).gt(0);
+      if (window_ > 0) {
+        const auto far = token_distance(Lq, Lk, q.device()).ge(window_);  // (Lq, Lk)
+        hidden = hidden.defined() ? hidden.logical_or(far) : far;
+      }
+      return torch::zeros(hidden.sizes(), q.options().dtype(torch::kFloat))
+          .masked_fill(hidden, -std::numeric_limits<float>::infinity())
+          .view({1, 1, Lq, Lk});
     };
-    // One mask per forward, shared by every layer (the positions are the same).
+    // One mask per forward, shared by every layer of the same window (the positions are the same).
     if (pos.cache == nullptr) {
       mask = make();
     } else {
-      auto it = pos.cache->find("causal_mask");
-      mask = it != pos.cache->end() ? it->second : pos.cache->emplace("causal_mask", make()).first->second;
+      const std::string key =
+          std::string(causal_ ? "causal" : "bidirectional") + "_mask_window_" + std::to_string(window_);
+      auto it = pos.cache->find(key);
+      mask = it != pos.cache->end() ? it->second : pos.cache->emplace(key, make()).first->second;
     }
   }
 
   if (pos.key_padding.defined()) {
-    // (B, 1, 1, Lk): -inf at padding keys. Every row keeps at least one real key.
+    // (B, 1, 1, Lk): -inf at padding keys. Every row keeps at least one real key, but under a window a padding
+    // query may see padding only: it keeps its own key, so that its row is not all -inf (a NaN that the values'
+    // product would spread). No real query sees a padding key either way.
     auto padding = torch::zeros({B, 1, 1, pos.key_padding.size(1)}, q.options().dtype(torch::kFloat))
                        .masked_fill(pos.key_padding.view({B, 1, 1, -1}), -std::numeric_limits<float>::infinity());
+    if (window_ > 0) padding = padding.masked_fill(token_distance(Lq, Lk, q.device()).eq(0).view({1, 1, Lq, Lk}), 0.0);
     mask = mask.defined() ? mask + padding : padding;  // (B, 1, Lq|1, Lk)
   }
 

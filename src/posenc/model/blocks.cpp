@@ -15,7 +15,8 @@ BlockImpl::BlockImpl(const BlockOptions& o) {
                                                                   .project_input(o.project_input())
                                                                   .causal(o.causal())
                                                                   .length_factors(o.length_factors())
-                                                                  .stick_breaking(o.stick_breaking())));
+                                                                  .stick_breaking(o.stick_breaking())
+                                                                  .window(o.window())));
   ln2_ = register_module("ln2", layer_norm(o.d_model()));
   ff1_ = register_module("ff1", torch::nn::Linear(o.d_model(), o.d_ff()));
   ff2_ = register_module("ff2", torch::nn::Linear(o.d_ff(), o.d_model()));
@@ -43,7 +44,8 @@ DecoderBlockImpl::DecoderBlockImpl(const BlockOptions& o) {
   const auto attention =
       MultiHeadAttentionOptions(D, o.heads()).dropout(o.dropout()).length_factors(o.length_factors());
   ln1_ = register_module("ln1", layer_norm(D));
-  self_attention = register_module("attention", MultiHeadAttention(MultiHeadAttentionOptions(attention).causal(true)));
+  self_attention = register_module(
+      "attention", MultiHeadAttention(MultiHeadAttentionOptions(attention).causal(true).window(o.window())));
   ln_cross_ = register_module("ln_cross", layer_norm(D));
   cross_q_ = register_module("cross_q", torch::nn::Linear(D, D));
   cross_kv_ = register_module("cross_kv", torch::nn::Linear(D, 2 * D));

@@ -12,12 +12,13 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
   place_stack_schemes(/*causal=*/false);
   // The decoder's own instances, with the causal value of any option that has one.
   decoder_schemes_ = place_scheme(p.type, causal_scheme_options(find_scheme(p.type), p.options), cfg.decoder_layers,
-                                  /*causal=*/true, "decoder_", p.apply_to);
+                                  /*causal=*/true, "decoder_", p.apply_to, /*self_attention=*/true);
   // Cross-attention: in every decoder block, queries at target ids, keys at source ids.
   cross_schemes_.attend_with.assign(cfg.decoder_layers, nullptr);
   if (p.cross != "none") {
     cross_schemes_ =
-        place_scheme(p.cross, p.cross_options, cfg.decoder_layers, /*causal=*/false, "cross_", ApplyTo::EveryLayer);
+        place_scheme(p.cross, p.cross_options, cfg.decoder_layers, /*causal=*/false, "cross_", ApplyTo::EveryLayer,
+                     /*self_attention=*/false);
     if (cross_schemes_.attend_with[0] == nullptr)
       throw IncompatibleConfig("model.positional.cross=" + p.cross +
                                " adds positions to the residual stream before a block, but cross-attention reads "
@@ -31,8 +32,10 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
   register_stack(/*causal=*/false);
   auto blocks = register_module("decoder_blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.decoder_layers; ++i) {
-    decoder_blocks_.push_back(DecoderBlock(
-        BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff).dropout(cfg.dropout).length_factors(length_factors_of(cfg))));
+    decoder_blocks_.push_back(DecoderBlock(BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff)
+                                               .dropout(cfg.dropout)
+                                               .length_factors(length_factors_of(cfg))
+                                               .window(window_of_block(i))));
     blocks->push_back(decoder_blocks_.back());
   }
   decoder_final_ln_ =

@@ -46,8 +46,8 @@ void TransformerImpl::register_token_embedding() {
 }
 
 SchemePlacement TransformerImpl::place_scheme(const std::string& type, const nlohmann::json& options_json,
-                                              int64_t layers, bool causal, const std::string& prefix,
-                                              ApplyTo apply_to) {
+                                              int64_t layers, bool causal, const std::string& prefix, ApplyTo apply_to,
+                                              bool self_attention) {
   SchemePlacement placed;
   placed.embed_at.assign(layers, nullptr);
   placed.attend_with.assign(layers, nullptr);
@@ -59,6 +59,7 @@ SchemePlacement TransformerImpl::place_scheme(const std::string& type, const nlo
   const bool shared_across_layers = cfg_.positional.share_across_layers;
   PositionalSchemeImpl* shared = nullptr;
   for (int64_t layer = 0; layer < applied; ++layer) {
+    if (self_attention && cfg_.positional.nope_block(layer)) continue;  // a NoPE block: no instance, no hooks
     if (shared == nullptr || !shared_across_layers) {
       SchemeContext ctx{cfg_.d_model, cfg_.heads, cfg_.d_model / cfg_.heads, layer, causal};
       schemes_.push_back(info.make(ctx, options));
@@ -80,10 +81,11 @@ PositionalSchemeImpl* TransformerImpl::scheme_at_block(int64_t block) const {
 
 void TransformerImpl::place_stack_schemes(bool causal) {
   const PositionalConfig& p = cfg_.positional;
-  stack_schemes_ = place_scheme(p.type, p.options, cfg_.layers, causal, "", p.apply_to);
+  stack_schemes_ = place_scheme(p.type, p.options, cfg_.layers, causal, "", p.apply_to, /*self_attention=*/true);
   // model.positional.input: a second scheme, before block 1, beside one in attention.
   if (p.input != "none") {
-    const SchemePlacement input = place_scheme(p.input, p.input_options, cfg_.layers, causal, "input_", ApplyTo::Input);
+    const SchemePlacement input =
+        place_scheme(p.input, p.input_options, cfg_.layers, causal, "input_", ApplyTo::Input, /*self_attention=*/false);
     input_scheme_ = input.embed_at[0];
     if (input_scheme_ == nullptr || input.attend_with[0] != nullptr)
       throw IncompatibleConfig("model.positional.input=" + p.input +
@@ -111,10 +113,15 @@ void TransformerImpl::register_stack(bool causal) {
                                 .causal(causal)
                                 .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))
                                 .length_factors(length_factors_of(cfg_))
-                                .stick_breaking(cfg_.attention_weights == AttentionWeights::StickBreaking)));
+                                .stick_breaking(cfg_.attention_weights == AttentionWeights::StickBreaking)
+                                .window(window_of_block(i))));
     blocks->push_back(blocks_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
+}
+
+int64_t TransformerImpl::window_of_block(int64_t index) const {
+  return cfg_.positional.nope_block(index) ? 0 : cfg_.attention_window;
 }
 
 void TransformerImpl::register_head(int64_t outputs) {
