@@ -675,6 +675,15 @@ class EncoderClassifier(nn.Module):
         self.m, self.vocab = m, cfg["task"]["vocab_size"]
         D, H = m["d_model"], m["heads"]
         self.embedded = m["attention"]["qkv"] == "embedded"
+        # The twin is posenc's plain attention: refuse what it does not compute rather than time something else.
+        plain = {"qkv": m["attention"]["qkv"], "weights": "softmax", "log_length_scale": 0.0, "logn_from": 0,
+                 "head_scale": False, "logit_scale": 1.0}
+        alone = " is not in the PyTorch twin (posenc bench --no-python times posenc alone)"
+        for key, value in m["attention"].items():
+            if plain.get(key, object()) != value:
+                raise SystemExit(f"bench_eager.py: model.attention.{key}={value}{alone}")
+        if m["positional"].get("nope_every", 0):
+            raise SystemExit(f"bench_eager.py: model.positional.nope_every{alone}")
         self.tokens = nn.Embedding(self.vocab + 2, 3 * D if self.embedded else D)
         self.embed_drop = nn.Dropout(m["dropout"])
         p = dict(m["positional"])
