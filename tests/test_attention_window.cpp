@@ -85,8 +85,7 @@ TEST(AttentionWindow, AQuerySeesOnlyTheKeysInItsWindow) {
     auto attention = windowed_attention(causal, window);
     attention->attend(q, k, v, nullptr, posenc::testing::arange_positions(L));
     const auto w = attention->last_weights()[0];  // (H, L, L)
-    EXPECT_TRUE(torch::allclose(w, windowed_softmax_by_hand(logits_of(q, k), causal, window), 0.0,
-                                tolerance::kFloat64))
+    EXPECT_TRUE(torch::allclose(w, windowed_softmax_by_hand(logits_of(q, k), causal, window), 0.0, tolerance::kFloat64))
         << (causal ? "causal" : "bidirectional");
     // Outside the band |i - j| < window nothing, exactly (the mask is -inf, not a large negative number).
     const auto band = torch::ones({L, L}, torch::kFloat64).triu(-(window - 1)).tril(window - 1);
@@ -227,8 +226,8 @@ TEST(AttentionWindow, EvalSetsAWindowOnATrainedModel) {
       "--set model.d_model=32 --set model.d_ff=64 --set model.layers=2");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto scores = [&](const std::string& flags, const std::string& out) {
-    auto e = posenc::testing::run_cli("eval " + run + "/checkpoint.pt --lengths 32,128 --out " + s.path(out) + " " +
-                                      flags);
+    auto e =
+        posenc::testing::run_cli("eval " + run + "/checkpoint.pt --lengths 32,128 --out " + s.path(out) + " " + flags);
     EXPECT_EQ(e.code, 0) << e.output;
     std::ifstream in(s.path(out));
     return nlohmann::json::parse(in)["lengths"];
@@ -244,6 +243,42 @@ TEST(AttentionWindow, EvalSetsAWindowOnATrainedModel) {
   auto bad = posenc::testing::run_cli("eval " + run + "/checkpoint.pt --set model.attention.weights=stick_breaking");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("model.attention.window"), std::string::npos) << bad.output;  // named as one it takes
+}
+
+TEST(NopeBlocks, HeadsNamesEachBlocksWindowAndReadsItsHeadsOverIt) {
+  // A hybrid language model (2 blocks: RoPE windowed to 8 tokens, then NoPE with full attention), read by
+  // `posenc heads` at 64 characters: block 1's queries see at most 8 keys, block 2's all before them.
+  posenc::testing::Scratch s("nope_blocks_heads");
+  const std::string run = s.path("run");
+  auto r = posenc::testing::train_shipped(
+      "charlm.json", run,
+      "--set model.positional.type=rope --set model.positional.nope_every=2 --set model.attention.window=8 "
+      "--set train.steps=20 --set task.min_length=32 --set task.max_length=32 --set eval.lengths=[32] "
+      "--set eval.samples_per_length=16 --set train.val_samples=8 --set model.d_model=32 --set model.d_ff=64 "
+      "--set model.layers=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto h = posenc::testing::run_cli("heads " + run + "/checkpoint.pt --lengths 64 --samples 4 --json " +
+                                    s.path("heads.json"));
+  ASSERT_EQ(h.code, 0) << h.output;
+  std::ifstream in(s.path("heads.json"));
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["window"], 8);
+  EXPECT_EQ(j["nope_every"], 2);
+  const auto& blocks = j["lengths"][0]["blocks"];
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0]["window"], 8);
+  EXPECT_EQ(blocks[0]["nope_block"], false);
+  EXPECT_EQ(blocks[1]["window"], 0);
+  EXPECT_EQ(blocks[1]["nope_block"], true);
+  // Query i sees min(i + 1, 8) keys in block 1 and i + 1 in block 2: means over i < 64 of 7.56 and 32.5.
+  EXPECT_NEAR(blocks[0]["keys_seen"].get<double>(), (28.0 + 8.0 * 57) / 64, 1e-9);
+  EXPECT_NEAR(blocks[1]["keys_seen"].get<double>(), 32.5, 1e-9);
+  for (const auto& head : blocks[0]["heads"]) EXPECT_LT(head["distance"].get<double>(), 7.0 + 1e-6);
+  // And inspect names why block 2 has no scheme to describe.
+  auto inspect = posenc::testing::run_cli("inspect --checkpoint " + run + "/checkpoint.pt --block 2 --json " +
+                                          s.path("inspect.json"));
+  EXPECT_EQ(inspect.code, 2) << inspect.output;
+  EXPECT_NE(inspect.output.find("nope_every=2"), std::string::npos) << inspect.output;
 }
 
 }  // namespace POSENC_TEST_UNIT

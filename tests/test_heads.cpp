@@ -104,6 +104,30 @@ TEST(Heads, ACausalHeadIsReadOverTheKeysItSeesAndPaddingIsNoQuery) {
                c10::Error);  // two heads where the earlier chunks had one
 }
 
+TEST(Heads, AWindowedHeadIsReadOverTheKeysInItsWindow) {
+  // A causal head flat over the window of 3 keys each query sees (model.attention.window = 3): query i sees
+  // n = min(i + 1, 3) keys at mean distance (n - 1) / 2, so a flat head is this one, and flatness is 1.
+  const int64_t L = 6, window = 3;
+  auto maps = torch::zeros({1, 1, L, L}, torch::kFloat);
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t n = std::min<int64_t>(i + 1, window);
+    maps[0][0][i].narrow(0, i + 1 - n, n).fill_(1.0 / static_cast<double>(n));
+  }
+  const auto all = torch::ones({1, L}, torch::kBool);
+  HeadAccumulator acc;
+  acc.add(maps, all, all, /*causal=*/true, window);
+  const auto s = acc.stats();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_NEAR(acc.flat_keys(), (1.0 + 2.0 + 3.0 * 4) / 6, 1e-12);
+  EXPECT_NEAR(acc.flat_distance(), (0.0 + 0.5 + 1.0 * 4) / 6, 1e-12);
+  EXPECT_NEAR(s[0].distance, acc.flat_distance(), kMapTolerance);
+  EXPECT_NEAR(s[0].flatness, 1.0, kMapTolerance);
+  // Read as if it saw every earlier key, the same head is not flat.
+  HeadAccumulator unwindowed;
+  unwindowed.add(maps, all, all, /*causal=*/true);
+  EXPECT_LT(unwindowed.stats()[0].flatness, 0.95);
+}
+
 namespace {
 
 json read_json(const std::string& path) {

@@ -55,6 +55,16 @@ void print_table(const nlohmann::json& j) {
       j["task"].get<std::string>().c_str(), static_cast<long long>(j["trained_lengths"][0].get<int64_t>()),
       static_cast<long long>(j["trained_lengths"][1].get<int64_t>()), j["queries"].get<std::string>().c_str(),
       j["example_kind"].is_null() ? "" : (", examples of kind " + j["example_kind"].get<std::string>()).c_str());
+  // Which blocks are windowed and which nope_every leaves without positions, where the model has either.
+  std::string windowed, without;
+  for (const auto& b : lengths[0]["blocks"]) {
+    if (b["window"].get<int64_t>() > 0) windowed += (windowed.empty() ? "" : ", ") + b["block"].get<std::string>();
+    if (b["nope_block"].get<bool>()) without += (without.empty() ? "" : ", ") + b["block"].get<std::string>();
+  }
+  if (!windowed.empty())
+    std::printf("  windowed to %lld tokens: %s\n", static_cast<long long>(j["window"].get<int64_t>()),
+                windowed.c_str());
+  if (!without.empty()) std::printf("  without positions, full attention: %s\n", without.c_str());
   for (const auto& l : lengths) {
     std::printf("  length %lld: %lld examples", static_cast<long long>(l["length"].get<int64_t>()),
                 static_cast<long long>(l["examples"].get<int64_t>()));

@@ -40,8 +40,9 @@ class HeadAccumulator {
  public:
   /// `maps` (B, H, L, L): attention probabilities, query by key. `queries` (B,
   /// L) bool: the queries counted. `keys` (B, L) bool: the keys that are
-  /// tokens (not padding); with `causal` a query sees those at j <= i, else all.
-  void add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal);
+  /// tokens (not padding); with `causal` a query sees those at j <= i, else all, and with a `window` > 0 only
+  /// those fewer than `window` positions away.
+  void add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal, int64_t window = 0);
   /// Per head, the averages over every query added (empty before any).
   std::vector<HeadStats> stats() const;
   /// The mean |j - i| a head flat over the keys each query sees would have.

@@ -18,7 +18,8 @@
 
 namespace posenc {
 
-void HeadAccumulator::add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal) {
+void HeadAccumulator::add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal,
+                          int64_t window) {
   TORCH_CHECK(maps.dim() == 4 && maps.size(2) == maps.size(3), "heads: expected maps (B, H, L, L), got ", maps.sizes());
   const int64_t B = maps.size(0), H = maps.size(1), L = maps.size(2);
   TORCH_CHECK(queries.dim() == 2 && queries.size(0) == B && queries.size(1) == L && keys.sizes() == queries.sizes(),
@@ -36,9 +37,10 @@ void HeadAccumulator::add(const at::Tensor& maps, const at::Tensor& queries, con
   const auto distance = (w * gap).sum(-1);                      // (B, H, L)
   const auto entropy = -torch::xlogy(w, w).sum(-1);             // (B, H, L); 0·log 0 = 0
 
-  // The keys each query sees: the tokens, and with a causal mask those at j <= i.
+  // The keys each query sees: the tokens, with a causal mask those at j <= i, and with a window those within it.
   auto seen = keys.to(torch::kCPU).to(torch::kBool).view({B, 1, L}).expand({B, L, L});  // (B, Lq, Lk)
   if (causal) seen = seen.logical_and(offset.le(0));
+  if (window > 0) seen = seen.logical_and(gap.lt(static_cast<double>(window)));
   const auto seen_f = seen.to(torch::kFloat64);
   const auto n = seen_f.sum(-1);                                      // (B, L)
   const auto counted = queries.to(torch::kCPU).to(torch::kFloat64);   // (B, L)
@@ -85,26 +87,35 @@ namespace {
 constexpr double kMapBytesPerChunk = 256.0 * (1 << 20);
 
 /// One self-attention module the statistics read: which stack's tokens it
-/// runs over, whether it is causal, and its name in the output.
+/// runs over, whether it is causal, its window, whether nope_every leaves it
+/// without positions, and its name in the output.
 struct ReadModule {
   size_t map = 0;       ///< its index in TransformerImpl::attention_maps()
   bool target = false;  ///< over ModelInputs::target (an encoder_decoder's decoder) instead of tokens
   bool causal = false;
+  int64_t window = 0;  ///< model.attention.window where it applies, else 0
+  bool nope_block = false;
   std::string name;
 };
 
 std::vector<ReadModule> read_modules(const ModelConfig& m) {
   std::vector<ReadModule> out;
+  // Block b (from 0) of a self-attention stack.
+  const auto module = [&](size_t map, bool target, bool causal, int64_t b, const std::string& name) {
+    const bool nope = m.positional.nope_block(b);
+    return ReadModule{map, target, causal, nope ? 0 : m.attention_window, nope, name};
+  };
   if (m.kind != ModelKind::EncoderDecoder) {
     for (int64_t b = 0; b < m.layers; ++b)
-      out.push_back({static_cast<size_t>(b), false, m.kind == ModelKind::Decoder, fmt::format("block {}", b + 1)});
+      out.push_back(
+          module(static_cast<size_t>(b), false, m.kind == ModelKind::Decoder, b, fmt::format("block {}", b + 1)));
     return out;
   }
   for (int64_t b = 0; b < m.layers; ++b)
-    out.push_back({static_cast<size_t>(b), false, false, fmt::format("encoder block {}", b + 1)});
+    out.push_back(module(static_cast<size_t>(b), false, false, b, fmt::format("encoder block {}", b + 1)));
   // Then (self, cross) per decoder block: the cross-attention is left out.
   for (int64_t b = 0; b < m.decoder_layers; ++b)
-    out.push_back({static_cast<size_t>(m.layers + 2 * b), true, true, fmt::format("decoder block {}", b + 1)});
+    out.push_back(module(static_cast<size_t>(m.layers + 2 * b), true, true, b, fmt::format("decoder block {}", b + 1)));
   return out;
 }
 
@@ -206,7 +217,7 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
         const at::Tensor& w = maps.at(modules[i].map);  // (n, H, L', L')
         const auto [queries, keys] =
             counted_tokens(modules[i].target ? rows.target : rows.tokens, w.size(2), answer_from);
-        sums[i].add(w, queries, keys, modules[i].causal);
+        sums[i].add(w, queries, keys, modules[i].causal, modules[i].window);
       }
     }
     nlohmann::json blocks = nlohmann::json::array();
@@ -224,6 +235,8 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
                          {"effective_keys", stats[h].effective_keys}});
       blocks.push_back({{"block", modules[i].name},
                         {"causal", modules[i].causal},
+                        {"window", modules[i].window},
+                        {"nope_block", modules[i].nope_block},
                         {"queries", sums[i].queries()},
                         {"flat_distance", sums[i].flat_distance()},
                         {"keys_seen", sums[i].flat_keys()},
@@ -240,6 +253,8 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
           {"scheme", m.positional.type},
           {"input_scheme", m.positional.input},
           {"weights", name_of(m.attention_weights)},
+          {"window", m.attention_window},
+          {"nope_every", m.positional.nope_every},
           {"task", cfg.task.type},
           {"kind", name_of(m.kind)},
           {"example_kind", r.kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.kind)},

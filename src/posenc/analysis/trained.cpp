@@ -43,6 +43,11 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
   if (block > cfg.model.layers)
     throw ConfigError(fmt::format("--block {}: {} has {} block(s)", block, checkpoint, cfg.model.layers));
   PositionalSchemeImpl* at_block = block > 0 ? model->scheme_at_block(block) : nullptr;
+  if (block > 0 && at_block == nullptr && p.nope_block(block - 1))
+    throw ConfigError(
+        fmt::format("--block {}: model.positional.nope_every={} leaves block {} without positions; "
+                    "choose a block whose number it does not divide",
+                    block, p.nope_every, block));
   if (block > 0 && at_block == nullptr)
     throw ConfigError(
         fmt::format("--block {}: model.positional.type={} {}; leave out --block", block, p.type,
