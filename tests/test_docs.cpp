@@ -97,7 +97,8 @@ std::set<std::string> core_config_keys() {
                    scratch, {"task.type=\"copy\"", "model.kind=\"encoder_decoder\"", "model.decoder_layers=2"})),
                "", all);
   collect_keys(config_to_json(posenc::testing::small_config(
-                   scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\""})),
+                   scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
+                             "model.positional.nope_every=2", "model.attention.window=8"})),
                "", all);
   collect_keys(config_to_json(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\"",
                                                             "eval.operand_grid=[2,4]", "eval.wrong_answers=3"})),
