@@ -73,6 +73,16 @@ Decoder small_decoder(const std::string& scheme, int64_t layers, const std::vect
       posenc::testing::small_next_token_config("decoder", scheme, overrides).model, 3);
 }
 
+/// A 2-block RoPE language model (width 32) trained briefly at 32 characters into `run`, with `flags` beside.
+posenc::testing::CliRun train_small_rope_charlm(const std::string& run, const std::string& flags) {
+  return posenc::testing::train_shipped(
+      "charlm.json", run,
+      "--set model.positional.type=rope --set task.min_length=32 --set task.max_length=32 "
+      "--set eval.samples_per_length=64 --set train.val_samples=8 --set model.d_model=32 --set model.d_ff=64 "
+      "--set model.layers=2 --set eval.lengths=[32] " +
+          flags);
+}
+
 }  // namespace
 
 TEST(AttentionWindow, AQuerySeesOnlyTheKeysInItsWindow) {
@@ -219,11 +229,7 @@ TEST(AttentionWindow, EvalSetsAWindowOnATrainedModel) {
   // the window is a change eval accepts (no parameter), and it changes the scores past training only.
   posenc::testing::Scratch s("attention_window_eval");
   const std::string run = s.path("run");
-  auto r = posenc::testing::train_shipped(
-      "charlm.json", run,
-      "--set model.positional.type=rope --set train.steps=30 --set task.min_length=32 --set task.max_length=32 "
-      "--set eval.lengths=[32,128] --set eval.samples_per_length=64 --set train.val_samples=8 "
-      "--set model.d_model=32 --set model.d_ff=64 --set model.layers=2");
+  const auto r = train_small_rope_charlm(run, "--set train.steps=30 --set eval.lengths=[32,128]");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto scores = [&](const std::string& flags, const std::string& out) {
     auto e =
@@ -250,12 +256,8 @@ TEST(NopeBlocks, HeadsNamesEachBlocksWindowAndReadsItsHeadsOverIt) {
   // `posenc heads` at 64 characters: block 1's queries see at most 8 keys, block 2's all before them.
   posenc::testing::Scratch s("nope_blocks_heads");
   const std::string run = s.path("run");
-  auto r = posenc::testing::train_shipped(
-      "charlm.json", run,
-      "--set model.positional.type=rope --set model.positional.nope_every=2 --set model.attention.window=8 "
-      "--set train.steps=20 --set task.min_length=32 --set task.max_length=32 --set eval.lengths=[32] "
-      "--set eval.samples_per_length=16 --set train.val_samples=8 --set model.d_model=32 --set model.d_ff=64 "
-      "--set model.layers=2");
+  const auto r = train_small_rope_charlm(
+      run, "--set model.positional.nope_every=2 --set model.attention.window=8 --set train.steps=20");
   ASSERT_EQ(r.code, 0) << r.output;
   auto h = posenc::testing::run_cli("heads " + run + "/checkpoint.pt --lengths 64 --samples 4 --json " +
                                     s.path("heads.json"));
