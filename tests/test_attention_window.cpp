@@ -283,4 +283,14 @@ TEST(NopeBlocks, HeadsNamesEachBlocksWindowAndReadsItsHeadsOverIt) {
   EXPECT_NE(inspect.output.find("nope_every=2"), std::string::npos) << inspect.output;
 }
 
+TEST(NopeBlocks, TheShippedCopyConfigIsTheSearchGridsRowEvaluatedTo256) {
+  // configs/copy_hybrid.json trains what the window-4, 9000-step row of the search grid trained
+  // (docs/results.md holds its three seeds), with evaluation lengths to 256 (16x).
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/copy_hybrid.json", "configs/copy_hybrid_search_compare.json", "copy-rnope-swa-w4-9k-projected-max-s0");
+  EXPECT_EQ(shipped.eval.lengths.back(), 256);
+  EXPECT_EQ(shipped.model.attention_window, 4);
+  EXPECT_EQ(shipped.model.positional.nope_every, 3);
+}
+
 }  // namespace POSENC_TEST_UNIT
