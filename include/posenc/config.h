@@ -110,6 +110,10 @@ struct ModelConfig {
   /// positional.nope_every leaves without positions.
   int64_t attention_window = 0;
   PositionalConfig positional;
+
+  /// The window of self-attention block `index` (from 0) of a stack: 0 in the
+  /// blocks nope_every leaves without positions, which keep full attention.
+  int64_t window_of_block(int64_t index) const { return positional.nope_block(index) ? 0 : attention_window; }
 };
 
 struct TrainConfig {

@@ -186,9 +186,6 @@ class TransformerImpl : public torch::nn::Module {
                                const std::string& prefix, ApplyTo apply_to, bool self_attention);
   /// "blocks" (model.layers of them) and "final_ln".
   void register_stack(bool causal);
-  /// model.attention.window in self-attention block `index` (from 0): 0 in the blocks nope_every leaves without
-  /// positions, which keep full attention.
-  int64_t window_of_block(int64_t index) const;
   /// "head": d_model -> outputs; checks what model.positional.randomize draws against every scheme.
   void register_head(int64_t outputs);
 

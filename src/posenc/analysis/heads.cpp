@@ -102,8 +102,7 @@ std::vector<ReadModule> read_modules(const ModelConfig& m) {
   std::vector<ReadModule> out;
   // Block b (from 0) of a self-attention stack.
   const auto module = [&](size_t map, bool target, bool causal, int64_t b, const std::string& name) {
-    const bool nope = m.positional.nope_block(b);
-    return ReadModule{map, target, causal, nope ? 0 : m.attention_window, nope, name};
+    return ReadModule{map, target, causal, m.window_of_block(b), m.positional.nope_block(b), name};
   };
   if (m.kind != ModelKind::EncoderDecoder) {
     for (int64_t b = 0; b < m.layers; ++b)

@@ -35,7 +35,7 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
     decoder_blocks_.push_back(DecoderBlock(BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff)
                                                .dropout(cfg.dropout)
                                                .length_factors(length_factors_of(cfg))
-                                               .window(window_of_block(i))));
+                                               .window(cfg.window_of_block(i))));
     blocks->push_back(decoder_blocks_.back());
   }
   decoder_final_ln_ =

@@ -114,14 +114,10 @@ void TransformerImpl::register_stack(bool causal) {
                                 .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))
                                 .length_factors(length_factors_of(cfg_))
                                 .stick_breaking(cfg_.attention_weights == AttentionWeights::StickBreaking)
-                                .window(window_of_block(i))));
+                                .window(cfg_.window_of_block(i))));
     blocks->push_back(blocks_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
-}
-
-int64_t TransformerImpl::window_of_block(int64_t index) const {
-  return cfg_.positional.nope_block(index) ? 0 : cfg_.attention_window;
 }
 
 void TransformerImpl::register_head(int64_t outputs) {
