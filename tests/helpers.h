@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "tolerances.h"
 #include "posenc/config.h"
 #include "posenc/experiments/compare_plan.h"
+#include "posenc/model/attention.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/train/checkpoint.h"
@@ -56,6 +58,23 @@ inline PositionalScheme scheme_with(const std::string& type, const SchemeContext
                                     const json& options = json::object()) {
   const auto& info = find_scheme(type);
   return info.make(ctx, resolve_scheme_options(info, options, "test"));
+}
+
+/// Attention of `options` fed q, k, v directly (no projection), in float64 and
+/// eval mode, keeping its weights: for checks against a rule written as a loop.
+inline MultiHeadAttention float64_attention(MultiHeadAttentionOptions options) {
+  MultiHeadAttention attention(options.project_input(false));
+  attention->to(torch::kFloat64);
+  attention->eval();
+  attention->keep_weights(true);
+  return attention;
+}
+
+/// q·k / sqrt(Dh) per head: (H, L, L) from q, k (1, L, H * Dh), as attention computes its logits.
+inline torch::Tensor per_head_logits(const torch::Tensor& q, const torch::Tensor& k, int64_t heads) {
+  const int64_t L = q.size(1), Dh = q.size(2) / heads;
+  const auto qh = q.view({L, heads, Dh}).transpose(0, 1), kh = k.view({L, heads, Dh}).transpose(0, 1);
+  return torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(static_cast<double>(Dh));
 }
 
 /// Positions 0..L-1 for queries and keys.

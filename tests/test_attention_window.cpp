@@ -31,12 +31,7 @@ constexpr int64_t kHeads = 2, kDh = 4, kD = kHeads * kDh;
 
 /// Attention fed q, k, v directly, in float64, keeping its weights.
 MultiHeadAttention windowed_attention(bool causal, int64_t window) {
-  MultiHeadAttention attention(
-      MultiHeadAttentionOptions(kD, kHeads).causal(causal).project_input(false).window(window));
-  attention->to(torch::kFloat64);
-  attention->eval();
-  attention->keep_weights(true);
-  return attention;
+  return posenc::testing::float64_attention(MultiHeadAttentionOptions(kD, kHeads).causal(causal).window(window));
 }
 
 /// The weights (H, L, L) of a softmax over the keys j that query i may see
@@ -55,13 +50,6 @@ torch::Tensor windowed_softmax_by_hand(const torch::Tensor& z, bool causal, int6
         if (sees(j)) w[h][i][j] = std::exp(z[h][i][j].item<double>()) / total;
     }
   return w;
-}
-
-/// q·k / sqrt(Dh) per head: (H, L, L) from q, k (1, L, D).
-torch::Tensor logits_of(const torch::Tensor& q, const torch::Tensor& k) {
-  const int64_t L = q.size(1);
-  const auto qh = q.view({L, kHeads, kDh}).transpose(0, 1), kh = k.view({L, kHeads, kDh}).transpose(0, 1);
-  return torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(static_cast<double>(kDh));
 }
 
 /// A small copy decoder (width 32, 4 heads) of `layers` blocks with `scheme` and overrides, random positional
@@ -95,7 +83,9 @@ TEST(AttentionWindow, AQuerySeesOnlyTheKeysInItsWindow) {
     auto attention = windowed_attention(causal, window);
     attention->attend(q, k, v, nullptr, posenc::testing::arange_positions(L));
     const auto w = attention->last_weights()[0];  // (H, L, L)
-    EXPECT_TRUE(torch::allclose(w, windowed_softmax_by_hand(logits_of(q, k), causal, window), 0.0, tolerance::kFloat64))
+    EXPECT_TRUE(
+        torch::allclose(w, windowed_softmax_by_hand(posenc::testing::per_head_logits(q, k, kHeads), causal, window),
+                        0.0, tolerance::kFloat64))
         << (causal ? "causal" : "bidirectional");
     // Outside the band |i - j| < window nothing, exactly (the mask is -inf, not a large negative number).
     const auto band = torch::ones({L, L}, torch::kFloat64).triu(-(window - 1)).tril(window - 1);

@@ -28,12 +28,7 @@ constexpr int64_t kHeads = 2, kDh = 4, kD = kHeads * kDh;
 
 /// Causal stick-breaking attention fed q, k, v directly, in float64, keeping its weights.
 MultiHeadAttention stick_breaking_attention() {
-  MultiHeadAttention attention(
-      MultiHeadAttentionOptions(kD, kHeads).causal(true).project_input(false).stick_breaking(true));
-  attention->to(torch::kFloat64);
-  attention->eval();
-  attention->keep_weights(true);
-  return attention;
+  return posenc::testing::float64_attention(MultiHeadAttentionOptions(kD, kHeads).causal(true).stick_breaking(true));
 }
 
 /// The weights (H, L, L) of stick-breaking over logits z (H, L, L), written as
@@ -56,13 +51,6 @@ torch::Tensor stick_breaking_by_hand(const torch::Tensor& z) {
   return w;
 }
 
-/// q·k / sqrt(Dh) per head: (H, L, L) from q, k (1, L, D).
-torch::Tensor logits_of(const torch::Tensor& q, const torch::Tensor& k) {
-  const int64_t L = q.size(1);
-  const auto qh = q.view({L, kHeads, kDh}).transpose(0, 1), kh = k.view({L, kHeads, kDh}).transpose(0, 1);
-  return torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(static_cast<double>(kDh));
-}
-
 }  // namespace
 
 TEST(StickBreaking, WeightsFollowTheRuleKeyByKeyWithAndWithoutABias) {
@@ -77,7 +65,8 @@ TEST(StickBreaking, WeightsFollowTheRuleKeyByKeyWithAndWithoutABias) {
 
   attention->attend(q, k, v, nullptr, pos);
   auto w = attention->last_weights()[0];  // (H, L, L)
-  EXPECT_TRUE(torch::allclose(w, stick_breaking_by_hand(logits_of(q, k)), 0.0, tolerance::kFloat64));
+  EXPECT_TRUE(torch::allclose(w, stick_breaking_by_hand(posenc::testing::per_head_logits(q, k, kHeads)), 0.0,
+                              tolerance::kFloat64));
   EXPECT_TRUE(torch::allclose(w.sum(-1), torch::ones({kHeads, L}, torch::kFloat64)));  // every row sums to 1
   EXPECT_EQ(w.triu(1).abs().sum().item<double>(), 0.0);                                // nothing right of the query
   EXPECT_EQ(w[0][0][0].item<double>(), 1.0);  // the first query has only its own value
@@ -86,7 +75,8 @@ TEST(StickBreaking, WeightsFollowTheRuleKeyByKeyWithAndWithoutABias) {
   auto alibi = posenc::testing::scheme_with("alibi", {kD, kHeads, kDh, 0, true});
   alibi->to(torch::kFloat64);
   attention->attend(q, k, v, alibi.get(), pos);
-  const auto biased = logits_of(q, k) + alibi->bias(pos).to(torch::kFloat64).view({kHeads, L, L});
+  const auto biased =
+      posenc::testing::per_head_logits(q, k, kHeads) + alibi->bias(pos).to(torch::kFloat64).view({kHeads, L, L});
   EXPECT_TRUE(torch::allclose(attention->last_weights()[0], stick_breaking_by_hand(biased), 0.0, tolerance::kFloat64));
 }
 
