@@ -96,10 +96,11 @@ std::set<std::string> core_config_keys() {
   collect_keys(config_to_json(posenc::testing::small_config(
                    scratch, {"task.type=\"copy\"", "model.kind=\"encoder_decoder\"", "model.decoder_layers=2"})),
                "", all);
-  collect_keys(config_to_json(posenc::testing::small_config(
-                   scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
-                             "model.positional.nope_every=2", "model.attention.window=8"})),
-               "", all);
+  collect_keys(
+      config_to_json(posenc::testing::small_config(
+          scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
+                    "model.positional.nope_every=2", "model.attention.window=8", "model.attention.qk_norm=true"})),
+      "", all);
   collect_keys(config_to_json(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\"",
                                                             "eval.operand_grid=[2,4]", "eval.wrong_answers=3"})),
                "", all);

@@ -109,6 +109,9 @@ struct ModelConfig {
   /// itself and the W - 1 before it), except in the blocks that
   /// positional.nope_every leaves without positions.
   int64_t attention_window = 0;
+  /// model.attention.qk_norm: every attention's queries and keys are RMS-normalized per head, each with a learned
+  /// gain per channel, before any scheme acts on them.
+  bool qk_norm = false;
   PositionalConfig positional;
 
   /// The window of self-attention block `index` (from 0) of a stack: 0 in the

@@ -159,6 +159,15 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
                   "blocks and global NoPE ones, as in Yang et al. 2025 and Cohere's Command A). No parameter, so "
                   "`posenc eval --set` may set it for a trained model"),
           [](const ModelConfig& m) { return m.attention_window != 0; }),
+      written_if<ModelConfig>(
+          bool_key("qk_norm", &ModelConfig::qk_norm,
+                   "QK-norm: in every attention (self and cross), each head's query and key are RMS-normalized over "
+                   "the head's channels and multiplied by a learned gain per channel (one for queries, one for keys, "
+                   "shared by the heads, 1 at the start), before any scheme rotates them or reads them: as in OLMo 2, "
+                   "Gemma 3 and Qwen3 (Henry et al. 2020 and Dehghani et al. 2023 before them). A logit is then at "
+                   "most sqrt(head dim) times the largest product of a channel's two gains, whatever the length "
+                   "and the scale of q and k (model.attention.logit_scale multiplies it, as a fixed temperature)"),
+          [](const ModelConfig& m) { return m.qk_norm; }),
   };
   return keys;
 }

@@ -3,7 +3,7 @@
 // q, k, v come either from a projection of the block input (forward) or are
 // handed in directly (attend), which is how the "embedded QKV" first block
 // works (Attention Positional Encoding, Bhorania: docs/sources.md). The positional scheme's hooks are called here and nowhere
-// else: rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
+// else: (QK-norm, where on) -> rotate -> scores (+ score_terms) * 1/sqrt(Dh) (+ bias) -> reweight ->
 // (* s_h log n, Scalable-Softmax; * log n / log N, LogN; * lambda_h, head scale; where on) -> causal and window
 // mask -> softmax (or stick-breaking) -> probs·v (+ value_terms).
 #pragma once
@@ -63,6 +63,9 @@ struct MultiHeadAttentionOptions {
   /// Sliding-window self-attention: a query sees only the keys fewer than this many token slots away (causal:
   /// itself and the window - 1 before it); counted in tokens, not position ids. 0: every key.
   TORCH_ARG(int64_t, window) = 0;
+  /// QK-norm: each head's q and k RMS-normalized over its Dh channels, times a learned gain (Dh) each, before
+  /// the scheme's hooks.
+  TORCH_ARG(bool, qk_norm) = false;
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
@@ -90,6 +93,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
 
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)
+  /// x (B, H, L, Dh) / rms(x over Dh) * gain (Dh), computed in float32 at least and returned in x's dtype.
+  static torch::Tensor rms_normalized(const torch::Tensor& x, const torch::Tensor& gain);
   /// What the logits of each query are multiplied by (1|B, H|1, Lq|1, 1):
   /// Scalable-Softmax's s_h log n times LogN scaling's max(1, log n / log N)
   /// times the head scale's lambda_h times the fixed logit scale t, n the keys a query sees under mask
@@ -113,10 +118,11 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   bool keep_weights_ = false;
   bool force_explicit_ = false;
   torch::Tensor last_weights_;
-  torch::Tensor length_scale_;  ///< (H) s_h of Scalable-Softmax; undefined when it is off
-  int64_t logn_from_ = 0;       ///< N of LogN scaling; 0 when it is off
-  double logit_scale_ = 1.0;    ///< the fixed factor of every logit; 1 when it is off
-  torch::Tensor head_scale_;    ///< (H) lambda_h of the head scale; undefined when it is off
+  torch::Tensor length_scale_;     ///< (H) s_h of Scalable-Softmax; undefined when it is off
+  int64_t logn_from_ = 0;          ///< N of LogN scaling; 0 when it is off
+  double logit_scale_ = 1.0;       ///< the fixed factor of every logit; 1 when it is off
+  torch::Tensor head_scale_;       ///< (H) lambda_h of the head scale; undefined when it is off
+  torch::Tensor q_gain_, k_gain_;  ///< (Dh) QK-norm's gains; undefined when it is off
   torch::nn::Linear qkv_{nullptr}, out_{nullptr};
   torch::nn::Dropout attn_drop_{nullptr};
 };

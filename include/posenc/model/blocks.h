@@ -30,6 +30,8 @@ struct BlockOptions {
   TORCH_ARG(bool, stick_breaking) = false;
   /// Sliding-window self-attention: the keys fewer than this many tokens away (0: every key).
   TORCH_ARG(int64_t, window) = 0;
+  /// QK-norm in every attention of the block (self and cross).
+  TORCH_ARG(bool, qk_norm) = false;
 };
 
 class BlockImpl : public torch::nn::Module {

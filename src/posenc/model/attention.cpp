@@ -69,6 +69,18 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   TORCH_CHECK(factors.logit_scale > 0, "logit_scale is positive, not ", factors.logit_scale);
   logit_scale_ = factors.logit_scale;
   if (factors.head_scale) head_scale_ = register_parameter("head_scale", torch::ones({heads_}));
+  if (options.qk_norm()) {
+    q_gain_ = register_parameter("q_norm_gain", torch::ones({head_dim_}));
+    k_gain_ = register_parameter("k_norm_gain", torch::ones({head_dim_}));
+  }
+}
+
+torch::Tensor MultiHeadAttentionImpl::rms_normalized(const torch::Tensor& x, const torch::Tensor& gain) {
+  // The mean of squares in float32 at least: under bf16 autocast, Dh squares summed in bf16 lose the 8th bit.
+  const auto wide = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);  // (B, H, L, Dh)
+  constexpr double kEps = 1e-6;  // against a zero vector; far below the mean square of any trained q or k
+  const auto normalized = wide * torch::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + kEps);
+  return (normalized * gain.to(wide.scalar_type())).to(x.scalar_type());
 }
 
 torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, const torch::Tensor& k) const {
@@ -134,6 +146,10 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
                                              const Positions& pos, LayerCache* cache) {
   const int64_t B = q_in.size(0), L = q_in.size(1);
   auto q = split_heads(q_in), k = split_heads(k_in), v = split_heads(v_in);  // (B, H, L, Dh)
+  if (q_gain_.defined()) {  // QK-norm, before a scheme rotates or reads them; a cached key was normalized when new
+    q = rms_normalized(q, q_gain_);
+    k = rms_normalized(k, k_gain_);
+  }
   const Capabilities caps = scheme ? scheme->capabilities() : Capabilities{};
   if (cache) {
     // The new keys sit at the queries' positions; earlier keys were rotated when they were new.

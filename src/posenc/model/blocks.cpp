@@ -16,7 +16,8 @@ BlockImpl::BlockImpl(const BlockOptions& o) {
                                                                   .causal(o.causal())
                                                                   .length_factors(o.length_factors())
                                                                   .stick_breaking(o.stick_breaking())
-                                                                  .window(o.window())));
+                                                                  .window(o.window())
+                                                                  .qk_norm(o.qk_norm())));
   ln2_ = register_module("ln2", layer_norm(o.d_model()));
   ff1_ = register_module("ff1", torch::nn::Linear(o.d_model(), o.d_ff()));
   ff2_ = register_module("ff2", torch::nn::Linear(o.d_ff(), o.d_model()));
@@ -41,8 +42,10 @@ torch::Tensor BlockImpl::forward_qkv(const torch::Tensor& q, const torch::Tensor
 
 DecoderBlockImpl::DecoderBlockImpl(const BlockOptions& o) {
   const int64_t D = o.d_model();
-  const auto attention =
-      MultiHeadAttentionOptions(D, o.heads()).dropout(o.dropout()).length_factors(o.length_factors());
+  const auto attention = MultiHeadAttentionOptions(D, o.heads())
+                             .dropout(o.dropout())
+                             .length_factors(o.length_factors())
+                             .qk_norm(o.qk_norm());
   ln1_ = register_module("ln1", layer_norm(D));
   self_attention = register_module(
       "attention", MultiHeadAttention(MultiHeadAttentionOptions(attention).causal(true).window(o.window())));

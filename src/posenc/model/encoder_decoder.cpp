@@ -35,7 +35,8 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
     decoder_blocks_.push_back(DecoderBlock(BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff)
                                                .dropout(cfg.dropout)
                                                .length_factors(length_factors_of(cfg))
-                                               .window(cfg.window_of_block(i))));
+                                               .window(cfg.window_of_block(i))
+                                               .qk_norm(cfg.qk_norm)));
     blocks->push_back(decoder_blocks_.back());
   }
   decoder_final_ln_ =

@@ -114,7 +114,8 @@ void TransformerImpl::register_stack(bool causal) {
                                 .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))
                                 .length_factors(length_factors_of(cfg_))
                                 .stick_breaking(cfg_.attention_weights == AttentionWeights::StickBreaking)
-                                .window(cfg_.window_of_block(i))));
+                                .window(cfg_.window_of_block(i))
+                                .qk_norm(cfg_.qk_norm)));
     blocks->push_back(blocks_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
