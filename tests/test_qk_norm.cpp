@@ -10,6 +10,7 @@
 #include "posenc/model/attention.h"
 #include "posenc/model/decoder.h"
 #include "posenc/model/encoder_decoder.h"
+#include "posenc/experiments/compare_plan.h"
 #include "posenc/train/trainer.h"
 #include "tolerances.h"
 
@@ -183,7 +184,7 @@ TEST(QkNorm, AnEncoderDecoderNormalizesItsCrossAttentionTooAndDecodesAsItReads) 
   for (auto& p : model->named_parameters())
     if (p.key().find("norm_gain") != std::string::npos) p.value().normal_(1.0, 0.3);
   auto source = torch::randint(1, 17, {2, 8}, torch::kLong), target = torch::randint(1, 17, {2, 10}, torch::kLong);
-  source[1][6] = 0, source[1][7] = 0;  // a shorter second source
+  source[1][6] = 0, source[1][7] = 0;                 // a shorter second source
   const auto whole = model->forward(source, target);  // (2, 10, 18)
   KVCache cache;
   model->start_decoding(source, cache);
@@ -196,8 +197,8 @@ TEST(QkNorm, AnEncoderDecoderNormalizesItsCrossAttentionTooAndDecodesAsItReads) 
   // output.
   for (auto& p : model->named_parameters())
     if (p.key().find("cross_attention.k_norm_gain") != std::string::npos) p.value().mul_(2.0);
-  EXPECT_FALSE(torch::allclose(model->forward(source, target), whole, tolerance::kFloat32Model,
-                               tolerance::kFloat32Model));
+  EXPECT_FALSE(
+      torch::allclose(model->forward(source, target), whole, tolerance::kFloat32Model, tolerance::kFloat32Model));
 }
 
 TEST(QkNorm, TheGainsLearnAndTheKeyIsWrittenOnlyWhenOn) {
@@ -235,6 +236,26 @@ TEST(QkNorm, AShortRunWithRopeLearnsToCopy) {
   std::filesystem::remove_all(dir);
   ASSERT_EQ(result.lengths.size(), 1u);
   EXPECT_GT(result.lengths[0].total.accuracy(), 0.85) << "exact match of greedy decoding at length 8";
+}
+
+TEST(QkNorm, TheShippedCopyConfigIsTheGridsQkNormRowWithLogNPastTheKeysTrainingShowed) {
+  // configs/copy_hybrid_qk_norm.json trains what the rnope-swa-qkn row of configs/copy_qk_norm_compare.json
+  // trained: LogN past 32 keys leaves every training query as it is (trained on inputs of at most 16 tokens, a
+  // query sees at most 32 keys), so only evaluation past training differs, as docs/results.md measured it.
+  const std::string root = POSENC_SOURCE_DIR;
+  const Config shipped = config_from_json(read_json_file(root + "/configs/copy_hybrid_qk_norm.json"));
+  const auto plan = plan_comparison(root + "/configs/copy_qk_norm_compare.json", "out", false, 1);
+  const auto row = std::find_if(plan.runs.begin(), plan.runs.end(),
+                                [](const auto& r) { return r.id == "rnope-swa-qkn-projected-max-s0"; });
+  ASSERT_NE(row, plan.runs.end());
+  Config trained = row->config;
+  EXPECT_EQ(trained.model.logn_from, 0);
+  EXPECT_EQ(shipped.model.logn_from, 2 * shipped.task.max_length) << "the keys of a copy row's last query";
+  trained.model.logn_from = shipped.model.logn_from;
+  trained.eval = shipped.eval;
+  trained.train.out_dir = shipped.train.out_dir;
+  EXPECT_EQ(config_to_json(shipped), config_to_json(trained));
+  EXPECT_TRUE(shipped.model.qk_norm);
 }
 
 }  // namespace POSENC_TEST_UNIT
