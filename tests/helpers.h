@@ -18,6 +18,7 @@
 #include "posenc/config.h"
 #include "posenc/experiments/compare_plan.h"
 #include "posenc/model/attention.h"
+#include "posenc/model/encoder_decoder.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/train/checkpoint.h"
@@ -75,6 +76,16 @@ inline torch::Tensor per_head_logits(const torch::Tensor& q, const torch::Tensor
   const int64_t L = q.size(1), Dh = q.size(2) / heads;
   const auto qh = q.view({L, heads, Dh}).transpose(0, 1), kh = k.view({L, heads, Dh}).transpose(0, 1);
   return torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(static_cast<double>(Dh));
+}
+
+/// An encoder_decoder's logits (B, T, V) for `target` (B, T), decoded with `cache` from `source`: its first
+/// `prompt` tokens at once, then one at a time.
+inline torch::Tensor cached_target_logits(EncoderDecoder& model, const torch::Tensor& source,
+                                          const torch::Tensor& target, int64_t prompt, KVCache& cache) {
+  model->start_decoding(source, cache);
+  std::vector<torch::Tensor> steps = {model->decode(target.narrow(1, 0, prompt), cache)};
+  for (int64_t t = prompt; t < target.size(1); ++t) steps.push_back(model->decode(target.narrow(1, t, 1), cache));
+  return torch::cat(steps, 1);
 }
 
 /// Positions 0..L-1 for queries and keys.

@@ -90,10 +90,7 @@ TEST_P(EverySchemeInEncoderDecoder, KvCacheGivesTheWholeTargetsLogits) {
   source[1][6] = 0, source[1][7] = 0;                 // a shorter second source
   const auto whole = model->forward(source, target);  // (2, 10, 18)
   KVCache cache;
-  model->start_decoding(source, cache);
-  std::vector<torch::Tensor> steps = {model->decode(target.narrow(1, 0, 3), cache)};
-  for (int64_t t = 3; t < 10; ++t) steps.push_back(model->decode(target.narrow(1, t, 1), cache));
-  const auto cached = torch::cat(steps, 1);
+  const auto cached = posenc::testing::cached_target_logits(model, source, target, 3, cache);
   EXPECT_EQ(cache.length, 10);
   EXPECT_LT(max_difference(cached, whole), tolerance::kFloat32Model);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "helpers.h"
+#include "length_factor_checks.h"
 #include "posenc/model/attention.h"
 #include "posenc/model/decoder.h"
 #include "posenc/model/encoder_decoder.h"
@@ -26,12 +27,17 @@ constexpr int64_t kHeads = 2, kDh = 4, kD = kHeads * kDh;
 /// attention.cpp's guard against a zero vector, written again here for the loop below.
 constexpr double kRmsEps = 1e-6;
 
-/// Attention fed q, k, v directly, in float64, keeping its weights, with QK-norm and gains drawn around 1.
-MultiHeadAttention normalized_attention(bool on = true) {
-  auto attention = posenc::testing::float64_attention(MultiHeadAttentionOptions(kD, kHeads).causal(true).qk_norm(on));
+/// Draws every QK-norm gain of `module` from N(1, 0.3), so that the gains differ per channel and act.
+void randomize_gains(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
-  for (auto& p : attention->named_parameters())
+  for (auto& p : module.named_parameters())
     if (p.key().find("norm_gain") != std::string::npos) p.value().normal_(1.0, 0.3);
+}
+
+/// Attention fed q, k, v directly, in float64, keeping its weights, with QK-norm and gains drawn around 1.
+MultiHeadAttention normalized_attention() {
+  auto attention = posenc::testing::float64_attention(MultiHeadAttentionOptions(kD, kHeads).causal(true).qk_norm(true));
+  randomize_gains(*attention);
   return attention;
 }
 
@@ -73,9 +79,7 @@ torch::Tensor causal_softmax_by_hand(const torch::Tensor& q, const torch::Tensor
 Decoder normalized_decoder(const std::string& scheme) {
   auto model = posenc::testing::random_positional_model<Decoder>(
       posenc::testing::small_next_token_config("decoder", scheme, {"model.attention.qk_norm=true"}).model, 7);
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters())
-    if (p.key().find("norm_gain") != std::string::npos) p.value().normal_(1.0, 0.3);
+  randomize_gains(*model);
   return model;
 }
 
@@ -150,28 +154,11 @@ TEST(QkNorm, NoLogitGrowsWithTheScaleOfQueriesAndKeys) {
 
 TEST(QkNorm, EverySchemesKvCacheAndFusedKernelGiveTheExplicitPathsLogits) {
   // The cached keys were normalized when they were new; the fused kernel takes the normalized q and k.
+  torch::manual_seed(11);
   for (const auto& scheme : scheme_names()) {
     auto model = normalized_decoder(scheme);
     ASSERT_EQ(gains_in(*model), 2 * 2) << scheme << ": a query gain and a key gain per block";
-    torch::NoGradGuard no_grad;
-    torch::manual_seed(11);
-    const auto tokens = torch::randint(1, 17, {2, 14}, torch::kLong);
-    model->force_explicit_attention(true);
-    const auto whole = model->forward(tokens);  // (2, 14, 18)
-    if (model->supports_kv_cache()) {
-      KVCache cache;
-      std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 5), cache)};
-      for (int64_t t = 5; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
-      const auto cached = torch::cat(steps, 1);
-      EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
-          << scheme << ": " << (cached - whole).abs().max().item<double>();
-    }
-    if (compat::kHasSdpa) {
-      model->force_explicit_attention(false);
-      const auto fused = model->forward(tokens);
-      EXPECT_TRUE(torch::allclose(fused, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
-          << scheme << ": " << (fused - whole).abs().max().item<double>();
-    }
+    posenc::testing::expect_cache_and_fused_match_explicit(model, scheme);
   }
 }
 
@@ -180,17 +167,13 @@ TEST(QkNorm, AnEncoderDecoderNormalizesItsCrossAttentionTooAndDecodesAsItReads) 
   auto model = posenc::testing::random_positional_model<EncoderDecoder>(cfg.model, 9);
   // Encoder blocks: self-attention; decoder blocks: self- and cross-attention; a query and a key gain in each.
   EXPECT_EQ(gains_in(*model), 2 * (2 + 2 * 2));
+  randomize_gains(*model);
   torch::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters())
-    if (p.key().find("norm_gain") != std::string::npos) p.value().normal_(1.0, 0.3);
   auto source = torch::randint(1, 17, {2, 8}, torch::kLong), target = torch::randint(1, 17, {2, 10}, torch::kLong);
   source[1][6] = 0, source[1][7] = 0;                 // a shorter second source
   const auto whole = model->forward(source, target);  // (2, 10, 18)
   KVCache cache;
-  model->start_decoding(source, cache);
-  std::vector<torch::Tensor> steps = {model->decode(target.narrow(1, 0, 3), cache)};
-  for (int64_t t = 3; t < 10; ++t) steps.push_back(model->decode(target.narrow(1, t, 1), cache));
-  const auto cached = torch::cat(steps, 1);
+  const auto cached = posenc::testing::cached_target_logits(model, source, target, 3, cache);
   EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
       << (cached - whole).abs().max().item<double>();
   // The cross-attention's gains act: doubling its key gain (not a uniform scale of q·k's both sides) changes the
