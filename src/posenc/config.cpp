@@ -163,8 +163,9 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
           bool_key("qk_norm", &ModelConfig::qk_norm,
                    "QK-norm: in every attention (self and cross), each head's query and key are RMS-normalized over "
                    "the head's channels and multiplied by a learned gain per channel (one for queries, one for keys, "
-                   "shared by the heads, 1 at the start), before any scheme rotates them or reads them: as in OLMo 2, "
-                   "Gemma 3 and Qwen3 (Henry et al. 2020 and Dehghani et al. 2023 before them). A logit is then at "
+                   "shared by the heads, 1 at the start), before any scheme rotates them or reads them: Gemma 3's and "
+                   "Qwen3's QK-norm (OLMo 2 normalizes the whole width before the heads split; Henry et al. 2020 and "
+                   "Dehghani et al. 2023 before them). A logit is then at "
                    "most sqrt(head dim) times the largest product of a channel's two gains, whatever the length "
                    "and the scale of q and k (model.attention.logit_scale multiplies it, as a fixed temperature)"),
           [](const ModelConfig& m) { return m.qk_norm; }),
