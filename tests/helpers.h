@@ -192,9 +192,12 @@ inline std::map<int64_t, double> logged_losses(const std::filesystem::path& run)
 
 /// Checks that the shipped config `config` (relative to the source tree) trains
 /// what the run `row` of the grid `grid` trained: the two are equal but for
-/// the evaluation and the run directory. Returns the shipped config.
-inline Config expect_shipped_config_trains_grid_row(const std::string& config, const std::string& grid,
-                                                    const std::string& row) {
+/// the evaluation and the run directory, and for what `evaluation_only` copies
+/// from the shipped config into the row (keys that change no training step).
+/// Returns the shipped config.
+inline Config expect_shipped_config_trains_grid_row(
+    const std::string& config, const std::string& grid, const std::string& row,
+    const std::function<void(const Config& shipped, Config& trained)>& evaluation_only = {}) {
   const std::string root = POSENC_SOURCE_DIR;
   const Config shipped = config_from_json(read_json_file(root + "/" + config));
   const auto plan = plan_comparison(root + "/" + grid, "out", false, 1);
@@ -206,6 +209,7 @@ inline Config expect_shipped_config_trains_grid_row(const std::string& config, c
   Config trained = run->config;
   trained.eval = shipped.eval;
   trained.train.out_dir = shipped.train.out_dir;
+  if (evaluation_only) evaluation_only(shipped, trained);
   EXPECT_EQ(config_to_json(shipped), config_to_json(trained)) << config << " against " << grid << "'s " << row;
   return shipped;
 }

@@ -11,7 +11,6 @@
 #include "posenc/model/attention.h"
 #include "posenc/model/decoder.h"
 #include "posenc/model/encoder_decoder.h"
-#include "posenc/experiments/compare_plan.h"
 #include "posenc/train/trainer.h"
 #include "tolerances.h"
 
@@ -225,19 +224,13 @@ TEST(QkNorm, TheShippedCopyConfigIsTheGridsQkNormRowWithLogNPastTheKeysTrainingS
   // configs/copy_hybrid_qk_norm.json trains what the rnope-swa-qkn row of configs/copy_qk_norm_compare.json
   // trained: LogN past 32 keys leaves every training query as it is (trained on inputs of at most 16 tokens, a
   // query sees at most 32 keys), so only evaluation past training differs, as docs/results.md measured it.
-  const std::string root = POSENC_SOURCE_DIR;
-  const Config shipped = config_from_json(read_json_file(root + "/configs/copy_hybrid_qk_norm.json"));
-  const auto plan = plan_comparison(root + "/configs/copy_qk_norm_compare.json", "out", false, 1);
-  const auto row = std::find_if(plan.runs.begin(), plan.runs.end(),
-                                [](const auto& r) { return r.id == "rnope-swa-qkn-projected-max-s0"; });
-  ASSERT_NE(row, plan.runs.end());
-  Config trained = row->config;
-  EXPECT_EQ(trained.model.logn_from, 0);
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/copy_hybrid_qk_norm.json", "configs/copy_qk_norm_compare.json", "rnope-swa-qkn-projected-max-s0",
+      [](const Config& shipped, Config& trained) {
+        EXPECT_EQ(trained.model.logn_from, 0);
+        trained.model.logn_from = shipped.model.logn_from;
+      });
   EXPECT_EQ(shipped.model.logn_from, 2 * shipped.task.max_length) << "the keys of a copy row's last query";
-  trained.model.logn_from = shipped.model.logn_from;
-  trained.eval = shipped.eval;
-  trained.train.out_dir = shipped.train.out_dir;
-  EXPECT_EQ(config_to_json(shipped), config_to_json(trained));
   EXPECT_TRUE(shipped.model.qk_norm);
 }
 
