@@ -12,7 +12,10 @@
 #include "helpers.h"
 #include "reliability_helpers.h"
 #include "posenc/analysis/heads.h"
+#include "posenc/config.h"
+#include "posenc/model/transformer.h"
 #include "posenc/tasks/task.h"
+#include "posenc/train/checkpoint.h"
 #include "posenc/util/io.h"
 #include "posenc/util/process.h"
 #include "posenc/util/python.h"
@@ -126,6 +129,39 @@ TEST(Heads, AWindowedHeadIsReadOverTheKeysInItsWindow) {
   HeadAccumulator unwindowed;
   unwindowed.add(maps, all, all, /*causal=*/true);
   EXPECT_LT(unwindowed.stats()[0].flatness, 0.95);
+}
+
+TEST(Heads, ALogitFactorIsAveragedOverTheQueriesCounted) {
+  // Factors (1, H, L, 1) that differ by head and query: the mean over the counted queries, exactly (sums of
+  // a few small binary fractions); one chunk or two; NaN where no chunk had a factor.
+  const int64_t L = 4;
+  auto maps = torch::zeros({2, 2, L, L}, torch::kFloat);
+  maps.fill_(1.0 / L);
+  const auto factor = torch::tensor({0.5, 1.0, 1.5, 2.0, 4.0, 4.0, 4.0, 8.0}, torch::kFloat).view({1, 2, L, 1});
+  auto queries = torch::ones({2, L}, torch::kBool);
+  queries[1][0] = false;  // row 1's first query is not counted: 7 queries
+  const auto keys = torch::ones({2, L}, torch::kBool);
+  HeadAccumulator acc;
+  acc.add(maps, queries, keys, /*causal=*/false, 0, factor);
+  auto s = acc.stats();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].logit_factor, (2 * (0.5 + 1.0 + 1.5 + 2.0) - 0.5) / 7);
+  EXPECT_EQ(s[1].logit_factor, (2 * (4.0 + 4.0 + 4.0 + 8.0) - 4.0) / 7);
+  // The same rows as two chunks of one row each.
+  HeadAccumulator parts;
+  parts.add(maps.narrow(0, 0, 1), queries.narrow(0, 0, 1), keys.narrow(0, 0, 1), false, 0, factor);
+  parts.add(maps.narrow(0, 1, 1), queries.narrow(0, 1, 1), keys.narrow(0, 1, 1), false, 0, factor);
+  EXPECT_EQ(parts.stats()[1].logit_factor, s[1].logit_factor);
+  // A factor the same for every query (1, H, 1, 1), as the head scale alone gives, and one with a wrong shape.
+  HeadAccumulator per_head;
+  per_head.add(maps, queries, keys, false, 0, torch::tensor({0.25, 3.0}, torch::kFloat).view({1, 2, 1, 1}));
+  EXPECT_EQ(per_head.stats()[0].logit_factor, 0.25);
+  EXPECT_EQ(per_head.stats()[1].logit_factor, 3.0);
+  EXPECT_THROW(per_head.add(maps, queries, keys, false, 0, torch::ones({1, 2, L})), c10::Error);
+  // Without a factor there is none to report.
+  HeadAccumulator plain;
+  plain.add(maps, queries, keys, false);
+  EXPECT_TRUE(std::isnan(plain.stats()[0].logit_factor));
 }
 
 namespace {
@@ -266,6 +302,66 @@ TEST(Heads, EveryModelKindsBlocksAreReadAndBadRequestsRefused) {
   expect_refused("--lengths 8,8", "--lengths: 8 appears twice");
   expect_refused("--samples 0", "--samples");
   expect_refused("--lengths 1", "--lengths");
+}
+
+TEST(Heads, TheLogitFactorIsScalableSoftmaxLogNAndTheHeadScaleOfTheKeysEachQuerySees) {
+  // A copy decoder with Scalable-Softmax, LogN scaling past 4 keys and the head scale, all three on: at length
+  // 8 (17 tokens, no padding) the query at column i sees n = i + 1 keys, so head h of block b multiplies its
+  // logits by s_bh lambda_bh log n max(1, log n / log 4), whose mean over the queries counted `heads` must
+  // report; s and lambda read from the checkpoint here.
+  posenc::testing::Scratch s("heads_factor");
+  const std::string config = posenc::testing::write_config(
+      s, "factors.json",
+      {"train.steps=2", "train.eval_every=2", "train.checkpoint_every=2", "train.val_samples=8", "eval.lengths=[8]",
+       "eval.samples_per_length=8", "task.type=copy", "task.vocab_size=16", "model.kind=decoder",
+       "model.attention.log_length_scale=0.43", "model.attention.logn_from=4", "model.attention.head_scale=true"});
+  auto r = posenc::testing::run_cli("train " + config + " --out " + s.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = s.path("run") + "/checkpoint.pt";
+  Config cfg;
+  Transformer model = load_model(ckpt, torch::kCPU, &cfg);
+  std::vector<at::Tensor> length_scales, head_scales;  // (H) per block, in block order
+  for (const auto& p : model->named_parameters()) {
+    const std::string& name = p.key();
+    const auto ends_with = [&](const std::string& tail) {
+      return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (ends_with(".length_scale")) length_scales.push_back(p.value().detach().to(torch::kFloat64));
+    if (ends_with(".head_scale")) head_scales.push_back(p.value().detach().to(torch::kFloat64));
+  }
+  ASSERT_EQ(length_scales.size(), 2u);  // small_config's 2 blocks
+  ASSERT_EQ(head_scales.size(), 2u);
+  const auto task = make_task(cfg.task);
+  const auto set = task->fixed_set(8, 5, cfg.eval.seed);
+  const int64_t columns = set.tokens.size(1) - 1;  // the decoder reads every token but the last
+  for (const std::string queries : {"all", "answer"}) {
+    r = posenc::testing::run_cli("heads " + ckpt + " --lengths 8 --samples 5 --queries " + queries + " --json " +
+                                 s.path("heads_" + queries + ".json"));
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("f@8"), std::string::npos) << r.output;  // the factor's columns in the table
+    const json h = read_json(s.path("heads_" + queries + ".json"));
+    const int64_t first = queries == "all" ? 0 : set.answer_start - 1;
+    double mean = 0;  // the mean of log n max(1, log n / log 4) over the columns counted
+    for (int64_t i = first; i < columns; ++i) {
+      const double n = static_cast<double>(i + 1);
+      mean += std::log(n) * std::max(1.0, std::log(n) / std::log(4.0));
+    }
+    mean /= static_cast<double>(columns - first);
+    for (size_t b = 0; b < 2; ++b)
+      for (int64_t head = 0; head < cfg.model.heads; ++head) {
+        const double expected = length_scales[b][head].item<double>() * head_scales[b][head].item<double>() * mean;
+        // The attention computes the factor in float32: a few roundings of it, relative.
+        EXPECT_NEAR(h["lengths"][0]["blocks"][b]["heads"][head]["logit_factor"].get<double>(), expected,
+                    1e-6 * std::abs(expected))
+            << queries << " block " << b + 1 << " head " << head;
+      }
+  }
+  // A model without a factor reports none, and its table has no column for it.
+  const std::string plain = posenc::testing::train_tiny(s, "decoder") + "/checkpoint.pt";
+  r = posenc::testing::run_cli("heads " + plain + " --lengths 8 --samples 5 --json " + s.path("plain.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("f@8"), std::string::npos) << r.output;
+  EXPECT_EQ(read_json(s.path("plain.json"))["lengths"][0]["blocks"][0]["heads"][0]["logit_factor"], nullptr);
 }
 
 }  // namespace POSENC_TEST_UNIT

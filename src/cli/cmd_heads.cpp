@@ -45,7 +45,8 @@ void print_number(const nlohmann::json& v, const char* format, int width) {
 }
 
 /// Per head, its mean distance at each length, then its effective keys at
-/// each length; a last row per block with a flat head's.
+/// each length, then (where the model has logit factors) its mean logit
+/// factor at each length; a last row per block with a flat head's.
 void print_table(const nlohmann::json& j) {
   const auto& lengths = j["lengths"];
   std::printf(
@@ -71,28 +72,45 @@ void print_table(const nlohmann::json& j) {
     if (!l["accuracy"].is_null()) std::printf(", accuracy %.3f", l["accuracy"].get<double>());
     std::printf("\n");
   }
+  // Logit factors (Scalable-Softmax, LogN scaling, the head scale, the logit scale) get columns of their own
+  // where the model has one.
+  bool factors = false;
+  for (const auto& b : lengths[0]["blocks"])
+    for (const auto& h : b["heads"]) factors = factors || !h["logit_factor"].is_null();
   std::printf(
-      "d@L: mean distance |j - i| under each head at length L; k@L: its effective keys, exp(entropy); "
-      "\"flat\": a head flat over the keys each query sees\n");
-  std::printf("%-18s %4s ", "block", "head");
-  for (const auto& l : lengths) std::printf(" %8s", ("d@" + std::to_string(l["length"].get<int64_t>())).c_str());
-  std::printf("  ");
-  for (const auto& l : lengths) std::printf(" %8s", ("k@" + std::to_string(l["length"].get<int64_t>())).c_str());
+      "d@L: mean distance |j - i| under each head at length L; k@L: its effective keys, exp(entropy)%s; "
+      "\"flat\": a head flat over the keys each query sees\n",
+      factors ? "; f@L: the mean factor its logits were multiplied by" : "");
+  const auto columns = [&](const char* prefix) {
+    std::printf("  ");
+    for (const auto& l : lengths) std::printf(" %8s", (prefix + std::to_string(l["length"].get<int64_t>())).c_str());
+  };
+  std::printf("%-18s %4s", "block", "head");
+  columns("d@");
+  columns("k@");
+  if (factors) columns("f@");
   std::printf("\n");
   const auto& blocks = lengths[0]["blocks"];
   for (size_t b = 0; b < blocks.size(); ++b) {
     const std::string name = blocks[b]["block"].get<std::string>();
     for (size_t h = 0; h < blocks[b]["heads"].size(); ++h) {
-      std::printf("%-18s %4zu ", name.c_str(), h);
-      for (const auto& l : lengths) print_number(l["blocks"][b]["heads"][h]["distance"], " %8.2f", 8);
-      std::printf("  ");
-      for (const auto& l : lengths) print_number(l["blocks"][b]["heads"][h]["effective_keys"], " %8.2f", 8);
+      const auto head_column = [&](const char* key) {
+        std::printf("  ");
+        for (const auto& l : lengths) print_number(l["blocks"][b]["heads"][h][key], " %8.2f", 8);
+      };
+      std::printf("%-18s %4zu", name.c_str(), h);
+      head_column("distance");
+      head_column("effective_keys");
+      if (factors) head_column("logit_factor");
       std::printf("\n");
     }
-    std::printf("%-18s %4s ", name.c_str(), "flat");
-    for (const auto& l : lengths) print_number(l["blocks"][b]["flat_distance"], " %8.2f", 8);
-    std::printf("  ");
-    for (const auto& l : lengths) print_number(l["blocks"][b]["keys_seen"], " %8.2f", 8);
+    const auto flat_column = [&](const char* key) {
+      std::printf("  ");
+      for (const auto& l : lengths) print_number(l["blocks"][b][key], " %8.2f", 8);
+    };
+    std::printf("%-18s %4s", name.c_str(), "flat");
+    flat_column("flat_distance");
+    flat_column("keys_seen");
     std::printf("\n");
   }
 }

@@ -10,6 +10,7 @@
 // by itself (`posenc inspect`), what the residual stream holds (`posenc probe`).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct HeadStats {
   /// The mean of exp(entropy): about how many keys a query spreads its
   /// attention over (a local head's stays put as the length grows).
   double effective_keys = 0;
+  /// The mean of what the attention multiplied the head's logits by (Scalable-Softmax's s_h log n, LogN
+  /// scaling, the head scale, the logit scale); NaN where no such factor is on.
+  double logit_factor = std::nan("");
 };
 
 /// Sums of per-query statistics of one attention module's self-attention,
@@ -42,7 +46,10 @@ class HeadAccumulator {
   /// L) bool: the queries counted. `keys` (B, L) bool: the keys that are
   /// tokens (not padding); with `causal` a query sees those at j <= i, else all, and with a `window` > 0 only
   /// those fewer than `window` positions away.
-  void add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal, int64_t window = 0);
+  /// `logit_factor` (1|B, H|1, L|1, 1): what the module multiplied each query's logits by
+  /// (TransformerImpl::attention_logit_factors); undefined where no factor is on.
+  void add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal, int64_t window = 0,
+           const at::Tensor& logit_factor = {});
   /// Per head, the averages over every query added (empty before any).
   std::vector<HeadStats> stats() const;
   /// The mean |j - i| a head flat over the keys each query sees would have.
@@ -52,7 +59,9 @@ class HeadAccumulator {
   int64_t queries() const { return queries_; }
 
  private:
-  at::Tensor sums_;           ///< (H, 7) float64: left, self, right, distance, entropy, flatness, exp(entropy)
+  /// (H, 8) float64: left, self, right, distance, entropy, flatness, exp(entropy), logit factor
+  at::Tensor sums_;
+  bool has_factor_ = false;   ///< some chunk came with a logit factor
   int64_t queries_ = 0;       ///< queries counted
   int64_t flat_queries_ = 0;  ///< of them, those that see at least 2 keys
   double flat_distance_ = 0;  ///< the sum of a flat head's mean distance over the queries
@@ -72,8 +81,9 @@ struct HeadsRequest {
 /// "examples", "accuracy" (an encoder: the share of those examples it
 /// classifies right; null otherwise), "blocks": [{"block", "causal",
 /// "queries", "flat_distance", "keys_seen", "heads": [{"head", "left", "self",
-/// "right", "distance", "entropy", "flatness", "effective_keys"}]}]}]}
-/// ("flat_distance" and "keys_seen": a flat head's distance and effective keys). Blocks are "block N" (1-based), or
+/// "right", "distance", "entropy", "flatness", "effective_keys", "logit_factor"}]}]}]}
+/// ("flat_distance" and "keys_seen": a flat head's distance and effective keys; "logit_factor": the mean of
+/// what the head's logits were multiplied by, null where no factor is on). Blocks are "block N" (1-based), or
 /// for an encoder_decoder "encoder block N" and "decoder block N" (its
 /// self-attention; cross-attention relates two sequences, where j - i means
 /// nothing, and is left out). Padding (token 0) is never a query, and is no

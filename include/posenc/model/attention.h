@@ -86,6 +86,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   void keep_weights(bool keep) { keep_weights_ = keep; }
   bool keeps_weights() const { return keep_weights_; }
   const torch::Tensor& last_weights() const { return last_weights_; }
+  /// What that forward multiplied each query's logits by (1|B, H|1, Lq|1, 1): Scalable-Softmax, LogN scaling,
+  /// the head scale and the logit scale together (length_factor); undefined where none of them is on.
+  const torch::Tensor& last_logit_factor() const { return last_factor_; }
 
   /// Forces the explicit path even where fused attention is available (for tests and benchmarks).
   void force_explicit(bool on) { force_explicit_ = on; }
@@ -118,6 +121,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   bool keep_weights_ = false;
   bool force_explicit_ = false;
   torch::Tensor last_weights_;
+  torch::Tensor last_factor_;      ///< the logit factor of the forward that kept last_weights_
   torch::Tensor length_scale_;     ///< (H) s_h of Scalable-Softmax; undefined when it is off
   int64_t logn_from_ = 0;          ///< N of LogN scaling; 0 when it is off
   double logit_scale_ = 1.0;       ///< the fixed factor of every logit; 1 when it is off

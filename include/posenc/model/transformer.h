@@ -132,6 +132,9 @@ class TransformerImpl : public torch::nn::Module {
   void keep_attention(bool keep);
   /// Per attention module: (B, H, Lq, Lk), in the order of attention_modules().
   std::vector<torch::Tensor> attention_maps() const;
+  /// Per attention module, what that forward multiplied its logits by (1|B, H|1, Lq|1, 1), in the order of
+  /// attention_modules(); undefined where no logit factor is on (MultiHeadAttentionImpl::last_logit_factor).
+  std::vector<torch::Tensor> attention_logit_factors() const;
   /// Keep, on the next forward of the stack of blocks, the residual stream
   /// entering each block (after any scheme that adds positions there) and the
   /// one leaving the last (before the final LayerNorm): hidden_states() then

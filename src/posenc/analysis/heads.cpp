@@ -19,12 +19,12 @@
 namespace posenc {
 
 void HeadAccumulator::add(const at::Tensor& maps, const at::Tensor& queries, const at::Tensor& keys, bool causal,
-                          int64_t window) {
+                          int64_t window, const at::Tensor& logit_factor) {
   TORCH_CHECK(maps.dim() == 4 && maps.size(2) == maps.size(3), "heads: expected maps (B, H, L, L), got ", maps.sizes());
   const int64_t B = maps.size(0), H = maps.size(1), L = maps.size(2);
   TORCH_CHECK(queries.dim() == 2 && queries.size(0) == B && queries.size(1) == L && keys.sizes() == queries.sizes(),
               "heads: expected queries and keys (", B, ", ", L, "), got ", queries.sizes(), " and ", keys.sizes());
-  if (!sums_.defined()) sums_ = torch::zeros({H, 7}, torch::kFloat64);
+  if (!sums_.defined()) sums_ = torch::zeros({H, 8}, torch::kFloat64);
   TORCH_CHECK(sums_.size(0) == H, "heads: ", H, " heads where earlier chunks had ", sums_.size(0));
 
   const auto w = maps.to(torch::kCPU, torch::kFloat64);         // (B, H, L, L)
@@ -50,10 +50,17 @@ void HeadAccumulator::add(const at::Tensor& maps, const at::Tensor& queries, con
   const auto per_head = [](const at::Tensor& v, const at::Tensor& m) {
     return (v * m.unsqueeze(1)).sum(at::IntArrayRef{0, 2});
   };
-  sums_ += torch::stack(
-      {per_head(left, counted), per_head(self, counted), per_head(right, counted), per_head(distance, counted),
-       per_head(entropy, counted), per_head(flatness, wide), per_head(entropy.exp(), counted)},
-      1);  // (H, 7)
+  at::Tensor factor = torch::ones({B, H, L}, torch::kFloat64);  // (B, H, L): 1 where no factor is on
+  if (logit_factor.defined()) {
+    TORCH_CHECK(logit_factor.dim() == 4 && logit_factor.size(3) == 1, "heads: expected a logit factor (1|B, H|1, ",
+                "L|1, 1), got ", logit_factor.sizes());
+    factor = logit_factor.to(torch::kCPU, torch::kFloat64).squeeze(3).expand({B, H, L});
+    has_factor_ = true;
+  }
+  sums_ += torch::stack({per_head(left, counted), per_head(self, counted), per_head(right, counted),
+                         per_head(distance, counted), per_head(entropy, counted), per_head(flatness, wide),
+                         per_head(entropy.exp(), counted), per_head(factor, counted)},
+                        1);  // (H, 8)
   queries_ += static_cast<int64_t>(counted.sum().item<double>());
   flat_queries_ += static_cast<int64_t>(wide.sum().item<double>());
   // A flat head's mean distance at each query: the mean |j - i| over the keys it sees.
@@ -68,8 +75,9 @@ std::vector<HeadStats> HeadAccumulator::stats() const {
   const double* v = s.data_ptr<double>();
   const double q = static_cast<double>(queries_);
   const double flat = flat_queries_ > 0 ? static_cast<double>(flat_queries_) : std::nan("");
-  for (int64_t h = 0; h < s.size(0); ++h, v += 7)
-    out.push_back({v[0] / q, v[1] / q, v[2] / q, v[3] / q, v[4] / q, v[5] / flat, v[6] / q});
+  for (int64_t h = 0; h < s.size(0); ++h, v += 8)
+    out.push_back({v[0] / q, v[1] / q, v[2] / q, v[3] / q, v[4] / q, v[5] / flat, v[6] / q,
+                   has_factor_ ? v[7] / q : std::nan("")});
   return out;
 }
 
@@ -212,11 +220,12 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
       if (m.kind == ModelKind::Encoder && labels.defined())
         right += out.argmax(-1).eq(labels.narrow(0, start, n)).sum().item<int64_t>();
       const auto maps = model->attention_maps();
+      const auto factors = model->attention_logit_factors();
       for (size_t i = 0; i < modules.size(); ++i) {
         const at::Tensor& w = maps.at(modules[i].map);  // (n, H, L', L')
         const auto [queries, keys] =
             counted_tokens(modules[i].target ? rows.target : rows.tokens, w.size(2), answer_from);
-        sums[i].add(w, queries, keys, modules[i].causal, modules[i].window);
+        sums[i].add(w, queries, keys, modules[i].causal, modules[i].window, factors.at(modules[i].map));
       }
     }
     nlohmann::json blocks = nlohmann::json::array();
@@ -231,7 +240,9 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
                          {"distance", stats[h].distance},
                          {"entropy", stats[h].entropy},
                          {"flatness", stats[h].flatness},
-                         {"effective_keys", stats[h].effective_keys}});
+                         {"effective_keys", stats[h].effective_keys},
+                         {"logit_factor", std::isnan(stats[h].logit_factor) ? nlohmann::json(nullptr)
+                                                                            : nlohmann::json(stats[h].logit_factor)}});
       blocks.push_back({{"block", modules[i].name},
                         {"causal", modules[i].causal},
                         {"window", modules[i].window},

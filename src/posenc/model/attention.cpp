@@ -243,7 +243,10 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
       if (mask.defined()) scores = plus(scores, mask);  // after reweighting, which may scale the scores
       probs = torch::softmax(scores, /*dim=*/-1);
     }
-    if (keep_weights_) last_weights_ = probs.detach();
+    if (keep_weights_) {
+      last_weights_ = probs.detach();
+      last_factor_ = factor.defined() ? factor.detach() : torch::Tensor();
+    }
     auto dropped = attn_drop_->forward(probs);
     ctx = batched_matmul(dropped, v);  // (B, H, L, Dh)
     if (caps.value_terms) ctx = ctx + scheme->value_terms(dropped, pos);

@@ -273,6 +273,12 @@ std::vector<torch::Tensor> TransformerImpl::attention_maps() const {
   return maps;
 }
 
+std::vector<torch::Tensor> TransformerImpl::attention_logit_factors() const {
+  std::vector<torch::Tensor> factors;
+  for (const auto& a : attention_modules()) factors.push_back(a->last_logit_factor());
+  return factors;
+}
+
 void TransformerImpl::force_explicit_attention(bool on) {
   for (auto& a : attention_modules()) a->force_explicit(on);
 }
