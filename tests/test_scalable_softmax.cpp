@@ -111,6 +111,16 @@ TEST(ScalableSoftmax, KvCacheAndTheFusedPathGiveTheExplicitWholeSequencesLogits)
     auto model = posenc::testing::random_positional_model<Decoder>(decoder_config(scheme, 0.7).model, 2);
     posenc::testing::expect_cache_and_fused_match_explicit(model, scheme);
   }
+  // The layout of configs/copy_hybrid_qk_norm_ssmax.json: RoPE windowed to 4 tokens in blocks 1-2, a NoPE
+  // block 3, QK-norm; a windowed query's n stops at 4 keys, the NoPE block's grows.
+  auto hybrid = posenc::testing::random_positional_model<Decoder>(
+      posenc::testing::small_next_token_config("decoder", "rope",
+                                               {"model.attention.log_length_scale=0.7", "model.attention.window=4",
+                                                "model.attention.qk_norm=true", "model.layers=3",
+                                                "model.positional.nope_every=3"})
+          .model,
+      4);
+  posenc::testing::expect_cache_and_fused_match_explicit(hybrid, "rope window 4, nope_every 3, QK-norm");
   // And the option is not a no-op: the same weights without it give other logits.
   auto with = posenc::testing::random_positional_model<Decoder>(decoder_config("alibi", 0.7).model, 3);
   auto without = posenc::testing::random_positional_model<Decoder>(decoder_config("alibi", 0.0).model, 3);
@@ -143,6 +153,17 @@ TEST(ScalableSoftmax, OnePerHeadScaleInEveryAttentionOnlyWhenOn) {
   }
   EXPECT_NE(posenc::testing::config_error({"model.attention.log_length_scale=-0.5"}).find("log_length_scale"),
             std::string::npos);
+}
+
+TEST(ScalableSoftmax, TheShippedCopyConfigIsTheGridsQkNormRowWithItTrainedIn) {
+  // configs/copy_hybrid_qk_norm_ssmax.json trains what the rnope-swa-qkn-ssmax row of
+  // configs/copy_ssmax_compare.json trained, whose scores docs/results.md gives.
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/copy_hybrid_qk_norm_ssmax.json", "configs/copy_ssmax_compare.json",
+      "rnope-swa-qkn-ssmax-projected-max-s0");
+  EXPECT_TRUE(shipped.model.qk_norm);
+  EXPECT_GT(shipped.model.log_length_scale, 0.0);
+  EXPECT_EQ(shipped.model.logn_from, 0) << "Scalable-Softmax trained in, no LogN on top";
 }
 
 }  // namespace POSENC_TEST_UNIT
