@@ -125,23 +125,28 @@ def probe_figure(d, layer=None):
 
 
 def heads_figure(d):
-    """Per block (a column), each head's mean distance (top) and effective keys (bottom) against the length, on
+    """Per block (a column), each head's mean distance (top) and effective keys (middle) against the length, on
     log axes, with a head flat over the keys each query sees dashed: a local head's lines stay flat as the
-    length grows, a flat head's follow the dashed one."""
+    length grows, a flat head's follow the dashed one. Where the model has logit factors (Scalable-Softmax, LogN
+    scaling, the head scale), a last row draws each head's mean factor."""
     plt = plot_compare.plt
     lengths = [e["length"] for e in d["lengths"]]
     blocks = d["lengths"][0]["blocks"]
-    fig, axes = plt.subplots(2, len(blocks), figsize=(3.6 * len(blocks) + 1, 6.5), squeeze=False)
+    rows = [("distance", "flat_distance", "mean |j - i|"), ("effective_keys", "keys_seen", "effective keys")]
+    if any(h.get("logit_factor") is not None for block in blocks for h in block["heads"]):
+        rows.append(("logit_factor", None, "logit factor"))
+    fig, axes = plt.subplots(len(rows), len(blocks), figsize=(3.6 * len(blocks) + 1, 3.25 * len(rows)),
+                             squeeze=False)
     for b, block in enumerate(blocks):
-        for row, (key, flat_key, label) in enumerate([("distance", "flat_distance", "mean |j - i|"),
-                                                      ("effective_keys", "keys_seen", "effective keys")]):
+        for row, (key, flat_key, label) in enumerate(rows):
             ax = axes[row][b]
             for h in range(len(block["heads"])):
                 ax.plot(lengths, [e["blocks"][b]["heads"][h][key] for e in d["lengths"]], marker="o",
                         label=f"head {h}")
-            ax.plot(lengths, [e["blocks"][b][flat_key] for e in d["lengths"]], "k--", label="flat")
+            if flat_key:
+                ax.plot(lengths, [e["blocks"][b][flat_key] for e in d["lengths"]], "k--", label="flat")
+                ax.set_yscale("log")
             ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
             ax.set_xlabel("length")
             ax.set_ylabel(label)
             if row == 0:
