@@ -155,6 +155,7 @@ const std::map<std::string, Command>& commands() {
          {"--samples", Kind::Other},
          {"--kind", Kind::Other},
          {"--queries", Kind::Other},
+         {"--set", Kind::Other},
          {"--json", Kind::OutputFile}}}},
       {"bench",
        {"bench {config} --no-python --out {--out}",

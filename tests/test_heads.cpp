@@ -362,6 +362,24 @@ TEST(Heads, TheLogitFactorIsScalableSoftmaxLogNAndTheHeadScaleOfTheKeysEachQuery
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("f@8"), std::string::npos) << r.output;
   EXPECT_EQ(read_json(s.path("plain.json"))["lengths"][0]["blocks"][0]["heads"][0]["logit_factor"], nullptr);
+
+  // Read with LogN past 4 keys set on the command line (it adds no parameter): every head's factor is
+  // the mean of max(1, log n / log 4), and the change is recorded; a change that is not allowed is refused.
+  r = posenc::testing::run_cli("heads " + plain + " --lengths 8 --samples 5 --set model.attention.logn_from=4 --json " +
+                               s.path("logn.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("read with --set model.attention.logn_from=4"), std::string::npos) << r.output;
+  const json logn = read_json(s.path("logn.json"));
+  EXPECT_EQ(logn["overrides"], json::array({"model.attention.logn_from=4"}));
+  double logn_mean = 0;
+  for (int64_t i = 0; i < columns; ++i) logn_mean += std::max(1.0, std::log(i + 1.0) / std::log(4.0));
+  logn_mean /= static_cast<double>(columns);
+  for (const auto& block : logn["lengths"][0]["blocks"])
+    for (const auto& head : block["heads"])
+      EXPECT_NEAR(head["logit_factor"].get<double>(), logn_mean, 1e-6 * logn_mean) << block["block"];
+  r = posenc::testing::run_cli("heads " + plain + " --set model.d_model=16");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(r.output, "the rest is what the checkpoint was trained as");
 }
 
 }  // namespace POSENC_TEST_UNIT

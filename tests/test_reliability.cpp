@@ -1135,7 +1135,7 @@ TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
 
   r = run_cli("eval " + ckpt + " --set model.d_model=16");
   EXPECT_EQ(r.code, 2);
-  expect_one_line_error(r.output, "eval accepts only eval.*, task.path (a moved text), model.attention.logn_from, ");
+  expect_one_line_error(r.output, "changes to eval.*, task.path (a moved text), model.attention.logn_from, ");
   r = run_cli("eval " + ckpt + " --set model.positional.type=alibi");
   EXPECT_EQ(r.code, 2);
   r = run_cli("eval " + ckpt + " --set model.positional.scaling=yarn");  // no original_max_position
@@ -1167,7 +1167,7 @@ TEST(EvalSet, EvaluationTimeSchemeOptionsApplyAndParameterChangesAreRefused) {
     r = run_cli("eval " + (trained / "checkpoint.pt").string() + " --set model.positional." + option + " --out " +
                 s.path("dropped.json"));
     EXPECT_EQ(r.code, 2) << option;
-    expect_one_line_error(r.output, "eval may change only options that add or remove no parameter");
+    expect_one_line_error(r.output, "--set may change only options that add or remove no parameter");
     EXPECT_FALSE(fs::exists(s.path("dropped.json")));
   }
 }

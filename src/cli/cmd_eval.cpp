@@ -10,6 +10,7 @@
 #include "posenc/environment.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/train/checkpoint.h"
+#include "posenc/train/evaluation_changes.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/fits.h"
 #include "posenc/train/run_dir.h"
@@ -24,12 +25,6 @@ namespace {
 
 constexpr const char* kEvalWriter = "posenc eval";
 
-/// The model keys that change attention without a parameter (the logits' scale,
-/// the keys a query sees), so that eval may change them on a trained model; the
-/// check and the help read this.
-const std::vector<std::string> kParameterFreeModelKeys = {"model.attention.logn_from", "model.attention.logit_scale",
-                                                          "model.attention.window"};
-
 /// Results files of eval from before the "written_by" key: their own set of keys.
 bool written_by_an_older_eval(const nlohmann::json& j) {
   return j.contains("checkpoint") && j.contains("eval_seed") && j.contains("train_lengths") && !j.contains("config");
@@ -37,50 +32,6 @@ bool written_by_an_older_eval(const nlohmann::json& j) {
 
 }  // namespace
 namespace {
-
-/// The checkpoint's config with `--set` changes that leave the trained model as
-/// it is: eval.*, the scheme's own options (RoPE scaling, say) and the logit
-/// factors without a parameter (kParameterFreeModelKeys), never the scheme's
-/// type, placement, or anything else of the model or training.
-Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
-  json j = config_to_json(stored);
-  for (const auto& o : overrides) {
-    const std::string path = o.substr(0, o.find('='));
-    if (path.rfind("model.positional.randomize", 0) == 0)
-      throw ConfigError("--set " + o +
-                        ": randomized positions change only the training batches (evaluation always uses positions "
-                        "0..L-1), so there is nothing for eval to change");
-    const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
-                               path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
-    // task.path may point to a moved text; check_data_identity makes sure it is the same text.
-    const bool parameter_free = std::find(kParameterFreeModelKeys.begin(), kParameterFreeModelKeys.end(), path) !=
-                                kParameterFreeModelKeys.end();
-    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !parameter_free)
-      throw ConfigError("--set " + o + ": eval accepts only eval.*, task.path (a moved text), " +
-                        join(kParameterFreeModelKeys, ", ") +
-                        " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers); "
-                        "the rest is what the checkpoint was trained as");
-    apply_override(j, o);
-  }
-  try {
-    Config changed = config_from_json(j);
-    // Building the model checks the scheme's options together (a scaling
-    // without original_max_position, say) before any parameter is compared.
-    Transformer probe(changed.model, task_vocab_size(changed.task));
-    // Loading the checkpoint fails where the options add a parameter, but would
-    // silently leave out one they remove (a gate's or an offset's weights).
-    Transformer trained(stored.model, task_vocab_size(stored.task));
-    const auto kept = probe->named_parameters();
-    for (const auto& p : trained->named_parameters())
-      if (kept.find(p.key()) == nullptr)
-        throw ConfigError("the model these options build has no parameter " + p.key() +
-                          ", which the checkpoint trained; eval may change only options that add or remove no "
-                          "parameter");
-    return changed;
-  } catch (const ConfigError& e) {
-    throw ConfigError(std::string("--set: ") + e.what());
-  }
-}
 
 /// A text the checkpoint recorded (charlm): a text re-pointed with --set task.path
 /// must be the same one; a text changed in place gives a warning, as its scores
@@ -139,7 +90,7 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                   CLI::ExistingFile);
   app.add_option("--set", o.overrides,
                  "evaluation-time change of the stored config (repeatable): eval.*, " +
-                     join(kParameterFreeModelKeys, ", ") +
+                     join(parameter_free_model_keys(), ", ") +
                      " or a scheme option that adds or removes no parameter, e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,

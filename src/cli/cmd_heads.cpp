@@ -1,4 +1,4 @@
-// posenc heads CHECKPOINT [--lengths L,...] [--samples N] [--kind K] [--queries all|answer] [--json FILE]
+// posenc heads CHECKPOINT [--lengths L,...] [--samples N] [--kind K] [--queries all|answer] [--set path=value ...] [--json FILE]
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -6,7 +6,9 @@
 #include "commands.h"
 #include "posenc/analysis/heads.h"
 #include "posenc/errors.h"
+#include "posenc/train/evaluation_changes.h"
 #include "posenc/util/interrupt.h"
+#include "posenc/util/text.h"
 
 namespace posenc::cli {
 
@@ -30,6 +32,11 @@ void setup_heads(CLI::App& app, HeadsOptions& o) {
                  "all: every token's attention; answer: a decoder's queries that predict an answer token")
       ->check(CLI::IsMember({"all", "answer"}))
       ->capture_default_str();
+  app.add_option("--set", o.overrides,
+                 "read the model with a change of its stored config (repeatable): eval.*, " +
+                     join(parameter_free_model_keys(), ", ") +
+                     " or a scheme option that adds or removes no parameter, e.g. model.attention.logn_from=32")
+      ->allow_extra_args(false);
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)")
       ->check(non_empty_utf8());
 }
@@ -66,6 +73,7 @@ void print_table(const nlohmann::json& j) {
     std::printf("  windowed to %lld tokens: %s\n", static_cast<long long>(j["window"].get<int64_t>()),
                 windowed.c_str());
   if (!without.empty()) std::printf("  without positions, full attention: %s\n", without.c_str());
+  for (const auto& o : j["overrides"]) std::printf("  read with --set %s\n", o.get<std::string>().c_str());
   for (const auto& l : lengths) {
     std::printf("  length %lld: %lld examples", static_cast<long long>(l["length"].get<int64_t>()),
                 static_cast<long long>(l["examples"].get<int64_t>()));
@@ -125,6 +133,7 @@ int run_heads(const HeadsOptions& o) {
   r.samples = o.samples;
   r.kind = o.kind;
   r.queries = o.queries;
+  r.overrides = o.overrides;
   nlohmann::json j;
   try {
     j = head_statistics(o.checkpoint, r);

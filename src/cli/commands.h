@@ -150,6 +150,7 @@ struct HeadsOptions {
   int64_t samples = 100;
   std::string kind;
   std::string queries = "all";
+  std::vector<std::string> overrides;
   std::string json;
 };
 void setup_heads(CLI::App& app, HeadsOptions& o);

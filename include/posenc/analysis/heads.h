@@ -73,6 +73,9 @@ struct HeadsRequest {
   int64_t samples = 100;         ///< examples per length, the first of the fixed evaluation set (eval.seed)
   std::string kind;             ///< ordering: count only examples of this kind ("sorted", "adjacent_swap", ...); "" all
   std::string queries = "all";  ///< "all", or "answer": a decoder's queries that predict an answer token
+  /// `path=value` changes to the stored config that add or remove no parameter (with_evaluation_changes), e.g.
+  /// model.attention.logn_from=32: the heads as the model reads with them.
+  std::vector<std::string> overrides;
 };
 
 /// Head statistics of a trained checkpoint on its task's fixed evaluation

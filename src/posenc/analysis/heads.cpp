@@ -13,6 +13,7 @@
 #include "posenc/tasks/task.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/evaluate.h"
+#include "posenc/train/evaluation_changes.h"
 #include "posenc/train/fits.h"
 #include "posenc/util/interrupt.h"
 
@@ -147,8 +148,9 @@ std::pair<at::Tensor, at::Tensor> counted_tokens(const at::Tensor& tokens, int64
 }  // namespace
 
 nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest& r) {
-  Config cfg;
-  Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
+  Config cfg = read_checkpoint_config(checkpoint);
+  if (!r.overrides.empty()) cfg = with_evaluation_changes(cfg, r.overrides);
+  Transformer model = load_model_as(checkpoint, torch::kCPU, cfg);
   if (r.samples < 1) throw ConfigError(fmt::format("--samples {}: at least 1 example", r.samples));
   const std::unique_ptr<Task> task = make_task(cfg.task);
   const ModelConfig& m = cfg.model;
@@ -270,6 +272,7 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
           {"example_kind", r.kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.kind)},
           {"queries", r.queries},
           {"samples", r.samples},
+          {"overrides", r.overrides},
           {"trained_lengths", {cfg.task.min_length, cfg.task.max_length}},
           {"lengths", per_length}};
 }

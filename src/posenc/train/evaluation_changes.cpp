@@ -1,0 +1,60 @@
+#include "posenc/train/evaluation_changes.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "posenc/errors.h"
+#include "posenc/model/transformer.h"
+#include "posenc/tasks/registry.h"
+#include "posenc/util/text.h"
+
+namespace posenc {
+
+const std::vector<std::string>& parameter_free_model_keys() {
+  static const std::vector<std::string> keys = {"model.attention.logn_from", "model.attention.logit_scale",
+                                                "model.attention.window"};
+  return keys;
+}
+
+Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
+  const auto& keys = parameter_free_model_keys();
+  nlohmann::json j = config_to_json(stored);
+  for (const auto& o : overrides) {
+    const std::string path = o.substr(0, o.find('='));
+    if (path.rfind("model.positional.randomize", 0) == 0)
+      throw ConfigError("--set " + o +
+                        ": randomized positions change only the training batches (evaluation always uses positions "
+                        "0..L-1), so there is nothing for --set to change");
+    const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
+                               path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
+    // task.path may point to a moved text; check_data_identity makes sure it is the same text.
+    const bool parameter_free = std::find(keys.begin(), keys.end(), path) != keys.end();
+    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !parameter_free)
+      throw ConfigError("--set " + o + ": a trained model may be read with changes to eval.*, task.path (a moved " +
+                        "text), " + join(keys, ", ") +
+                        " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers) "
+                        "only; the rest is what the checkpoint was trained as");
+    apply_override(j, o);
+  }
+  try {
+    Config changed = config_from_json(j);
+    // Building the model checks the scheme's options together (a scaling
+    // without original_max_position, say) before any parameter is compared.
+    Transformer probe(changed.model, task_vocab_size(changed.task));
+    // Loading the checkpoint fails where the options add a parameter, but would
+    // silently leave out one they remove (a gate's or an offset's weights).
+    Transformer trained(stored.model, task_vocab_size(stored.task));
+    const auto kept = probe->named_parameters();
+    for (const auto& p : trained->named_parameters())
+      if (kept.find(p.key()) == nullptr)
+        throw ConfigError("the model these options build has no parameter " + p.key() +
+                          ", which the checkpoint trained; --set may change only options that add or remove no "
+                          "parameter");
+    return changed;
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("--set: ") + e.what());
+  }
+}
+
+}  // namespace posenc
