@@ -832,6 +832,18 @@ TEST(CharLmText, AReplacedTextIsCaughtOnResumeWarnedOnEvalAndAMovedOneMayBeRepoi
   r = run_cli("eval " + ckpt + " --lengths 16 --set task.path=" + s.path("corpus.txt") + " --out " + s.path("e3.json"));
   EXPECT_EQ(r.code, 2) << r.output;
   expect_one_line_error(r.output, "--set task.path: " + s.path("corpus.txt") + " is not the text");
+  // heads reads the same text through the same checks: a warning for the text changed in place, a refusal for
+  // another text re-pointed to, and the moved text accepted.
+  r = run_cli("heads " + ckpt + " --lengths 16 --samples 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(s.path("corpus.txt") + " has changed since the checkpoint was trained"), std::string::npos)
+      << r.output;
+  r = run_cli("heads " + ckpt + " --lengths 16 --samples 2 --set task.path=" + s.path("corpus.txt"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_line_error(r.output, "--set task.path: " + s.path("corpus.txt") + " is not the text");
+  r = run_cli("heads " + ckpt + " --lengths 16 --samples 2 --set task.path=" + s.path("moved.txt"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("has changed"), std::string::npos) << r.output;
   // The original text back: the resume goes on.
   fs::rename(s.path("moved.txt"), s.path("corpus.txt"));
   r = run_cli(train + " --set train.steps=6 --resume");

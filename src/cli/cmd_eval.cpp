@@ -1,5 +1,4 @@
 // posenc eval CHECKPOINT [--lengths 8,16,...] [--samples N] [--set path=value ...] [--out FILE]
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -18,7 +17,6 @@
 #include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
 #include "posenc/util/output_guard.h"
-#include "posenc/util/text.h"
 
 namespace posenc::cli {
 namespace {
@@ -32,30 +30,6 @@ bool written_by_an_older_eval(const nlohmann::json& j) {
 
 }  // namespace
 namespace {
-
-/// A text the checkpoint recorded (charlm): a text re-pointed with --set task.path
-/// must be the same one; a text changed in place gives a warning, as its scores
-/// are then not the trained model's on its own held-out text.
-void check_data_identity(const Task& task, const Config& cfg, const std::vector<std::string>& overrides) {
-  const nlohmann::json recorded = cfg.task.options.json();
-  if (recorded.value("bytes", int64_t{0}) == 0) return;  // trained before posenc recorded it, or not a file task
-  const nlohmann::json now = task.data_identity();
-  std::string difference;
-  for (const auto& [key, value] : now.items())
-    if (recorded.contains(key) && recorded.at(key) != value)
-      difference = "task." + key + " " + recorded.at(key).dump() + " recorded, " + value.dump() + " now";
-  if (difference.empty()) return;
-  const bool repointed = std::any_of(overrides.begin(), overrides.end(),
-                                     [](const std::string& o) { return o.rfind("task.path=", 0) == 0; });
-  const std::string path = cfg.task.options.get_string("path");
-  if (repointed)
-    throw ConfigError("--set task.path: " + path + " is not the text the checkpoint was trained on (" + difference +
-                      ")");
-  spdlog::warn(
-      "{} has changed since the checkpoint was trained ({}): these are not scores on the run's own held-out "
-      "text",
-      path, difference);
-}
 
 /// --average: the model's parameters replaced by their mean over its
 /// checkpoint and `others` (a uniform weight average, as stochastic weight
@@ -89,9 +63,8 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
                   "before evaluating (e.g. one run's last few)",
                   CLI::ExistingFile);
   app.add_option("--set", o.overrides,
-                 "evaluation-time change of the stored config (repeatable): eval.*, " +
-                     join(parameter_free_model_keys(), ", ") +
-                     " or a scheme option that adds or removes no parameter, e.g. model.positional.scaling=yarn")
+                 "evaluation-time change of the stored config that adds or removes no parameter (repeatable): " +
+                     allowed_evaluation_changes() + "; e.g. model.positional.scaling=yarn")
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,
                  "examples per length, at least 2 (default: the checkpoint's eval.samples_per_length)")

@@ -8,7 +8,6 @@
 #include "posenc/errors.h"
 #include "posenc/train/evaluation_changes.h"
 #include "posenc/util/interrupt.h"
-#include "posenc/util/text.h"
 
 namespace posenc::cli {
 
@@ -33,9 +32,8 @@ void setup_heads(CLI::App& app, HeadsOptions& o) {
       ->check(CLI::IsMember({"all", "answer"}))
       ->capture_default_str();
   app.add_option("--set", o.overrides,
-                 "read the model with a change of its stored config (repeatable): eval.*, " +
-                     join(parameter_free_model_keys(), ", ") +
-                     " or a scheme option that adds or removes no parameter, e.g. model.attention.logn_from=32")
+                 "read the model with a change of its stored config that adds or removes no parameter (repeatable): " +
+                     allowed_evaluation_changes() + "; e.g. model.attention.logn_from=32")
       ->allow_extra_args(false);
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)")
       ->check(non_empty_utf8());

@@ -11,6 +11,12 @@
 
 namespace posenc {
 
+class Task;
+
+/// What `--set` may change, in words for help texts and errors: eval.*, task.path, the logit factors without a
+/// parameter and the scheme's options.
+std::string allowed_evaluation_changes();
+
 /// The model keys that change attention without a parameter (the logits' scale,
 /// the keys a query sees), so that a trained model may be read with them changed.
 const std::vector<std::string>& parameter_free_model_keys();
@@ -22,5 +28,11 @@ const std::vector<std::string>& parameter_free_model_keys();
 /// training. ConfigError, starting "--set", for any other key, or for options
 /// that build a model without a parameter the stored one trained.
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides);
+
+/// A text the checkpoint recorded (charlm), against `task` made from `cfg`: a
+/// text re-pointed with `--set task.path` must be the same one (ConfigError);
+/// a text changed in place gives a warning, as what is read is then not the
+/// run's own held-out text.
+void check_data_identity(const Task& task, const Config& cfg, const std::vector<std::string>& overrides);
 
 }  // namespace posenc

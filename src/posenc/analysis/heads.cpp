@@ -153,6 +153,7 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
   Transformer model = load_model_as(checkpoint, torch::kCPU, cfg);
   if (r.samples < 1) throw ConfigError(fmt::format("--samples {}: at least 1 example", r.samples));
   const std::unique_ptr<Task> task = make_task(cfg.task);
+  check_data_identity(*task, cfg, r.overrides);
   const ModelConfig& m = cfg.model;
   const int wanted = r.kind.empty() ? 0 : requested_kind(model, *task, cfg.task.type, r.kind);
   if (r.queries != "all" && r.queries != "answer") throw ConfigError("--queries " + r.queries + ": all or answer");

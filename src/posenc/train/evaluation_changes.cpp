@@ -3,13 +3,20 @@
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "posenc/errors.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/registry.h"
+#include "posenc/tasks/task.h"
 #include "posenc/util/text.h"
 
 namespace posenc {
+
+std::string allowed_evaluation_changes() {
+  return "eval.*, task.path (a moved text), " + join(parameter_free_model_keys(), ", ") +
+         " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers)";
+}
 
 const std::vector<std::string>& parameter_free_model_keys() {
   static const std::vector<std::string> keys = {"model.attention.logn_from", "model.attention.logit_scale",
@@ -31,10 +38,8 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     // task.path may point to a moved text; check_data_identity makes sure it is the same text.
     const bool parameter_free = std::find(keys.begin(), keys.end(), path) != keys.end();
     if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !parameter_free)
-      throw ConfigError("--set " + o + ": a trained model may be read with changes to eval.*, task.path (a moved " +
-                        "text), " + join(keys, ", ") +
-                        " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers) "
-                        "only; the rest is what the checkpoint was trained as");
+      throw ConfigError("--set " + o + ": a trained model may be read with changes to " + allowed_evaluation_changes() +
+                        " only; the rest is what the checkpoint was trained as");
     apply_override(j, o);
   }
   try {
@@ -55,6 +60,27 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--set: ") + e.what());
   }
+}
+
+void check_data_identity(const Task& task, const Config& cfg, const std::vector<std::string>& overrides) {
+  const nlohmann::json recorded = cfg.task.options.json();
+  if (recorded.value("bytes", int64_t{0}) == 0) return;  // trained before posenc recorded it, or not a file task
+  const nlohmann::json now = task.data_identity();
+  std::string difference;
+  for (const auto& [key, value] : now.items())
+    if (recorded.contains(key) && recorded.at(key) != value)
+      difference = "task." + key + " " + recorded.at(key).dump() + " recorded, " + value.dump() + " now";
+  if (difference.empty()) return;
+  const bool repointed = std::any_of(overrides.begin(), overrides.end(),
+                                     [](const std::string& o) { return o.rfind("task.path=", 0) == 0; });
+  const std::string path = cfg.task.options.get_string("path");
+  if (repointed)
+    throw ConfigError("--set task.path: " + path + " is not the text the checkpoint was trained on (" + difference +
+                      ")");
+  spdlog::warn(
+      "{} has changed since the checkpoint was trained ({}): what is read here is not the run's own held-out "
+      "text",
+      path, difference);
 }
 
 }  // namespace posenc
