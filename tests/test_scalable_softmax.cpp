@@ -3,7 +3,8 @@
 // independent computation, the property it exists for (attention on a key that
 // stands out does not fade as n grows), n counted after the mask and padding,
 // the fused path and the KV cache agreeing with the explicit whole-sequence
-// forward, and the option's parameters.
+// forward, the option's parameters, and model.attention.length_scaling_in
+// nope_blocks, which keeps it (and LogN) to the blocks without positions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "posenc/model/attention.h"
 #include "posenc/model/decoder.h"
 #include "posenc/model/transformer.h"
+#include "posenc/train/evaluation_changes.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -152,6 +154,83 @@ TEST(ScalableSoftmax, OnePerHeadScaleInEveryAttentionOnlyWhenOn) {
     EXPECT_EQ(count(0.43), std::string(kind) == "decoder" ? 2 : 6) << kind;
   }
   EXPECT_NE(posenc::testing::config_error({"model.attention.log_length_scale=-0.5"}).find("log_length_scale"),
+            std::string::npos);
+}
+
+TEST(ScalableSoftmax, NopeBlocksPutsTheLengthFactorsOnlyInTheBlocksWithoutPositions) {
+  // The copy layout (RoPE windowed to 4 tokens in blocks 1-2, a NoPE block 3) with Scalable-Softmax and LogN past
+  // 4 keys placed by length_scaling_in nope_blocks: block 3 alone learns s_h and scales its logits by
+  // s_h log n max(1, log n / log 4); blocks 1-2 compute exactly what they compute without either factor.
+  auto layout = [](const std::string& kind, bool scaled) {
+    std::vector<std::string> o = {"model.layers=3", "model.positional.nope_every=3", "model.attention.window=4"};
+    if (kind == "encoder_decoder") o.push_back("model.decoder_layers=3");
+    if (scaled)
+      for (const char* s : {"model.attention.log_length_scale=0.7", "model.attention.logn_from=4",
+                            "model.attention.length_scaling_in=\"nope_blocks\""})
+        o.push_back(s);
+    return posenc::testing::small_next_token_config(kind, "rope", o).model;
+  };
+  for (const char* kind : {"decoder", "encoder_decoder"}) {
+    std::vector<std::string> scales;
+    for (const auto& p : Transformer(layout(kind, true), 16)->named_parameters())
+      if (p.key().find("length_scale") != std::string::npos) scales.push_back(p.key());
+    const std::vector<std::string> expected =
+        std::string(kind) == "decoder"
+            ? std::vector<std::string>{"blocks.2.attention.length_scale"}
+            : std::vector<std::string>{"blocks.2.attention.length_scale", "decoder_blocks.2.attention.length_scale",
+                                       "decoder_blocks.2.cross_attention.length_scale"};
+    EXPECT_EQ(scales, expected) << kind;
+  }
+
+  auto scaled = posenc::testing::random_positional_model<Decoder>(layout("decoder", true), 5);
+  auto plain = posenc::testing::random_positional_model<Decoder>(layout("decoder", false), 6);
+  torch::NoGradGuard no_grad;
+  const auto from = scaled->named_parameters();
+  for (auto& p : plain->named_parameters()) p.value().copy_(from[p.key()]);
+  const int64_t L = 14, H = 4;
+  const auto tokens = torch::randint(1, 17, {1, L}, torch::kLong);
+  scaled->keep_attention(true);
+  plain->keep_attention(true);
+  scaled->forward(tokens);
+  plain->forward(tokens);
+  const auto factors = scaled->attention_logit_factors();
+  const auto maps = scaled->attention_maps(), plain_maps = plain->attention_maps();
+  ASSERT_EQ(factors.size(), 3U);
+  for (int64_t b : {0, 1}) {
+    EXPECT_FALSE(factors[b].defined()) << "block " << b + 1 << " has a position scheme";
+    EXPECT_TRUE(torch::equal(maps[b], plain_maps[b])) << "block " << b + 1;
+  }
+  ASSERT_TRUE(factors[2].defined());
+  const auto s = from["blocks.2.attention.length_scale"].to(torch::kFloat64);  // (H)
+  const auto log_n = torch::arange(1, L + 1, torch::kFloat64).log();           // query i sees i + 1 keys
+  const auto logn = torch::clamp_min(log_n / std::log(4.0), 1.0);
+  const auto expected_factor = (s.view({H, 1}) * (log_n * logn).view({1, L})).view({1, H, L, 1});
+  EXPECT_TRUE(torch::allclose(factors[2].to(torch::kFloat64).expand({1, H, L, 1}), expected_factor, 1e-5, 0.0));
+  EXPECT_FALSE(torch::allclose(maps[2], plain_maps[2], tolerance::kFloat32Sum, tolerance::kFloat32Sum));
+  scaled->keep_attention(false);
+  posenc::testing::expect_cache_and_fused_match_explicit(scaled, "length factors in the NoPE block only");
+
+  // Refused where it would change nothing.
+  EXPECT_NE(posenc::testing::config_error(
+                {"model.attention.length_scaling_in=\"nope_blocks\"", "model.attention.logn_from=8"})
+                .find("nope_every"),
+            std::string::npos);
+  EXPECT_NE(posenc::testing::config_error(
+                {"model.attention.length_scaling_in=\"nope_blocks\"", "model.positional.nope_every=3"})
+                .find("both are 0"),
+            std::string::npos);
+
+  // A trained model may be read with it only where it removes no learned s_h: LogN alone is parameter-free.
+  Config logn_everywhere = posenc::testing::small_next_token_config(
+      "decoder", "rope", {"model.layers=3", "model.positional.nope_every=3", "model.attention.logn_from=4"});
+  const Config read = with_evaluation_changes(logn_everywhere, {"model.attention.length_scaling_in=nope_blocks"});
+  EXPECT_EQ(length_factors_of(read.model, 0).logn_from, 0);
+  EXPECT_EQ(length_factors_of(read.model, 2).logn_from, 4);
+  Config ssmax_everywhere = logn_everywhere;
+  ssmax_everywhere.model.log_length_scale = 0.43;
+  EXPECT_NE(posenc::testing::error_of([&] {
+              with_evaluation_changes(ssmax_everywhere, {"model.attention.length_scaling_in=nope_blocks"});
+            }).find("no parameter blocks.0.attention.length_scale"),
             std::string::npos);
 }
 

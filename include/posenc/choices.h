@@ -23,6 +23,8 @@ enum class TokenEmbedding { Table, Numeric };
 enum class Qkv { Projected, Embedded };
 /// model.attention.weights.
 enum class AttentionWeights { Softmax, StickBreaking };
+/// model.attention.length_scaling_in.
+enum class LengthScalingIn { EveryBlock, NopeBlocks };
 /// model.positional.apply_to.
 enum class ApplyTo { Auto, Input, EveryLayer };
 /// model.positional.task_ids.
@@ -77,6 +79,7 @@ E choice_from_name(const std::string& name);
   X(TokenEmbedding)            \
   X(Qkv)                       \
   X(AttentionWeights)          \
+  X(LengthScalingIn)           \
   X(ApplyTo)                   \
   X(TaskIds)                   \
   X(Device)                    \

@@ -98,6 +98,9 @@ struct ModelConfig {
   /// model.attention.logn_from: 0 is off; N >= 2 multiplies the logits of a
   /// query that sees n > N keys by log n / log N (LogN scaling), no parameter.
   int64_t logn_from = 0;
+  /// model.attention.length_scaling_in: the blocks whose attention takes the
+  /// two factors that grow with the keys seen (log_length_scale, logn_from).
+  LengthScalingIn length_scaling_in = LengthScalingIn::EveryBlock;
   /// model.attention.head_scale: every attention's logits of head h times a
   /// learned lambda_h, 1 at the start (Wang et al. 2024's head-based scale).
   bool head_scale = false;
@@ -117,6 +120,13 @@ struct ModelConfig {
   /// The window of self-attention block `index` (from 0) of a stack: 0 in the
   /// blocks nope_every leaves without positions, which keep full attention.
   int64_t window_of_block(int64_t index) const { return positional.nope_block(index) ? 0 : attention_window; }
+
+  /// Whether the attention of block `index` (from 0) of a self-attention stack
+  /// takes log_length_scale and logn_from: every block's, or with
+  /// length_scaling_in nope_blocks only those nope_every leaves without positions.
+  bool length_scaling_in_block(int64_t index) const {
+    return length_scaling_in == LengthScalingIn::EveryBlock || positional.nope_block(index);
+  }
 };
 
 struct TrainConfig {

@@ -64,6 +64,17 @@ const std::vector<Choice<AttentionWeights>>& choices() {
 }
 
 template <>
+const std::vector<Choice<LengthScalingIn>>& choices() {
+  static const std::vector<Choice<LengthScalingIn>> c = {
+      {LengthScalingIn::EveryBlock, "every_block", "in every attention"},
+      {LengthScalingIn::NopeBlocks, "nope_blocks",
+       "only in the blocks model.positional.nope_every leaves without positions (their self-attention and, in an "
+       "encoder_decoder's decoder, their cross-attention); the positional blocks keep the plain logits"},
+  };
+  return c;
+}
+
+template <>
 const std::vector<Choice<ApplyTo>>& choices() {
   static const std::vector<Choice<ApplyTo>> c = {
       {ApplyTo::Auto, "auto",

@@ -130,16 +130,25 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
                  "how a query's logits (every scheme's terms and biases, every factor below) become its weights on "
                  "the values"),
       float_key("log_length_scale", &ModelConfig::log_length_scale, 0.0, 100.0,
-                "0: the plain softmax; s > 0: Scalable-Softmax (Nakanishi 2025): every attention's logits of a "
-                "query that sees n keys (after the causal mask and padding) are multiplied by s_h log n, s_h "
+                "0: the plain softmax; s > 0: Scalable-Softmax (Nakanishi 2025): every attention's (or those "
+                "length_scaling_in names) logits of a query that sees n keys (after the causal mask and padding) are "
+                "multiplied by s_h log n, s_h "
                 "learned per head and layer from s (the paper's figure uses 0.43), so that attention does not "
                 "flatten as sequences grow; a query that sees one key is unchanged"),
       int_key("logn_from", &ModelConfig::logn_from, 0, int64_t{1} << 30,
-              "0: off; N >= 2: LogN scaling (Chiang & Cholak 2022; Qwen's logn attention): the logits of a query "
-              "that sees n > N keys (after the causal mask and padding) are multiplied by log n / log N, and those "
+              "0: off; N >= 2: LogN scaling (Chiang & Cholak 2022; Qwen's logn attention): in every attention (or "
+              "those length_scaling_in names) the logits of a query that sees n > N keys (after the causal mask and "
+              "padding) are multiplied by log n / log N, and those "
               "of queries that see N or fewer are left as trained; no parameter, so `posenc eval --set` may turn it "
               "on for a trained model. N is the most keys a query saw in training: a decoder's longest training "
               "row less its last token, an encoder's task.max_length (plus one with CLS pooling)"),
+      written_if<ModelConfig>(
+          choice_key("length_scaling_in", &ModelConfig::length_scaling_in,
+                     "where log_length_scale and logn_from act, the two factors that grow with the keys a query "
+                     "sees; nope_blocks puts them only where no scheme marks positions, as Llama 4 tunes the "
+                     "temperature of its NoPE layers only. No parameter of its own, so `posenc eval --set` may set "
+                     "it for a trained model where that adds or removes no Scalable-Softmax parameter"),
+          [](const ModelConfig& m) { return m.length_scaling_in != LengthScalingIn::EveryBlock; }),
       bool_key("head_scale", &ModelConfig::head_scale,
                "head-based attention scale (Wang et al. 2024): every attention's logits of head h are multiplied "
                "by lambda_h, learned per head and layer and 1 at the start, so the model is unchanged until they "
@@ -585,6 +594,17 @@ ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
                         (decoder_short ? "decoder has model.decoder_layers=" + std::to_string(m.decoder_layers)
                                        : "model has model.layers=" + std::to_string(m.layers)) +
                         " blocks, so none would be left without positions; give at most that many, or 0");
+  }
+  if (m.length_scaling_in == LengthScalingIn::NopeBlocks) {
+    if (m.positional.nope_every == 0)
+      throw ConfigError(at("attention") +
+                        ".length_scaling_in: \"nope_blocks\" places the length factors in the blocks "
+                        "model.positional.nope_every leaves without positions, but it is 0, so there are none; set "
+                        "nope_every or use \"every_block\"");
+    if (m.log_length_scale == 0 && m.logn_from == 0)
+      throw ConfigError(at("attention") +
+                        ".length_scaling_in: \"nope_blocks\" places log_length_scale and logn_from, but both are 0 "
+                        "(off), so it would change nothing; turn one on or leave length_scaling_in out");
   }
   if (m.logn_from == 1)
     throw ConfigError(at("attention") +

@@ -34,7 +34,7 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
   for (int64_t i = 0; i < cfg.decoder_layers; ++i) {
     decoder_blocks_.push_back(DecoderBlock(BlockOptions(cfg.d_model, cfg.heads, cfg.d_ff)
                                                .dropout(cfg.dropout)
-                                               .length_factors(length_factors_of(cfg))
+                                               .length_factors(length_factors_of(cfg, i))
                                                .window(cfg.window_of_block(i))
                                                .qk_norm(cfg.qk_norm)));
     blocks->push_back(decoder_blocks_.back());

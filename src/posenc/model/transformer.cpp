@@ -112,7 +112,7 @@ void TransformerImpl::register_stack(bool causal) {
                                 .dropout(cfg_.dropout)
                                 .causal(causal)
                                 .project_input(!(cfg_.qkv == Qkv::Embedded && i == 0))
-                                .length_factors(length_factors_of(cfg_))
+                                .length_factors(length_factors_of(cfg_, i))
                                 .stick_breaking(cfg_.attention_weights == AttentionWeights::StickBreaking)
                                 .window(cfg_.window_of_block(i))
                                 .qk_norm(cfg_.qk_norm)));
