@@ -100,7 +100,8 @@ std::set<std::string> core_config_keys() {
       config_to_json(posenc::testing::small_config(
           scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
                     "model.positional.nope_every=2", "model.attention.window=8", "model.attention.qk_norm=true",
-                    "model.attention.logn_from=8", "model.attention.length_scaling_in=\"nope_blocks\""})),
+                    "model.attention.logn_from=8", "model.attention.length_scaling_in=\"nope_blocks\"",
+                    "model.attention.temperature_from=16", "model.attention.temperature_beta=0.2"})),
       "", all);
   collect_keys(config_to_json(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\"",
                                                             "eval.operand_grid=[2,4]", "eval.wrong_answers=3"})),

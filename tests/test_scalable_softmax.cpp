@@ -217,7 +217,7 @@ TEST(ScalableSoftmax, NopeBlocksPutsTheLengthFactorsOnlyInTheBlocksWithoutPositi
             std::string::npos);
   EXPECT_NE(posenc::testing::config_error(
                 {"model.attention.length_scaling_in=\"nope_blocks\"", "model.positional.nope_every=3"})
-                .find("both are 0"),
+                .find("all three are 0"),
             std::string::npos);
 
   // A trained model may be read with it only where it removes no learned s_h: LogN alone is parameter-free.

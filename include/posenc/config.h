@@ -98,8 +98,14 @@ struct ModelConfig {
   /// model.attention.logn_from: 0 is off; N >= 2 multiplies the logits of a
   /// query that sees n > N keys by log n / log N (LogN scaling), no parameter.
   int64_t logn_from = 0;
+  /// model.attention.temperature_from: 0 is off; F >= 1 multiplies the logits
+  /// of a query that sees n keys by 1 + temperature_beta log(floor(n / F) + 1)
+  /// (Llama 4's attention temperature), no parameter.
+  int64_t temperature_from = 0;
+  double temperature_beta = 0.1;
   /// model.attention.length_scaling_in: the blocks whose attention takes the
-  /// two factors that grow with the keys seen (log_length_scale, logn_from).
+  /// factors that grow with the keys seen (log_length_scale, logn_from,
+  /// temperature_from).
   LengthScalingIn length_scaling_in = LengthScalingIn::EveryBlock;
   /// model.attention.head_scale: every attention's logits of head h times a
   /// learned lambda_h, 1 at the start (Wang et al. 2024's head-based scale).
@@ -122,7 +128,7 @@ struct ModelConfig {
   int64_t window_of_block(int64_t index) const { return positional.nope_block(index) ? 0 : attention_window; }
 
   /// Whether the attention of block `index` (from 0) of a self-attention stack
-  /// takes log_length_scale and logn_from: every block's, or with
+  /// takes log_length_scale, logn_from and temperature_from: every block's, or with
   /// length_scaling_in nope_blocks only those nope_every leaves without positions.
   bool length_scaling_in_block(int64_t index) const {
     return length_scaling_in == LengthScalingIn::EveryBlock || positional.nope_block(index);

@@ -143,11 +143,25 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
               "on for a trained model. N is the most keys a query saw in training: a decoder's longest training "
               "row less its last token, an encoder's task.max_length (plus one with CLS pooling)"),
       written_if<ModelConfig>(
-          choice_key("length_scaling_in", &ModelConfig::length_scaling_in,
-                     "where log_length_scale and logn_from act, the two factors that grow with the keys a query "
-                     "sees; nope_blocks puts them only where no scheme marks positions, as Llama 4 tunes the "
-                     "temperature of its NoPE layers only. No parameter of its own, so `posenc eval --set` may set "
-                     "it for a trained model where that adds or removes no Scalable-Softmax parameter"),
+          int_key(
+              "temperature_from", &ModelConfig::temperature_from, 0, int64_t{1} << 24,
+              "0: off; F >= 1: Llama 4's attention temperature (its NoPE layers' attn_temperature_tuning, with "
+              "floor_scale F): the logits of a query that sees n keys (after the causal mask and padding) are "
+              "multiplied by 1 + temperature_beta log(floor(n / F) + 1), exactly 1 below F keys and growing in steps "
+              "of F; no parameter, so `posenc eval --set` may turn it on for a trained model. Llama 4 takes F = 8192, "
+              "its training context, and places it with length_scaling_in nope_blocks"),
+          [](const ModelConfig& m) { return m.temperature_from != 0; }),
+      written_if<ModelConfig>(float_key("temperature_beta", &ModelConfig::temperature_beta, 1e-6, 100.0,
+                                        "the beta of temperature_from (Llama 4: 0.1); no parameter, so `posenc "
+                                        "eval --set` may set it for a trained model"),
+                              [](const ModelConfig& m) { return m.temperature_from != 0; }),
+      written_if<ModelConfig>(
+          choice_key(
+              "length_scaling_in", &ModelConfig::length_scaling_in,
+              "where log_length_scale, logn_from and temperature_from act, the factors that grow with the keys a "
+              "query sees; nope_blocks puts them only where no scheme marks positions, as Llama 4 tunes the "
+              "temperature of its NoPE layers only. No parameter of its own, so `posenc eval --set` may set "
+              "it for a trained model where that adds or removes no Scalable-Softmax parameter"),
           [](const ModelConfig& m) { return m.length_scaling_in != LengthScalingIn::EveryBlock; }),
       bool_key("head_scale", &ModelConfig::head_scale,
                "head-based attention scale (Wang et al. 2024): every attention's logits of head h are multiplied "
@@ -601,11 +615,16 @@ ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
                         ".length_scaling_in: \"nope_blocks\" places the length factors in the blocks "
                         "model.positional.nope_every leaves without positions, but it is 0, so there are none; set "
                         "nope_every or use \"every_block\"");
-    if (m.log_length_scale == 0 && m.logn_from == 0)
+    if (m.log_length_scale == 0 && m.logn_from == 0 && m.temperature_from == 0)
       throw ConfigError(at("attention") +
-                        ".length_scaling_in: \"nope_blocks\" places log_length_scale and logn_from, but both are 0 "
-                        "(off), so it would change nothing; turn one on or leave length_scaling_in out");
+                        ".length_scaling_in: \"nope_blocks\" places log_length_scale, logn_from and temperature_from, "
+                        "but all three are 0 (off), so it would change nothing; turn one on or leave "
+                        "length_scaling_in out");
   }
+  if (m.temperature_from == 0 && m.temperature_beta != ModelConfig{}.temperature_beta)
+    throw ConfigError(at("attention") +
+                      ".temperature_beta: it is the beta of temperature_from, which is 0 (off), so "
+                      "it would change nothing; set temperature_from too or leave temperature_beta out");
   if (m.logn_from == 1)
     throw ConfigError(at("attention") +
                       ".logn_from: 1 would divide by log 1 = 0; give 0 (off) or the most keys a query saw in "

@@ -45,6 +45,10 @@ struct LengthFactors {
   bool head_scale = false;
   /// The logits of every head times this fixed number (no parameter); 1: none.
   double logit_scale = 1.0;
+  /// >= 1: Llama 4's attention temperature, the logits of a query that sees n keys times
+  /// 1 + temperature_beta log(floor(n / F) + 1) (no parameter); 0: none.
+  int64_t temperature_from = 0;
+  double temperature_beta = 0.1;
 };
 
 struct MultiHeadAttentionOptions {
@@ -124,6 +128,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor last_factor_;      ///< the logit factor of the forward that kept last_weights_
   torch::Tensor length_scale_;     ///< (H) s_h of Scalable-Softmax; undefined when it is off
   int64_t logn_from_ = 0;          ///< N of LogN scaling; 0 when it is off
+  int64_t temperature_from_ = 0;   ///< F of Llama 4's temperature; 0 when it is off
+  double temperature_beta_ = 0.0;  ///< its beta
   double logit_scale_ = 1.0;       ///< the fixed factor of every logit; 1 when it is off
   torch::Tensor head_scale_;       ///< (H) lambda_h of the head scale; undefined when it is off
   torch::Tensor q_gain_, k_gain_;  ///< (Dh) QK-norm's gains; undefined when it is off

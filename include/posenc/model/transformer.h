@@ -54,11 +54,12 @@ struct KVCache {
 };
 
 /// The attention logit factors a config asks for in block `index` (from 0) of a stack
-/// (model.attention.log_length_scale and logn_from where length_scaling_in places them, head_scale,
-/// logit_scale).
+/// (model.attention.log_length_scale, logn_from and temperature_from where length_scaling_in places them,
+/// head_scale, logit_scale).
 inline LengthFactors length_factors_of(const ModelConfig& cfg, int64_t index) {
   const bool scaled = cfg.length_scaling_in_block(index);
-  return {scaled ? cfg.log_length_scale : 0.0, scaled ? cfg.logn_from : 0, cfg.head_scale, cfg.logit_scale};
+  return {scaled ? cfg.log_length_scale : 0.0, scaled ? cfg.logn_from : 0, cfg.head_scale, cfg.logit_scale,
+          scaled ? cfg.temperature_from : 0,   cfg.temperature_beta};
 }
 
 /// Keeps rows `rows` (int64, on the model's device) of every cached tensor, in

@@ -66,6 +66,11 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   TORCH_CHECK(factors.logn_from == 0 || factors.logn_from >= 2, "logn_from is 0 (off) or at least 2, not ",
               factors.logn_from);
   logn_from_ = factors.logn_from;
+  TORCH_CHECK(factors.temperature_from >= 0 && factors.temperature_beta > 0,
+              "temperature_from is 0 (off) or at least 1, and temperature_beta positive, not ",
+              factors.temperature_from, " and ", factors.temperature_beta);
+  temperature_from_ = factors.temperature_from;
+  temperature_beta_ = factors.temperature_beta;
   TORCH_CHECK(factors.logit_scale > 0, "logit_scale is positive, not ", factors.logit_scale);
   logit_scale_ = factors.logit_scale;
   if (factors.head_scale) head_scale_ = register_parameter("head_scale", torch::ones({heads_}));
@@ -86,7 +91,7 @@ torch::Tensor MultiHeadAttentionImpl::rms_normalized(const torch::Tensor& x, con
 torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, const torch::Tensor& k) const {
   torch::Tensor factor;  // (1|B, H|1, Lq|1, 1); undefined while every factor is off
   const auto times = [&](const torch::Tensor& f) { factor = factor.defined() ? factor * f : f; };
-  if (length_scale_.defined() || logn_from_ > 0) {
+  if (length_scale_.defined() || logn_from_ > 0 || temperature_from_ > 0) {
     // n: the keys each query sees, after the causal mask and padding.
     const auto n = mask.defined()
                        ? mask.eq(0).sum(-1, /*keepdim=*/true).to(torch::kFloat).clamp_min(1)  // (1|B, 1, Lq, 1)
@@ -97,6 +102,13 @@ torch::Tensor MultiHeadAttentionImpl::length_factor(const torch::Tensor& mask, c
       // (not log N / log N, which float32 may round to just above 1).
       times(torch::where(n > static_cast<double>(logn_from_), n.log() / std::log(static_cast<double>(logn_from_)),
                          torch::ones_like(n)));  // (1|B, 1, Lq|1, 1)
+    }
+    if (temperature_from_ > 0) {
+      // Llama 4's steps: exactly 1 below F keys, 1 + beta log 2 from F, 1 + beta log 3 from 2F, ... n and F are
+      // whole numbers below 2^24, so float32's n / F is exact where the quotient is whole and stays below the
+      // next whole number where it is not: the floor steps at exactly the right n.
+      const auto steps = torch::floor(n / static_cast<double>(temperature_from_));  // (1|B, 1, Lq|1, 1)
+      times(1.0 + temperature_beta_ * torch::log1p(steps));
     }
   }
   if (head_scale_.defined()) times(head_scale_.view({1, heads_, 1, 1}));  // (1, H, 1, 1): counts no keys

@@ -19,8 +19,9 @@ std::string allowed_evaluation_changes() {
 }
 
 const std::vector<std::string>& parameter_free_model_keys() {
-  static const std::vector<std::string> keys = {"model.attention.logn_from", "model.attention.length_scaling_in",
-                                                "model.attention.logit_scale", "model.attention.window"};
+  static const std::vector<std::string> keys = {"model.attention.logn_from",        "model.attention.temperature_from",
+                                                "model.attention.temperature_beta", "model.attention.length_scaling_in",
+                                                "model.attention.logit_scale",      "model.attention.window"};
   return keys;
 }
 
