@@ -4,7 +4,8 @@
 // computation (the steps at n = F, 2F, 3F included), the exact identity below
 // F keys (what lets `posenc eval --set` turn it on for a trained model), the
 // KV cache and the fused path agreeing with the explicit forward, alone, beside
-// LogN and in the NoPE block only, and the config that reaches it.
+// LogN and in the NoPE block only, the config that reaches it, and the shipped
+// copy config that sets it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,7 +43,8 @@ TEST(AttentionTemperature, WeightsAreTheSoftmaxOfTheLogitsTimesOnePlusBetaLogOfT
   LengthFactors factors;
   factors.temperature_from = F;
   factors.temperature_beta = 0.5;
-  MultiHeadAttention attention(MultiHeadAttentionOptions(D, H).project_input(false).causal(true).length_factors(factors));
+  MultiHeadAttention attention(
+      MultiHeadAttentionOptions(D, H).project_input(false).causal(true).length_factors(factors));
   posenc::testing::expect_alibi_attention_scaled(attention, H, D / H, [&](int64_t, int64_t i) {
     const int64_t steps = (i + 1) / F;
     return 1.0 + 0.5 * std::log(static_cast<double>(steps) + 1.0);
@@ -109,6 +111,25 @@ TEST(AttentionTemperature, TheConfigRefusesWhatChangesNothingAndEvalMayTurnItOn)
       trained, {"model.attention.temperature_from=16", "model.attention.temperature_beta=0.25"});
   EXPECT_EQ(length_factors_of(read.model, 0).temperature_from, 16);
   EXPECT_EQ(length_factors_of(read.model, 0).temperature_beta, 0.25);
+}
+
+TEST(AttentionTemperature, TheShippedCopyConfigIsTheGridsQkNormRowWithItPastTheKeysTrainingShowed) {
+  // configs/copy_hybrid_qk_norm_temperature.json trains what the rnope-swa-qkn row of
+  // configs/copy_qk_norm_compare.json trained: a copy row of at most 16 input tokens gives a query at most 32 keys,
+  // below F = 33, so the factor is exactly 1 for every training query and only evaluation past it differs, as
+  // docs/results.md measured it.
+  const Config shipped = posenc::testing::expect_shipped_config_trains_grid_row(
+      "configs/copy_hybrid_qk_norm_temperature.json", "configs/copy_qk_norm_compare.json",
+      "rnope-swa-qkn-projected-max-s0", [](const Config& shipped, Config& trained) {
+        EXPECT_EQ(trained.model.temperature_from, 0);
+        trained.model.temperature_from = shipped.model.temperature_from;
+        trained.model.temperature_beta = shipped.model.temperature_beta;
+        trained.model.length_scaling_in = shipped.model.length_scaling_in;
+      });
+  EXPECT_EQ(shipped.model.temperature_from, 2 * shipped.task.max_length + 1)
+      << "one past the keys of a copy row's last query";
+  EXPECT_EQ(shipped.model.length_scaling_in, LengthScalingIn::NopeBlocks);
+  EXPECT_TRUE(shipped.model.qk_norm);
 }
 
 }  // namespace POSENC_TEST_UNIT
