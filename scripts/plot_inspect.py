@@ -128,7 +128,8 @@ def heads_figure(d):
     """Per block (a column), each head's mean distance (top) and effective keys (middle) against the length, on
     log axes, with a head flat over the keys each query sees dashed: a local head's lines stay flat as the
     length grows, a flat head's follow the dashed one. Where the model has logit factors (Scalable-Softmax, LogN
-    scaling, the head scale), a last row draws each head's mean factor."""
+    scaling, the temperature, the head scale), a last row draws each head's mean factor, and says so in a block
+    that has none."""
     plt = plot_compare.plt
     lengths = [e["length"] for e in d["lengths"]]
     blocks = d["lengths"][0]["blocks"]
@@ -140,6 +141,13 @@ def heads_figure(d):
     for b, block in enumerate(blocks):
         for row, (key, flat_key, label) in enumerate(rows):
             ax = axes[row][b]
+            if key == "logit_factor" and all(h.get(key) is None for h in block["heads"]):
+                # A block without any factor (model.attention.length_scaling_in nope_blocks, say): plain logits.
+                ax.text(0.5, 0.5, "no logit factor\n(plain logits)", ha="center", va="center",
+                        transform=ax.transAxes)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
             for h in range(len(block["heads"])):
                 ax.plot(lengths, [e["blocks"][b]["heads"][h][key] for e in d["lengths"]], marker="o",
                         label=f"head {h}")
