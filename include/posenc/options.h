@@ -41,6 +41,11 @@ struct OptionSpec {
   nlohmann::json causal_value = nullptr;
   std::vector<std::string> choice_docs;  ///< String: what each of `choices` does (empty: undocumented)
   size_t max_items = 0;                  ///< IntList: the most elements
+  /// A model key that changes what attention computes but adds or removes no
+  /// parameter, so `posenc eval --set` and `posenc heads --set` may change it
+  /// for a trained model (evaluation_changes.h reads this flag; `posenc list`
+  /// says it).
+  bool set_on_trained = false;
 };
 
 /// Options after validation: every declared option present, typed.

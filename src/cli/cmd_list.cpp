@@ -50,6 +50,7 @@ nlohmann::json describe_option(const OptionSpec& o, const std::string& shown_def
   if (!shown_default.empty()) j["default"] = shown_default;
   if (!o.choices.empty()) j["choices"] = o.choices;
   if (!o.choice_docs.empty()) j["choice_docs"] = o.choice_docs;
+  if (o.set_on_trained) j["set_on_trained"] = true;
   if (const std::string a = allowed(o); !a.empty()) j["allowed"] = a;
   return j;
 }
@@ -122,13 +123,16 @@ std::string probe_target_names(const nlohmann::json& task) {
 
 std::string text_of(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-/// An option's doc followed by what each of its choices does.
+/// An option's doc followed by what each of its choices does, and whether a trained model may be read with it changed.
 std::string doc_with_choices(const nlohmann::json& opt, const std::string& quote) {
   std::string doc = opt["doc"].get<std::string>();
-  if (!opt.contains("choice_docs")) return doc;
-  for (size_t i = 0; i < opt["choices"].size(); ++i)
-    doc += (i ? "; " : ". ") + quote + opt["choices"][i].get<std::string>() + quote + ": " +
-           opt["choice_docs"][i].get<std::string>();
+  if (opt.contains("choice_docs"))
+    for (size_t i = 0; i < opt["choices"].size(); ++i)
+      doc += (i ? "; " : ". ") + quote + opt["choices"][i].get<std::string>() + quote + ": " +
+             opt["choice_docs"][i].get<std::string>();
+  if (opt.value("set_on_trained", false))
+    doc += ". " + quote + "posenc eval --set" + quote + " and " + quote + "posenc heads --set" + quote +
+           " may change it for a trained model, where that adds or removes no parameter";
   return doc;
 }
 

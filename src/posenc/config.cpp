@@ -98,6 +98,13 @@ Key<S> written_if(Key<S> key, std::function<bool(const S&)> when) {
   return key;
 }
 
+/// `key`, which a trained model may be read with changed (OptionSpec::set_on_trained).
+template <class S>
+Key<S> set_on_trained(Key<S> key) {
+  key.spec.set_on_trained = true;
+  return key;
+}
+
 // ---- The key tables, one per block ----
 
 const std::vector<Key<ModelConfig>>& model_keys() {
@@ -135,52 +142,52 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
                 "multiplied by s_h log n, s_h "
                 "learned per head and layer from s (the paper's figure uses 0.43), so that attention does not "
                 "flatten as sequences grow; a query that sees one key is unchanged"),
-      int_key("logn_from", &ModelConfig::logn_from, 0, int64_t{1} << 30,
-              "0: off; N >= 2: LogN scaling (Chiang & Cholak 2022; Qwen's logn attention): in every attention (or "
-              "those length_scaling_in names) the logits of a query that sees n > N keys (after the causal mask and "
-              "padding) are multiplied by log n / log N, and those "
-              "of queries that see N or fewer are left as trained; no parameter, so `posenc eval --set` may turn it "
-              "on for a trained model. N is the most keys a query saw in training: a decoder's longest training "
-              "row less its last token, an encoder's task.max_length (plus one with CLS pooling)"),
+      set_on_trained(int_key(
+          "logn_from", &ModelConfig::logn_from, 0, int64_t{1} << 30,
+          "0: off; N >= 2: LogN scaling (Chiang & Cholak 2022; Qwen's logn attention): in every attention (or "
+          "those length_scaling_in names) the logits of a query that sees n > N keys (after the causal mask and "
+          "padding) are multiplied by log n / log N, and those "
+          "of queries that see N or fewer are left as trained. N is the most keys a query saw in training: a "
+          "decoder's longest training row less its last token, an encoder's task.max_length (plus one with CLS "
+          "pooling)")),
       written_if<ModelConfig>(
-          int_key(
+          set_on_trained(int_key(
               "temperature_from", &ModelConfig::temperature_from, 0, int64_t{1} << 24,
               "0: off; F >= 1: Llama 4's attention temperature (its NoPE layers' attn_temperature_tuning, with "
               "floor_scale F): the logits of a query that sees n keys (after the causal mask and padding) are "
               "multiplied by 1 + temperature_beta log(floor(n / F) + 1), exactly 1 below F keys and growing in steps "
-              "of F; no parameter, so `posenc eval --set` may turn it on for a trained model. Llama 4 takes F = 8192, "
-              "its training context, and places it with length_scaling_in nope_blocks"),
+              "of F. Llama 4 takes F = 8192, its training context, and places it with length_scaling_in "
+              "nope_blocks")),
           [](const ModelConfig& m) { return m.temperature_from != 0; }),
-      written_if<ModelConfig>(float_key("temperature_beta", &ModelConfig::temperature_beta, 1e-6, 100.0,
-                                        "the beta of temperature_from (Llama 4: 0.1); no parameter, so `posenc "
-                                        "eval --set` may set it for a trained model"),
+      written_if<ModelConfig>(set_on_trained(float_key("temperature_beta", &ModelConfig::temperature_beta, 1e-6, 100.0,
+                                                       "the beta of temperature_from (Llama 4: 0.1)")),
                               [](const ModelConfig& m) { return m.temperature_from != 0; }),
       written_if<ModelConfig>(
-          choice_key(
+          set_on_trained(choice_key(
               "length_scaling_in", &ModelConfig::length_scaling_in,
               "where log_length_scale, logn_from and temperature_from act, the factors that grow with the keys a "
               "query sees; nope_blocks puts them only where no scheme marks positions, as Llama 4 tunes the "
-              "temperature of its NoPE layers only. No parameter of its own, so `posenc eval --set` may set "
-              "it for a trained model where that adds or removes no Scalable-Softmax parameter"),
+              "temperature of its NoPE layers only. With log_length_scale it decides which blocks learn an s_h")),
           [](const ModelConfig& m) { return m.length_scaling_in != LengthScalingIn::EveryBlock; }),
       bool_key("head_scale", &ModelConfig::head_scale,
                "head-based attention scale (Wang et al. 2024): every attention's logits of head h are multiplied "
                "by lambda_h, learned per head and layer and 1 at the start, so the model is unchanged until they "
                "train. Meant to be tuned alone on longer examples after training: train.init_from the trained "
                "checkpoint with train.trainable head_scale"),
-      float_key("logit_scale", &ModelConfig::logit_scale, 0.01, 100.0,
-                "every attention's logits are multiplied by this one fixed number, for every head and length (a "
-                "softmax temperature of 1/t; Wang et al. 2024 search one on longer examples); no parameter, so "
-                "`posenc eval --set` may set it for a trained model; with model.attention.head_scale the learned "
-                "lambda_h multiply it, so tuning starts from it. 1: the plain logits"),
+      set_on_trained(
+          float_key("logit_scale", &ModelConfig::logit_scale, 0.01, 100.0,
+                    "every attention's logits are multiplied by this one fixed number, for every head and length (a "
+                    "softmax temperature of 1/t; Wang et al. 2024 search one on longer examples); with "
+                    "model.attention.head_scale the learned lambda_h multiply it, so tuning starts from it. 1: the "
+                    "plain logits")),
       written_if<ModelConfig>(
-          int_key("window", &ModelConfig::attention_window, 0, int64_t{1} << 30,
-                  "0: every key; W >= 1: sliding-window attention, each query of a self-attention block sees only "
-                  "the keys fewer than W tokens away (a decoder's: itself and the W - 1 before it; an encoder's: W - "
-                  "1 either side), counted in tokens, not position ids. Every block is windowed but those that "
-                  "model.positional.nope_every leaves without positions, which keep full attention (local RoPE "
-                  "blocks and global NoPE ones, as in Yang et al. 2025 and Cohere's Command A). No parameter, so "
-                  "`posenc eval --set` may set it for a trained model"),
+          set_on_trained(int_key(
+              "window", &ModelConfig::attention_window, 0, int64_t{1} << 30,
+              "0: every key; W >= 1: sliding-window attention, each query of a self-attention block sees only "
+              "the keys fewer than W tokens away (a decoder's: itself and the W - 1 before it; an encoder's: W - "
+              "1 either side), counted in tokens, not position ids. Every block is windowed but those that "
+              "model.positional.nope_every leaves without positions, which keep full attention (local RoPE "
+              "blocks and global NoPE ones, as in Yang et al. 2025 and Cohere's Command A)")),
           [](const ModelConfig& m) { return m.attention_window != 0; }),
       written_if<ModelConfig>(
           bool_key("qk_norm", &ModelConfig::qk_norm,

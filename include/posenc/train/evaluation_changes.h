@@ -17,13 +17,14 @@ class Task;
 /// parameter and the scheme's options.
 std::string allowed_evaluation_changes();
 
-/// The model keys that change attention without a parameter (the logits' scale,
-/// the keys a query sees), so that a trained model may be read with them changed.
-const std::vector<std::string>& parameter_free_model_keys();
+/// The config keys whose declaration says a trained model may be read with
+/// them changed (OptionSpec::set_on_trained: the logits' scale, the keys a
+/// query sees), as dotted paths, in declaration order.
+const std::vector<std::string>& keys_set_on_trained();
 
 /// The checkpoint's config `stored` with `--set` assignments (`path=value`) that
 /// leave the trained model as it is: eval.*, task.path (a moved text), the
-/// scheme's own options (RoPE scaling, say) and parameter_free_model_keys(),
+/// scheme's own options (RoPE scaling, say) and keys_set_on_trained(),
 /// never the scheme's type, placement, or anything else of the model or
 /// training. ConfigError, starting "--set", for any other key, or for options
 /// that build a model without a parameter the stored one trained.

@@ -14,19 +14,23 @@
 namespace posenc {
 
 std::string allowed_evaluation_changes() {
-  return "eval.*, task.path (a moved text), " + join(parameter_free_model_keys(), ", ") +
+  return "eval.*, task.path (a moved text), " + join(keys_set_on_trained(), ", ") +
          " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers)";
 }
 
-const std::vector<std::string>& parameter_free_model_keys() {
-  static const std::vector<std::string> keys = {"model.attention.logn_from",        "model.attention.temperature_from",
-                                                "model.attention.temperature_beta", "model.attention.length_scaling_in",
-                                                "model.attention.logit_scale",      "model.attention.window"};
+const std::vector<std::string>& keys_set_on_trained() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const ConfigBlock& block : config_blocks())
+      for (const OptionSpec& key : block.keys)
+        if (key.set_on_trained) out.push_back(block.path + "." + key.name);
+    return out;
+  }();
   return keys;
 }
 
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
-  const auto& keys = parameter_free_model_keys();
+  const auto& keys = keys_set_on_trained();
   nlohmann::json j = config_to_json(stored);
   for (const auto& o : overrides) {
     const std::string path = o.substr(0, o.find('='));
@@ -37,8 +41,8 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
     const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
                                path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
     // task.path may point to a moved text; check_data_identity makes sure it is the same text.
-    const bool parameter_free = std::find(keys.begin(), keys.end(), path) != keys.end();
-    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !parameter_free)
+    const bool set_on_trained = std::find(keys.begin(), keys.end(), path) != keys.end();
+    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !set_on_trained)
       throw ConfigError("--set " + o + ": a trained model may be read with changes to " + allowed_evaluation_changes() +
                         " only; the rest is what the checkpoint was trained as");
     apply_override(j, o);

@@ -1,0 +1,133 @@
+// What `posenc eval --set` and `posenc heads --set` may change on a trained
+// model, read from the keys' declarations (OptionSpec::set_on_trained): every
+// key declared so must build a model with exactly the trained one's parameters
+// and must change what it computes for some value; a key not declared so is
+// refused with a message that names what may be changed.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "helpers.h"
+#include "posenc/model/decoder.h"
+#include "posenc/model/transformer.h"
+#include "posenc/tasks/registry.h"
+#include "posenc/train/evaluation_changes.h"
+
+// This file's names live in a namespace of their own, so that the unity build
+// can compile several test files as one unit (CMakeLists.txt).
+namespace POSENC_TEST_UNIT {
+
+using namespace posenc;
+
+namespace {
+
+/// The declaration of the dotted config key `path`.
+const OptionSpec& declared(const std::string& path) {
+  for (const ConfigBlock& block : config_blocks())
+    for (const OptionSpec& key : block.keys)
+      if (block.path + "." + key.name == path) return key;
+  throw std::runtime_error("no declared key " + path);
+}
+
+/// Values to try for a key: a few of each kind, every choice of a choice key.
+std::vector<std::string> candidate_values(const OptionSpec& spec) {
+  switch (spec.kind) {
+    case OptionKind::Int: return {"2", "3", "33"};
+    case OptionKind::Float: return {"0.5", "2.0"};
+    case OptionKind::Bool: return {"true", "false"};
+    case OptionKind::String: {
+      std::vector<std::string> out;
+      for (const auto& c : spec.choices) out.push_back("\"" + c + "\"");
+      return out;
+    }
+    default: return {};
+  }
+}
+
+/// Parameter names and shapes: what a checkpoint holds.
+std::map<std::string, std::vector<int64_t>> parameter_shapes(const Config& cfg) {
+  Transformer model(cfg.model, task_vocab_size(cfg.task));
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& p : model->named_parameters()) out[p.key()] = p.value().sizes().vec();
+  return out;
+}
+
+/// "" where `read` holds the parameters of `trained` with their shapes, else the first one added, left out or
+/// reshaped.
+std::string parameter_difference(const std::map<std::string, std::vector<int64_t>>& trained,
+                                 const std::map<std::string, std::vector<int64_t>>& read) {
+  for (const auto& [name, shape] : read) {
+    const auto it = trained.find(name);
+    if (it == trained.end()) return "adds " + name;
+    if (it->second != shape) return "reshapes " + name;
+  }
+  for (const auto& entry : trained)
+    if (read.count(entry.first) == 0) return "leaves out " + entry.first;
+  return "";
+}
+
+}  // namespace
+
+TEST(EvaluationChanges, EveryKeyDeclaredSetOnTrainedKeepsTheParametersAndChangesWhatTheModelComputes) {
+  const auto& keys = keys_set_on_trained();
+  ASSERT_FALSE(keys.empty());
+  // Trained models with a NoPE block and each logit factor that another key qualifies (temperature_beta needs
+  // temperature_from; length_scaling_in needs nope_every and a factor, and moves Scalable-Softmax's s_h).
+  const std::vector<std::vector<std::string>> trained_with = {
+      {"model.positional.nope_every=2"},
+      {"model.positional.nope_every=2", "model.attention.logn_from=8"},
+      {"model.positional.nope_every=2", "model.attention.temperature_from=4"},
+      {"model.positional.nope_every=2", "model.attention.log_length_scale=0.43"},
+  };
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const auto tokens = torch::randint(1, 17, {2, 40}, torch::kLong);
+  for (const std::string& key : keys) {
+    const OptionSpec& spec = declared(key);
+    const auto values = candidate_values(spec);
+    ASSERT_FALSE(values.empty()) << key << ": no value of its kind to try";
+    int accepted = 0, changed_output = 0;
+    for (const std::string kind : {"decoder", "encoder_decoder"})
+      for (const auto& extra : trained_with) {
+        const Config trained = posenc::testing::small_next_token_config(kind, "rope", extra);
+        for (const std::string& value : values) {
+          Config read;
+          try {
+            read = with_evaluation_changes(trained, {key + "=" + value});
+          } catch (const ConfigError&) {
+            continue;  // a combination the rules between keys refuse (or one that would drop an s_h)
+          }
+          ++accepted;
+          EXPECT_EQ(parameter_difference(parameter_shapes(trained), parameter_shapes(read)), "")
+              << kind << " " << key << "=" << value;
+          if (kind != std::string("decoder")) continue;
+          auto before = posenc::testing::random_positional_model<Decoder>(trained.model, 5);
+          auto after = posenc::testing::random_positional_model<Decoder>(read.model, 5);
+          if (!torch::equal(before->forward(tokens), after->forward(tokens))) ++changed_output;
+        }
+      }
+    EXPECT_GT(accepted, 0) << key << ": no value was accepted on any trained model";
+    EXPECT_GT(changed_output, 0) << key << ": declared set_on_trained, but no value changed the model's output";
+  }
+}
+
+TEST(EvaluationChanges, KeysNotDeclaredSetOnTrainedAreRefusedNamingWhatMayChange) {
+  const Config trained = posenc::testing::small_next_token_config("decoder", "rope", {});
+  const std::string allowed = allowed_evaluation_changes();
+  for (const auto& key : keys_set_on_trained()) EXPECT_NE(allowed.find(key), std::string::npos) << key;
+  // A parameter (QK-norm's gains, Scalable-Softmax's s_h, a head scale), a width, and training.
+  for (const std::string o : {"model.attention.qk_norm=true", "model.attention.log_length_scale=0.43",
+                              "model.attention.head_scale=true", "model.d_ff=32", "train.steps=5"}) {
+    ASSERT_FALSE(declared(o.substr(0, o.find('='))).set_on_trained) << o;
+    try {
+      with_evaluation_changes(trained, {o});
+      ADD_FAILURE() << o << " was accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("--set " + o + ": ", 0), 0U) << what;
+      EXPECT_NE(what.find(allowed), std::string::npos) << what;
+    }
+  }
+}
+
+}  // namespace POSENC_TEST_UNIT
