@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -293,6 +294,14 @@ TEST(ComparePlan, RunStateFollowsTheDiskAndRefusesAForeignRun) {
   auto other_threads = plan;
   other_threads.runs[0].config.train.threads = 2;
   EXPECT_EQ(posenc::run_state(other_threads, other_threads.runs[0]), posenc::RunState::Finished);
+  // More steps or another evaluation continue the finished run from its checkpoint (--resume takes them).
+  for (const auto& [what, change] : std::vector<std::pair<std::string, std::function<void(posenc::Config&)>>>{
+           {"steps", [](posenc::Config& c) { c.train.steps += 10; }},
+           {"eval", [](posenc::Config& c) { c.eval.samples_per_length += 1; }}}) {
+    auto longer = plan;
+    change(longer.runs[0].config);
+    EXPECT_EQ(posenc::run_state(longer, longer.runs[0]), posenc::RunState::Resumable) << what;
+  }
   auto other_model = plan;
   other_model.runs[0].config.model.d_ff = 128;
   const std::string e = error_of([&] { posenc::run_state(other_model, other_model.runs[0]); });

@@ -26,6 +26,15 @@ enum class OptionKind {
   Scheme,   ///< a scheme's name, or {"type": name, its options}; the config reader resolves it
 };
 
+/// What another value of a config key means where a run already exists (`posenc train --resume`, `posenc
+/// compare` over a directory that holds the run).
+enum class RunPart {
+  What,       ///< part of what the run is: another value is another run
+  Resumable,  ///< --resume may take another value (more steps, other evaluation), but a finished run is not it
+  Where,      ///< where or how the run goes, never what it computes: --resume takes another value, and a
+              ///< finished run with another value is the run asked for
+};
+
 /// One declared option: its type, default, bounds or choices, and a one-line doc.
 struct OptionSpec {
   std::string name;
@@ -46,6 +55,7 @@ struct OptionSpec {
   /// for a trained model (evaluation_changes.h reads this flag; `posenc list`
   /// says it).
   bool set_on_trained = false;
+  RunPart run_part = RunPart::What;  ///< a config key's; run_dir.h reads it, `posenc list` states it
 };
 
 /// Options after validation: every declared option present, typed.

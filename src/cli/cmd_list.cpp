@@ -1,6 +1,7 @@
 // posenc list [--json | --markdown]: the config keys, the positional schemes
 // and the tasks, with their options, from their declarations. `--markdown` is
 // docs/configs.md (a test checks that the page in the tree equals it).
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -51,6 +52,7 @@ nlohmann::json describe_option(const OptionSpec& o, const std::string& shown_def
   if (!o.choices.empty()) j["choices"] = o.choices;
   if (!o.choice_docs.empty()) j["choice_docs"] = o.choice_docs;
   if (o.set_on_trained) j["set_on_trained"] = true;
+  if (o.run_part != RunPart::What) j["run_part"] = o.run_part == RunPart::Where ? "where" : "resumable";
   if (const std::string a = allowed(o); !a.empty()) j["allowed"] = a;
   return j;
 }
@@ -67,7 +69,26 @@ nlohmann::json describe_block(const ConfigBlock& b) {
     const auto shown = b.shown_defaults.find(o.name);
     keys.push_back(describe_option(o, shown == b.shown_defaults.end() ? "" : shown->second));
   }
-  return {{"block", b.path}, {"doc", b.doc}, {"keys", keys}};
+  nlohmann::json block = {{"block", b.path}, {"doc", b.doc}, {"keys", keys}};
+  // A part of a run that every key of the block is, said once for the block.
+  const bool all_resumable =
+      std::all_of(b.keys.begin(), b.keys.end(), [](const OptionSpec& o) { return o.run_part == RunPart::Resumable; });
+  if (all_resumable) {
+    block["run_part"] = "resumable";
+    for (auto& key : block["keys"]) key.erase("run_part");
+  }
+  return block;
+}
+
+/// What another value of a key (or of a block's keys) means for an existing run, as a sentence; "" for none.
+std::string run_part_sentence(const nlohmann::json& described, const std::string& quote) {
+  const std::string part = described.value("run_part", "");
+  if (part == "resumable") return quote + "posenc train --resume" + quote + " may continue a run with another value";
+  if (part == "where")
+    return "Not part of what a run is: " + quote + "posenc train --resume" + quote +
+           " may continue a run with another value, and " + quote + "posenc compare" + quote +
+           " takes a finished run with another value as its own";
+  return "";
 }
 
 /// Builds the scheme once with its defaults to read what it does (hooks, direction).
@@ -130,6 +151,7 @@ std::string doc_with_choices(const nlohmann::json& opt, const std::string& quote
     for (size_t i = 0; i < opt["choices"].size(); ++i)
       doc += (i ? "; " : ". ") + quote + opt["choices"][i].get<std::string>() + quote + ": " +
              opt["choice_docs"][i].get<std::string>();
+  if (const std::string part = run_part_sentence(opt, quote); !part.empty()) doc += ". " + part;
   if (opt.value("set_on_trained", false))
     doc += ". " + quote + "posenc eval --set" + quote + " and " + quote + "posenc heads --set" + quote +
            " may change it for a trained model, where that adds or removes no parameter";
@@ -172,7 +194,9 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
       "default. `posenc list` prints the same in the terminal.\n");
   for (const auto& b : blocks) {
     const std::string path = b["block"].get<std::string>();
-    std::printf("\n## `%s`\n\n%s.\n\n%s", path.c_str(), b["doc"].get<std::string>().c_str(),
+    const std::string part = run_part_sentence(b, "`");
+    std::printf("\n## `%s`\n\n%s.%s\n\n%s", path.c_str(), b["doc"].get<std::string>().c_str(),
+                part.empty() ? "" : (" Every key: " + part + ".").c_str(),
                 markdown_options(b["keys"], path + ".").c_str());
   }
   std::printf("\n## Task options\n\nEach task takes `task.type`, `task.min_length`, `task.max_length` and these.\n");
@@ -216,7 +240,9 @@ int run_list(const ListOptions& o) {
   }
   std::printf("Config keys, a block at a time (--set BLOCK.KEY=VALUE; docs/configs.md has the same):\n");
   for (const auto& b : blocks) {
-    std::printf("\n%s: %s\n", b["block"].get<std::string>().c_str(), b["doc"].get<std::string>().c_str());
+    const std::string part = run_part_sentence(b, "");
+    std::printf("\n%s: %s%s\n", b["block"].get<std::string>().c_str(), b["doc"].get<std::string>().c_str(),
+                part.empty() ? "" : (". Every key: " + part).c_str());
     print_options(b["keys"], "  ");
   }
   std::printf("\nPositional schemes (model.positional.type); options go beside type in model.positional:\n\n");

@@ -105,6 +105,20 @@ Key<S> set_on_trained(Key<S> key) {
   return key;
 }
 
+/// `key`, with what another value of it means for an existing run (OptionSpec::run_part).
+template <class S>
+Key<S> run_part(RunPart part, Key<S> key) {
+  key.spec.run_part = part;
+  return key;
+}
+
+/// `keys`, each with `part` (a block of which every key is the same part of a run).
+template <class S>
+std::vector<Key<S>> with_run_part(RunPart part, std::vector<Key<S>> keys) {
+  for (auto& key : keys) key.spec.run_part = part;
+  return keys;
+}
+
 // ---- The key tables, one per block ----
 
 const std::vector<Key<ModelConfig>>& model_keys() {
@@ -262,7 +276,8 @@ const std::vector<Key<TaskConfig>>& task_keys() {
 
 const std::vector<Key<TrainConfig>>& train_keys() {
   static const std::vector<Key<TrainConfig>> keys = {
-      int_key("steps", &TrainConfig::steps, 1, kBig, "optimizer steps"),  // 0 would score an untrained model
+      // 0 would score an untrained model; more steps extend a run (--resume).
+      run_part(RunPart::Resumable, int_key("steps", &TrainConfig::steps, 1, kBig, "optimizer steps")),
       int_key("batch_size", &TrainConfig::batch_size, 2, 1 << 20,
               "examples per step (shared among the ranks of one run)"),
       float_key("lr", &TrainConfig::lr, 0.0, 10.0, "AdamW's peak learning rate"),
@@ -283,15 +298,19 @@ const std::vector<Key<TrainConfig>>& train_keys() {
                   "averaging, Izmailov et al. 2018); the mean is kept in average.pt, which posenc eval reads like "
                   "a checkpoint. 0: off"),
           [](const TrainConfig& t) { return t.average_from > 0; }),
-      int_key("log_every", &TrainConfig::log_every, 1, kBig, "steps between log lines"),
+      run_part(RunPart::Where, int_key("log_every", &TrainConfig::log_every, 1, kBig, "steps between log lines")),
       int_key("seed", &TrainConfig::seed, 0, kBig, "weights, dropout and training batches"),
-      choice_key("device", &TrainConfig::device, "where the run trains"),
-      int_key("threads", &TrainConfig::threads, 1, 1024,
-              "intra-op threads: 1 is fastest for small models on a few cores; run runs side by side instead"),
+      run_part(RunPart::Where, choice_key("device", &TrainConfig::device, "where the run trains")),
+      run_part(
+          RunPart::Where,
+          int_key("threads", &TrainConfig::threads, 1, 1024,
+                  "intra-op threads: 1 is fastest for small models on a few cores; run runs side by side instead")),
       choice_key("precision", &TrainConfig::precision, "the forward pass's float type"),
-      choice_key("cuda_graphs", &TrainConfig::cuda_graphs,
-                 "capture the training step (forward, backward, clipping, AdamW) as a CUDA graph per batch shape "
-                 "and replay it; graphed and eager steps agree to float tolerance and a run resumes across the two"),
+      run_part(RunPart::Resumable,
+               choice_key(
+                   "cuda_graphs", &TrainConfig::cuda_graphs,
+                   "capture the training step (forward, backward, clipping, AdamW) as a CUDA graph per batch shape "
+                   "and replay it; graphed and eager steps agree to float tolerance and a run resumes across the two")),
       written_if<TrainConfig>(
           bool_key("deterministic", &TrainConfig::deterministic,
                    "LibTorch's deterministic kernels for the run (and CUBLAS_WORKSPACE_CONFIG=:4096:8 unless "
@@ -301,9 +320,10 @@ const std::vector<Key<TrainConfig>>& train_keys() {
                    "trainings on the GPU (docs/platforms.md); other GPUs are untested. On the CPU training is "
                    "deterministic already"),
           [](const TrainConfig& t) { return t.deterministic; }),
-      string_key("out_dir", &TrainConfig::out_dir,
-                 "the run directory (--out overrides it; a relative path is taken from the working directory); "
-                 "where a run is, not what it is: a moved run resumes"),
+      run_part(RunPart::Where,
+               string_key("out_dir", &TrainConfig::out_dir,
+                          "the run directory (--out overrides it; a relative path is taken from the working "
+                          "directory); a moved run resumes")),
       written_if<TrainConfig>(
           path_key("init_from", &TrainConfig::init_from,
                    "a checkpoint (checkpoint.pt or average.pt) whose weights the run starts from instead of "
@@ -315,48 +335,55 @@ const std::vector<Key<TrainConfig>>& train_keys() {
       written_if<TrainConfig>(
           choice_key("trainable", &TrainConfig::trainable, "which parameters the optimizer updates"),
           [](const TrainConfig& t) { return t.trainable != Trainable::All; }),
-      choice_key("backend", &TrainConfig::backend,
-                 "one run on several processes (posenc train --nproc, torchrun, srun; docs/cluster.md): the "
-                 "collective library"),
-      float_key("bucket_mb", &TrainConfig::bucket_mb, 0.001, 4096.0,
-                "gradients are all-reduced in flat buffers of at most this many MiB"),
-      int_key("collective_timeout_s", &TrainConfig::collective_timeout_s, 1, 86400,
-              "how long a rank waits for the others (rendezvous, each collective) before it fails"),
+      // How many processes train a run, and how they talk, are not what it is.
+      run_part(RunPart::Resumable, choice_key("backend", &TrainConfig::backend,
+                                              "one run on several processes (posenc train --nproc, torchrun, srun; "
+                                              "docs/cluster.md): the collective library")),
+      run_part(RunPart::Resumable, float_key("bucket_mb", &TrainConfig::bucket_mb, 0.001, 4096.0,
+                                             "gradients are all-reduced in flat buffers of at most this many MiB")),
+      run_part(RunPart::Resumable,
+               int_key("collective_timeout_s", &TrainConfig::collective_timeout_s, 1, 86400,
+                       "how long a rank waits for the others (rendezvous, each collective) before it fails")),
   };
   return keys;
 }
 
 const std::vector<Key<EvalConfig>>& eval_keys() {
-  static const std::vector<Key<EvalConfig>> keys = {
-      int_list_key("lengths", &EvalConfig::lengths, 2, 1 << 20, 256,
-                   "evaluation lengths, past training for extrapolation"),
-      int_key("samples_per_length", &EvalConfig::samples_per_length, 2, 1 << 24,
-              "examples of each length's fixed evaluation set"),
-      int_key("seed", &EvalConfig::seed, 0, kBig,
+  static const std::vector<Key<EvalConfig>> keys = with_run_part<EvalConfig>(
+      RunPart::Resumable,
+      {
+          int_list_key("lengths", &EvalConfig::lengths, 2, 1 << 20, 256,
+                       "evaluation lengths, past training for extrapolation"),
+          int_key("samples_per_length", &EvalConfig::samples_per_length, 2, 1 << 24,
+                  "examples of each length's fixed evaluation set"),
+          int_key(
+              "seed", &EvalConfig::seed, 0, kBig,
               "seed of the evaluation sets, independent of train.seed: every scheme and seed sees the same examples"),
-      int_key("max_batch_tokens", &EvalConfig::max_batch_tokens, 1, kBig,
-              "tokens per evaluation batch (batch size = max(1, tokens / length))"),
-      bool_key("oracle_length", &EvalConfig::oracle_length,
-               "tasks whose answers end with an end token (scan, translation): also decode with the end token held "
-               "back until the reference's length (Newman et al. 2020), reported as oracle_length per length in "
-               "results.json: it tells a model that stops too early from one whose tokens are wrong; refused for "
-               "other tasks"),
-      written_if<EvalConfig>(
-          int_list_key("operand_grid", &EvalConfig::operand_grid, 1, 1 << 16, 32,
-                       "a task of two operands (addition, multiplication): exact match for every pair (digits of a, "
-                       "digits of b) "
-                       "of these lengths, eval.samples_per_length examples each, as McLeish et al. plot it; "
-                       "posenc eval CHECKPOINT --set eval.operand_grid=[...] adds it to a trained run"),
-          [](const EvalConfig& e) { return !e.operand_grid.empty(); }),
-      written_if<EvalConfig>(
-          int_key("wrong_answers", &EvalConfig::wrong_answers, 0, 100000,
+          int_key("max_batch_tokens", &EvalConfig::max_batch_tokens, 1, kBig,
+                  "tokens per evaluation batch (batch size = max(1, tokens / length))"),
+          bool_key("oracle_length", &EvalConfig::oracle_length,
+                   "tasks whose answers end with an end token (scan, translation): also decode with the end token held "
+                   "back until the reference's length (Newman et al. 2020), reported as oracle_length per length in "
+                   "results.json: it tells a model that stops too early from one whose tokens are wrong; refused for "
+                   "other tasks"),
+          written_if<EvalConfig>(
+              int_list_key(
+                  "operand_grid", &EvalConfig::operand_grid, 1, 1 << 16, 32,
+                  "a task of two operands (addition, multiplication): exact match for every pair (digits of a, "
+                  "digits of b) "
+                  "of these lengths, eval.samples_per_length examples each, as McLeish et al. plot it; "
+                  "posenc eval CHECKPOINT --set eval.operand_grid=[...] adds it to a trained run"),
+              [](const EvalConfig& e) { return !e.operand_grid.empty(); }),
+          written_if<EvalConfig>(
+              int_key(
+                  "wrong_answers", &EvalConfig::wrong_answers, 0, 100000,
                   "keep the first this many examples scored wrong at each length in results.json (wrong_answers): "
                   "a decoder's prompt, reference, decoded answer and first wrong token, with the model's five "
                   "likeliest tokens there and the reference's probability, a classifier's input, label "
                   "and prediction, written as the task writes tokens (addition's digits, SCAN's words); posenc eval "
                   "CHECKPOINT --set eval.wrong_answers=20 adds them to a trained run; refused for perplexity"),
-          [](const EvalConfig& e) { return e.wrong_answers > 0; }),
-  };
+              [](const EvalConfig& e) { return e.wrong_answers > 0; }),
+      });  // evaluation settings: a run resumes to evaluate again
   return keys;
 }
 

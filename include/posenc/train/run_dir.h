@@ -27,8 +27,13 @@ inline constexpr const char* kEvalResults = "results_eval.json";  ///< `posenc e
 inline std::vector<std::string> train_run_files() { return {kCheckpoint, kConfig, kTrainLock, kResults, kAverage}; }
 }  // namespace run_files
 
-/// JSON pointers of the config parts that --resume accepts changed.
+/// JSON pointers of the config parts that --resume accepts changed: the keys
+/// declared RunPart::Resumable or RunPart::Where (options.h).
 const std::vector<std::string>& resumable_changes();
+
+/// JSON pointers of the config parts with which a finished run is still the
+/// run asked for: the keys declared RunPart::Where (where or how it ran).
+const std::vector<std::string>& same_run_changes();
 
 /// The same, for messages: "train.steps, train.threads, ... and eval.*".
 std::string resumable_changes_text();

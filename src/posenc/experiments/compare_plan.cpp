@@ -268,9 +268,9 @@ RunState run_state(const ComparePlan& plan, const PlannedRun& run) {
       throw ConfigError(file.string() + ": " + e.what());
     }
   };
-  // Where the comparison directory lives is not part of a run: it may be moved.
+  // Where and how a run went is not part of what it is (the comparison directory may be moved, say).
   // Nor is what training records of its data file (a charlm text's size and checksum): the grid cannot know it.
-  std::vector<std::string> same_run = {"/train/threads", "/train/device", "/train/log_every", "/train/out_dir"};
+  std::vector<std::string> same_run = same_run_changes();
   std::vector<std::string> resumable = resumable_changes();
   for (const auto& key : {"/task/bytes", "/task/checksum"}) {
     same_run.push_back(key);

@@ -1,18 +1,43 @@
 #include "posenc/train/run_dir.h"
 #include "posenc/util/io.h"
 
+#include <algorithm>
 #include <fstream>
 
 namespace posenc {
 namespace fs = std::filesystem;
 
+namespace {
+
+/// JSON pointers of the config keys declared with one of `parts`, a block's
+/// pointer where every key of the block is ("/eval").
+std::vector<std::string> keys_of_run_parts(std::initializer_list<RunPart> parts) {
+  const auto among = [&](const OptionSpec& key) {
+    return std::find(parts.begin(), parts.end(), key.run_part) != parts.end();
+  };
+  std::vector<std::string> out;
+  for (const ConfigBlock& block : config_blocks()) {
+    std::string pointer = "/" + block.path;
+    for (auto& c : pointer) c = c == '.' ? '/' : c;
+    if (std::all_of(block.keys.begin(), block.keys.end(), among)) {
+      out.push_back(pointer);
+      continue;
+    }
+    for (const OptionSpec& key : block.keys)
+      if (among(key)) out.push_back(pointer + "/" + key.name);
+  }
+  return out;
+}
+
+}  // namespace
+
 const std::vector<std::string>& resumable_changes() {
-  // out_dir is where the run is, not what it is: a moved or copied run resumes.
-  // How many processes train it, and how they talk, are not what it is either.
-  static const std::vector<std::string> paths = {
-      "/train/steps",       "/train/threads", "/train/device",    "/train/log_every",
-      "/train/out_dir",     "/train/backend", "/train/bucket_mb", "/train/collective_timeout_s",
-      "/train/cuda_graphs", "/eval"};
+  static const std::vector<std::string> paths = keys_of_run_parts({RunPart::Resumable, RunPart::Where});
+  return paths;
+}
+
+const std::vector<std::string>& same_run_changes() {
+  static const std::vector<std::string> paths = keys_of_run_parts({RunPart::Where});
   return paths;
 }
 
