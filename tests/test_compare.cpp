@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "cli_helpers.h"
