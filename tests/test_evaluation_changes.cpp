@@ -130,4 +130,26 @@ TEST(EvaluationChanges, KeysNotDeclaredSetOnTrainedAreRefusedNamingWhatMayChange
   }
 }
 
+TEST(EvaluationChanges, TheSchemesOwnOptionsMayChangeButNotWhichSchemeActsOrWhere) {
+  const Config trained =
+      posenc::testing::small_next_token_config("decoder", "rope", {"model.positional.input=sinusoidal"});
+  const Config read =
+      with_evaluation_changes(trained, {"model.positional.base=500", "model.positional.input.base=700"});
+  EXPECT_EQ(read.model.positional.options.at("base"), 500);
+  EXPECT_EQ(read.model.positional.input_options.at("base"), 700);
+  // The keys model.positional declares for itself pick the schemes and their placement: none may change.
+  for (const std::string o :
+       {"model.positional.type=alibi", "model.positional.apply_to=\"qk\"", "model.positional.share_across_layers=false",
+        "model.positional.nope_every=2", "model.positional.input=\"learned\"",
+        "model.positional.input.type=\"learned\"", "model.positional.input=\"none\""}) {
+    try {
+      with_evaluation_changes(trained, {o});
+      ADD_FAILURE() << o << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--set " + o + ": a trained model may be read with changes to ", 0), 0U)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace POSENC_TEST_UNIT

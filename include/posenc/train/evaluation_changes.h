@@ -24,9 +24,9 @@ const std::vector<std::string>& keys_set_on_trained();
 
 /// The checkpoint's config `stored` with `--set` assignments (`path=value`) that
 /// leave the trained model as it is: eval.*, task.path (a moved text), the
-/// scheme's own options (RoPE scaling, say) and keys_set_on_trained(),
-/// never the scheme's type, placement, or anything else of the model or
-/// training. ConfigError, starting "--set", for any other key, or for options
+/// schemes' own options (RoPE scaling, say; those of the input and cross slots
+/// too) and keys_set_on_trained(), never which scheme acts or where (the keys
+/// of model.positional itself), nor anything else of the model or training. ConfigError, starting "--set", for any other key, or for options
 /// that build a model without a parameter the stored one trained.
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides);
 

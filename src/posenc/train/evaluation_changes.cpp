@@ -1,6 +1,7 @@
 #include "posenc/train/evaluation_changes.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -15,8 +16,33 @@ namespace posenc {
 
 std::string allowed_evaluation_changes() {
   return "eval.*, task.path (a moved text), " + join(keys_set_on_trained(), ", ") +
-         " and the scheme's options (model.positional.*, not type, apply_to or share_across_layers)";
+         " and the schemes' own options (model.positional.*, model.positional.input.* and .cross.*, not which "
+         "scheme acts or where)";
 }
+
+namespace {
+
+const ConfigBlock& positional_block() {
+  for (const ConfigBlock& block : config_blocks())
+    if (block.path == "model.positional") return block;
+  throw std::logic_error("no model.positional block declared");
+}
+
+/// `path` names an option of a scheme (model.positional.base, model.positional.input.scaling): a key under
+/// model.positional that the block does not declare itself, or one under a scheme slot the block declares (input,
+/// cross) other than its type.
+bool is_scheme_option(const std::string& path) {
+  const std::string prefix = "model.positional.";
+  if (path.rfind(prefix, 0) != 0) return false;
+  const std::string rest = path.substr(prefix.size());
+  const std::string first = rest.substr(0, rest.find('.'));
+  for (const OptionSpec& key : positional_block().keys)
+    if (key.name == first)
+      return key.kind == OptionKind::Scheme && rest.size() > first.size() && rest != first + ".type";
+  return true;
+}
+
+}  // namespace
 
 const std::vector<std::string>& keys_set_on_trained() {
   static const std::vector<std::string> keys = [] {
@@ -38,8 +64,7 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
       throw ConfigError("--set " + o +
                         ": randomized positions change only the training batches (evaluation always uses positions "
                         "0..L-1), so there is nothing for --set to change");
-    const bool scheme_option = path.rfind("model.positional.", 0) == 0 && path != "model.positional.type" &&
-                               path != "model.positional.apply_to" && path != "model.positional.share_across_layers";
+    const bool scheme_option = is_scheme_option(path);
     // task.path may point to a moved text; check_data_identity makes sure it is the same text.
     const bool set_on_trained = std::find(keys.begin(), keys.end(), path) != keys.end();
     if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !set_on_trained)
