@@ -105,8 +105,19 @@ nlohmann::json describe(const SchemeInfo& info) {
           {"options", describe_options(info.options)}};
 }
 
+/// The keys the task block declares for every task (type, min_length, max_length).
+std::vector<std::string> task_block_keys() {
+  for (const ConfigBlock& b : config_blocks())
+    if (b.path == "task") {
+      std::vector<std::string> names;
+      for (const OptionSpec& o : b.keys) names.push_back(o.name);
+      return names;
+    }
+  return {};
+}
+
 nlohmann::json describe_task(const TaskInfo& t) {
-  std::vector<std::string> keys = {"type", "min_length", "max_length"}, kinds;
+  std::vector<std::string> keys = task_block_keys(), kinds;
   for (const auto& o : t.options) keys.push_back(o.name);
   for (const ModelKind k : t.model_kinds) kinds.push_back(name_of(k));
   nlohmann::json targets = nlohmann::json::array();
@@ -199,7 +210,9 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
                 part.empty() ? "" : (" Every key: " + part + ".").c_str(),
                 markdown_options(b["keys"], path + ".").c_str());
   }
-  std::printf("\n## Task options\n\nEach task takes `task.type`, `task.min_length`, `task.max_length` and these.\n");
+  std::vector<std::string> shared;
+  for (const auto& name : task_block_keys()) shared.push_back("`task." + name + "`");
+  std::printf("\n## Task options\n\nEach task takes %s and these.\n", join(shared, ", ").c_str());
   for (const auto& t : tasks) {
     std::printf("\n### `%s`\n\n%s. Trains %s; metric: %s; length: %s (default training %s, evaluation %s).\n",
                 t["name"].get<std::string>().c_str(), t["description"].get<std::string>().c_str(),
