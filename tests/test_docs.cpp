@@ -96,13 +96,13 @@ std::set<std::string> core_config_keys() {
   collect_keys(config_to_json(posenc::testing::small_config(
                    scratch, {"task.type=\"copy\"", "model.kind=\"encoder_decoder\"", "model.decoder_layers=2"})),
                "", all);
-  collect_keys(
-      config_to_json(posenc::testing::small_config(
-          scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
-                    "model.positional.nope_every=2", "model.attention.window=8", "model.attention.qk_norm=true",
-                    "model.attention.logn_from=8", "model.attention.length_scaling_in=\"nope_blocks\"",
-                    "model.attention.temperature_from=16", "model.attention.temperature_beta=0.2"})),
-      "", all);
+  collect_keys(config_to_json(posenc::testing::small_config(
+                   scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
+                             "model.positional.nope_every=2", "model.attention.window=8",
+                             "model.attention.qk_norm=true", "model.attention.qk_norm_over=\"width\"",
+                             "model.attention.logn_from=8", "model.attention.length_scaling_in=\"nope_blocks\"",
+                             "model.attention.temperature_from=16", "model.attention.temperature_beta=0.2"})),
+               "", all);
   collect_keys(config_to_json(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\"",
                                                             "eval.operand_grid=[2,4]", "eval.wrong_answers=3"})),
                "", all);

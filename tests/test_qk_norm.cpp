@@ -88,6 +88,21 @@ int64_t gains_in(torch::nn::Module& model) {
   return n;
 }
 
+/// x (1, L, D) -> (H, L, Dh): each position's whole vector divided by its root mean square over all D channels,
+/// times gain (D), then split into heads (OLMo 2's QK-norm), one vector at a time in a loop.
+torch::Tensor width_normalized_by_hand(const torch::Tensor& x, const torch::Tensor& gain) {
+  const int64_t L = x.size(1);
+  auto out = torch::zeros({kHeads, L, kDh}, torch::kFloat64);
+  for (int64_t i = 0; i < L; ++i) {
+    double square_sum = 0.0;
+    for (int64_t c = 0; c < kD; ++c) square_sum += std::pow(x[0][i][c].item<double>(), 2);
+    const double rms = std::sqrt(square_sum / kD + kRmsEps);
+    for (int64_t c = 0; c < kD; ++c)
+      out[c / kDh][i][c % kDh] = x[0][i][c].item<double>() / rms * gain[c].item<double>();
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST(QkNorm, WeightsAreASoftmaxOfNormalizedQueriesAndKeysThenRotated) {
@@ -232,6 +247,74 @@ TEST(QkNorm, TheShippedCopyConfigIsTheGridsQkNormRowWithLogNPastTheKeysTrainingS
       });
   EXPECT_EQ(shipped.model.logn_from, 2 * shipped.task.max_length) << "the keys of a copy row's last query";
   EXPECT_TRUE(shipped.model.qk_norm);
+}
+
+TEST(QkNorm, OverTheWholeWidthTheVectorsAreNormalizedBeforeTheHeadsSplit) {
+  // qk_norm_over width (OLMo 2): q and k divided by their RMS over all D channels, times gains (D), then split. Each
+  // head then keeps its share of the vector's norm, so scaling one head's channels of q moves the other heads'
+  // weights too, which per-head normalization never does.
+  const int64_t L = 7;
+  torch::manual_seed(13);
+  const auto q = torch::randn({1, L, kD}, torch::kFloat64), k = torch::randn({1, L, kD}, torch::kFloat64);
+  const auto v = torch::randn({1, L, kD}, torch::kFloat64);
+  const auto pos = posenc::testing::arange_positions(L);
+  torch::NoGradGuard no_grad;
+  auto width = posenc::testing::float64_attention(
+      MultiHeadAttentionOptions(kD, kHeads).causal(true).qk_norm(true).qk_norm_whole_width(true));
+  randomize_gains(*width);
+  auto params = width->named_parameters();
+  ASSERT_EQ(params["q_norm_gain"].numel(), kD);
+  ASSERT_EQ(params["k_norm_gain"].numel(), kD);
+  const auto expected = causal_softmax_by_hand(width_normalized_by_hand(q, params["q_norm_gain"]),
+                                               width_normalized_by_hand(k, params["k_norm_gain"]));
+  width->attend(q, k, v, nullptr, pos);
+  const auto weights = width->last_weights()[0];  // (H, L, L)
+  EXPECT_TRUE(torch::allclose(weights, expected, 0.0, tolerance::kFloat64))
+      << (weights - expected).abs().max().item<double>();
+
+  auto louder = q.clone();
+  louder.narrow(-1, 0, kDh).mul_(10.0);  // head 0's channels of every query
+  auto per_head = normalized_attention();
+  per_head->attend(q, k, v, nullptr, pos);
+  const auto before = per_head->last_weights()[0][1].clone();  // head 1
+  per_head->attend(louder, k, v, nullptr, pos);
+  EXPECT_TRUE(torch::allclose(per_head->last_weights()[0][1], before, 0.0, tolerance::kFloat64))
+      << "per head, head 1 does not see head 0's scale";
+  width->attend(louder, k, v, nullptr, pos);
+  EXPECT_FALSE(torch::allclose(width->last_weights()[0][1], weights[1], 0.0, 1e-3))
+      << "over the width, head 0's larger share of the norm leaves head 1 less";
+}
+
+TEST(QkNorm, OverTheWholeWidthEveryModelKindsCacheAndFusedPathAgreeAndTheConfigSaysIt) {
+  const std::vector<std::string> width = {"model.attention.qk_norm=true", "model.attention.qk_norm_over=\"width\""};
+  torch::manual_seed(17);
+  for (const char* scheme : {"none", "rope", "alibi", "fire"}) {
+    auto model = posenc::testing::random_positional_model<Decoder>(
+        posenc::testing::small_next_token_config("decoder", scheme, width).model, 7);
+    randomize_gains(*model);
+    for (const auto& p : model->named_parameters())
+      if (p.key().find("norm_gain") != std::string::npos) EXPECT_EQ(p.value().numel(), 32) << p.key() << ": d_model";
+    posenc::testing::expect_cache_and_fused_match_explicit(model, scheme);
+  }
+  auto translator = posenc::testing::random_positional_model<EncoderDecoder>(
+      posenc::testing::small_next_token_config("encoder_decoder", "rope", width).model, 9);
+  EXPECT_EQ(gains_in(*translator), 2 * (2 + 2 * 2)) << "self- and cross-attention, as per head";
+  randomize_gains(*translator);
+  torch::NoGradGuard no_grad;
+  const auto source = torch::randint(1, 17, {2, 8}, torch::kLong),
+             target = torch::randint(1, 17, {2, 10}, torch::kLong);
+  KVCache cache;
+  EXPECT_TRUE(torch::allclose(posenc::testing::cached_target_logits(translator, source, target, 3, cache),
+                              translator->forward(source, target), tolerance::kFloat32Model, tolerance::kFloat32Model));
+
+  // Written only when it is not the default; refused without qk_norm.
+  const json head = config_to_json(posenc::testing::config_with({"model.attention.qk_norm=true"}));
+  EXPECT_FALSE(head["model"]["attention"].contains("qk_norm_over"));
+  const json on = config_to_json(posenc::testing::config_with(width));
+  EXPECT_EQ(on["model"]["attention"].at("qk_norm_over"), "width");
+  EXPECT_NE(posenc::testing::config_error({"model.attention.qk_norm_over=\"width\""})
+                .find("qk_norm_over: \"width\" says what QK-norm normalizes, but qk_norm is false"),
+            std::string::npos);
 }
 
 }  // namespace POSENC_TEST_UNIT

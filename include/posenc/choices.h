@@ -25,6 +25,8 @@ enum class Qkv { Projected, Embedded };
 enum class AttentionWeights { Softmax, StickBreaking };
 /// model.attention.length_scaling_in.
 enum class LengthScalingIn { EveryBlock, NopeBlocks };
+/// model.attention.qk_norm_over.
+enum class QkNormOver { Head, Width };
 /// model.positional.apply_to.
 enum class ApplyTo { Auto, Input, EveryLayer };
 /// model.positional.task_ids.
@@ -80,6 +82,7 @@ E choice_from_name(const std::string& name);
   X(Qkv)                       \
   X(AttentionWeights)          \
   X(LengthScalingIn)           \
+  X(QkNormOver)                \
   X(ApplyTo)                   \
   X(TaskIds)                   \
   X(Device)                    \

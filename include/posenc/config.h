@@ -121,6 +121,8 @@ struct ModelConfig {
   /// model.attention.qk_norm: every attention's queries and keys are RMS-normalized per head, each with a learned
   /// gain per channel, before any scheme acts on them.
   bool qk_norm = false;
+  /// model.attention.qk_norm_over: what QK-norm normalizes, each head's channels or the whole width.
+  QkNormOver qk_norm_over = QkNormOver::Head;
   PositionalConfig positional;
 
   /// The window of self-attention block `index` (from 0) of a stack: 0 in the

@@ -75,6 +75,20 @@ const std::vector<Choice<LengthScalingIn>>& choices() {
 }
 
 template <>
+const std::vector<Choice<QkNormOver>>& choices() {
+  static const std::vector<Choice<QkNormOver>> c = {
+      {QkNormOver::Head, "head",
+       "each head's query and key over the head's own channels, with gains of the head's size shared by the heads "
+       "(Gemma 3, Qwen3): every head's logits are bounded alike"},
+      {QkNormOver::Width, "width",
+       "the whole query and key vectors over all d_model channels before the heads split, with gains of d_model "
+       "(OLMo 2): the heads share one norm, so a head may take a larger share of it than another, and a logit is "
+       "bounded by heads times the per-head bound"},
+  };
+  return c;
+}
+
+template <>
 const std::vector<Choice<ApplyTo>>& choices() {
   static const std::vector<Choice<ApplyTo>> c = {
       {ApplyTo::Auto, "auto",

@@ -208,11 +208,14 @@ const std::vector<Key<ModelConfig>>& attention_keys() {
                    "QK-norm: in every attention (self and cross), each head's query and key are RMS-normalized over "
                    "the head's channels and multiplied by a learned gain per channel (one for queries, one for keys, "
                    "shared by the heads, 1 at the start), before any scheme rotates them or reads them: Gemma 3's and "
-                   "Qwen3's QK-norm (OLMo 2 normalizes the whole width before the heads split; Henry et al. 2020 and "
-                   "Dehghani et al. 2023 before them). A logit is then at "
+                   "Qwen3's QK-norm (Henry et al. 2020 and Dehghani et al. 2023 before them; qk_norm_over width "
+                   "normalizes the whole width before the heads split, as OLMo 2 does). Per head, a logit is then at "
                    "most sqrt(head dim) times the largest product of a channel's two gains, whatever the length "
                    "and the scale of q and k (model.attention.logit_scale multiplies it, as a fixed temperature)"),
           [](const ModelConfig& m) { return m.qk_norm; }),
+      written_if<ModelConfig>(
+          choice_key("qk_norm_over", &ModelConfig::qk_norm_over, "what qk_norm normalizes; needs qk_norm"),
+          [](const ModelConfig& m) { return m.qk_norm_over != QkNormOver::Head; }),
   };
   return keys;
 }
@@ -655,6 +658,10 @@ ModelConfig parse_model(const json& j, const std::string& path, bool task_ids) {
                         "but all three are 0 (off), so it would change nothing; turn one on or leave "
                         "length_scaling_in out");
   }
+  if (!m.qk_norm && m.qk_norm_over != QkNormOver::Head)
+    throw ConfigError(at("attention") + ".qk_norm_over: \"" + name_of(m.qk_norm_over) +
+                      "\" says what QK-norm normalizes, but qk_norm is false, so it would change nothing; set "
+                      "qk_norm true too or leave qk_norm_over out");
   if (m.temperature_from == 0 && m.temperature_beta != ModelConfig{}.temperature_beta)
     throw ConfigError(at("attention") +
                       ".temperature_beta: it is the beta of temperature_from, which is 0 (off), so "

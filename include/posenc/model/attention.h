@@ -70,6 +70,9 @@ struct MultiHeadAttentionOptions {
   /// QK-norm: each head's q and k RMS-normalized over its Dh channels, times a learned gain (Dh) each, before
   /// the scheme's hooks.
   TORCH_ARG(bool, qk_norm) = false;
+  /// With qk_norm: q and k RMS-normalized over all D channels before the heads split, times a learned gain (D)
+  /// each (OLMo 2), instead of per head.
+  TORCH_ARG(bool, qk_norm_whole_width) = false;
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
@@ -100,7 +103,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
 
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;  // (B, L, D) -> (B, H, L, Dh)
-  /// x (B, H, L, Dh) / rms(x over Dh) * gain (Dh), computed in float32 at least and returned in x's dtype.
+  /// x (..., C) / rms(x over its last C channels) * gain (C), computed in float32 at least and returned in x's
+  /// dtype: C = Dh per head, or D over the whole width.
   static torch::Tensor rms_normalized(const torch::Tensor& x, const torch::Tensor& gain);
   /// What the logits of each query are multiplied by (1|B, H|1, Lq|1, 1):
   /// Scalable-Softmax's s_h log n times LogN scaling's max(1, log n / log N)
@@ -132,7 +136,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   double temperature_beta_ = 0.0;  ///< its beta
   double logit_scale_ = 1.0;       ///< the fixed factor of every logit; 1 when it is off
   torch::Tensor head_scale_;       ///< (H) lambda_h of the head scale; undefined when it is off
-  torch::Tensor q_gain_, k_gain_;  ///< (Dh) QK-norm's gains; undefined when it is off
+  torch::Tensor q_gain_, k_gain_;  ///< (Dh), or (D) over the whole width: QK-norm's gains; undefined when it is off
+  bool qk_norm_whole_width_ = false;
   torch::nn::Linear qkv_{nullptr}, out_{nullptr};
   torch::nn::Dropout attn_drop_{nullptr};
 };

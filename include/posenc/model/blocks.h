@@ -32,6 +32,8 @@ struct BlockOptions {
   TORCH_ARG(int64_t, window) = 0;
   /// QK-norm in every attention of the block (self and cross).
   TORCH_ARG(bool, qk_norm) = false;
+  /// With qk_norm: over the whole width before the heads split, not per head.
+  TORCH_ARG(bool, qk_norm_whole_width) = false;
 };
 
 class BlockImpl : public torch::nn::Module {

@@ -75,14 +75,17 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   logit_scale_ = factors.logit_scale;
   if (factors.head_scale) head_scale_ = register_parameter("head_scale", torch::ones({heads_}));
   if (options.qk_norm()) {
-    q_gain_ = register_parameter("q_norm_gain", torch::ones({head_dim_}));
-    k_gain_ = register_parameter("k_norm_gain", torch::ones({head_dim_}));
+    // Per head: one gain per channel of a head, shared by the heads; over the whole width: one per channel.
+    const int64_t channels = options.qk_norm_whole_width() ? d_model_ : head_dim_;
+    q_gain_ = register_parameter("q_norm_gain", torch::ones({channels}));
+    k_gain_ = register_parameter("k_norm_gain", torch::ones({channels}));
+    qk_norm_whole_width_ = options.qk_norm_whole_width();
   }
 }
 
 torch::Tensor MultiHeadAttentionImpl::rms_normalized(const torch::Tensor& x, const torch::Tensor& gain) {
   // The mean of squares in float32 at least: under bf16 autocast, Dh squares summed in bf16 lose the 8th bit.
-  const auto wide = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);  // (B, H, L, Dh)
+  const auto wide = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);  // (B, H, L, Dh) or (B, L, D)
   constexpr double kEps = 1e-6;  // against a zero vector; far below the mean square of any trained q or k
   const auto normalized = wide * torch::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + kEps);
   return (normalized * gain.to(wide.scalar_type())).to(x.scalar_type());
@@ -157,8 +160,13 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q_in, const to
                                              const torch::Tensor& v_in, PositionalSchemeImpl* scheme,
                                              const Positions& pos, LayerCache* cache) {
   const int64_t B = q_in.size(0), L = q_in.size(1);
-  auto q = split_heads(q_in), k = split_heads(k_in), v = split_heads(v_in);  // (B, H, L, Dh)
-  if (q_gain_.defined()) {  // QK-norm, before a scheme rotates or reads them; a cached key was normalized when new
+  // QK-norm, before a scheme rotates or reads them; a cached key was normalized when new. Over the whole width
+  // (B, L, D) before the heads split, or over each head's channels (B, H, L, Dh) after.
+  const bool whole_width = q_gain_.defined() && qk_norm_whole_width_;
+  auto q = split_heads(whole_width ? rms_normalized(q_in, q_gain_) : q_in);  // (B, H, L, Dh)
+  auto k = split_heads(whole_width ? rms_normalized(k_in, k_gain_) : k_in);
+  auto v = split_heads(v_in);
+  if (q_gain_.defined() && !whole_width) {
     q = rms_normalized(q, q_gain_);
     k = rms_normalized(k, k_gain_);
   }

@@ -17,7 +17,8 @@ BlockImpl::BlockImpl(const BlockOptions& o) {
                                                                   .length_factors(o.length_factors())
                                                                   .stick_breaking(o.stick_breaking())
                                                                   .window(o.window())
-                                                                  .qk_norm(o.qk_norm())));
+                                                                  .qk_norm(o.qk_norm())
+                                                                  .qk_norm_whole_width(o.qk_norm_whole_width())));
   ln2_ = register_module("ln2", layer_norm(o.d_model()));
   ff1_ = register_module("ff1", torch::nn::Linear(o.d_model(), o.d_ff()));
   ff2_ = register_module("ff2", torch::nn::Linear(o.d_ff(), o.d_model()));
@@ -45,7 +46,8 @@ DecoderBlockImpl::DecoderBlockImpl(const BlockOptions& o) {
   const auto attention = MultiHeadAttentionOptions(D, o.heads())
                              .dropout(o.dropout())
                              .length_factors(o.length_factors())
-                             .qk_norm(o.qk_norm());
+                             .qk_norm(o.qk_norm())
+                             .qk_norm_whole_width(o.qk_norm_whole_width());
   ln1_ = register_module("ln1", layer_norm(D));
   self_attention = register_module(
       "attention", MultiHeadAttention(MultiHeadAttentionOptions(attention).causal(true).window(o.window())));

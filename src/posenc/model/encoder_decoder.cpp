@@ -36,7 +36,8 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
                                                .dropout(cfg.dropout)
                                                .length_factors(length_factors_of(cfg, i))
                                                .window(cfg.window_of_block(i))
-                                               .qk_norm(cfg.qk_norm)));
+                                               .qk_norm(cfg.qk_norm)
+                                               .qk_norm_whole_width(cfg.qk_norm_over == QkNormOver::Width)));
     blocks->push_back(decoder_blocks_.back());
   }
   decoder_final_ln_ =

@@ -115,7 +115,8 @@ void TransformerImpl::register_stack(bool causal) {
                                 .length_factors(length_factors_of(cfg_, i))
                                 .stick_breaking(cfg_.attention_weights == AttentionWeights::StickBreaking)
                                 .window(cfg_.window_of_block(i))
-                                .qk_norm(cfg_.qk_norm)));
+                                .qk_norm(cfg_.qk_norm)
+                                .qk_norm_whole_width(cfg_.qk_norm_over == QkNormOver::Width)));
     blocks->push_back(blocks_.back());
   }
   final_ln_ = register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
