@@ -4,6 +4,7 @@
 // cross-attention; gradients reaching the gains; the key written only when on; and a short run that learns.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "helpers.h"
@@ -74,6 +75,13 @@ torch::Tensor causal_softmax_by_hand(const torch::Tensor& q, const torch::Tensor
   return w;
 }
 
+/// q, k, v (1, L, D) in float64 from N(0, 1), drawn in that order after seeding with `seed`.
+std::array<torch::Tensor, 3> random_qkv(int64_t L, uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto q = torch::randn({1, L, kD}, torch::kFloat64), k = torch::randn({1, L, kD}, torch::kFloat64);
+  return {q, k, torch::randn({1, L, kD}, torch::kFloat64)};
+}
+
 /// A small decoder (width 32, 4 heads, 2 blocks) of `scheme` with QK-norm, random positional parameters and gains.
 Decoder normalized_decoder(const std::string& scheme) {
   auto model = posenc::testing::random_positional_model<Decoder>(
@@ -107,9 +115,7 @@ torch::Tensor width_normalized_by_hand(const torch::Tensor& x, const torch::Tens
 
 TEST(QkNorm, WeightsAreASoftmaxOfNormalizedQueriesAndKeysThenRotated) {
   const int64_t L = 7;
-  torch::manual_seed(3);
-  const auto q = torch::randn({1, L, kD}, torch::kFloat64), k = torch::randn({1, L, kD}, torch::kFloat64);
-  const auto v = torch::randn({1, L, kD}, torch::kFloat64);
+  const auto [q, k, v] = random_qkv(L, 3);
   torch::NoGradGuard no_grad;
   auto attention = normalized_attention();
   auto params = attention->named_parameters();
@@ -140,9 +146,8 @@ TEST(QkNorm, NoLogitGrowsWithTheScaleOfQueriesAndKeys) {
   // query that sees n keys falls below exp(-2 sqrt(Dh)) / n, however large q and k grow. Without QK-norm the same
   // q and k at 1000x make attention one-hot.
   const int64_t L = 12;
-  torch::manual_seed(5);
-  const auto q = torch::randn({1, L, kD}, torch::kFloat64), k = torch::randn({1, L, kD}, torch::kFloat64);
-  const auto v = torch::randn({1, L, kD}, torch::kFloat64);
+  const auto qkv = random_qkv(L, 5);
+  const torch::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];  // references, which a lambda may capture
   const auto pos = posenc::testing::arange_positions(L);
   torch::NoGradGuard no_grad;
   auto attention = posenc::testing::float64_attention(MultiHeadAttentionOptions(kD, kHeads).causal(true).qk_norm(true));
@@ -254,9 +259,7 @@ TEST(QkNorm, OverTheWholeWidthTheVectorsAreNormalizedBeforeTheHeadsSplit) {
   // head then keeps its share of the vector's norm, so scaling one head's channels of q moves the other heads'
   // weights too, which per-head normalization never does.
   const int64_t L = 7;
-  torch::manual_seed(13);
-  const auto q = torch::randn({1, L, kD}, torch::kFloat64), k = torch::randn({1, L, kD}, torch::kFloat64);
-  const auto v = torch::randn({1, L, kD}, torch::kFloat64);
+  const auto [q, k, v] = random_qkv(L, 13);
   const auto pos = posenc::testing::arange_positions(L);
   torch::NoGradGuard no_grad;
   auto width = posenc::testing::float64_attention(
@@ -293,7 +296,9 @@ TEST(QkNorm, OverTheWholeWidthEveryModelKindsCacheAndFusedPathAgreeAndTheConfigS
         posenc::testing::small_next_token_config("decoder", scheme, width).model, 7);
     randomize_gains(*model);
     for (const auto& p : model->named_parameters())
-      if (p.key().find("norm_gain") != std::string::npos) EXPECT_EQ(p.value().numel(), 32) << p.key() << ": d_model";
+      if (p.key().find("norm_gain") != std::string::npos) {
+        EXPECT_EQ(p.value().numel(), 32) << p.key() << ": d_model";
+      }
     posenc::testing::expect_cache_and_fused_match_explicit(model, scheme);
   }
   auto translator = posenc::testing::random_positional_model<EncoderDecoder>(
