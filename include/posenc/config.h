@@ -215,6 +215,8 @@ struct ConfigBlock {
   std::map<std::string, std::string> shown_defaults;
 };
 const std::vector<ConfigBlock>& config_blocks();
+/// The block of config_blocks() at `path` ("task", "model.positional"); std::logic_error if none is declared.
+const ConfigBlock& config_block(const std::string& path);
 
 /// Parses a full config; throws ConfigError naming the JSON path.
 Config config_from_json(const json& j);

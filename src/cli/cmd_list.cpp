@@ -107,13 +107,9 @@ nlohmann::json describe(const SchemeInfo& info) {
 
 /// The keys the task block declares for every task (type, min_length, max_length).
 std::vector<std::string> task_block_keys() {
-  for (const ConfigBlock& b : config_blocks())
-    if (b.path == "task") {
-      std::vector<std::string> names;
-      for (const OptionSpec& o : b.keys) names.push_back(o.name);
-      return names;
-    }
-  return {};
+  std::vector<std::string> names;
+  for (const OptionSpec& o : config_block("task").keys) names.push_back(o.name);
+  return names;
 }
 
 nlohmann::json describe_task(const TaskInfo& t) {

@@ -471,6 +471,12 @@ const std::vector<ConfigBlock>& config_blocks() {
   return blocks;
 }
 
+const ConfigBlock& config_block(const std::string& path) {
+  for (const ConfigBlock& block : config_blocks())
+    if (block.path == path) return block;
+  throw std::logic_error("no config block " + path + " declared");
+}
+
 namespace {
 
 /// model.positional.cross and .input: a scheme name, or {"type": name, its

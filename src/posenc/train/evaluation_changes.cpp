@@ -1,7 +1,6 @@
 #include "posenc/train/evaluation_changes.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -22,12 +21,6 @@ std::string allowed_evaluation_changes() {
 
 namespace {
 
-const ConfigBlock& positional_block() {
-  for (const ConfigBlock& block : config_blocks())
-    if (block.path == "model.positional") return block;
-  throw std::logic_error("no model.positional block declared");
-}
-
 /// `path` names an option of a scheme (model.positional.base, model.positional.input.scaling): a key under
 /// model.positional that the block does not declare itself, or one under a scheme slot the block declares (input,
 /// cross) other than its type.
@@ -36,7 +29,7 @@ bool is_scheme_option(const std::string& path) {
   if (path.rfind(prefix, 0) != 0) return false;
   const std::string rest = path.substr(prefix.size());
   const std::string first = rest.substr(0, rest.find('.'));
-  for (const OptionSpec& key : positional_block().keys)
+  for (const OptionSpec& key : config_block("model.positional").keys)
     if (key.name == first)
       return key.kind == OptionKind::Scheme && rest.size() > first.size() && rest != first + ".type";
   return true;
