@@ -112,19 +112,22 @@ std::set<std::string> core_config_keys() {
                     "model.positional.task_ids=\"both\""})),
                "", all);
   const auto scheme_options = declared_scheme_options();
+  // `block` (a config block's path) declares the key `name` itself.
+  const auto declares = [](const std::string& block, const std::string& name) {
+    const auto& keys = config_block(block).keys;
+    return std::any_of(keys.begin(), keys.end(), [&](const OptionSpec& key) { return key.name == name; });
+  };
   std::set<std::string> core;
   for (const auto& key : all) {
-    // Beside type and the lengths, every task.* key is the task's own (tasks/registry.h).
-    if (starts_with(key, "task.") && key != "task.type" && key != "task.min_length" && key != "task.max_length")
-      continue;
+    // Every task.* key the task block does not declare is the task's own (tasks/registry.h).
+    if (starts_with(key, "task.") && !declares("task", key.substr(std::string("task.").size()))) continue;
     if (starts_with(key, "model.positional.cross.") || starts_with(key, "model.positional.input.")) {
       core.insert(key.substr(0, key.find('.', std::string("model.positional.").size())));  // {type, its options}
       continue;
     }
     if (starts_with(key, "model.positional.")) {
       const std::string rest = key.substr(std::string("model.positional.").size());
-      if (rest.find('.') == std::string::npos && scheme_options.count(rest) && rest != "type" && rest != "apply_to" &&
-          rest != "share_across_layers")
+      if (rest.find('.') == std::string::npos && scheme_options.count(rest) && !declares("model.positional", rest))
         continue;  // a scheme's own option
     }
     core.insert(key);

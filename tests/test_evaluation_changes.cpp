@@ -5,6 +5,8 @@
 // refused with a message that names what may be changed.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "helpers.h"
@@ -66,10 +68,20 @@ std::string parameter_difference(const std::map<std::string, std::vector<int64_t
   return "";
 }
 
+/// The declaration of `task.name` in the first task that declares it, with that task's name.
+std::pair<const TaskInfo*, const OptionSpec*> declared_task_option(const std::string& name) {
+  for (const TaskInfo& task : task_registry())
+    for (const OptionSpec& o : task.options)
+      if (o.name == name) return {&task, &o};
+  throw std::runtime_error("no task declares " + name);
+}
+
 }  // namespace
 
-TEST(EvaluationChanges, EveryKeyDeclaredSetOnTrainedKeepsTheParametersAndChangesWhatTheModelComputes) {
-  const auto& keys = keys_set_on_trained();
+TEST(EvaluationChanges, EveryModelKeyDeclaredSetOnTrainedKeepsTheParametersAndChangesWhatTheModelComputes) {
+  std::vector<std::string> keys;
+  for (const auto& key : keys_set_on_trained())
+    if (key.rfind("model.", 0) == 0) keys.push_back(key);
   ASSERT_FALSE(keys.empty());
   // Trained models with a NoPE block and each logit factor that another key qualifies (temperature_beta needs
   // temperature_from; length_scaling_in needs nope_every and a factor, and moves Scalable-Softmax's s_h).
@@ -111,14 +123,80 @@ TEST(EvaluationChanges, EveryKeyDeclaredSetOnTrainedKeepsTheParametersAndChanges
   }
 }
 
+// The keys declared set_on_trained outside the model (eval.*, a task's evaluation sets, a moved data file) change
+// what the model is read on, never the model: its config and its vocabulary stay the trained ones.
+TEST(EvaluationChanges, KeysDeclaredSetOnTrainedOutsideTheModelLeaveTheModelAsTrained) {
+  const auto scratch = std::filesystem::temp_directory_path() / "posenc_evaluation_changes";
+  std::filesystem::create_directories(scratch);
+  // A small text both file tasks read (charlm: any UTF-8; translation: source TAB target lines), and a moved copy.
+  const auto text = scratch / "pairs.tsv", moved = scratch / "moved" / "pairs.tsv";
+  std::filesystem::create_directories(moved.parent_path());
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 40; ++i) out << "w" << i << " x\tv" << i << " y\n";
+  }
+  std::filesystem::copy_file(text, moved, std::filesystem::copy_options::overwrite_existing);
+  int outside_model = 0;
+  for (const std::string& key : keys_set_on_trained()) {
+    if (key.rfind("model.", 0) == 0) continue;
+    ++outside_model;
+    // Trained models the key applies to: for a task's option, the first task that declares it; for eval.*, a
+    // classifier, a decoder of two operands and an encoder_decoder with an end token (each eval key is refused
+    // for some task).
+    std::vector<Config> trained;
+    OptionSpec spec;
+    if (key.rfind("task.", 0) == 0) {
+      const auto [task, option] = declared_task_option(key.substr(5));
+      spec = *option;
+      std::vector<std::string> with = {"task.type=\"" + task->name + "\"",
+                                       "model.kind=\"" + name_of(task->model_kinds.front()) + "\""};
+      if (spec.kind == OptionKind::Path) with.push_back("task.path=\"" + text.string() + "\"");
+      trained.push_back(posenc::testing::config_with(with));
+    } else {
+      spec = declared(key);
+      trained.push_back(posenc::testing::config_with({"task.type=\"ordering\""}));
+      trained.push_back(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\""}));
+      trained.push_back(posenc::testing::config_with({"task.type=\"scan\"", "model.kind=\"encoder_decoder\""}));
+    }
+    std::vector<std::string> values = candidate_values(spec);
+    if (spec.kind == OptionKind::IntList) values = {"[8,16]", "[3]"};
+    if (spec.kind == OptionKind::Path) values = {"\"" + moved.string() + "\""};
+    ASSERT_FALSE(values.empty()) << key << ": no value of its kind to try";
+    int changed = 0;
+    for (const Config& before : trained)
+      for (const std::string& value : values) {
+        Config read;
+        try {
+          read = with_evaluation_changes(before, {key + "=" + value});
+        } catch (const ConfigError&) {
+          continue;  // a value the task refuses (an operand grid for ordering, say)
+        }
+        EXPECT_EQ(config_to_json(read).at("model"), config_to_json(before).at("model")) << key << "=" << value;
+        EXPECT_EQ(task_vocab_size(read.task), task_vocab_size(before.task)) << key << "=" << value;
+        if (config_to_json(read) != config_to_json(before)) ++changed;
+      }
+    EXPECT_GT(changed, 0) << key << ": no value was accepted, or none changed the config";
+  }
+  EXPECT_GE(outside_model, 3) << "the eval block and the tasks' path are declared set_on_trained";
+  std::filesystem::remove_all(scratch);
+}
+
 TEST(EvaluationChanges, KeysNotDeclaredSetOnTrainedAreRefusedNamingWhatMayChange) {
   const Config trained = posenc::testing::small_next_token_config("decoder", "rope", {});
   const std::string allowed = allowed_evaluation_changes();
-  for (const auto& key : keys_set_on_trained()) EXPECT_NE(allowed.find(key), std::string::npos) << key;
-  // A parameter (QK-norm's gains, Scalable-Softmax's s_h, a head scale), a width, and training.
-  for (const std::string o : {"model.attention.qk_norm=true", "model.attention.log_length_scale=0.43",
-                              "model.attention.head_scale=true", "model.d_ff=32", "train.steps=5"}) {
-    ASSERT_FALSE(declared(o.substr(0, o.find('='))).set_on_trained) << o;
+  // Every key declared so is named, or its block as BLOCK.* where every key of it is.
+  for (const auto& key : keys_set_on_trained())
+    EXPECT_TRUE(allowed.find(key) != std::string::npos ||
+                allowed.find(key.substr(0, key.rfind('.')) + ".*") != std::string::npos)
+        << key;
+  // A parameter (QK-norm's gains, Scalable-Softmax's s_h, a head scale), a width, training, the vocabulary and
+  // lengths of the copy task the model was trained on, and another task's path, which copy does not declare.
+  for (const std::string o :
+       {"model.attention.qk_norm=true", "model.attention.log_length_scale=0.43", "model.attention.head_scale=true",
+        "model.d_ff=32", "train.steps=5", "task.vocab_size=8", "task.max_length=64", "task.path=\"text.txt\""}) {
+    if (o.rfind("task.", 0) != 0) {
+      ASSERT_FALSE(declared(o.substr(0, o.find('='))).set_on_trained) << o;
+    }
     try {
       with_evaluation_changes(trained, {o});
       ADD_FAILURE() << o << " was accepted";

@@ -50,13 +50,21 @@ struct OptionSpec {
   nlohmann::json causal_value = nullptr;
   std::vector<std::string> choice_docs;  ///< String: what each of `choices` does (empty: undocumented)
   size_t max_items = 0;                  ///< IntList: the most elements
-  /// A model key that changes what attention computes but adds or removes no
-  /// parameter, so `posenc eval --set` and `posenc heads --set` may change it
-  /// for a trained model (evaluation_changes.h reads this flag; `posenc list`
-  /// says it).
+  /// A key a trained model may be read with another value of (`posenc eval
+  /// --set`, `posenc heads --set`): how it is evaluated (eval.*, a task's
+  /// evaluation sets), where its data now lies (a moved text, checked to be the
+  /// same), or a model key that changes what attention computes but adds or
+  /// removes no parameter. evaluation_changes.h reads this flag; `posenc list`
+  /// says it.
   bool set_on_trained = false;
   RunPart run_part = RunPart::What;  ///< a config key's; run_dir.h reads it, `posenc list` states it
 };
+
+/// `spec`, which a trained model may be read with changed (OptionSpec::set_on_trained).
+inline OptionSpec set_on_trained(OptionSpec spec) {
+  spec.set_on_trained = true;
+  return spec;
+}
 
 /// Options after validation: every declared option present, typed.
 class Options {

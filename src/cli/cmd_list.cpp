@@ -70,25 +70,44 @@ nlohmann::json describe_block(const ConfigBlock& b) {
     keys.push_back(describe_option(o, shown == b.shown_defaults.end() ? "" : shown->second));
   }
   nlohmann::json block = {{"block", b.path}, {"doc", b.doc}, {"keys", keys}};
-  // A part of a run that every key of the block is, said once for the block.
+  // What holds for every key of the block is said once, for the block.
   const bool all_resumable =
       std::all_of(b.keys.begin(), b.keys.end(), [](const OptionSpec& o) { return o.run_part == RunPart::Resumable; });
   if (all_resumable) {
     block["run_part"] = "resumable";
     for (auto& key : block["keys"]) key.erase("run_part");
   }
+  const bool all_set_on_trained =
+      std::all_of(b.keys.begin(), b.keys.end(), [](const OptionSpec& o) { return o.set_on_trained; });
+  if (all_set_on_trained) {
+    block["set_on_trained"] = true;
+    for (auto& key : block["keys"]) key.erase("set_on_trained");
+  }
   return block;
 }
 
-/// What another value of a key (or of a block's keys) means for an existing run, as a sentence; "" for none.
-std::string run_part_sentence(const nlohmann::json& described, const std::string& quote) {
+/// What another value of a key (or of a block's keys) means for an existing run and for a trained model, as
+/// sentences; "" for nothing.
+std::string other_value_sentence(const nlohmann::json& described, const std::string& quote) {
   const std::string part = described.value("run_part", "");
-  if (part == "resumable") return quote + "posenc train --resume" + quote + " may continue a run with another value";
+  std::string out;
+  if (part == "resumable") out = quote + "posenc train --resume" + quote + " may continue a run with another value";
   if (part == "where")
-    return "Not part of what a run is: " + quote + "posenc train --resume" + quote +
-           " may continue a run with another value, and " + quote + "posenc compare" + quote +
-           " takes a finished run with another value as its own";
-  return "";
+    out = "Not part of what a run is: " + quote + "posenc train --resume" + quote +
+          " may continue a run with another value, and " + quote + "posenc compare" + quote +
+          " takes a finished run with another value as its own";
+  if (!described.value("set_on_trained", false)) return out;
+  const std::string commands = quote + "posenc eval --set" + quote + " and " + quote + "posenc heads --set" + quote;
+  std::string read;
+  if (described.contains("block"))
+    read = commands + " may read a trained model with another value";
+  else if (described.value("type", "") == "path")
+    read = commands +
+           " may read a trained model from a moved copy of the same file (its size and checksum are "
+           "checked)";
+  else
+    read = commands + " may read a trained model with another value, where that adds or removes no parameter";
+  return out.empty() ? read : out + "; " + read;
 }
 
 /// Builds the scheme once with its defaults to read what it does (hooks, direction).
@@ -158,10 +177,7 @@ std::string doc_with_choices(const nlohmann::json& opt, const std::string& quote
     for (size_t i = 0; i < opt["choices"].size(); ++i)
       doc += (i ? "; " : ". ") + quote + opt["choices"][i].get<std::string>() + quote + ": " +
              opt["choice_docs"][i].get<std::string>();
-  if (const std::string part = run_part_sentence(opt, quote); !part.empty()) doc += ". " + part;
-  if (opt.value("set_on_trained", false))
-    doc += ". " + quote + "posenc eval --set" + quote + " and " + quote + "posenc heads --set" + quote +
-           " may change it for a trained model, where that adds or removes no parameter";
+  if (const std::string part = other_value_sentence(opt, quote); !part.empty()) doc += ". " + part;
   return doc;
 }
 
@@ -201,7 +217,7 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
       "default. `posenc list` prints the same in the terminal.\n");
   for (const auto& b : blocks) {
     const std::string path = b["block"].get<std::string>();
-    const std::string part = run_part_sentence(b, "`");
+    const std::string part = other_value_sentence(b, "`");
     std::printf("\n## `%s`\n\n%s.%s\n\n%s", path.c_str(), b["doc"].get<std::string>().c_str(),
                 part.empty() ? "" : (" Every key: " + part + ".").c_str(),
                 markdown_options(b["keys"], path + ".").c_str());
@@ -249,7 +265,7 @@ int run_list(const ListOptions& o) {
   }
   std::printf("Config keys, a block at a time (--set BLOCK.KEY=VALUE; docs/configs.md has the same):\n");
   for (const auto& b : blocks) {
-    const std::string part = run_part_sentence(b, "");
+    const std::string part = other_value_sentence(b, "");
     std::printf("\n%s: %s%s\n", b["block"].get<std::string>().c_str(), b["doc"].get<std::string>().c_str(),
                 part.empty() ? "" : (". Every key: " + part).c_str());
     print_options(b["keys"], "  ");

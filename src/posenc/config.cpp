@@ -105,6 +105,13 @@ Key<S> set_on_trained(Key<S> key) {
   return key;
 }
 
+/// `keys`, each of which a trained model may be read with changed (a block that is all evaluation).
+template <class S>
+std::vector<Key<S>> each_set_on_trained(std::vector<Key<S>> keys) {
+  for (auto& key : keys) key.spec.set_on_trained = true;
+  return keys;
+}
+
 /// `key`, with what another value of it means for an existing run (OptionSpec::run_part).
 template <class S>
 Key<S> run_part(RunPart part, Key<S> key) {
@@ -352,7 +359,7 @@ const std::vector<Key<TrainConfig>>& train_keys() {
 }
 
 const std::vector<Key<EvalConfig>>& eval_keys() {
-  static const std::vector<Key<EvalConfig>> keys = with_run_part<EvalConfig>(
+  static const std::vector<Key<EvalConfig>> keys = each_set_on_trained(with_run_part<EvalConfig>(
       RunPart::Resumable,
       {
           int_list_key("lengths", &EvalConfig::lengths, 2, 1 << 20, 256,
@@ -386,7 +393,7 @@ const std::vector<Key<EvalConfig>>& eval_keys() {
                   "and prediction, written as the task writes tokens (addition's digits, SCAN's words); posenc eval "
                   "CHECKPOINT --set eval.wrong_answers=20 adds them to a trained run; refused for perplexity"),
               [](const EvalConfig& e) { return e.wrong_answers > 0; }),
-      });  // evaluation settings: a run resumes to evaluate again
+      }));  // evaluation settings: a run resumes to evaluate again, a trained model is read with others
   return keys;
 }
 

@@ -1,7 +1,8 @@
 // The changes a command may make to a trained model's stored config before it
-// reads the model (`posenc eval --set`, `posenc heads --set`): evaluation
-// settings, the scheme's options and the logit factors without a parameter,
-// never anything that adds or removes a trained parameter.
+// reads the model (`posenc eval --set`, `posenc heads --set`): the keys whose
+// declaration says so (evaluation settings, a moved data file, the logit
+// factors without a parameter) and the scheme's options, never anything that
+// adds or removes a trained parameter.
 #pragma once
 
 #include <string>
@@ -13,21 +14,24 @@ namespace posenc {
 
 class Task;
 
-/// What `--set` may change, in words for help texts and errors: eval.*, task.path, the logit factors without a
-/// parameter and the scheme's options.
+/// What `--set` may change, in words for help texts and errors, from the declarations: eval.* (a block every key of
+/// which is declared so), each other key declared set_on_trained, and the schemes' options.
 std::string allowed_evaluation_changes();
 
-/// The config keys whose declaration says a trained model may be read with
-/// them changed (OptionSpec::set_on_trained: the logits' scale, the keys a
-/// query sees), as dotted paths, in declaration order.
+/// The keys whose declaration says a trained model may be read with them
+/// changed (OptionSpec::set_on_trained): the config blocks' (eval.*, the
+/// logits' scale, the keys a query sees) in declaration order, then the tasks'
+/// own options (task.path), each name once, as dotted paths.
 const std::vector<std::string>& keys_set_on_trained();
 
 /// The checkpoint's config `stored` with `--set` assignments (`path=value`) that
-/// leave the trained model as it is: eval.*, task.path (a moved text), the
-/// schemes' own options (RoPE scaling, say; those of the input and cross slots
-/// too) and keys_set_on_trained(), never which scheme acts or where (the keys
-/// of model.positional itself), nor anything else of the model or training. ConfigError, starting "--set", for any other key, or for options
-/// that build a model without a parameter the stored one trained.
+/// leave the trained model as it is: keys declared set_on_trained (those of
+/// keys_set_on_trained(), a task's own only for that task) and the schemes' own
+/// options (RoPE scaling, say; those of the input and cross slots too), never
+/// which scheme acts or where (the keys of model.positional itself), nor
+/// anything else of the model or training. ConfigError, starting "--set", for
+/// any other key, or for options that build a model without a parameter the
+/// stored one trained.
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides);
 
 /// A text the checkpoint recorded (charlm), against `task` made from `cfg`: a

@@ -137,7 +137,8 @@ TaskInfo charlm_task_info() {
   t.model_kinds = {ModelKind::Decoder};
   t.metric = TaskMetric::Perplexity;
   t.options = {
-      {"path", OptionKind::Path, kDefaultCorpus, "the UTF-8 text file"},
+      // A checkpoint may be read from a moved copy of its text (check_data_identity).
+      set_on_trained({"path", OptionKind::Path, kDefaultCorpus, "the UTF-8 text file"}),
       {"val_fraction", OptionKind::Float, 0.1, "the fraction at the text's end held out for evaluation", 0.001, 0.9},
       {"bytes", OptionKind::Int, 0, "the text's size, recorded when training starts (0: not recorded)", 0,
        double(int64_t{1} << 40)},

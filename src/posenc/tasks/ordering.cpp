@@ -30,10 +30,10 @@ TaskInfo OrderingTask::registry_info() {
        "the share of training sequences that task.value_window applies to; the others draw from all of "
        "1..vocab_size (a mix of tie-heavy and tie-free sequences at every training length)",
        0.0, 1.0},
-      {"eval_value_window", OptionKind::Int, 0,
-       "the same for validation and evaluation sets (0: all of 1..vocab_size): a long sequence over a wide window has "
-       "few ties, over a narrow one many",
-       0, 1 << 24}};
+      set_on_trained({"eval_value_window", OptionKind::Int, 0,
+                      "the same for validation and evaluation sets (0: all of 1..vocab_size): a long sequence over a "
+                      "wide window has few ties, over a narrow one many",
+                      0, 1 << 24})};
   t.length_unit = "tokens";
   t.default_min_length = 4;
   t.default_max_length = 16;

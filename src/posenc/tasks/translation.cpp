@@ -357,7 +357,8 @@ TaskInfo translation_task_info() {
   t.bleu = true;
   t.padded = true;
   t.options = {
-      {"path", OptionKind::Path, kExampleFile, "the UTF-8 file of `source TAB target` lines"},
+      // A checkpoint may be read from a moved copy of its file (check_data_identity).
+      set_on_trained({"path", OptionKind::Path, kExampleFile, "the UTF-8 file of `source TAB target` lines"}),
       {"tokens",
        OptionKind::String,
        "char",

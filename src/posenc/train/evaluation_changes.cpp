@@ -13,12 +13,6 @@
 
 namespace posenc {
 
-std::string allowed_evaluation_changes() {
-  return "eval.*, task.path (a moved text), " + join(keys_set_on_trained(), ", ") +
-         " and the schemes' own options (model.positional.*, model.positional.input.* and .cross.*, not which "
-         "scheme acts or where)";
-}
-
 namespace {
 
 /// `path` names an option of a scheme (model.positional.base, model.positional.input.scaling): a key under
@@ -35,7 +29,56 @@ bool is_scheme_option(const std::string& path) {
   return true;
 }
 
+/// The declarations `path` may name in `stored`: a config block's keys, and for task.* also the stored task's own.
+std::vector<OptionSpec> declarations_under(const Config& stored, const std::string& block) {
+  std::vector<OptionSpec> out;
+  for (const ConfigBlock& b : config_blocks())
+    if (b.path == block) out = b.keys;
+  if (block == "task")
+    for (const OptionSpec& o : find_task(stored.task.type).options) out.push_back(o);
+  return out;
+}
+
+/// `path` (a dotted config key) is declared set_on_trained in `stored`'s config.
+bool declared_set_on_trained(const Config& stored, const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return false;
+  for (const OptionSpec& o : declarations_under(stored, path.substr(0, dot)))
+    if (o.name == path.substr(dot + 1)) return o.set_on_trained;
+  return false;
+}
+
+/// The tasks' own options declared set_on_trained, as task.NAME, each name once, in registry order.
+std::vector<const OptionSpec*> task_options_set_on_trained() {
+  std::vector<const OptionSpec*> out;
+  for (const TaskInfo& task : task_registry())
+    for (const OptionSpec& o : task.options)
+      if (o.set_on_trained &&
+          std::none_of(out.begin(), out.end(), [&](const OptionSpec* seen) { return seen->name == o.name; }))
+        out.push_back(&o);
+  return out;
+}
+
 }  // namespace
+
+std::string allowed_evaluation_changes() {
+  std::vector<std::string> parts;
+  for (const ConfigBlock& block : config_blocks()) {
+    const bool whole =
+        std::all_of(block.keys.begin(), block.keys.end(), [](const OptionSpec& key) { return key.set_on_trained; });
+    if (whole) {
+      parts.push_back(block.path + ".*");
+      continue;
+    }
+    for (const OptionSpec& key : block.keys)
+      if (key.set_on_trained) parts.push_back(block.path + "." + key.name);
+  }
+  for (const OptionSpec* o : task_options_set_on_trained())
+    parts.push_back("task." + o->name + (o->kind == OptionKind::Path ? " (a moved copy of the same file)" : ""));
+  return join(parts, ", ") +
+         " and the schemes' own options (model.positional.*, model.positional.input.* and .cross.*, not which "
+         "scheme acts or where)";
+}
 
 const std::vector<std::string>& keys_set_on_trained() {
   static const std::vector<std::string> keys = [] {
@@ -43,13 +86,13 @@ const std::vector<std::string>& keys_set_on_trained() {
     for (const ConfigBlock& block : config_blocks())
       for (const OptionSpec& key : block.keys)
         if (key.set_on_trained) out.push_back(block.path + "." + key.name);
+    for (const OptionSpec* o : task_options_set_on_trained()) out.push_back("task." + o->name);
     return out;
   }();
   return keys;
 }
 
 Config with_evaluation_changes(const Config& stored, const std::vector<std::string>& overrides) {
-  const auto& keys = keys_set_on_trained();
   nlohmann::json j = config_to_json(stored);
   for (const auto& o : overrides) {
     const std::string path = o.substr(0, o.find('='));
@@ -57,10 +100,7 @@ Config with_evaluation_changes(const Config& stored, const std::vector<std::stri
       throw ConfigError("--set " + o +
                         ": randomized positions change only the training batches (evaluation always uses positions "
                         "0..L-1), so there is nothing for --set to change");
-    const bool scheme_option = is_scheme_option(path);
-    // task.path may point to a moved text; check_data_identity makes sure it is the same text.
-    const bool set_on_trained = std::find(keys.begin(), keys.end(), path) != keys.end();
-    if (!scheme_option && path.rfind("eval.", 0) != 0 && path != "task.path" && !set_on_trained)
+    if (!is_scheme_option(path) && !declared_set_on_trained(stored, path))
       throw ConfigError("--set " + o + ": a trained model may be read with changes to " + allowed_evaluation_changes() +
                         " only; the rest is what the checkpoint was trained as");
     apply_override(j, o);
