@@ -1107,6 +1107,41 @@ TEST(ExitCodes, EveryBadFlagValueOrFileExitsTwo) {
   EXPECT_EQ(run_cli("train --help").code, 0);
 }
 
+// A flag that stands for a config key takes the key's declared bounds (cli integer_as_declared), not a copy of them.
+TEST(ExitCodes, AFlagThatStandsForAConfigKeyTakesTheKeysDeclaredBounds) {
+  Scratch s("declaredflags");
+  // Any existing file passes a command's check that its checkpoint exists; the flag is refused as it is parsed.
+  const std::string file = write_config(s, "c.json", {"train.steps=2"});
+  struct Flag {
+    std::string command, flag, key;
+  };
+  const std::vector<Flag> flags = {
+      {"train " + file, "--threads", "train.threads"},
+      {"compare " + file, "--threads", "train.threads"},
+      {"eval " + file, "--threads", "train.threads"},
+      {"generate " + file, "--threads", "train.threads"},
+      {"bench", "--threads", "train.threads"},
+      {"eval " + file, "--lengths", "eval.lengths"},
+      {"heads " + file, "--lengths", "eval.lengths"},
+      {"probe " + file, "--lengths", "eval.lengths"},
+      {"eval " + file, "--samples", "eval.samples_per_length"},
+  };
+  for (const auto& f : flags) {
+    const size_t dot = f.key.rfind('.');
+    const auto& keys = config_block(f.key.substr(0, dot)).keys;
+    const auto spec =
+        std::find_if(keys.begin(), keys.end(), [&](const OptionSpec& k) { return k.name == f.key.substr(dot + 1); });
+    ASSERT_NE(spec, keys.end()) << f.key;
+    const std::string range = "[" + shown_bound(*spec, spec->min) + ", " + shown_bound(*spec, spec->max) + "]";
+    for (const double outside : {spec->min - 1, spec->max + 1}) {
+      const std::string args = f.command + " " + f.flag + " " + std::to_string(static_cast<int64_t>(outside));
+      const auto r = run_cli(args);
+      EXPECT_EQ(r.code, 2) << "posenc " << args << "\n" << r.output;
+      EXPECT_NE(r.output.find("is out of range " + range), std::string::npos) << "posenc " << args << "\n" << r.output;
+    }
+  }
+}
+
 TEST(Messages, DamagedCheckpointsAndImpossibleLengthsNameTheFile) {
   Scratch s("ckptmsg");
   const std::string config = write_config(s, "c.json", {"train.steps=5", "eval.lengths=[8]"});

@@ -16,7 +16,7 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
   app.add_option("--jobs,-j", o.jobs,
                  "runs side by side (default: the number of cores; on a GPU, no more than its free memory holds)")
       ->check(integer_in(1, 1024));
-  app.add_option("--threads", o.threads, "intra-op threads per run")->check(integer_in(1, 1024));
+  app.add_option("--threads", o.threads, "intra-op threads per run")->check(integer_as_declared("train.threads"));
   app.add_flag("--full", o.full, "use the grid's \"full\" block (more seeds and variants)");
   app.add_option("--out", o.out, "output directory (default: runs/<config name>[-full])")->check(non_empty_utf8());
   app.add_flag_callback(

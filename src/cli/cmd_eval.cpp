@@ -57,7 +57,7 @@ void average_weights(Transformer& model, const Config& stored, const Config& cfg
 void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a run")->required()->check(CLI::ExistingFile);
   add_list_option(app, "--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)",
-                  integer_in(2, int64_t{1} << 20));
+                  integer_as_declared("eval.lengths"));
   add_list_option(app, "--average", o.average,
                   "comma-separated checkpoints of the same model whose weights are averaged with the checkpoint's "
                   "before evaluating (e.g. one run's last few)",
@@ -68,11 +68,11 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
       ->allow_extra_args(false);
   app.add_option("--samples", o.samples,
                  "examples per length, at least 2 (default: the checkpoint's eval.samples_per_length)")
-      ->check(integer_in(2, int64_t{1} << 24));
+      ->check(integer_as_declared("eval.samples_per_length"));
   app.add_option("--out", o.out, "results file (default: results_eval.json beside the checkpoint)")
       ->check(non_empty_utf8());
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--threads", o.threads, "intra-op threads")->check(integer_in(1, 1024));
+  app.add_option("--threads", o.threads, "intra-op threads")->check(integer_as_declared("train.threads"));
 }
 
 int run_eval(const EvalOptions& o) {

@@ -35,7 +35,7 @@ void setup_generate(CLI::App& app, GenerateOptions& o) {
   app.add_option("--seed", o.seed, "sampling seed")->check(integer_in(0, int64_t{1} << 62));
   app.add_option("--out", o.out, "also write prompt + continuation to this file")->check(non_empty_utf8());
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--threads", o.threads, "intra-op threads")->check(integer_in(1, 1024));
+  app.add_option("--threads", o.threads, "intra-op threads")->check(integer_as_declared("train.threads"));
 }
 
 int run_generate(const GenerateOptions& o) {

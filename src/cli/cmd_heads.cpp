@@ -17,7 +17,7 @@ void setup_heads(CLI::App& app, HeadsOptions& o) {
       ->check(CLI::ExistingFile);
   add_list_option(app, "--lengths", o.lengths,
                   "comma-separated lengths in the task's unit (default: the checkpoint's eval.lengths)",
-                  integer_in(2, int64_t{1} << 20));
+                  integer_as_declared("eval.lengths"));
   app.add_option("--samples", o.samples,
                  "examples per length: the first of the fixed evaluation set (with --kind, those of that kind "
                  "among them)")

@@ -17,7 +17,7 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
       ->check(CLI::ExistingFile);
   add_list_option(app, "--lengths", o.lengths,
                   "comma-separated lengths in the task's unit (default: the checkpoint's task.max_length)",
-                  integer_in(2, int64_t{1} << 20));
+                  integer_as_declared("eval.lengths"));
   app.add_option("--samples", o.samples, "examples per length: the first half fitted on, the rest held out")
       ->check(integer_in(4, int64_t{1} << 20))
       ->capture_default_str();
@@ -33,7 +33,7 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
                   "comma-separated lengths: fit each layer's probe once, on their first halves together, and score it "
                   "on every length's second half (default: each length fits its own): does what a layer holds read "
                   "the same way at other lengths?",
-                  integer_in(2, int64_t{1} << 20));
+                  integer_as_declared("eval.lengths"));
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)")
       ->check(non_empty_utf8());
 }

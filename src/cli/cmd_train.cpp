@@ -32,7 +32,8 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("--out", o.out, "run directory (overrides train.out_dir)")->check(non_empty_utf8());
   app.add_option("--device", o.device, "auto | cpu | cuda (overrides train.device)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--threads", o.threads, "intra-op threads (overrides train.threads)")->check(integer_in(1, 1024));
+  app.add_option("--threads", o.threads, "intra-op threads (overrides train.threads)")
+      ->check(integer_as_declared("train.threads"));
   // --resume alone (CLI11 gives it the default_str, "yes"), or --resume=auto.
   app.add_option("--resume", o.resume,
                  "continue the run in the run directory from its checkpoint; --resume=auto: continue it if the "

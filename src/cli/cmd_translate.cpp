@@ -36,7 +36,7 @@ void setup_translate(CLI::App& app, TranslateOptions& o) {
   app.add_option("--max-tokens", o.max_tokens, "longest output (0: the task's longest evaluation length + 1)")
       ->check(integer_in(0, 1 << 20));
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--threads", o.threads, "intra-op threads")->check(integer_in(1, 1024));
+  app.add_option("--threads", o.threads, "intra-op threads")->check(integer_as_declared("train.threads"));
 }
 
 namespace {

@@ -17,6 +17,13 @@ namespace posenc::cli {
 /// the two it is not ("'abc' is not an integer", "5000 is out of range [1, 1024]").
 CLI::Validator integer_in(int64_t min, int64_t max);
 
+/// A flag that stands for a config key (`--threads` for train.threads,
+/// `--lengths` for eval.lengths, `--samples` for eval.samples_per_length) takes
+/// what the key's declaration allows: integer_in of its bounds (for an integer
+/// list, each item's). std::logic_error for a key not declared as an integer or
+/// an integer list.
+CLI::Validator integer_as_declared(const std::string& key);
+
 /// A flag's value must be a finite number in [min, max] (NaN and infinities refused).
 CLI::Validator number_in(double min, double max);
 

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "commands.h"
+#include "posenc/config.h"
 #include "posenc/errors.h"
 #include "posenc/util/io.h"
 
@@ -26,6 +27,17 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
         return "";
       },
       "INT in " + range);
+}
+
+CLI::Validator integer_as_declared(const std::string& key) {
+  const size_t dot = key.rfind('.');
+  for (const OptionSpec& spec : config_block(key.substr(0, dot)).keys)
+    if (spec.name == key.substr(dot + 1)) {
+      if (spec.kind != OptionKind::Int && spec.kind != OptionKind::IntList)
+        throw std::logic_error(key + " is not declared as an integer or a list of integers");
+      return integer_in(static_cast<int64_t>(spec.min), static_cast<int64_t>(spec.max));
+    }
+  throw std::logic_error("no declared config key " + key);
 }
 
 CLI::Validator number_in(double min, double max) {
