@@ -1140,6 +1140,22 @@ TEST(ExitCodes, AFlagThatStandsForAConfigKeyTakesTheKeysDeclaredBounds) {
       EXPECT_NE(r.output.find("is out of range " + range), std::string::npos) << "posenc " << args << "\n" << r.output;
     }
   }
+  // A list of lengths takes at most as many as eval.lengths does, across repeated flags too.
+  const auto& eval_keys = config_block("eval").keys;
+  const auto lengths =
+      std::find_if(eval_keys.begin(), eval_keys.end(), [](const OptionSpec& k) { return k.name == "lengths"; });
+  ASSERT_NE(lengths, eval_keys.end());
+  std::string most, one_more;
+  for (size_t i = 0; i < lengths->max_items; ++i) most += (i ? "," : "") + std::to_string(2 + i);
+  one_more = most + " --lengths " + std::to_string(2 + lengths->max_items);
+  for (const std::string command : {"eval ", "heads ", "probe "}) {
+    auto r = run_cli(command + file + " --lengths " + one_more);
+    EXPECT_EQ(r.code, 2) << command << r.output;
+    EXPECT_NE(r.output.find(std::to_string(lengths->max_items + 1) + " lengths, more than the " +
+                            std::to_string(lengths->max_items) + " eval.lengths takes"),
+              std::string::npos)
+        << command << r.output;
+  }
 }
 
 TEST(Messages, DamagedCheckpointsAndImpossibleLengthsNameTheFile) {

@@ -56,8 +56,7 @@ void average_weights(Transformer& model, const Config& stored, const Config& cfg
 
 void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a run")->required()->check(CLI::ExistingFile);
-  add_list_option(app, "--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)",
-                  integer_as_declared("eval.lengths"));
+  add_lengths_option(app, "--lengths", o.lengths, "comma-separated lengths (default: the checkpoint's eval.lengths)");
   add_list_option(app, "--average", o.average,
                   "comma-separated checkpoints of the same model whose weights are averaged with the checkpoint's "
                   "before evaluating (e.g. one run's last few)",

@@ -15,9 +15,8 @@ void setup_heads(CLI::App& app, HeadsOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained model (encoder, decoder or encoder_decoder)")
       ->required()
       ->check(CLI::ExistingFile);
-  add_list_option(app, "--lengths", o.lengths,
-                  "comma-separated lengths in the task's unit (default: the checkpoint's eval.lengths)",
-                  integer_as_declared("eval.lengths"));
+  add_lengths_option(app, "--lengths", o.lengths,
+                     "comma-separated lengths in the task's unit (default: the checkpoint's eval.lengths)");
   app.add_option("--samples", o.samples,
                  "examples per length: the first of the fixed evaluation set (with --kind, those of that kind "
                  "among them)")

@@ -15,9 +15,8 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
   app.add_option("checkpoint", o.checkpoint, "checkpoint.pt of a trained model (encoder, decoder or encoder_decoder)")
       ->required()
       ->check(CLI::ExistingFile);
-  add_list_option(app, "--lengths", o.lengths,
-                  "comma-separated lengths in the task's unit (default: the checkpoint's task.max_length)",
-                  integer_as_declared("eval.lengths"));
+  add_lengths_option(app, "--lengths", o.lengths,
+                     "comma-separated lengths in the task's unit (default: the checkpoint's task.max_length)");
   app.add_option("--samples", o.samples, "examples per length: the first half fitted on, the rest held out")
       ->check(integer_in(4, int64_t{1} << 20))
       ->capture_default_str();
@@ -29,11 +28,11 @@ void setup_probe(CLI::App& app, ProbeOptions& o) {
                  "task defines (`posenc list` names them: addition's column and carry, ordering's descent, ...)")
       ->check(non_empty_utf8("probe targets"))
       ->capture_default_str();
-  add_list_option(app, "--fit-lengths", o.fit_lengths,
-                  "comma-separated lengths: fit each layer's probe once, on their first halves together, and score it "
-                  "on every length's second half (default: each length fits its own): does what a layer holds read "
-                  "the same way at other lengths?",
-                  integer_as_declared("eval.lengths"));
+  add_lengths_option(
+      app, "--fit-lengths", o.fit_lengths,
+      "comma-separated lengths: fit each layer's probe once, on their first halves together, and score it "
+      "on every length's second half (default: each length fits its own): does what a layer holds read "
+      "the same way at other lengths?");
   app.add_option("--json", o.json, "write the JSON here and print a table (default: the JSON on standard output)")
       ->check(non_empty_utf8());
 }

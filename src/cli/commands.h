@@ -32,15 +32,19 @@ CLI::Validator number_in(double min, double max);
 /// names it in the message).
 CLI::Validator non_empty_utf8(const std::string& what = "paths");
 
-/// Declares a comma-separated list flag (`--lengths 8,16,32`; it may also be
-/// repeated). Each item must pass `item`, and an empty item (`8,,16`, a
+/// Declares a comma-separated list flag (`--schemes rope,alibi`; it may also be
+/// repeated). Each item must pass `item`, and an empty item (`rope,,alibi`, a
 /// leading or trailing comma) is refused: CLI11's own delimiter drops it
 /// silently, so a slip such as `8,,16` would run two lengths without a word.
-/// An integer list is of lengths: one named twice is refused ("--lengths: 8 appears twice").
-CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
-                             const std::string& description, CLI::Validator item);
 CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<std::string>& into,
                              const std::string& description, CLI::Validator item = CLI::Validator());
+
+/// A comma-separated list flag of lengths (`--lengths 8,16,32`), which takes
+/// what eval.lengths' declaration allows: each length within its bounds, at most
+/// its number of lengths (across repeated flags too), none twice ("--lengths: 8
+/// appears twice"), and no empty item.
+CLI::Option* add_lengths_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
+                                const std::string& description);
 
 /// Refuses (ConfigError) a --json path that `posenc <command>` may not write (util/io.h check_output_target).
 void check_json_target(const std::string& path, const std::string& command);

@@ -29,15 +29,23 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
       "INT in " + range);
 }
 
-CLI::Validator integer_as_declared(const std::string& key) {
+namespace {
+
+/// The declaration of the config key `key` (train.threads); std::logic_error if none.
+const OptionSpec& declared_key(const std::string& key) {
   const size_t dot = key.rfind('.');
   for (const OptionSpec& spec : config_block(key.substr(0, dot)).keys)
-    if (spec.name == key.substr(dot + 1)) {
-      if (spec.kind != OptionKind::Int && spec.kind != OptionKind::IntList)
-        throw std::logic_error(key + " is not declared as an integer or a list of integers");
-      return integer_in(static_cast<int64_t>(spec.min), static_cast<int64_t>(spec.max));
-    }
+    if (spec.name == key.substr(dot + 1)) return spec;
   throw std::logic_error("no declared config key " + key);
+}
+
+}  // namespace
+
+CLI::Validator integer_as_declared(const std::string& key) {
+  const OptionSpec& spec = declared_key(key);
+  if (spec.kind != OptionKind::Int && spec.kind != OptionKind::IntList)
+    throw std::logic_error(key + " is not declared as an integer or a list of integers");
+  return integer_in(static_cast<int64_t>(spec.min), static_cast<int64_t>(spec.max));
 }
 
 CLI::Validator number_in(double min, double max) {
@@ -123,18 +131,23 @@ CLI::Option* add_raw_list(CLI::App& app, const std::string& name, const std::str
 
 }  // namespace
 
-CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
-                             const std::string& description, CLI::Validator item) {
-  return add_raw_list(app, name, description, std::move(item), [&into, name](const std::vector<std::string>& items) {
-    into.clear();
-    for (const auto& piece : items) {
-      const int64_t value = std::stoll(piece);  // checked by `item` already
-      // Every integer list is of lengths, each measured once: a repeat is a slip (across repeated flags too).
-      if (std::find(into.begin(), into.end(), value) != into.end())
-        throw CLI::ValidationError(name, piece + " appears twice");
-      into.push_back(value);
-    }
-  });
+CLI::Option* add_lengths_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
+                                const std::string& description) {
+  const size_t most = declared_key("eval.lengths").max_items;
+  return add_raw_list(app, name, description, integer_as_declared("eval.lengths"),
+                      [&into, name, most](const std::vector<std::string>& items) {
+                        into.clear();
+                        for (const auto& piece : items) {
+                          const int64_t value = std::stoll(piece);  // checked against the bounds already
+                          // Each length is measured once: a repeat is a slip (across repeated flags too).
+                          if (std::find(into.begin(), into.end(), value) != into.end())
+                            throw CLI::ValidationError(name, piece + " appears twice");
+                          into.push_back(value);
+                        }
+                        if (into.size() > most)
+                          throw CLI::ValidationError(name, std::to_string(into.size()) + " lengths, more than the " +
+                                                               std::to_string(most) + " eval.lengths takes");
+                      });
 }
 
 CLI::Option* add_list_option(CLI::App& app, const std::string& name, std::vector<std::string>& into,
