@@ -23,14 +23,6 @@ using namespace posenc;
 
 namespace {
 
-/// The declaration of the dotted config key `path`.
-const OptionSpec& declared(const std::string& path) {
-  for (const ConfigBlock& block : config_blocks())
-    for (const OptionSpec& key : block.keys)
-      if (block.path + "." + key.name == path) return key;
-  throw std::runtime_error("no declared key " + path);
-}
-
 /// Values to try for a key: a few of each kind, every choice of a choice key.
 std::vector<std::string> candidate_values(const OptionSpec& spec) {
   switch (spec.kind) {
@@ -95,7 +87,7 @@ TEST(EvaluationChanges, EveryModelKeyDeclaredSetOnTrainedKeepsTheParametersAndCh
   torch::manual_seed(0);
   const auto tokens = torch::randint(1, 17, {2, 40}, torch::kLong);
   for (const std::string& key : keys) {
-    const OptionSpec& spec = declared(key);
+    const OptionSpec& spec = config_key(key);
     const auto values = candidate_values(spec);
     ASSERT_FALSE(values.empty()) << key << ": no value of its kind to try";
     int accepted = 0, changed_output = 0;
@@ -153,7 +145,7 @@ TEST(EvaluationChanges, KeysDeclaredSetOnTrainedOutsideTheModelLeaveTheModelAsTr
       if (spec.kind == OptionKind::Path) with.push_back("task.path=\"" + text.string() + "\"");
       trained.push_back(posenc::testing::config_with(with));
     } else {
-      spec = declared(key);
+      spec = config_key(key);
       trained.push_back(posenc::testing::config_with({"task.type=\"ordering\""}));
       trained.push_back(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\""}));
       trained.push_back(posenc::testing::config_with({"task.type=\"scan\"", "model.kind=\"encoder_decoder\""}));
@@ -195,7 +187,7 @@ TEST(EvaluationChanges, KeysNotDeclaredSetOnTrainedAreRefusedNamingWhatMayChange
        {"model.attention.qk_norm=true", "model.attention.log_length_scale=0.43", "model.attention.head_scale=true",
         "model.d_ff=32", "train.steps=5", "task.vocab_size=8", "task.max_length=64", "task.path=\"text.txt\""}) {
     if (o.rfind("task.", 0) != 0) {
-      ASSERT_FALSE(declared(o.substr(0, o.find('='))).set_on_trained) << o;
+      ASSERT_FALSE(config_key(o.substr(0, o.find('='))).set_on_trained) << o;
     }
     try {
       with_evaluation_changes(trained, {o});

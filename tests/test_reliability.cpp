@@ -1127,13 +1127,9 @@ TEST(ExitCodes, AFlagThatStandsForAConfigKeyTakesTheKeysDeclaredBounds) {
       {"eval " + file, "--samples", "eval.samples_per_length"},
   };
   for (const auto& f : flags) {
-    const size_t dot = f.key.rfind('.');
-    const auto& keys = config_block(f.key.substr(0, dot)).keys;
-    const auto spec =
-        std::find_if(keys.begin(), keys.end(), [&](const OptionSpec& k) { return k.name == f.key.substr(dot + 1); });
-    ASSERT_NE(spec, keys.end()) << f.key;
-    const std::string range = "[" + shown_bound(*spec, spec->min) + ", " + shown_bound(*spec, spec->max) + "]";
-    for (const double outside : {spec->min - 1, spec->max + 1}) {
+    const OptionSpec& spec = config_key(f.key);
+    const std::string range = "[" + shown_bound(spec, spec.min) + ", " + shown_bound(spec, spec.max) + "]";
+    for (const double outside : {spec.min - 1, spec.max + 1}) {
       const std::string args = f.command + " " + f.flag + " " + std::to_string(static_cast<int64_t>(outside));
       const auto r = run_cli(args);
       EXPECT_EQ(r.code, 2) << "posenc " << args << "\n" << r.output;
@@ -1141,18 +1137,15 @@ TEST(ExitCodes, AFlagThatStandsForAConfigKeyTakesTheKeysDeclaredBounds) {
     }
   }
   // A list of lengths takes at most as many as eval.lengths does, across repeated flags too.
-  const auto& eval_keys = config_block("eval").keys;
-  const auto lengths =
-      std::find_if(eval_keys.begin(), eval_keys.end(), [](const OptionSpec& k) { return k.name == "lengths"; });
-  ASSERT_NE(lengths, eval_keys.end());
+  const size_t max_lengths = config_key("eval.lengths").max_items;
   std::string most, one_more;
-  for (size_t i = 0; i < lengths->max_items; ++i) most += (i ? "," : "") + std::to_string(2 + i);
-  one_more = most + " --lengths " + std::to_string(2 + lengths->max_items);
+  for (size_t i = 0; i < max_lengths; ++i) most += (i ? "," : "") + std::to_string(2 + i);
+  one_more = most + " --lengths " + std::to_string(2 + max_lengths);
   for (const std::string command : {"eval ", "heads ", "probe "}) {
     auto r = run_cli(command + file + " --lengths " + one_more);
     EXPECT_EQ(r.code, 2) << command << r.output;
-    EXPECT_NE(r.output.find(std::to_string(lengths->max_items + 1) + " lengths, more than the " +
-                            std::to_string(lengths->max_items) + " eval.lengths takes"),
+    EXPECT_NE(r.output.find(std::to_string(max_lengths + 1) + " lengths, more than the " + std::to_string(max_lengths) +
+                            " eval.lengths takes"),
               std::string::npos)
         << command << r.output;
   }

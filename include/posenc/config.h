@@ -217,6 +217,8 @@ struct ConfigBlock {
 const std::vector<ConfigBlock>& config_blocks();
 /// The block of config_blocks() at `path` ("task", "model.positional"); std::logic_error if none is declared.
 const ConfigBlock& config_block(const std::string& path);
+/// The declaration of the dotted config key `path` ("train.threads", "eval.lengths"); std::logic_error if none.
+const OptionSpec& config_key(const std::string& path);
 
 /// Parses a full config; throws ConfigError naming the JSON path.
 Config config_from_json(const json& j);

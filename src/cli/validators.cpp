@@ -29,20 +29,8 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
       "INT in " + range);
 }
 
-namespace {
-
-/// The declaration of the config key `key` (train.threads); std::logic_error if none.
-const OptionSpec& declared_key(const std::string& key) {
-  const size_t dot = key.rfind('.');
-  for (const OptionSpec& spec : config_block(key.substr(0, dot)).keys)
-    if (spec.name == key.substr(dot + 1)) return spec;
-  throw std::logic_error("no declared config key " + key);
-}
-
-}  // namespace
-
 CLI::Validator integer_as_declared(const std::string& key) {
-  const OptionSpec& spec = declared_key(key);
+  const OptionSpec& spec = config_key(key);
   if (spec.kind != OptionKind::Int && spec.kind != OptionKind::IntList)
     throw std::logic_error(key + " is not declared as an integer or a list of integers");
   return integer_in(static_cast<int64_t>(spec.min), static_cast<int64_t>(spec.max));
@@ -133,7 +121,7 @@ CLI::Option* add_raw_list(CLI::App& app, const std::string& name, const std::str
 
 CLI::Option* add_lengths_option(CLI::App& app, const std::string& name, std::vector<int64_t>& into,
                                 const std::string& description) {
-  const size_t most = declared_key("eval.lengths").max_items;
+  const size_t most = config_key("eval.lengths").max_items;
   return add_raw_list(app, name, description, integer_as_declared("eval.lengths"),
                       [&into, name, most](const std::vector<std::string>& items) {
                         into.clear();

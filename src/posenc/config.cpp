@@ -484,6 +484,14 @@ const ConfigBlock& config_block(const std::string& path) {
   throw std::logic_error("no config block " + path + " declared");
 }
 
+const OptionSpec& config_key(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot != std::string::npos)
+    for (const OptionSpec& key : config_block(path.substr(0, dot)).keys)
+      if (key.name == path.substr(dot + 1)) return key;
+  throw std::logic_error("no config key " + path + " declared");
+}
+
 namespace {
 
 /// model.positional.cross and .input: a scheme name, or {"type": name, its
