@@ -1,6 +1,7 @@
 // The docs against the code, so that they cannot drift apart:
 //  - the resume keys the README and ARCHITECTURE name are run_dir's list;
 //  - every config key is declared once, and docs/configs.md is what `posenc list --markdown` writes;
+//  - the "slurm" block docs/cluster.md shows is one the reader takes, with every declared key;
 //  - every script in scripts/ and every golden fixture is named in the README;
 //  - every posenc command the docs show names a subcommand, flags and configs
 //    that exist, and a training command's config loads with its overrides;
@@ -25,6 +26,7 @@
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "posenc/config.h"
+#include "posenc/experiments/slurm.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/train/run_dir.h"
@@ -486,6 +488,21 @@ TEST(Docs, TheConfigsPageIsWhatListWrites) {
   EXPECT_TRUE(r.output == read_text(kRoot / "docs" / "configs.md"))
       << "docs/configs.md differs from `posenc list --markdown`; write it again with\n"
          "  build/posenc list --markdown > docs/configs.md";
+}
+
+// docs/cluster.md shows a grid's "slurm" block: it must be one the reader
+// takes, and show every key the block declares.
+TEST(Docs, TheClusterPagesSlurmBlockIsValidAndShowsEveryDeclaredKey) {
+  const std::string page = read_text(kRoot / "docs" / "cluster.md");
+  const std::string opening = "```json\n\"slurm\": {";
+  const size_t at = page.find(opening);
+  ASSERT_NE(at, std::string::npos) << "docs/cluster.md shows no \"slurm\" block in a json code block";
+  const size_t start = at + opening.size() - 1, end = page.find("\n```", start);
+  ASSERT_NE(end, std::string::npos);
+  const nlohmann::json block = nlohmann::json::parse(page.substr(start, end - start));
+  EXPECT_NO_THROW(read_slurm_settings(block, "docs/cluster.md slurm"));
+  for (const OptionSpec& key : slurm_block_keys())
+    EXPECT_TRUE(block.contains(key.name)) << "docs/cluster.md's \"slurm\" block does not show " << key.name;
 }
 
 TEST(Docs, TheReadmeNamesEveryScript) {

@@ -209,10 +209,77 @@ TEST(SlurmScript, TheGridsSlurmBlockIsCheckedLikeAnyConfig) {
     EXPECT_TRUE(contains(e, "is set by posenc itself")) << own << ": " << e;
   }
   EXPECT_NO_THROW(read_slurm_settings({{"sbatch", {"--qos=low", "--exclusive", "--mem=8G"}}}, "g.json.slurm"));
+  // "sbatch" is a list of strings, at most 64 of them.
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"sbatch", "--qos=low"}}, "g.json.slurm");
+                       }),
+                       "g.json.slurm.sbatch: expected an array of strings"));
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"sbatch", {"--qos=low", 7}}}, "g.json.slurm");
+                       }),
+                       "g.json.slurm.sbatch[1]: expected a string, got 7"));
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"sbatch", std::vector<std::string>(65, "--exclusive")}}, "g.json.slurm");
+                       }),
+                       "g.json.slurm.sbatch: expected an array of at most 64 strings, got 65"));
+  EXPECT_TRUE(contains(error_of([] {
+                         read_slurm_settings({{"slurm", 1}}, "g.json.slurm");
+                       }),
+                       "g.json.slurm.slurm: unknown key"));
   EXPECT_TRUE(contains(error_of([] {
                          read_slurm_settings({{"partition", std::string("gpu\0x", 5)}}, "g.json.slurm");
                        }),
                        "g.json.slurm.partition: holds a control character (byte 0)"));
+}
+
+// The flags that stand for the block's keys are checked by the same
+// declaration, win over the block, and can set what the block can (0 GPUs).
+TEST(SlurmGrid, TheClusterFlagsAreCheckedAsTheBlocksKeysAreAndWinOverThem) {
+  Scratch s("slurmflags");
+  const std::string old_path = std::getenv("PATH");
+  fs::create_directories(s.dir / "empty");
+  json grid = posenc::testing::tiny_grid();
+  grid["slurm"] = {{"partition", "gpu"}, {"gpus_per_task", 2}, {"sbatch", {"--qos=low"}}};
+  write_file_atomic(s.path("grid.json"), grid.dump());
+  const std::string compare = "compare " + s.path("grid.json") + " --out " + s.path("out") + " --slurm --no-progress ";
+  const auto submit = [&](const std::string& flags) {
+    ::setenv("PATH", (s.dir / "empty").c_str(), 1);  // no sbatch: the script is written and the command shown
+    const auto r = run_cli(compare + flags);
+    ::setenv("PATH", old_path.c_str(), 1);
+    return r;
+  };
+  // What the block refuses, the flag refuses, before anything is written.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--sbatch=--output=/tmp/x.log", "--sbatch=--output=/tmp/x.log: --output is set by posenc itself"},
+      {"--sbatch=--array=0-3", "--array is set by posenc itself"},
+      {"--sbatch=-n4", "--sbatch=-n4: -n4 is set by posenc itself"},
+      {"--sbatch=qos=low", "expected an sbatch option such as --qos=low"},
+      {"'--partition=a\tb'", "--partition: holds a control character (byte 9)"},
+      {"'--account=x\r'", "--account: must be one line"},
+      {"--time=2", "--time=2 is 120 s"},
+      {"--gpus-per-task 65", "65 is out of range [0, 64]"},
+      {"--ntasks-per-run 0", "0 is out of range [1, 1024]"},
+  };
+  for (const auto& [flags, message] : refused) {
+    const auto r = submit(flags);
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, message)) << flags << ": " << r.output;
+    EXPECT_FALSE(fs::exists(s.path("out") + "/slurm")) << flags << ": nothing written";
+  }
+  // The flags win over the block; --gpus-per-task 0 takes the block's GPUs away; --sbatch adds.
+  const auto r = submit("--partition=short --gpus-per-task 0 --sbatch=--mem=8G");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string script = read_file(s.path("out") + "/slurm/array-0.sh");
+  EXPECT_TRUE(contains(script, "#SBATCH --partition=short\n")) << script;
+  EXPECT_FALSE(contains(script, "--partition=gpu")) << script;
+  EXPECT_FALSE(contains(script, "--gpus-per-task")) << script;
+  EXPECT_TRUE(contains(script, "#SBATCH --qos=low\n#SBATCH --mem=8G\n")) << script;
+  // Without the flags, the block's values.
+  fs::remove_all(s.path("out"));
+  ASSERT_EQ(submit("").code, 0);
+  const std::string block = read_file(s.path("out") + "/slurm/array-0.sh");
+  EXPECT_TRUE(contains(block, "#SBATCH --partition=gpu\n")) << block;
+  EXPECT_TRUE(contains(block, "#SBATCH --gpus-per-task=2\n")) << block;
 }
 
 // sbatch without --parsable (a site's wrapper drops it) says "Submitted batch

@@ -19,11 +19,12 @@ enum class OptionKind {
   Int,
   Float,
   Bool,
-  String,   ///< non-empty; one of `choices` when those are given
-  Path,     ///< a file's path, non-empty; made absolute when read, so a run works from any directory
-  Weights,  ///< an object {choice: weight}: keys from `choices`, weights in [min, max], at least one positive
-  IntList,  ///< a non-empty array of at most `max_items` distinct integers, each in [min, max]
-  Scheme,   ///< a scheme's name, or {"type": name, its options}; the config reader resolves it
+  String,      ///< non-empty; one of `choices` when those are given
+  Path,        ///< a file's path, non-empty; made absolute when read, so a run works from any directory
+  Weights,     ///< an object {choice: weight}: keys from `choices`, weights in [min, max], at least one positive
+  IntList,     ///< a non-empty array of at most `max_items` distinct integers, each in [min, max]
+  StringList,  ///< an array (empty allowed) of at most `max_items` non-empty strings
+  Scheme,      ///< a scheme's name, or {"type": name, its options}; the config reader resolves it
 };
 
 /// What another value of a config key means where a run already exists (`posenc train --resume`, `posenc

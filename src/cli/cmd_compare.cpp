@@ -52,16 +52,18 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
         ->check(non_empty_utf8("Slurm settings"));
   }
   app.add_option("--gpus-per-task", o.slurm_flags.gpus_per_task,
-                 "GPUs per run (with --slurm; wins over the grid's \"slurm\" block)")
+                 "GPUs per rank of a run, 0 for none (with --slurm; wins over the grid's \"slurm\" block)")
       ->needs(slurm)
-      ->check(integer_in(1, 64));
+      ->check(integer_as_declared(slurm_block_key("gpus_per_task")));
   app.add_option("--ntasks-per-run", o.slurm_flags.ntasks_per_run,
                  "ranks per run: each run trains data parallel on N Slurm tasks started with srun (with --slurm; "
                  "wins over the grid's \"slurm\" block)")
       ->needs(slurm)
-      ->check(integer_in(1, 1024));
+      ->check(integer_as_declared(slurm_block_key("ntasks_per_run")));
   app.add_option("--sbatch", o.slurm_flags.sbatch,
-                 "another #SBATCH option for the arrays, e.g. --sbatch=--qos=low (repeatable, with --slurm)")
+                 "another #SBATCH option for the arrays, e.g. --sbatch=--qos=low (repeatable, with --slurm; added to "
+                 "the grid's "
+                 "\"slurm\" block's \"sbatch\")")
       ->needs(slurm)
       ->allow_extra_args(false);
 }

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "posenc/config.h"
+#include "posenc/experiments/slurm.h"
 #include "posenc/positional/registry.h"
 #include "posenc/positional/scheme.h"
 #include "posenc/tasks/registry.h"
@@ -31,6 +32,7 @@ const char* kind_name(OptionKind k) {
     case OptionKind::Path: return "path";
     case OptionKind::Weights: return "weights";
     case OptionKind::IntList: return "int list";
+    case OptionKind::StringList: return "string list";
     case OptionKind::Scheme: return "scheme";
   }
   return "?";
@@ -39,6 +41,7 @@ const char* kind_name(OptionKind k) {
 /// "[1, 1024]", "one of a, b", "" (no bounds).
 std::string allowed(const OptionSpec& o) {
   if (!o.choices.empty()) return (o.kind == OptionKind::Weights ? "keys " : "one of ") + join(o.choices, ", ");
+  if (o.kind == OptionKind::StringList) return "at most " + std::to_string(o.max_items);
   const bool bounded = o.min > -1e300 || o.max < 1e300;
   if (!bounded || o.kind == OptionKind::Bool) return "";
   return "[" + shown_bound(o, o.min) + ", " + shown_bound(o, o.max) + "]" +
@@ -48,7 +51,10 @@ std::string allowed(const OptionSpec& o) {
 /// One option as JSON: name, type, default (or what stands for it), bounds or choices, doc.
 nlohmann::json describe_option(const OptionSpec& o, const std::string& shown_default = "") {
   nlohmann::json j = {{"name", o.name}, {"type", kind_name(o.kind)}, {"default", o.default_value}, {"doc", o.doc}};
-  if (!shown_default.empty()) j["default"] = shown_default;
+  if (!shown_default.empty()) {
+    j["default"] = shown_default;
+    j["default_is_text"] = true;  // words, not a value a config could hold
+  }
   if (!o.choices.empty()) j["choices"] = o.choices;
   if (!o.choice_docs.empty()) j["choice_docs"] = o.choice_docs;
   if (o.set_on_trained) j["set_on_trained"] = true;
@@ -84,6 +90,14 @@ nlohmann::json describe_block(const ConfigBlock& b) {
     for (auto& key : block["keys"]) key.erase("set_on_trained");
   }
   return block;
+}
+
+/// A comparison grid's "slurm" block, described as a config block is; a key left out writes no #SBATCH line.
+nlohmann::json describe_slurm_block() {
+  ConfigBlock block{"slurm", "", slurm_block_keys(), {}};
+  for (const OptionSpec& key : block.keys)
+    if (key.default_value.is_null()) block.shown_defaults[key.name] = "none";
+  return describe_block(block);
 }
 
 /// What another value of a key (or of a block's keys) means for an existing run and for a trained model, as
@@ -196,14 +210,16 @@ std::string markdown_options(const nlohmann::json& options, const std::string& p
   Table rows = {{"key", "type", "default", "allowed", "meaning"}};
   for (const auto& opt : options)
     rows.push_back({"`" + prefix + opt["name"].get<std::string>() + "`", opt["type"].get<std::string>(),
-                    opt["default"].is_string() && opt["type"] != "string" && opt["type"] != "path"
+                    // Words in place of a value, and a scheme's name ("none"), go unquoted.
+                    opt.value("default_is_text", false) || (opt["default"].is_string() && opt["type"] == "scheme")
                         ? opt["default"].get<std::string>()
                         : "`" + opt["default"].dump() + "`",
                     opt.contains("allowed") ? opt["allowed"].get<std::string>() : "", doc_with_choices(opt, "`")});
   return render_markdown(rows, 5);
 }
 
-void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes, const nlohmann::json& tasks) {
+void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes, const nlohmann::json& tasks,
+                    const nlohmann::json& slurm) {
   std::printf(
       "# Configs\n\n"
       "<!-- Written by `build/posenc list --markdown > docs/configs.md` from the declarations of the config\n"
@@ -246,6 +262,12 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
                 s["description"].get<std::string>().c_str());
     if (!s["options"].empty()) std::printf("\n%s", markdown_options(s["options"], "model.positional.").c_str());
   }
+  std::printf(
+      "\n## A comparison grid's `slurm` block\n\n"
+      "Not part of a config: the `\"slurm\"` object of a comparison grid, read by `posenc compare GRID --slurm`\n"
+      "([cluster.md](cluster.md)). `--partition`, `--time`, `--account`, `--gpus-per-task` and `--ntasks-per-run`\n"
+      "win over the key of the same name and are checked the same way; `--sbatch` adds to `sbatch`.\n\n%s",
+      markdown_options(slurm["keys"], "slurm.").c_str());
 }
 
 }  // namespace
@@ -255,12 +277,16 @@ int run_list(const ListOptions& o) {
   for (const auto& info : scheme_registry()) schemes.push_back(describe(info));
   for (const auto& info : task_registry()) tasks.push_back(describe_task(info));
   for (const auto& b : config_blocks()) blocks.push_back(describe_block(b));
+  const nlohmann::json slurm = describe_slurm_block();
   if (o.json) {
-    std::printf("%s\n", nlohmann::json{{"schemes", schemes}, {"tasks", tasks}, {"config", blocks}}.dump(2).c_str());
+    std::printf("%s\n",
+                nlohmann::json{{"schemes", schemes}, {"tasks", tasks}, {"config", blocks}, {"grid_slurm", slurm}}
+                    .dump(2)
+                    .c_str());
     return 0;
   }
   if (o.markdown) {
-    print_markdown(blocks, schemes, tasks);
+    print_markdown(blocks, schemes, tasks, slurm);
     return 0;
   }
   std::printf("Config keys, a block at a time (--set BLOCK.KEY=VALUE; docs/configs.md has the same):\n");
@@ -308,6 +334,8 @@ int run_list(const ListOptions& o) {
       std::printf("    %s: %s\n", p["name"].get<std::string>().c_str(), target_doc(p).c_str());
     std::printf("\n");
   }
+  std::printf("A comparison grid's \"slurm\" block (posenc compare GRID --slurm; the flag of a key's name wins):\n");
+  print_options(slurm["keys"], "  ");
   return 0;
 }
 

@@ -23,6 +23,8 @@ CLI::Validator integer_in(int64_t min, int64_t max);
 /// list, each item's). std::logic_error for a key not declared as an integer or
 /// an integer list.
 CLI::Validator integer_as_declared(const std::string& key);
+/// The same for any declared integer option (a grid's "slurm" block key, for the flag of its name).
+CLI::Validator integer_as_declared(const OptionSpec& spec);
 
 /// A flag's value must be a finite number in [min, max] (NaN and infinities refused).
 CLI::Validator number_in(double min, double max);

@@ -29,12 +29,13 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
       "INT in " + range);
 }
 
-CLI::Validator integer_as_declared(const std::string& key) {
-  const OptionSpec& spec = config_key(key);
+CLI::Validator integer_as_declared(const OptionSpec& spec) {
   if (spec.kind != OptionKind::Int && spec.kind != OptionKind::IntList)
-    throw std::logic_error(key + " is not declared as an integer or a list of integers");
+    throw std::logic_error(spec.name + " is not declared as an integer or a list of integers");
   return integer_in(static_cast<int64_t>(spec.min), static_cast<int64_t>(spec.max));
 }
+
+CLI::Validator integer_as_declared(const std::string& key) { return integer_as_declared(config_key(key)); }
 
 CLI::Validator number_in(double min, double max) {
   const std::string range = "[" + fmt::format("{}", min) + ", " + fmt::format("{}", max) + "]";

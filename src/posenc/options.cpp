@@ -20,7 +20,8 @@ bool kind_matches(OptionKind k, const nlohmann::json& v) {
     case OptionKind::String:
     case OptionKind::Path: return v.is_string();
     case OptionKind::Weights: return v.is_object();
-    case OptionKind::IntList: return v.is_array();
+    case OptionKind::IntList:
+    case OptionKind::StringList: return v.is_array();
     case OptionKind::Scheme: return v.is_string() || v.is_object();
   }
   return false;
@@ -54,6 +55,19 @@ nlohmann::json checked_int_list(const OptionSpec& spec, const nlohmann::json& v,
   return v;
 }
 
+/// A string list: at most spec.max_items, each a non-empty string.
+nlohmann::json checked_string_list(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
+  if (v.size() > spec.max_items)
+    throw ConfigError(at + ": expected an array of at most " + std::to_string(spec.max_items) + " strings, got " +
+                      std::to_string(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string element = at + "[" + std::to_string(i) + "]";
+    if (!v[i].is_string()) throw ConfigError(element + ": expected a string, got " + shown_value(v[i]));
+    if (v[i].get<std::string>().empty()) throw ConfigError(element + ": must not be empty");
+  }
+  return v;
+}
+
 /// A weights object: the declared keys only, each weight in range; keys left
 /// out keep their default weight, and at least one weight must be positive.
 nlohmann::json resolve_weights(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
@@ -81,6 +95,7 @@ std::string option_kind_name(OptionKind k) {
     case OptionKind::Path: return "a file path";
     case OptionKind::Weights: return "an object of weights";
     case OptionKind::IntList: return "an array of integers";
+    case OptionKind::StringList: return "an array of strings";
     case OptionKind::Scheme: return "a scheme name or an object {\"type\": name, ...}";
   }
   return "?";
@@ -121,6 +136,7 @@ nlohmann::json checked_value(const OptionSpec& spec, const nlohmann::json& v, co
     }
     case OptionKind::Weights: return resolve_weights(spec, v, at);
     case OptionKind::IntList: return checked_int_list(spec, v, at);
+    case OptionKind::StringList: return checked_string_list(spec, v, at);
   }
   return v;
 }

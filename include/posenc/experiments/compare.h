@@ -32,16 +32,11 @@ struct CompareOptions {
   int64_t inspect_length = 64;    ///< positions shown in the scheme figures
   int64_t attention_length = 16;  ///< tokens of the attention-map example
 
-  bool slurm = false;  ///< submit job arrays instead of running locally
-  /// Flags that replace the grid file's "slurm" settings (empty or 0: not given).
-  SlurmSettings slurm_flags = [] {
-    SlurmSettings unset;
-    unset.ntasks_per_run = 0;
-    return unset;
-  }();
-  bool status = false;   ///< show each run's state, run nothing
-  bool collect = false;  ///< summary, report and figures from what is finished; train nothing
-  std::string run_id;    ///< train this one run (what an array task does)
+  bool slurm = false;      ///< submit job arrays instead of running locally
+  SlurmFlags slurm_flags;  ///< flags that win over the grid file's "slurm" block
+  bool status = false;     ///< show each run's state, run nothing
+  bool collect = false;    ///< summary, report and figures from what is finished; train nothing
+  std::string run_id;      ///< train this one run (what an array task does)
 };
 
 /// Returns the exit status: 0 when every planned run has results, 1 otherwise

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "posenc/options.h"
+
 namespace posenc {
 
 struct SlurmSettings {
@@ -25,9 +27,34 @@ struct SlurmSettings {
   std::vector<std::string> sbatch;  ///< more #SBATCH options, as written after "#SBATCH " ("--qos=low")
 };
 
+/// The grid file's "slurm" block, declared: each key's type, bounds and doc.
+/// The block and the flags of the same names (--partition, --gpus-per-task,
+/// --sbatch, ...) are both checked against it; `posenc list` shows it.
+const std::vector<OptionSpec>& slurm_block_keys();
+
+/// The declaration of the "slurm" block's key `name`; std::logic_error if none.
+const OptionSpec& slurm_block_key(const std::string& name);
+
+/// `posenc compare --slurm`'s flags that stand for the block's keys and win
+/// over them; empty or -1: not given.
+struct SlurmFlags {
+  std::string partition, time, account;
+  int64_t gpus_per_task = -1;
+  int64_t ntasks_per_run = -1;
+  std::vector<std::string> sbatch;  ///< appended to the block's
+};
+
+/// Sets the declared setting `key` from `value` (for "sbatch", an array of
+/// options or one option, appended), checked against its declaration and for what an
+/// #SBATCH line takes: one line, no control characters, a time limit longer
+/// than the grace time, no option that posenc writes itself. ConfigErrors
+/// start with `where` (the block's key or the flag).
+void set_slurm_setting(SlurmSettings& settings, const std::string& key, const nlohmann::json& value,
+                       const std::string& where);
+
 /// The grid file's "slurm" block: {"partition", "time", "account",
-/// "gpus_per_task", "ntasks_per_run", "sbatch": ["--qos=low", ...]}. Unknown keys and values that
-/// would break the script (line breaks) are ConfigErrors naming `where`.
+/// "gpus_per_task", "ntasks_per_run", "sbatch": ["--qos=low", ...]}. An unknown
+/// key or a value that set_slurm_setting refuses is a ConfigError naming `where`.
 SlurmSettings read_slurm_settings(const nlohmann::json& block, const std::string& where);
 
 /// How long before its time limit a task is signalled to checkpoint.

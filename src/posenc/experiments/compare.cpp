@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -282,21 +283,17 @@ void refuse_while_arrays_run(const std::string& out, const std::string& command)
                     q.tasks.size(), jobs, command, command));
 }
 
-SlurmSettings merged_settings(const ComparePlan& plan, const SlurmSettings& flags) {
+SlurmSettings merged_settings(const ComparePlan& plan, const SlurmFlags& flags) {
   SlurmSettings s = read_slurm_settings(plan.slurm, plan.source + ".slurm");
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--partition", flags.partition}, {"--time", flags.time}, {"--account", flags.account}})
-    if (value.find_first_of("\n\r") != std::string::npos)
-      throw ConfigError(flag + ": must be one line (it goes on an #SBATCH line)");
-  for (const auto& line : flags.sbatch)
-    if (line.find_first_of("\n\r") != std::string::npos || line.rfind("-", 0) != 0)
-      throw ConfigError("--sbatch " + one_line(line, 80) + ": expected one sbatch option such as --qos=low");
-  if (!flags.partition.empty()) s.partition = flags.partition;
-  if (!flags.time.empty()) s.time = flags.time;
-  if (!s.time.empty()) check_time_beyond_grace(s.time, flags.time.empty() ? plan.source + ".slurm.time" : "--time");
-  if (!flags.account.empty()) s.account = flags.account;
-  if (flags.gpus_per_task > 0) s.gpus_per_task = flags.gpus_per_task;
-  if (flags.ntasks_per_run > 0) s.ntasks_per_run = flags.ntasks_per_run;
+  // A flag wins over the block's key, and is checked by the same declaration.
+  for (const auto& [key, flag, value] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{{"partition", "--partition", flags.partition},
+                                                                      {"time", "--time", flags.time},
+                                                                      {"account", "--account", flags.account}})
+    if (!value.empty()) set_slurm_setting(s, key, value, flag);
+  if (flags.gpus_per_task >= 0) set_slurm_setting(s, "gpus_per_task", flags.gpus_per_task, "--gpus-per-task");
+  if (flags.ntasks_per_run >= 0) set_slurm_setting(s, "ntasks_per_run", flags.ntasks_per_run, "--ntasks-per-run");
+  for (const auto& line : flags.sbatch) set_slurm_setting(s, "sbatch", line, "--sbatch=" + line);
   // Each rank trains an equal slice of every batch: refused now, not in the queue.
   for (const auto& run : plan.runs)
     if (run.skipped.empty() && run.config.train.batch_size % s.ntasks_per_run != 0)
@@ -304,7 +301,6 @@ SlurmSettings merged_settings(const ComparePlan& plan, const SlurmSettings& flag
           fmt::format("ntasks_per_run={}: run {} has train.batch_size={}, which {} ranks cannot share "
                       "evenly; choose a number of ranks that divides it",
                       s.ntasks_per_run, run.id, run.config.train.batch_size, s.ntasks_per_run));
-  s.sbatch.insert(s.sbatch.end(), flags.sbatch.begin(), flags.sbatch.end());
   return s;
 }
 

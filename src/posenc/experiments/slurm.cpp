@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "posenc/config_overlay.h"
 #include "posenc/errors.h"
 #include "posenc/util/process.h"
 #include "posenc/util/python.h"
@@ -24,11 +23,10 @@ using json = nlohmann::json;
 
 namespace {
 
-/// A value that goes on an #SBATCH line: one line, not empty.
-std::string sbatch_value(const json& v, const std::string& where) {
-  if (!v.is_string()) throw ConfigError(where + ": expected a string");
+/// A value that goes on an #SBATCH line: one line, without control characters (checked_value has seen
+/// that it is a non-empty string).
+std::string sbatch_line(const json& v, const std::string& where) {
   const std::string s = v.get<std::string>();
-  if (s.empty()) throw ConfigError(where + ": must not be empty");
   if (s.find_first_of("\n\r") != std::string::npos)
     throw ConfigError(where + ": must be one line (it goes on an #SBATCH line)");
   for (const char c : s)
@@ -47,42 +45,90 @@ const std::vector<std::string>& options_posenc_sets() {
   return names;
 }
 
+/// One more #SBATCH option ("--qos=low"): an option, and none that posenc writes itself.
+std::string sbatch_option(const json& v, const std::string& where) {
+  const std::string line = sbatch_line(v, where);
+  if (line.rfind("-", 0) != 0) throw ConfigError(where + ": expected an sbatch option such as --qos=low");
+  const std::string name = line.substr(0, line.find_first_of("= "));
+  for (const auto& own : options_posenc_sets())
+    if (name == own || (own.size() == 2 && line.rfind(own, 0) == 0))
+      throw ConfigError(where + ": " + name +
+                        " is set by posenc itself (the array over the runs, their logs and their requeue on "
+                        "preemption); leave it out");
+  return line;
+}
+
 }  // namespace
 
+const std::vector<OptionSpec>& slurm_block_keys() {
+  auto key = [](std::string name, OptionKind kind, json default_value, std::string doc, double min = -1e300,
+                double max = 1e300) {
+    return OptionSpec{std::move(name), kind, std::move(default_value), std::move(doc), min, max};
+  };
+  static const std::vector<OptionSpec> keys = [&] {
+    std::vector<OptionSpec> k = {
+        key("partition", OptionKind::String, nullptr,
+            "`#SBATCH --partition`: the partition the array tasks run in (left out: the cluster's default); one line"),
+        key("time", OptionKind::String, nullptr,
+            "`#SBATCH --time`: each task's time limit, in Slurm's forms (`90`, `2:00:00`, `1-12`); more than the " +
+                std::to_string(kSlurmGraceSeconds) +
+                " s before the limit at which each run is signalled to checkpoint (left out: the partition's)"),
+        key("account", OptionKind::String, nullptr,
+            "`#SBATCH --account`: the account the tasks are charged to (left out: the user's default); one line"),
+        key("gpus_per_task", OptionKind::Int, 0,
+            "`#SBATCH --gpus-per-task`: GPUs for each rank of a run; 0 asks for none", 0, 64),
+        key("ntasks_per_run", OptionKind::Int, 1,
+            "ranks per run: with N > 1 each run trains data parallel on N Slurm tasks started with `srun`, and "
+            "`train.batch_size` must be a multiple of N",
+            1, 1024),
+        key("sbatch", OptionKind::StringList, json::array(),
+            "more `#SBATCH` options, one per item (`\"--qos=low\"`, `\"--mem-per-cpu=4G\"`); not those posenc "
+            "writes itself: `" +
+                join(options_posenc_sets(), "`, `") + "`"),
+    };
+    k.back().max_items = 64;
+    return k;
+  }();
+  return keys;
+}
+
+const OptionSpec& slurm_block_key(const std::string& name) {
+  const auto& keys = slurm_block_keys();
+  const auto spec = std::find_if(keys.begin(), keys.end(), [&](const OptionSpec& o) { return o.name == name; });
+  if (spec == keys.end()) throw std::logic_error("the \"slurm\" block declares no key " + name);
+  return *spec;
+}
+
+void set_slurm_setting(SlurmSettings& s, const std::string& key, const json& value, const std::string& where) {
+  const OptionSpec& spec = slurm_block_key(key);
+  if (key == "sbatch") {
+    // The block gives an array of options; a --sbatch flag gives one, and its errors name the flag as typed.
+    const bool one = value.is_string();
+    const json v = checked_value(spec, one ? json::array({value}) : value, where);
+    for (size_t i = 0; i < v.size(); ++i)
+      s.sbatch.push_back(sbatch_option(v[i], one ? where : where + "[" + std::to_string(i) + "]"));
+    if (s.sbatch.size() > spec.max_items)
+      throw ConfigError(where + ": " + std::to_string(s.sbatch.size()) + " sbatch options in all, more than the " +
+                        std::to_string(spec.max_items) + " posenc takes");
+    return;
+  }
+  const json v = checked_value(spec, value, where);
+  if (key == "partition") s.partition = sbatch_line(v, where);
+  if (key == "account") s.account = sbatch_line(v, where);
+  if (key == "time") {
+    s.time = sbatch_line(v, where);
+    check_time_beyond_grace(s.time, where);
+  }
+  if (key == "gpus_per_task") s.gpus_per_task = v.get<int64_t>();
+  if (key == "ntasks_per_run") s.ntasks_per_run = v.get<int64_t>();
+}
+
 SlurmSettings read_slurm_settings(const json& block, const std::string& where) {
+  if (!block.is_object())
+    throw ConfigError(where + ": expected an object of Slurm settings, got " + shown_value(block));
+  resolve_options(slurm_block_keys(), block, where, "the grid's \"slurm\" block");  // unknown keys first
   SlurmSettings s;
-  check_keys(block, {"partition", "time", "account", "gpus_per_task", "ntasks_per_run", "sbatch"}, where);
-  if (block.contains("partition")) s.partition = sbatch_value(block["partition"], where + ".partition");
-  if (block.contains("time")) s.time = sbatch_value(block["time"], where + ".time");
-  if (block.contains("account")) s.account = sbatch_value(block["account"], where + ".account");
-  if (block.contains("gpus_per_task")) {
-    const json& g = block["gpus_per_task"];
-    if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > 64)
-      throw ConfigError(where + ".gpus_per_task: expected an integer in [0, 64], got " + one_line(g.dump(), 80));
-    s.gpus_per_task = g.get<int64_t>();
-  }
-  if (block.contains("ntasks_per_run")) {
-    const json& n = block["ntasks_per_run"];
-    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 1024)
-      throw ConfigError(where + ".ntasks_per_run: expected an integer in [1, 1024], got " + one_line(n.dump(), 80));
-    s.ntasks_per_run = n.get<int64_t>();
-  }
-  if (block.contains("sbatch")) {
-    if (!block["sbatch"].is_array())
-      throw ConfigError(where + ".sbatch: expected an array of options, e.g. [\"--qos=low\"]");
-    for (size_t i = 0; i < block["sbatch"].size(); ++i) {
-      const std::string at = where + ".sbatch[" + std::to_string(i) + "]";
-      const std::string line = sbatch_value(block["sbatch"][i], at);
-      if (line.rfind("-", 0) != 0) throw ConfigError(at + ": expected an sbatch option such as --qos=low");
-      const std::string name = line.substr(0, line.find_first_of("= "));
-      for (const auto& own : options_posenc_sets())
-        if (name == own || (own.size() == 2 && line.rfind(own, 0) == 0))
-          throw ConfigError(at + ": " + name +
-                            " is set by posenc itself (the array over the runs, their logs and their requeue on "
-                            "preemption); leave it out");
-      s.sbatch.push_back(line);
-    }
-  }
+  for (const auto& [key, value] : block.items()) set_slurm_setting(s, key, value, where + "." + key);
   return s;
 }
 
