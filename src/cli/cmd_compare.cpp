@@ -54,12 +54,14 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
   app.add_option("--gpus-per-task", o.slurm_flags.gpus_per_task,
                  "GPUs per rank of a run, 0 for none (with --slurm; wins over the grid's \"slurm\" block)")
       ->needs(slurm)
-      ->check(integer_as_declared(slurm_block_key("gpus_per_task")));
+      ->check(integer_as_declared(slurm_block_key("gpus_per_task")))
+      ->default_str("");  // not given: the block's (the -1 that stands for it is no value to show)
   app.add_option("--ntasks-per-run", o.slurm_flags.ntasks_per_run,
                  "ranks per run: each run trains data parallel on N Slurm tasks started with srun (with --slurm; "
                  "wins over the grid's \"slurm\" block)")
       ->needs(slurm)
-      ->check(integer_as_declared(slurm_block_key("ntasks_per_run")));
+      ->check(integer_as_declared(slurm_block_key("ntasks_per_run")))
+      ->default_str("");
   app.add_option("--sbatch", o.slurm_flags.sbatch,
                  "another #SBATCH option for the arrays, e.g. --sbatch=--qos=low (repeatable, with --slurm; added to "
                  "the grid's "
