@@ -5,9 +5,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <thread>
 
 #include "cli_helpers.h"
 #include "fused_check.h"
@@ -15,6 +19,7 @@
 #include "posenc/tasks/ordering.h"
 #include "posenc/bench/bench.h"
 #include "posenc/compat.h"
+#include "posenc/config.h"
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
@@ -120,6 +125,77 @@ TEST(Bench, PlanErrorsNameTheEntry) {
   } catch (const posenc::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("sizes[0].length: required"), std::string::npos) << e.what();
   }
+}
+
+// A size's numbers are declared: the batch and the length take
+// train.batch_size's and task.max_length's bounds, the step counts at most
+// 10,000, and a step that cannot fit in memory is refused before any case runs.
+TEST(Bench, ASizesNumbersAreCheckedAsDeclaredAndAStepThatCannotFitIsRefusedFirst) {
+  Scratch s;
+  const std::string path = (s.dir / "b.json").string();
+  const auto error_with = [&](const std::string& key, const json& value) {
+    json b = tiny_bench();
+    b["sizes"][0][key] = value;
+    std::ofstream(path) << b.dump();
+    try {
+      posenc::plan_bench(path, {}, {"rope"}, 1, "cpu");
+    } catch (const posenc::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const auto range = [](const std::string& key) {
+    const posenc::OptionSpec& spec = posenc::config_key(key);
+    return "[" + posenc::shown_bound(spec, spec.min) + ", " + posenc::shown_bound(spec, spec.max) + "]";
+  };
+  EXPECT_NE(error_with("batch_size", 1).find("sizes[0].batch_size: 1 is out of range " + range("train.batch_size")),
+            std::string::npos);
+  EXPECT_NE(error_with("length", 1 << 21).find("sizes[0].length: 2097152 is out of range " + range("task.max_length")),
+            std::string::npos);
+  EXPECT_NE(error_with("timed", 10001).find("sizes[0].timed: 10001 is out of range [1, 10000]"), std::string::npos);
+  EXPECT_NE(error_with("warmup", 0).find("sizes[0].warmup: 0 is out of range [1, 10000]"), std::string::npos);
+  EXPECT_NE(error_with("warmup", "5").find("sizes[0].warmup: expected an integer"), std::string::npos);
+  EXPECT_NE(error_with("lenght", 12).find("sizes[0].lenght: unknown key"), std::string::npos);
+  EXPECT_EQ(error_with("timed", 10000), "(no error)");
+  // A million examples of 512 tokens: terabytes, refused by the plan with what to lower.
+  json b = tiny_bench();
+  b["sizes"][0]["batch_size"] = 1 << 20;
+  b["sizes"][0]["length"] = 512;
+  std::ofstream(path) << b.dump();
+  const auto r =
+      posenc::testing::run_cli("bench " + path + " --no-python --schemes rope --out " + (s.dir / "out").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("a training step needs about"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lower " + path + ".sizes[0].batch_size or .length"), std::string::npos) << r.output;
+}
+
+// SIGTERM stops bench between two steps of a case, not after the case's last.
+TEST(Bench, SigtermStopsWithinACaseOfManySteps) {
+  Scratch s;
+  json b = tiny_bench();
+  b["sizes"][0]["warmup"] = 10000;
+  b["sizes"][0]["timed"] = 10000;
+  const std::string path = (s.dir / "b.json").string(), log = (s.dir / "log").string();
+  std::ofstream(path) << b.dump();
+  const pid_t pid = posenc::testing::start_cli(
+      {"bench", path, "--no-python", "--schemes", "none", "--out", (s.dir / "out").string()}, log);
+  // The plan line comes after the matrix-product peak, just before the first case's model is built.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  std::string text;
+  while (text.find("cases on cpu") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(log);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_NE(text.find("cases on cpu"), std::string::npos) << text;
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // into the case's 20,000 steps
+  ::kill(pid, SIGTERM);
+  const auto end = posenc::testing::wait_child(pid);
+  std::ifstream in(log);
+  text.assign(std::istreambuf_iterator<char>(in), {});
+  EXPECT_EQ(end.code, 128 + SIGTERM) << text;
+  EXPECT_NE(text.find("bench stopped by SIGTERM after 0 of 2 cases"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(s.dir / "out" / "bench.json"));
 }
 
 // The twin's kernel profile (POSENC_BENCH_PROFILE, scripts/step_profile.py)

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "posenc/config_overlay.h"
 #include "posenc/positional/registry.h"
 #include "posenc/model/encoder.h"
@@ -15,10 +17,12 @@
 #include "posenc/train/autocast.h"
 #include "posenc/train/cuda_graphs.h"
 #include "posenc/train/grad_clip.h"
+#include "posenc/train/fits.h"
 #include "posenc/train/trainer.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/tasks/task.h"
 #include "posenc/train/objective.h"
+#include "posenc/util/interrupt.h"
 #include "posenc/util/io.h"
 
 namespace posenc {
@@ -59,16 +63,36 @@ double peak_memory_mb(const torch::Device& d) {
 }
 
 const std::set<std::string> kBenchKeys = {"description", "base", "schemes", "qkv", "sizes"};
-const std::set<std::string> kSizeKeys = {"name", "set", "batch_size", "length", "warmup", "timed"};
 
-int64_t positive_int(const json& j, const std::string& key, const std::string& where, int64_t fallback) {
-  if (!j.contains(key)) {
-    if (fallback > 0) return fallback;
-    throw ConfigError(where + "." + key + ": required (a positive integer)");
-  }
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() < 1)
-    throw ConfigError(where + "." + key + ": expected a positive integer");
-  return j[key];
+/// A size's keys beside "name" and "set". The batch and the length stand for
+/// train.batch_size and task.max_length and take their declared bounds; the
+/// step counts are bounded so that a slip cannot start a case without end.
+const std::vector<OptionSpec>& size_keys() {
+  static const std::vector<OptionSpec> keys = [] {
+    OptionSpec batch = config_key("train.batch_size"), length = config_key("task.max_length");
+    batch.name = "batch_size";
+    batch.default_value = nullptr;  // required
+    batch.doc = "examples in the fixed batch";
+    length.name = "length";
+    length.default_value = nullptr;  // required
+    length.doc = "the task's length of every example (as task.max_length)";
+    return std::vector<OptionSpec>{batch,
+                                   length,
+                                   {"warmup", OptionKind::Int, 5, "untimed steps first", 1, 10000},
+                                   {"timed", OptionKind::Int, 20, "timed steps (their median is reported)", 1, 10000}};
+  }();
+  return keys;
+}
+
+/// The numbers of a size entry, checked against size_keys(); "name" and "set" are read by the caller.
+Options size_numbers(const json& size, const std::string& where) {
+  json numbers = size;
+  numbers.erase("name");
+  numbers.erase("set");
+  const Options o = resolve_options(size_keys(), numbers, where, "a bench size", {"name", "set"});
+  for (const auto& key : {"batch_size", "length"})
+    if (o.json()[key].is_null()) throw ConfigError(where + "." + key + ": required (a positive integer)");
+  return o;
 }
 
 /// "all", or an array whose "all" entries stand for every registered scheme
@@ -108,8 +132,10 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
   for (size_t si = 0; si < spec["sizes"].size(); ++si) {
     const json& size = spec["sizes"][si];
     const std::string where = path + ".sizes[" + std::to_string(si) + "]";
-    check_keys(size, kSizeKeys, where);
+    if (!size.is_object())
+      throw ConfigError(where + ": expected an object {\"name\", \"batch_size\", \"length\", ...}");
     if (!size.contains("name") || !size["name"].is_string()) throw ConfigError(where + ".name: expected a string");
+    const Options numbers = size_numbers(size, where);
     const std::string size_name = size["name"];
     size_names.insert(size_name);
     if (!only_sizes.empty() && std::find(only_sizes.begin(), only_sizes.end(), size_name) == only_sizes.end()) continue;
@@ -125,10 +151,10 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
         c.size = size_name;
         c.scheme = entry.name;
         c.qkv = qkv;
-        c.batch = positive_int(size, "batch_size", where, 0);
-        c.length = positive_int(size, "length", where, 0);
-        c.warmup = static_cast<int>(positive_int(size, "warmup", where, 5));
-        c.timed = static_cast<int>(positive_int(size, "timed", where, 20));
+        c.batch = numbers.get_int("batch_size");
+        c.length = numbers.get_int("length");
+        c.warmup = static_cast<int>(numbers.get_int("warmup"));
+        c.timed = static_cast<int>(numbers.get_int("timed"));
         json j = base;
         if (size.contains("set")) apply_set(j, size["set"], where + ".set");
         apply_set(j, entry.set, swhere + ".set");
@@ -138,7 +164,14 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
         try {
           c.config = config_from_json(j);
           Transformer probe(c.config.model, task_vocab_size(c.config.task));
-          probe->check_length(make_task(c.config.task)->sequence_length(c.length));
+          const int64_t tokens = make_task(c.config.task)->sequence_length(c.length);
+          probe->check_length(tokens);
+          // Before any case runs, not when its batch is built: a size that cannot fit is refused at once.
+          const torch::Device on(c.config.train.device == Device::Cuda ? torch::kCUDA : torch::kCPU);
+          require_memory(
+              training_memory_bytes(probe, tokens, c.batch, on), on, "a training step",
+              fmt::format("{} examples of {} tokens, with the weights, gradients and AdamW's moments", c.batch, tokens),
+              "lower " + where + ".batch_size or .length");
         } catch (const IncompatibleConfig& e) {
           c.skipped = e.what();
         } catch (const ConfigError& e) {
@@ -186,6 +219,7 @@ template <class Body>
 std::vector<double> timed_calls(torch::Device device, int skip, int kept_calls, Body body) {
   std::vector<double> ms;
   for (int i = 0; i < skip + kept_calls; ++i) {
+    throw_if_interrupted();  // SIGINT/SIGTERM: stop between steps, not after a case of many
     synchronize(device);
     const auto t0 = Clock::now();
     body(i >= skip);
