@@ -3,6 +3,7 @@
 // PyTorch-eager twin (scripts/bench_eager.py) computes the same loss.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -196,6 +198,57 @@ TEST(Bench, SigtermStopsWithinACaseOfManySteps) {
   EXPECT_EQ(end.code, 128 + SIGTERM) << text;
   EXPECT_NE(text.find("bench stopped by SIGTERM after 0 of 2 cases"), std::string::npos) << text;
   EXPECT_FALSE(fs::exists(s.dir / "out" / "bench.json"));
+}
+
+// SIGTERM to posenc alone (as `timeout` sends it) while the PyTorch twin
+// times its side: bench stops at once and ends the twin, rather than waiting
+// for the twin's answer. The twin here takes the request and never answers.
+TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
+  Scratch s;
+  const fs::path fake = s.dir / "python";
+  std::ofstream(fake) << "#!/bin/sh\n"
+                         "[ \"$1\" = -c ] && exit 0  # 'import torch': yes\n"
+                         "echo $$ > \"$(dirname \"$0\")/twin.pid\"\n"
+                         "read request\n"
+                         "exec sleep 600\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  json b = tiny_bench();
+  b["qkv"] = {"projected"};
+  const std::string path = (s.dir / "b.json").string(), log = (s.dir / "log").string();
+  std::ofstream(path) << b.dump();
+  ::setenv("POSENC_PYTHON", fake.c_str(), 1);
+  const pid_t pid =
+      posenc::testing::start_cli({"bench", path, "--schemes", "none", "--out", (s.dir / "out").string()}, log);
+  ::unsetenv("POSENC_PYTHON");
+  // The twin has its request once it wrote its pid (the C++ side of the case is timed first).
+  const auto wait_for = [](const std::function<bool()>& done, std::chrono::seconds most) {
+    const auto deadline = std::chrono::steady_clock::now() + most;
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return done();
+  };
+  const fs::path twin_pid = s.dir / "twin.pid";
+  ASSERT_TRUE(wait_for([&] { return fs::exists(twin_pid) && fs::file_size(twin_pid) > 0; }, std::chrono::seconds(120)));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the case's C++ side, then the wait for the twin
+  int twin = 0;
+  std::ifstream(twin_pid) >> twin;
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  bool reaped = false;
+  const bool ended =
+      wait_for([&] { return reaped = reaped || ::waitpid(pid, &status, WNOHANG) == pid; }, std::chrono::seconds(60));
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    if (twin > 0) ::kill(twin, SIGKILL);
+  }
+  std::ifstream in(log);
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_TRUE(ended) << "bench waited for a twin that never answers:\n" << text;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << text;
+  EXPECT_NE(text.find("bench stopped by SIGTERM after 0 of 1 cases"), std::string::npos) << text;
+  ASSERT_GT(twin, 0);
+  EXPECT_NE(::kill(twin, 0), 0) << "the twin (pid " << twin << ") outlived bench";
 }
 
 // The twin's kernel profile (POSENC_BENCH_PROFILE, scripts/step_profile.py)

@@ -22,13 +22,14 @@ class PythonWorker {
   PythonWorker& operator=(const PythonWorker&) = delete;
 
   /// Sends one request and waits for its answer; throws std::runtime_error
-  /// (naming the worker's exit) if it died or answered something unreadable.
+  /// (naming the worker's exit) if it died or answered something unreadable,
+  /// and Interrupted if a stop is asked for while it waits.
   nlohmann::json ask(const nlohmann::json& request);
 
  private:
   pid_t pid_ = -1;
   FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
+  int from_ = -1;  ///< the worker's stdout, read directly so that a wait can be given up
 };
 
 }  // namespace posenc

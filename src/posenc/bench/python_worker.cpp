@@ -1,11 +1,15 @@
 #include "posenc/bench/python_worker.h"
 
 #include "posenc/environment.h"
+#include "posenc/util/interrupt.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -43,12 +47,15 @@ PythonWorker::PythonWorker(const std::string& python, const std::string& script)
     throw std::runtime_error("could not start " + python + " " + script + ": " + std::strerror(rc));
   }
   to_ = ::fdopen(in[1], "w");
-  from_ = ::fdopen(out[0], "r");
+  from_ = out[0];
 }
 
 PythonWorker::~PythonWorker() {
-  if (to_) std::fclose(to_);  // end of input: the worker returns
-  if (from_) std::fclose(from_);
+  // After a stop the worker may be inside a case of thousands of steps: it is
+  // ended, not waited for. Otherwise the end of its input makes it return.
+  if (pid_ > 0 && interrupt_signal() != 0) ::kill(pid_, SIGTERM);
+  if (to_) std::fclose(to_);
+  if (from_ >= 0) ::close(from_);
   if (pid_ > 0) {
     int status = 0;
     ::waitpid(pid_, &status, 0);
@@ -59,13 +66,24 @@ nlohmann::json PythonWorker::ask(const nlohmann::json& request) {
   const std::string line = request.dump() + "\n";
   if (std::fputs(line.c_str(), to_) < 0 || std::fflush(to_) != 0)
     throw std::runtime_error("the PyTorch worker is gone (writing its request failed)");
+  // Waits for the answer line a fifth of a second at a time, so that a stop
+  // (SIGINT/SIGTERM to posenc alone, as `timeout` sends it) is not held up by
+  // the worker's case.
   std::string answer;
   char buf[4096];
-  while (std::fgets(buf, sizeof buf, from_)) {
-    answer += buf;
-    if (!answer.empty() && answer.back() == '\n') break;
+  while (answer.empty() || answer.back() != '\n') {
+    throw_if_interrupted();
+    pollfd ready{from_, POLLIN, 0};
+    const int n = ::poll(&ready, 1, 200);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(std::string("waiting for the PyTorch worker: ") + std::strerror(errno));
+    if (n == 0) continue;
+    const ssize_t got = ::read(from_, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // the worker closed its output: it ended
+    answer.append(buf, static_cast<size_t>(got));
   }
-  if (answer.empty()) {
+  if (answer.empty() || answer.back() != '\n') {
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
