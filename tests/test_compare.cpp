@@ -263,8 +263,24 @@ TEST(ComparePlan, BadGridsNameTheEntry) {
   EXPECT_NE(err([](json& g) { g["schemes"] = json::array(); }).find(".schemes: expected a non-empty array"),
             std::string::npos);
   EXPECT_NE(err([](json& g) { g["sedes"] = {1}; }).find(".sedes: unknown key"), std::string::npos);
-  EXPECT_NE(err([](json& g) { g["seeds"] = {0, 0}; }).find("twice"), std::string::npos);
-  EXPECT_NE(err([](json& g) { g["qkv"] = {"fused"}; }).find("model.attention.qkv"), std::string::npos);
+  // The axes take the values of the config keys they set, and say which entry is wrong.
+  EXPECT_NE(err([](json& g) { g["seeds"] = {0, 0}; }).find("g.json.seeds[1]: 0 appears twice"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["seeds"] = {-1}; }).find("g.json.seeds[0]: -1 is out of range [0, "),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["seeds"] = json::array(); })
+                .find("g.json.seeds: expected a non-empty array of "
+                      "train.seed values (an integer each)"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) {
+              g["qkv"] = {"projected", "fused"};
+            }).find("g.json.qkv[1]: \"fused\" is not one of projected, embedded"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) {
+              g["pooling"] = {"max", 3};
+            }).find("g.json.pooling[1]: expected a string, got 3"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["pooling"] = {"maxx"}; }).find("g.json.pooling[0]: \"maxx\" is not one of max,"),
+            std::string::npos);
   EXPECT_NE(err([](json& g) { g["base"] = "/no/such/base.json"; }).find("cannot read /no/such/base.json: No such file"),
             std::string::npos);
   EXPECT_NE(err([](json& g) { g["set"]["train.stepz"] = 5; }).find("stepz"), std::string::npos);

@@ -23,7 +23,7 @@ enum class OptionKind {
   Path,        ///< a file's path, non-empty; made absolute when read, so a run works from any directory
   Weights,     ///< an object {choice: weight}: keys from `choices`, weights in [min, max], at least one positive
   IntList,     ///< a non-empty array of at most `max_items` distinct integers, each in [min, max]
-  StringList,  ///< an array (empty allowed) of at most `max_items` non-empty strings
+  StringList,  ///< an array (empty allowed) of at most `max_items` non-empty strings, each one of `choices` if given
   Scheme,      ///< a scheme's name, or {"type": name, its options}; the config reader resolves it
 };
 

@@ -15,14 +15,16 @@ bool valid_name(const std::string& s) {
 
 }  // namespace
 
-std::vector<std::string> string_list(const json& j, const std::string& where) {
-  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of strings");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_string()) throw ConfigError(where + "[" + std::to_string(i) + "]: expected a string");
-    out.push_back(j[i]);
-  }
-  return out;
+json axis_values(const json& j, const std::string& key, const std::string& where) {
+  const OptionSpec& value = config_key(key);
+  if (!j.is_array() || j.empty())
+    throw ConfigError(where + ": expected a non-empty array of " + key + " values (" + option_kind_name(value.kind) +
+                      " each)");
+  OptionSpec axis = value;
+  axis.kind = value.kind == OptionKind::Int ? OptionKind::IntList : OptionKind::StringList;
+  axis.max_items = 1024;
+  checked_value(axis, j, where);
+  return j;
 }
 
 void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where) {

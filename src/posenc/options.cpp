@@ -55,7 +55,7 @@ nlohmann::json checked_int_list(const OptionSpec& spec, const nlohmann::json& v,
   return v;
 }
 
-/// A string list: at most spec.max_items, each a non-empty string.
+/// A string list: at most spec.max_items, each a non-empty string (one of spec.choices when those are given).
 nlohmann::json checked_string_list(const OptionSpec& spec, const nlohmann::json& v, const std::string& at) {
   if (v.size() > spec.max_items)
     throw ConfigError(at + ": expected an array of at most " + std::to_string(spec.max_items) + " strings, got " +
@@ -63,7 +63,10 @@ nlohmann::json checked_string_list(const OptionSpec& spec, const nlohmann::json&
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string element = at + "[" + std::to_string(i) + "]";
     if (!v[i].is_string()) throw ConfigError(element + ": expected a string, got " + shown_value(v[i]));
-    if (v[i].get<std::string>().empty()) throw ConfigError(element + ": must not be empty");
+    const std::string item = v[i].get<std::string>();
+    if (item.empty()) throw ConfigError(element + ": must not be empty");
+    if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), item) == spec.choices.end())
+      throw ConfigError(element + ": " + shown_value(v[i]) + " is not one of " + join(spec.choices, ", "));
   }
   return v;
 }

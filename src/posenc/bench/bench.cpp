@@ -124,8 +124,9 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
     throw ConfigError(path + ".sizes: expected a non-empty array");
   if (!spec.contains("schemes")) throw ConfigError(path + ".schemes: required (\"all\" or a non-empty array)");
   const json schemes = expand_all_schemes(spec["schemes"], path + ".schemes");
-  const std::vector<std::string> qkvs = spec.contains("qkv") ? string_list(spec["qkv"], path + ".qkv")
-                                                             : std::vector<std::string>{"projected", "embedded"};
+  std::vector<std::string> qkvs = {"projected", "embedded"};
+  if (spec.contains("qkv"))
+    qkvs = axis_values(spec["qkv"], "model.attention.qkv", path + ".qkv").get<std::vector<std::string>>();
 
   std::set<std::string> size_names, scheme_names;
   std::vector<BenchCase> cases;

@@ -21,17 +21,6 @@ const std::set<std::string> kTopKeys = {"description", "base",    "set",   "task
                                         "qkv",         "pooling", "seeds", "full",  "slurm"};
 const std::set<std::string> kFullKeys = {"set", "tasks", "qkv", "pooling", "seeds"};
 
-std::vector<int64_t> seed_list(const json& j, const std::string& where) {
-  if (!j.is_array() || j.empty()) throw ConfigError(where + ": expected a non-empty array of integers");
-  std::vector<int64_t> out;
-  for (size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0)
-      throw ConfigError(where + "[" + std::to_string(i) + "]: expected a non-negative integer");
-    out.push_back(j[i]);
-  }
-  return out;
-}
-
 /// A grid's task replaces the base's: the base's task.* options that it does
 /// not take (addition has no vocab_size) are dropped rather than rejected.
 void drop_keys_the_task_does_not_take(json& config) {
@@ -212,13 +201,17 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
     plan.description = g.spec["description"];
   }
   const json& axes = g.axes;
-  const auto qkvs =
-      axes.contains("qkv") ? string_list(axes["qkv"], path + ".qkv") : std::vector{name_of(g.base_config.model.qkv)};
+  // Each axis takes the values of the config key it sets, as that key's declaration allows.
+  std::vector<std::string> qkvs = {name_of(g.base_config.model.qkv)};
+  if (axes.contains("qkv"))
+    qkvs = axis_values(axes["qkv"], "model.attention.qkv", path + ".qkv").get<std::vector<std::string>>();
   // Without a pooling axis each run keeps the pooling its base, task entry and scheme set ("").
-  const auto poolings =
-      axes.contains("pooling") ? string_list(axes["pooling"], path + ".pooling") : std::vector<std::string>{""};
-  const auto seeds =
-      axes.contains("seeds") ? seed_list(axes["seeds"], path + ".seeds") : std::vector{g.base_config.train.seed};
+  std::vector<std::string> poolings = {""};
+  if (axes.contains("pooling"))
+    poolings = axis_values(axes["pooling"], "model.pooling", path + ".pooling").get<std::vector<std::string>>();
+  std::vector<int64_t> seeds = {g.base_config.train.seed};
+  if (axes.contains("seeds"))
+    seeds = axis_values(axes["seeds"], "train.seed", path + ".seeds").get<std::vector<int64_t>>();
   const std::vector<GridEntry> tasks = task_entries(g);
   const std::vector<GridEntry> task_axis =
       tasks.empty() ? std::vector<GridEntry>{GridEntry{"", json::object()}} : tasks;
