@@ -208,8 +208,8 @@ TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
   const fs::path fake = s.dir / "python";
   std::ofstream(fake) << "#!/bin/sh\n"
                          "[ \"$1\" = -c ] && exit 0  # 'import torch': yes\n"
-                         "echo $$ > \"$(dirname \"$0\")/twin.pid\"\n"
                          "read request\n"
+                         "echo $$ > \"$(dirname \"$0\")/twin.pid\"\n"
                          "exec sleep 600\n";
   fs::permissions(fake, fs::perms::owner_all);
   json b = tiny_bench();
@@ -220,7 +220,7 @@ TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
   const pid_t pid =
       posenc::testing::start_cli({"bench", path, "--schemes", "none", "--out", (s.dir / "out").string()}, log);
   ::unsetenv("POSENC_PYTHON");
-  // The twin has its request once it wrote its pid (the C++ side of the case is timed first).
+  // The twin writes its pid once it has the request: bench is then waiting for its answer.
   const auto wait_for = [](const std::function<bool()>& done, std::chrono::seconds most) {
     const auto deadline = std::chrono::steady_clock::now() + most;
     while (!done() && std::chrono::steady_clock::now() < deadline)
@@ -229,7 +229,6 @@ TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
   };
   const fs::path twin_pid = s.dir / "twin.pid";
   ASSERT_TRUE(wait_for([&] { return fs::exists(twin_pid) && fs::file_size(twin_pid) > 0; }, std::chrono::seconds(120)));
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // the case's C++ side, then the wait for the twin
   int twin = 0;
   std::ifstream(twin_pid) >> twin;
   ::kill(pid, SIGTERM);
