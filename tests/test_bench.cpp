@@ -158,6 +158,12 @@ TEST(Bench, ASizesNumbersAreCheckedAsDeclaredAndAStepThatCannotFitIsRefusedFirst
   EXPECT_NE(error_with("warmup", 0).find("sizes[0].warmup: 0 is out of range [1, 10000]"), std::string::npos);
   EXPECT_NE(error_with("warmup", "5").find("sizes[0].warmup: expected an integer"), std::string::npos);
   EXPECT_NE(error_with("lenght", 12).find("sizes[0].lenght: unknown key"), std::string::npos);
+  {
+    json b = tiny_bench();
+    b["description"] = 7;
+    std::ofstream(path) << b.dump();
+    EXPECT_THROW(posenc::plan_bench(path, {}, {"rope"}, 1, "cpu"), posenc::ConfigError) << "a description not a string";
+  }
   EXPECT_EQ(error_with("timed", 10000), "(no error)");
   // A million examples of 512 tokens: terabytes, refused by the plan with what to lower.
   json b = tiny_bench();

@@ -118,6 +118,8 @@ std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std
                                   const std::string& device) {
   const json spec = read_json_file(path);
   check_keys(spec, kBenchKeys, path);
+  if (spec.contains("description") && !spec["description"].is_string())
+    throw ConfigError(path + ".description: expected a string, got " + shown_value(spec["description"]));
   if (!spec.contains("base") || !spec["base"].is_string()) throw ConfigError(path + ".base: expected a config path");
   const json base = read_json_file((fs::path(path).parent_path() / spec["base"].get<std::string>()).string());
   if (!spec.contains("sizes") || !spec["sizes"].is_array() || spec["sizes"].empty())
