@@ -3,7 +3,6 @@
 // PyTorch-eager twin (scripts/bench_eager.py) computes the same loss.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,8 +10,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <iterator>
 #include <thread>
 
 #include "cli_helpers.h"
@@ -25,6 +22,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/train/evaluate.h"
 #include "posenc/train/trainer.h"
+#include "posenc/util/io.h"
 #include "posenc/util/process.h"
 #include "posenc/util/python.h"
 
@@ -37,6 +35,8 @@ using posenc::Config;
 using posenc::json;
 using posenc::Transformer;
 using posenc::testing::config_with;
+using posenc::testing::wait_exit_within;
+using posenc::testing::wait_for;
 
 TEST(Flops, CountedFromShapes) {
   const Config c = config_with({"model.positional.type=\"none\"", "model.pooling=\"max\""});
@@ -188,20 +188,13 @@ TEST(Bench, SigtermStopsWithinACaseOfManySteps) {
   const pid_t pid = posenc::testing::start_cli(
       {"bench", path, "--no-python", "--schemes", "none", "--out", (s.dir / "out").string()}, log);
   // The plan line comes after the matrix-product peak, just before the first case's model is built.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  std::string text;
-  while (text.find("cases on cpu") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::ifstream in(log);
-    text.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  ASSERT_NE(text.find("cases on cpu"), std::string::npos) << text;
+  ASSERT_TRUE(wait_for([&] { return posenc::read_file(log).find("cases on cpu") != std::string::npos; }, 120))
+      << posenc::read_file(log);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // into the case's 20,000 steps
   ::kill(pid, SIGTERM);
-  const auto end = posenc::testing::wait_child(pid);
-  std::ifstream in(log);
-  text.assign(std::istreambuf_iterator<char>(in), {});
-  EXPECT_EQ(end.code, 128 + SIGTERM) << text;
+  const int code = wait_exit_within(pid, 600);
+  const std::string text = posenc::read_file(log);
+  EXPECT_EQ(code, 128 + SIGTERM) << text;
   EXPECT_NE(text.find("bench stopped by SIGTERM after 0 of 2 cases"), std::string::npos) << text;
   EXPECT_FALSE(fs::exists(s.dir / "out" / "bench.json"));
 }
@@ -227,30 +220,16 @@ TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
       posenc::testing::start_cli({"bench", path, "--schemes", "none", "--out", (s.dir / "out").string()}, log);
   ::unsetenv("POSENC_PYTHON");
   // The twin writes its pid once it has the request: bench is then waiting for its answer.
-  const auto wait_for = [](const std::function<bool()>& done, std::chrono::seconds most) {
-    const auto deadline = std::chrono::steady_clock::now() + most;
-    while (!done() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return done();
-  };
   const fs::path twin_pid = s.dir / "twin.pid";
-  ASSERT_TRUE(wait_for([&] { return fs::exists(twin_pid) && fs::file_size(twin_pid) > 0; }, std::chrono::seconds(120)));
+  ASSERT_TRUE(wait_for([&] { return fs::exists(twin_pid) && fs::file_size(twin_pid) > 0; }, 120));
   int twin = 0;
   std::ifstream(twin_pid) >> twin;
   ::kill(pid, SIGTERM);
-  int status = 0;
-  bool reaped = false;
-  const bool ended =
-      wait_for([&] { return reaped = reaped || ::waitpid(pid, &status, WNOHANG) == pid; }, std::chrono::seconds(60));
-  if (!ended) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    if (twin > 0) ::kill(twin, SIGKILL);
-  }
-  std::ifstream in(log);
-  const std::string text{std::istreambuf_iterator<char>(in), {}};
-  ASSERT_TRUE(ended) << "bench waited for a twin that never answers:\n" << text;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << text;
+  const int code = wait_exit_within(pid, 60);  // -1: still waiting, killed
+  if (code == -1 && twin > 0) ::kill(twin, SIGKILL);
+  const std::string text = posenc::read_file(log);
+  ASSERT_NE(code, -1) << "bench waited for a twin that never answers:\n" << text;
+  EXPECT_EQ(code, 128 + SIGTERM) << text;
   EXPECT_NE(text.find("bench stopped by SIGTERM after 0 of 1 cases"), std::string::npos) << text;
   ASSERT_GT(twin, 0);
   EXPECT_NE(::kill(twin, 0), 0) << "the twin (pid " << twin << ") outlived bench";

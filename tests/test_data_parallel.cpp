@@ -42,6 +42,7 @@ using posenc::testing::logged_losses;
 using posenc::testing::parameters_of;
 using posenc::testing::run_cli;
 using posenc::testing::Scratch;
+using posenc::testing::wait_exit_within;
 namespace fs = std::filesystem;
 
 namespace {
@@ -563,20 +564,6 @@ struct TwoHosts {
                        log, &why);
   }
 };
-
-int wait_exit_within(pid_t pid, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > end) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return exit_status(status);
-}
 
 // Every c10d path so far ran over loopback. Here each rank has its own network
 // namespace and address, joined by a veth pair, as two nodes are: the

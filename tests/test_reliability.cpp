@@ -39,6 +39,7 @@ using posenc::testing::parameters_of;
 using posenc::testing::run_cli;
 using posenc::testing::Scratch;
 using posenc::testing::small_config;
+using posenc::testing::wait_for;
 using posenc::testing::write_config;
 namespace fs = std::filesystem;
 
@@ -65,15 +66,6 @@ int64_t logged_step(const fs::path& run) {
     }
   }
   return step;
-}
-
-bool wait_for(const std::function<bool()>& done, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
 }
 
 json results_without_timing(const fs::path& run) {

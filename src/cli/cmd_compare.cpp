@@ -64,8 +64,7 @@ void setup_compare(CLI::App& app, CompareOptions& o) {
       ->default_str("");
   app.add_option("--sbatch", o.slurm_flags.sbatch,
                  "another #SBATCH option for the arrays, e.g. --sbatch=--qos=low (repeatable, with --slurm; added to "
-                 "the grid's "
-                 "\"slurm\" block's \"sbatch\")")
+                 "the grid's \"slurm\" block's \"sbatch\")")
       ->needs(slurm)
       ->allow_extra_args(false);
 }

@@ -210,8 +210,9 @@ std::string markdown_options(const nlohmann::json& options, const std::string& p
   Table rows = {{"key", "type", "default", "allowed", "meaning"}};
   for (const auto& opt : options)
     rows.push_back({"`" + prefix + opt["name"].get<std::string>() + "`", opt["type"].get<std::string>(),
-                    // Words in place of a value, and a scheme's name ("none"), go unquoted.
-                    opt.value("default_is_text", false) || (opt["default"].is_string() && opt["type"] == "scheme")
+                    // Words in place of a value go unquoted, as does a string default of a key that is no string.
+                    opt.value("default_is_text", false) ||
+                            (opt["default"].is_string() && opt["type"] != "string" && opt["type"] != "path")
                         ? opt["default"].get<std::string>()
                         : "`" + opt["default"].dump() + "`",
                     opt.contains("allowed") ? opt["allowed"].get<std::string>() : "", doc_with_choices(opt, "`")});
