@@ -188,7 +188,9 @@ TEST(Bench, SigtermStopsWithinACaseOfManySteps) {
   const pid_t pid = posenc::testing::start_cli(
       {"bench", path, "--no-python", "--schemes", "none", "--out", (s.dir / "out").string()}, log);
   // The plan line comes after the matrix-product peak, just before the first case's model is built.
-  ASSERT_TRUE(wait_for([&] { return posenc::read_file(log).find("cases on cpu") != std::string::npos; }, 120))
+  // The child opens its log after the fork: it may not be there yet.
+  ASSERT_TRUE(wait_for(
+      [&] { return fs::exists(log) && posenc::read_file(log).find("cases on cpu") != std::string::npos; }, 120))
       << posenc::read_file(log);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // into the case's 20,000 steps
   ::kill(pid, SIGTERM);
