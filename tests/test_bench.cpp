@@ -35,6 +35,7 @@ using posenc::Config;
 using posenc::json;
 using posenc::Transformer;
 using posenc::testing::config_with;
+using posenc::testing::error_of;
 using posenc::testing::wait_exit_within;
 using posenc::testing::wait_for;
 
@@ -127,6 +128,44 @@ TEST(Bench, PlanErrorsNameTheEntry) {
   } catch (const posenc::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("sizes[0].length: required"), std::string::npos) << e.what();
   }
+}
+
+// Every bench file shipped in configs/ passes the checks of every size, and plans its first size on this machine
+// (the larger sizes of bench_gpu.json are meant for a GPU's memory).
+TEST(Bench, EveryShippedBenchFilePlans) {
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(POSENC_SOURCE_DIR) / "configs")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("bench", 0) != 0 || entry.path().extension() != ".json") continue;
+    ++files;
+    const json spec = posenc::read_json_file(entry.path().string());
+    const std::string first = spec.at("sizes").at(0).at("name").get<std::string>();
+    EXPECT_EQ(error_of([&] { EXPECT_FALSE(posenc::plan_bench(entry.path().string(), {first}, {}, 1, "cpu").empty()); }),
+              "(no error)")
+        << name;
+  }
+  EXPECT_GE(files, 4);
+}
+
+// The file's top-level keys are checked for the shapes bench_file_keys() declares.
+TEST(Bench, TheFilesKeysHaveTheirDeclaredShapes) {
+  Scratch s;
+  const std::string path = (s.dir / "b.json").string();
+  const auto error_with = [&](const std::function<void(json&)>& edit) {
+    json b = tiny_bench();
+    edit(b);
+    std::ofstream(path) << b.dump();
+    return error_of([&] { posenc::plan_bench(path, {}, {}, 1, "cpu"); });
+  };
+  EXPECT_NE(error_with([](json& b) { b["schemes"] = "rope"; }).find("b.json.schemes: expected \"all\" or a non-empty"),
+            std::string::npos);
+  EXPECT_NE(error_with([](json& b) { b.erase("schemes"); }).find("b.json.schemes: required"), std::string::npos);
+  EXPECT_NE(error_with([](json& b) { b["sizes"] = {1}; }).find("b.json.sizes: expected a non-empty array of objects"),
+            std::string::npos);
+  EXPECT_NE(error_with([](json& b) { b["description"] = 1; }).find("b.json.description: expected a string, got 1"),
+            std::string::npos);
+  EXPECT_NE(error_with([](json& b) { b["seeds"] = {0}; }).find("b.json.seeds: unknown key"), std::string::npos);
+  EXPECT_EQ(error_with([](json& b) { b["schemes"] = "all"; }), "(no error)");
 }
 
 // A size's numbers are declared: the batch and the length take

@@ -283,6 +283,35 @@ TEST(ComparePlan, BadGridsNameTheEntry) {
             std::string::npos);
   EXPECT_NE(err([](json& g) { g["base"] = "/no/such/base.json"; }).find("cannot read /no/such/base.json: No such file"),
             std::string::npos);
+  // Each top-level key is checked for the shape its declaration gives (grid_file_keys()), and named.
+  EXPECT_NE(err([](json& g) { g.erase("base"); }).find("g.json.base: required (the path of a file"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["base"] = ""; }).find("g.json.base: expected the path of a file"), std::string::npos);
+  EXPECT_NE(err([](json& g) { g["description"] = 3; }).find("g.json.description: expected a string, got 3"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["set"] = json::array(); }).find("g.json.set: expected an object of"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["tasks"] = "copy"; }).find("g.json.tasks: expected a non-empty array of names"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) {
+              g["schemes"] = {"rope", 7};
+            }).find("g.json.schemes: expected a non-empty array"),
+            std::string::npos);
+  EXPECT_NE(err([](json& g) { g["full"] = {1}; }).find("g.json.full: expected an object, got [1]"), std::string::npos);
+  // The "slurm" block is checked on every pass, not only when --slurm needs it.
+  EXPECT_NE(err([](json& g) {
+              g["slurm"] = {{"partiton", "gpu"}};
+            }).find("g.json.slurm.partiton: unknown key"),
+            std::string::npos);
+  // The "full" block holds only the keys declared for it, checked as the top-level ones are.
+  const auto full_err = [&](const json& full) {
+    json g = tiny_grid();
+    g["full"] = full;
+    const std::string path = s.write("g.json", g);
+    return error_of([&] { posenc::plan_comparison(path, "out", true, 1); });
+  };
+  EXPECT_NE(full_err({{"schemes", {"rope"}}}).find("g.json.full.schemes: unknown key"), std::string::npos);
+  EXPECT_NE(full_err({{"seeds", {1, 1}}}).find("g.json.full.seeds[1]: 1 appears twice"), std::string::npos);
+  EXPECT_EQ(full_err({{"seeds", {1, 2}}}), "(no error)");
   EXPECT_NE(err([](json& g) { g["set"]["train.stepz"] = 5; }).find("stepz"), std::string::npos);
   EXPECT_NE(error_of([&] {
               posenc::plan_comparison((s.dir / "missing.json").string(), "out", false, 1);

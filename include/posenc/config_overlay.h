@@ -16,6 +16,38 @@ namespace posenc {
 /// key of the object j outside `allowed`, or if j is not an object.
 void check_keys(const json& j, const std::set<std::string>& allowed, const std::string& where);
 
+/// What a top-level key of a comparison grid or a bench file holds.
+enum class FileValue {
+  Text,     ///< a string
+  Path,     ///< a non-empty string: a file, relative to the grid or bench file
+  Overlay,  ///< {"dotted.path": value, ...}, applied to every run's config
+  Entries,  ///< a non-empty array of names or {"name", "set"} overlays (grid_entry)
+  Axis,     ///< a non-empty array of values of the config key `axis_of` (axis_values)
+  Block,    ///< an object whose keys are declared where it is read
+  Blocks,   ///< a non-empty array of such objects
+};
+
+/// One top-level key of a grid or bench file. A table of these per file kind
+/// (grid_file_keys(), bench_file_keys()) is the one declaration that the key
+/// check, `posenc list` and docs/configs.md read.
+struct FileKey {
+  std::string name;
+  FileValue value = FileValue::Text;
+  std::string doc;
+  bool required = false;
+  std::string axis_of;       ///< FileValue::Axis: the config key whose values it takes
+  bool in_full = false;      ///< a comparison grid's "full" block may hold it
+  bool all_schemes = false;  ///< FileValue::Entries: "all" (alone or as an item) stands for every scheme
+};
+
+/// What the key holds, in words: "a non-empty array of model.attention.qkv values (one of projected, embedded)".
+std::string file_value_shape(const FileKey& key);
+
+/// Checks j against a file's declared keys: an object, no unknown key, every
+/// required key present, each value of its declared shape (an axis's values
+/// as its config key takes them). Errors name `where` and the key.
+void check_file_keys(const json& j, const std::vector<FileKey>& keys, const std::string& where);
+
 /// A grid's axis (its "qkv", "pooling" or "seeds"): a non-empty array of
 /// values of the config key it sets (`key`, e.g. "model.attention.qkv"),
 /// each checked by that key's declaration (its choices or bounds; no integer

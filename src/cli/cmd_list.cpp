@@ -1,5 +1,6 @@
 // posenc list [--json | --markdown]: the config keys, the positional schemes
-// and the tasks, with their options, from their declarations. `--markdown` is
+// and the tasks, with their options, and the keys of comparison grids and
+// bench files, from their declarations. `--markdown` is
 // docs/configs.md (a test checks that the page in the tree equals it).
 #include <algorithm>
 #include <cstdio>
@@ -8,6 +9,8 @@
 
 #include "commands.h"
 #include "posenc/config.h"
+#include "posenc/bench/bench.h"
+#include "posenc/experiments/compare_plan.h"
 #include "posenc/experiments/slurm.h"
 #include "posenc/positional/registry.h"
 #include "posenc/positional/scheme.h"
@@ -98,6 +101,38 @@ nlohmann::json describe_slurm_block() {
   for (const OptionSpec& key : block.keys)
     if (key.default_value.is_null()) block.shown_defaults[key.name] = "none";
   return describe_block(block);
+}
+
+/// A grid or bench file's top-level keys: name, what it holds, whether it is required, doc.
+nlohmann::json describe_file_keys(const std::vector<FileKey>& keys) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const FileKey& k : keys) {
+    nlohmann::json j = {{"name", k.name}, {"holds", file_value_shape(k)}, {"required", k.required}, {"doc", k.doc}};
+    if (k.in_full) j["in_full"] = true;
+    out.push_back(j);
+  }
+  return out;
+}
+
+/// A file key's doc, with "(also in full)" for a grid key the "full" block may hold.
+std::string file_key_doc(const nlohmann::json& key) {
+  return key["doc"].get<std::string>() + (key.value("in_full", false) ? " (also in full)" : "");
+}
+
+void print_file_keys(const nlohmann::json& keys, const std::string& indent) {
+  for (const auto& k : keys)
+    std::printf("%s%s (%s%s)\n%s    %s\n", indent.c_str(), k["name"].get<std::string>().c_str(),
+                k["required"].get<bool>() ? "required; " : "", k["holds"].get<std::string>().c_str(), indent.c_str(),
+                file_key_doc(k).c_str());
+}
+
+/// Markdown rows: key, holds, required, meaning.
+std::string markdown_file_keys(const nlohmann::json& keys) {
+  Table rows = {{"key", "holds", "required", "meaning"}};
+  for (const auto& k : keys)
+    rows.push_back({"`" + k["name"].get<std::string>() + "`", k["holds"].get<std::string>(),
+                    k["required"].get<bool>() ? "yes" : "", file_key_doc(k)});
+  return render_markdown(rows, 4);
 }
 
 /// What another value of a key (or of a block's keys) means for an existing run and for a trained model, as
@@ -220,7 +255,7 @@ std::string markdown_options(const nlohmann::json& options, const std::string& p
 }
 
 void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes, const nlohmann::json& tasks,
-                    const nlohmann::json& slurm) {
+                    const nlohmann::json& grid, const nlohmann::json& slurm, const nlohmann::json& bench) {
   std::printf(
       "# Configs\n\n"
       "<!-- Written by `build/posenc list --markdown > docs/configs.md` from the declarations of the config\n"
@@ -264,11 +299,24 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
     if (!s["options"].empty()) std::printf("\n%s", markdown_options(s["options"], "model.positional.").c_str());
   }
   std::printf(
+      "\n## A comparison grid file\n\n"
+      "Not a config: the file `posenc compare GRID` reads ([commands.md](commands.md#comparison-grids)). Every\n"
+      "run starts from `base`, takes `set`, then its task entry's, its scheme entry's and the axes' values.\n"
+      "Each axis's values are checked as the config key it sets is; an unknown key or a value of another shape\n"
+      "is an error naming it. With `--full`, the keys marked \"also in full\" are read from the `full` block\n"
+      "where it has them.\n\n%s",
+      markdown_file_keys(grid).c_str());
+  std::printf(
       "\n## A comparison grid's `slurm` block\n\n"
       "Not part of a config: the `\"slurm\"` object of a comparison grid, read by `posenc compare GRID --slurm`\n"
       "([cluster.md](cluster.md)). `--partition`, `--time`, `--account`, `--gpus-per-task` and `--ntasks-per-run`\n"
       "win over the key of the same name and are checked the same way; `--sbatch` adds to `sbatch`.\n\n%s",
       markdown_options(slurm["keys"], "slurm.").c_str());
+  std::printf(
+      "\n## A bench file\n\n"
+      "Not a config: the file `posenc bench FILE` reads ([benchmarks.md](benchmarks.md)).\n\n%s\n"
+      "Each size's numbers, beside its `name` (required) and `set`:\n\n%s",
+      markdown_file_keys(bench["keys"]).c_str(), markdown_options(bench["size_keys"], "").c_str());
 }
 
 }  // namespace
@@ -278,16 +326,24 @@ int run_list(const ListOptions& o) {
   for (const auto& info : scheme_registry()) schemes.push_back(describe(info));
   for (const auto& info : task_registry()) tasks.push_back(describe_task(info));
   for (const auto& b : config_blocks()) blocks.push_back(describe_block(b));
-  const nlohmann::json slurm = describe_slurm_block();
+  const nlohmann::json grid = describe_file_keys(grid_file_keys()), slurm = describe_slurm_block();
+  nlohmann::json size_keys = nlohmann::json::array();
+  for (const OptionSpec& k : bench_size_keys())
+    size_keys.push_back(describe_option(k, k.default_value.is_null() ? "none (required)" : ""));
+  const nlohmann::json bench = {{"keys", describe_file_keys(bench_file_keys())}, {"size_keys", size_keys}};
   if (o.json) {
-    std::printf("%s\n",
-                nlohmann::json{{"schemes", schemes}, {"tasks", tasks}, {"config", blocks}, {"grid_slurm", slurm}}
-                    .dump(2)
-                    .c_str());
+    std::printf("%s\n", nlohmann::json{{"schemes", schemes},
+                                       {"tasks", tasks},
+                                       {"config", blocks},
+                                       {"grid_file", grid},
+                                       {"grid_slurm", slurm},
+                                       {"bench_file", bench}}
+                            .dump(2)
+                            .c_str());
     return 0;
   }
   if (o.markdown) {
-    print_markdown(blocks, schemes, tasks, slurm);
+    print_markdown(blocks, schemes, tasks, grid, slurm, bench);
     return 0;
   }
   std::printf("Config keys, a block at a time (--set BLOCK.KEY=VALUE; docs/configs.md has the same):\n");
@@ -335,8 +391,14 @@ int run_list(const ListOptions& o) {
       std::printf("    %s: %s\n", p["name"].get<std::string>().c_str(), target_doc(p).c_str());
     std::printf("\n");
   }
-  std::printf("A comparison grid's \"slurm\" block (posenc compare GRID --slurm; the flag of a key's name wins):\n");
+  std::printf("A comparison grid file (posenc compare GRID; with --full, the full block's keys win):\n");
+  print_file_keys(grid, "  ");
+  std::printf("\nA comparison grid's \"slurm\" block (posenc compare GRID --slurm; the flag of a key's name wins):\n");
   print_options(slurm["keys"], "  ");
+  std::printf("\nA bench file (posenc bench FILE):\n");
+  print_file_keys(bench["keys"], "  ");
+  std::printf("  each size's numbers, beside its name (required) and set:\n");
+  print_options(bench["size_keys"], "    ");
   return 0;
 }
 

@@ -3,13 +3,10 @@
 // bench file (configs/bench.json), against the machine's own matrix-product
 // peak, and (with scripts/bench_eager.py) against PyTorch eager.
 //
-// The bench file:
-//   {
-//     "base": "ordering.json",
-//     "schemes": ["none", "rope", {"name": "rope-interleaved", "set": {...}}, ...],
-//     "qkv": ["projected", "embedded"],
-//     "sizes": [{"name": "small", "set": {...}, "batch_size": 64, "length": 16, "warmup": 10, "timed": 50}, ...]
-//   }
+// The bench file, e.g.
+//   {"base": "ordering.json", "schemes": ["none", "rope", {"name": "rope-interleaved", "set": {...}}],
+//    "qkv": ["projected"], "sizes": [{"name": "small", "batch_size": 64, "length": 16, "timed": 50}]}
+// Its keys are declared once: bench_file_keys() and, in each size, bench_size_keys() (`posenc list` prints them).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "posenc/config.h"
+#include "posenc/config_overlay.h"
 
 namespace posenc {
 
@@ -29,6 +27,11 @@ struct BenchCase {
   int warmup = 0, timed = 0;
   std::string skipped;  ///< non-empty: the model cannot be built this way
 };
+
+/// The top-level keys of a bench file.
+const std::vector<FileKey>& bench_file_keys();
+/// The numbers of each of its sizes (beside "name" and "set").
+const std::vector<OptionSpec>& bench_size_keys();
 
 /// Expands a bench file; `only_sizes`/`only_schemes` filter by name when non-empty.
 std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std::string>& only_sizes,

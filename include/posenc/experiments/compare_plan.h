@@ -2,22 +2,10 @@
 // one JSON file (configs/ordering_compare.json) and expanded into one resolved
 // training config per run.
 //
-// The file:
-//   {
-//     "description": "...",                       optional, shown in the report
-//     "base": "ordering.json",                    a training config, relative to this file
-//     "set": {"train.steps": 2000},               overrides for every run (dotted paths)
-//     "tasks": ["copy", {"name": ..., "set": ...}], optional: a task name (sets task.type and
-//                                                 its model.kind), or a named overlay; the base's
-//                                                 task.* keys the task does not take are dropped
-//     "schemes": ["rope", {"name": "alibi-dir",   a scheme name, or a named overlay
-//                 "set": {"model.positional.type": "alibi", "model.positional.directional": true}}],
-//     "qkv": ["projected", "embedded"],           model.attention.qkv values (default: the base's)
-//     "pooling": ["max"],                         model.pooling values (default: what base, task and scheme set)
-//     "seeds": [0],                               train.seed values (default: the base's)
-//     "full": {"seeds": [0, 1, 2], ...}           replaces tasks/qkv/pooling/seeds/set under --full
-//     "slurm": {"partition": ..., "time": ...}    optional: cluster settings of compare --slurm
-//   }
+// The file, e.g.
+//   {"base": "ordering.json", "set": {"train.steps": 2000}, "schemes": ["rope", "alibi"],
+//    "qkv": ["projected", "embedded"], "seeds": [0], "full": {"seeds": [0, 1, 2]}}
+// Its keys are declared once, in grid_file_keys() (`posenc list` prints them).
 // Every run lives in OUT/runs/<id>, id = <scheme>-<qkv>-<pooling>-s<seed>, with
 // <task>- in front when the file has a "tasks" axis.
 // A combination the model cannot build (IncompatibleConfig) is kept in the plan
@@ -59,6 +47,10 @@ struct ComparePlan {
   std::string log_path(const PlannedRun& r) const;     ///< OUT/logs/<id>.log
   std::string config_path(const PlannedRun& r) const;  ///< OUT/configs/<id>.json (what the child trains)
 };
+
+/// The keys of a comparison file: what each holds, whether it is required, and
+/// which the "full" block (read under --full in place of the top-level ones) may hold.
+const std::vector<FileKey>& grid_file_keys();
 
 /// Reads and expands a comparison file. `threads` goes into every run's config.
 ComparePlan plan_comparison(const std::string& path, const std::string& out_dir, bool full, int64_t threads);

@@ -62,12 +62,11 @@ double peak_memory_mb(const torch::Device& d) {
   return compat::cuda_peak_allocated_bytes(d.index() < 0 ? 0 : d.index()) / (1024.0 * 1024.0);
 }
 
-const std::set<std::string> kBenchKeys = {"description", "base", "schemes", "qkv", "sizes"};
+}  // namespace
 
-/// A size's keys beside "name" and "set". The batch and the length stand for
-/// train.batch_size and task.max_length and take their declared bounds; the
-/// step counts are bounded so that a slip cannot start a case without end.
-const std::vector<OptionSpec>& size_keys() {
+// The batch and the length stand for train.batch_size and task.max_length and take their declared
+// bounds; the step counts are bounded so that a slip cannot start a case without end.
+const std::vector<OptionSpec>& bench_size_keys() {
   static const std::vector<OptionSpec> keys = [] {
     OptionSpec batch = config_key("train.batch_size"), length = config_key("task.max_length");
     batch.name = "batch_size";
@@ -84,22 +83,23 @@ const std::vector<OptionSpec>& size_keys() {
   return keys;
 }
 
-/// The numbers of a size entry, checked against size_keys(); "name" and "set" are read by the caller.
+namespace {
+
+/// The numbers of a size entry, checked against bench_size_keys(); "name" and "set" are read by the caller.
 Options size_numbers(const json& size, const std::string& where) {
   json numbers = size;
   numbers.erase("name");
   numbers.erase("set");
-  const Options o = resolve_options(size_keys(), numbers, where, "a bench size", {"name", "set"});
+  const Options o = resolve_options(bench_size_keys(), numbers, where, "a bench size", {"name", "set"});
   for (const auto& key : {"batch_size", "length"})
     if (o.json()[key].is_null()) throw ConfigError(where + "." + key + ": required (a positive integer)");
   return o;
 }
 
-/// "all", or an array whose "all" entries stand for every registered scheme
-/// (in registry order), so that a new scheme is benchmarked without editing the file.
-json expand_all_schemes(const json& schemes, const std::string& where) {
+/// The schemes of a bench file, with "all" (the whole value or an item) expanded to every registered scheme in
+/// registry order, so that a new scheme is benchmarked without editing the file.
+json expand_all_schemes(const json& schemes) {
   const json items = schemes.is_string() ? json::array({schemes}) : schemes;
-  if (!items.is_array() || items.empty()) throw ConfigError(where + ": expected \"all\" or a non-empty array");
   json out = json::array();
   for (const auto& item : items) {
     if (item == "all") {
@@ -113,30 +113,36 @@ json expand_all_schemes(const json& schemes, const std::string& where) {
 
 }  // namespace
 
+const std::vector<FileKey>& bench_file_keys() {
+  static const std::vector<FileKey> keys = {
+      {"description", FileValue::Text, "what the file measures"},
+      {"base", FileValue::Path, "the training config every case starts from", true},
+      {"schemes", FileValue::Entries, "the schemes: a name sets model.positional.type; an entry's set may set any key",
+       true, "", false, true},
+      {"qkv", FileValue::Axis, "the attention variants (without it, both)", false, "model.attention.qkv"},
+      {"sizes", FileValue::Blocks,
+       "the sizes, each {\"name\", \"set\", and the numbers below}: its name, values set in its cases' configs "
+       "(an object of \"dotted.path\": value, after the base) and the numbers",
+       true},
+  };
+  return keys;
+}
+
 std::vector<BenchCase> plan_bench(const std::string& path, const std::vector<std::string>& only_sizes,
                                   const std::vector<std::string>& only_schemes, int64_t threads,
                                   const std::string& device) {
   const json spec = read_json_file(path);
-  check_keys(spec, kBenchKeys, path);
-  if (spec.contains("description") && !spec["description"].is_string())
-    throw ConfigError(path + ".description: expected a string, got " + shown_value(spec["description"]));
-  if (!spec.contains("base") || !spec["base"].is_string()) throw ConfigError(path + ".base: expected a config path");
+  check_file_keys(spec, bench_file_keys(), path);
   const json base = read_json_file((fs::path(path).parent_path() / spec["base"].get<std::string>()).string());
-  if (!spec.contains("sizes") || !spec["sizes"].is_array() || spec["sizes"].empty())
-    throw ConfigError(path + ".sizes: expected a non-empty array");
-  if (!spec.contains("schemes")) throw ConfigError(path + ".schemes: required (\"all\" or a non-empty array)");
-  const json schemes = expand_all_schemes(spec["schemes"], path + ".schemes");
+  const json schemes = expand_all_schemes(spec["schemes"]);
   std::vector<std::string> qkvs = {"projected", "embedded"};
-  if (spec.contains("qkv"))
-    qkvs = axis_values(spec["qkv"], "model.attention.qkv", path + ".qkv").get<std::vector<std::string>>();
+  if (spec.contains("qkv")) qkvs = spec["qkv"].get<std::vector<std::string>>();  // checked as model.attention.qkv
 
   std::set<std::string> size_names, scheme_names;
   std::vector<BenchCase> cases;
   for (size_t si = 0; si < spec["sizes"].size(); ++si) {
     const json& size = spec["sizes"][si];
     const std::string where = path + ".sizes[" + std::to_string(si) + "]";
-    if (!size.is_object())
-      throw ConfigError(where + ": expected an object {\"name\", \"batch_size\", \"length\", ...}");
     if (!size.contains("name") || !size["name"].is_string()) throw ConfigError(where + ".name: expected a string");
     const Options numbers = size_numbers(size, where);
     const std::string size_name = size["name"];

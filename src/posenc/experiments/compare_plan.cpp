@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 
+#include "posenc/experiments/slurm.h"
 #include "posenc/model/transformer.h"
 #include "posenc/tasks/registry.h"
 #include "posenc/train/checkpoint.h"
@@ -15,11 +16,6 @@ namespace posenc {
 namespace fs = std::filesystem;
 
 namespace {
-
-/// The keys a comparison file (and its "full" block) may hold.
-const std::set<std::string> kTopKeys = {"description", "base",    "set",   "tasks", "schemes",
-                                        "qkv",         "pooling", "seeds", "full",  "slurm"};
-const std::set<std::string> kFullKeys = {"set", "tasks", "qkv", "pooling", "seeds"};
 
 /// A grid's task replaces the base's: the base's task.* options that it does
 /// not take (addition has no vocab_size) are dropped rather than rejected.
@@ -40,6 +36,32 @@ void drop_keys_the_task_does_not_take(json& config) {
 }
 
 }  // namespace
+
+const std::vector<FileKey>& grid_file_keys() {
+  static const std::vector<FileKey> keys = {
+      {"description", FileValue::Text, "shown at the top of the report"},
+      {"base", FileValue::Path, "the training config every run starts from", true},
+      {"set", FileValue::Overlay, "values set in every run's config (after the base)", false, "", true},
+      {"tasks", FileValue::Entries,
+       "the task axis: a task name sets task.type and the task's usual model.kind; an entry's set may set more. The "
+       "base's task keys that a task does not take are dropped. Without it, the base's task",
+       false, "", true},
+      {"schemes", FileValue::Entries,
+       "the scheme axis: a name sets model.positional.type; an entry's set may set any key (its name names the runs)",
+       true},
+      {"qkv", FileValue::Axis, "the attention-variant axis (without it, the base's)", false, "model.attention.qkv",
+       true},
+      {"pooling", FileValue::Axis,
+       "the pooling axis (without it, what the base, task and scheme set); a decoder pools nothing and runs once",
+       false, "model.pooling", true},
+      {"seeds", FileValue::Axis, "the seed axis (without it, the base's)", false, "train.seed", true},
+      {"full", FileValue::Block,
+       "what posenc compare --full reads in place of the top-level keys of the same name (those marked also in "
+       "full)"},
+      {"slurm", FileValue::Block, "the cluster settings of posenc compare --slurm (the section below)"},
+  };
+  return keys;
+}
 
 std::string ComparePlan::run_dir(const PlannedRun& r) const { return (fs::path(out_dir) / "runs" / r.id).string(); }
 std::string ComparePlan::log_path(const PlannedRun& r) const {
@@ -73,16 +95,17 @@ GridFile read_grid_file(const std::string& path, bool full) {
                       path +
                       "`, or give compare a grid, whose \"base\" names such "
                       "a config (configs/*_compare.json)");
-  check_keys(g.spec, kTopKeys, path);
-  if (!g.spec.contains("base") || !g.spec["base"].is_string())
-    throw ConfigError(path + ".base: expected the path of a training config, relative to this file");
+  check_file_keys(g.spec, grid_file_keys(), path);
   g.base_path = fs::path(path).parent_path() / g.spec["base"].get<std::string>();
   g.base = read_json_file(g.base_path.string());
   g.axes = g.spec;
   if (full) {
     if (!g.spec.contains("full"))
       throw ConfigError(path + ": --full asks for the \"full\" block, but this file has none");
-    check_keys(g.spec["full"], kFullKeys, path + ".full");
+    std::vector<FileKey> in_full;
+    for (const FileKey& k : grid_file_keys())
+      if (k.in_full) in_full.push_back(k);
+    check_file_keys(g.spec["full"], in_full, path + ".full");
     for (const auto& [key, value] : g.spec["full"].items()) g.axes[key] = value;
   }
   if (g.axes.contains("set"))
@@ -92,8 +115,6 @@ GridFile read_grid_file(const std::string& path, bool full) {
   } catch (const ConfigError& e) {
     throw ConfigError(g.base_path.string() + " (with " + path + ".set): " + e.what());
   }
-  if (!g.spec.contains("schemes") || !g.spec["schemes"].is_array() || g.spec["schemes"].empty())
-    throw ConfigError(path + ".schemes: expected a non-empty array of scheme names or {\"name\", \"set\"} entries");
   return g;
 }
 
@@ -102,8 +123,6 @@ std::vector<GridEntry> task_entries(const GridFile& g) {
   std::vector<GridEntry> tasks;
   if (!g.axes.contains("tasks")) return tasks;
   const json& list = g.axes["tasks"];
-  if (!list.is_array() || list.empty())
-    throw ConfigError(g.path + ".tasks: expected a non-empty array of task names or {\"name\", \"set\"} entries");
   std::set<std::string> seen;
   for (size_t t = 0; t < list.size(); ++t) {
     const std::string where = g.path + ".tasks[" + std::to_string(t) + "]";
@@ -195,23 +214,20 @@ ComparePlan plan_comparison(const std::string& path, const std::string& out_dir,
   plan.source = path;
   plan.out_dir = out_dir;
   plan.full = full;
-  if (g.spec.contains("slurm")) plan.slurm = g.spec["slurm"];  // read by compare --slurm
-  if (g.spec.contains("description")) {
-    if (!g.spec["description"].is_string()) throw ConfigError(path + ".description: expected a string");
-    plan.description = g.spec["description"];
+  if (g.spec.contains("slurm")) {
+    // Checked whether or not this pass submits to Slurm: a slip in the block is found before the cluster needs it.
+    read_slurm_settings(g.spec["slurm"], path + ".slurm");
+    plan.slurm = g.spec["slurm"];
   }
-  const json& axes = g.axes;
-  // Each axis takes the values of the config key it sets, as that key's declaration allows.
+  plan.description = g.spec.value("description", "");
+  const json& axes = g.axes;  // each axis's values were checked as its config key's (check_file_keys)
   std::vector<std::string> qkvs = {name_of(g.base_config.model.qkv)};
-  if (axes.contains("qkv"))
-    qkvs = axis_values(axes["qkv"], "model.attention.qkv", path + ".qkv").get<std::vector<std::string>>();
+  if (axes.contains("qkv")) qkvs = axes["qkv"].get<std::vector<std::string>>();
   // Without a pooling axis each run keeps the pooling its base, task entry and scheme set ("").
   std::vector<std::string> poolings = {""};
-  if (axes.contains("pooling"))
-    poolings = axis_values(axes["pooling"], "model.pooling", path + ".pooling").get<std::vector<std::string>>();
+  if (axes.contains("pooling")) poolings = axes["pooling"].get<std::vector<std::string>>();
   std::vector<int64_t> seeds = {g.base_config.train.seed};
-  if (axes.contains("seeds"))
-    seeds = axis_values(axes["seeds"], "train.seed", path + ".seeds").get<std::vector<int64_t>>();
+  if (axes.contains("seeds")) seeds = axes["seeds"].get<std::vector<int64_t>>();
   const std::vector<GridEntry> tasks = task_entries(g);
   const std::vector<GridEntry> task_axis =
       tasks.empty() ? std::vector<GridEntry>{GridEntry{"", json::object()}} : tasks;
