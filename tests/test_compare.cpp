@@ -23,6 +23,7 @@
 #include "posenc/train/run_dir.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/dir_lock.h"
+#include "posenc/util/io.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).
@@ -863,6 +864,42 @@ TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
   const std::string child_log = posenc::tail_lines(out + "/logs/none-projected-max-s0.log", 5);
   EXPECT_NE(child_log.find("stopped by SIGTERM at step"), std::string::npos) << child_log;
   EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "none-projected-max-s0" / "checkpoint.pt"));
+}
+
+// SIGTERM to compare alone (as `timeout` or a scheduler sends it) while the
+// figure script draws: compare ends the script and stops, rather than dying
+// and leaving the script writing into OUT. The script here never finishes.
+TEST(CompareCli, SigtermWhileTheFigureScriptDrawsEndsTheScriptAndStops) {
+  Scratch s("posenc_compare_figures_stop");
+  const fs::path fake = s.dir / "python";
+  std::ofstream(fake) << "#!/bin/sh\n"
+                         "[ \"$1\" = -c ] && exit 0  # 'import matplotlib, numpy': yes\n"
+                         "echo $$ > \"$(dirname \"$0\")/script.pid\"\n"
+                         "exec sleep 600\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  json grid = tiny_grid();
+  grid["schemes"] = {"none"};
+  const std::string file = s.write("grid.json", grid), out = (s.dir / "out").string();
+  const std::string log = (s.dir / "log").string();
+  ::setenv("POSENC_PYTHON", fake.c_str(), 1);
+  const pid_t pid = posenc::testing::start_cli({"compare", file, "--out", out, "--no-progress"}, log);
+  ::unsetenv("POSENC_PYTHON");
+  const fs::path script_pid = s.dir / "script.pid";
+  ASSERT_TRUE(posenc::testing::wait_for([&] { return fs::exists(script_pid) && fs::file_size(script_pid) > 0; }, 300))
+      << (fs::exists(log) ? posenc::read_file(log) : "no log");
+  int script = 0;
+  std::ifstream(script_pid) >> script;
+  ASSERT_GT(script, 0);
+  ::kill(pid, SIGTERM);
+  const int code = posenc::testing::wait_exit_within(pid, 60);
+  const bool script_lives = ::kill(script, 0) == 0;
+  if (script_lives) ::kill(script, SIGKILL);
+  const std::string text = posenc::read_file(log);
+  EXPECT_EQ(code, 128 + SIGTERM) << text;
+  EXPECT_FALSE(script_lives) << "the figure script (pid " << script << ") outlived compare:\n" << text;
+  EXPECT_NE(text.find("stopped by SIGTERM while writing the outputs"), std::string::npos) << text;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "summary.json"));
+  EXPECT_FALSE(fs::exists(fs::path(out) / "report.md"));
 }
 
 namespace {

@@ -63,7 +63,10 @@ std::vector<Command> commands() {
               run_generate),
       command("translate", "translate a source (--input or --file) with an encoder_decoder checkpoint", setup_translate,
               run_translate),
-      command("list", "list the config keys, positional schemes and tasks, with their options", setup_list, run_list),
+      command("list",
+              "list the config keys, positional schemes and tasks, with their options, and the keys of grid and bench "
+              "files",
+              setup_list, run_list),
       command(
           "inspect",
           "write what a scheme contributes (at initialization, or trained) as JSON; scripts/plot_inspect.py draws it",

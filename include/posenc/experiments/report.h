@@ -2,6 +2,7 @@
 // the figures (scripts/plot_compare.py) and report.md.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -22,7 +23,8 @@ struct PlotOutcome {
 };
 /// Runs scripts/plot_compare.py OUT with a python3 that has matplotlib
 /// ($POSENC_PYTHON, /usr/bin/python3, python3); a clear hint when there is none.
-PlotOutcome run_plot_script(const std::string& out_dir);
+/// When *stop becomes true the script gets SIGTERM and is waited for.
+PlotOutcome run_plot_script(const std::string& out_dir, const std::atomic<bool>* stop);
 
 /// OUT/report.md: protocol, the summary table, accuracy per negative kind and
 /// every figure found in OUT/figures.

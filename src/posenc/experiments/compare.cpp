@@ -187,8 +187,10 @@ Work work_to_do(const ComparePlan& plan) {
   return w;
 }
 
-/// Summary, report and figures from the runs that have results.
+/// Summary, report and figures from the runs that have results. A stop (SIGINT, SIGTERM, SIGHUP) while the figure
+/// script runs ends the script and returns 128 + the signal; what was written is whole (every write is atomic).
 int write_outputs(const ComparePlan& plan, const CompareOptions& o, const std::string& out, size_t failed) {
+  const InterruptGuard stop_cleanly;
   const std::string command = compare_command(o);
   const ComparisonSummary summary = summarize(plan);
   const nlohmann::json summary_json = summary_to_json(summary);
@@ -201,9 +203,16 @@ int write_outputs(const ComparePlan& plan, const CompareOptions& o, const std::s
   PlotOutcome plots{false, "figures skipped (--no-figures)"};
   if (!summary.variants.empty()) {
     write_figure_inputs(plan, summary, o.inspect_length, o.attention_length);
-    if (o.figures) plots = run_plot_script(out);
+    if (o.figures && interrupt_signal() == 0) plots = run_plot_script(out, &interrupt_flag());
   } else {
     plots.message = "no finished runs to plot";
+  }
+  if (const int sig = interrupt_signal()) {
+    spdlog::warn(
+        "stopped by {} while writing the outputs: summary.json, .csv and .md are written; rerun `{}` for the "
+        "figures and report.md",
+        signal_name(sig), command);
+    return 128 + sig;
   }
   (plots.ran ? spdlog::info("{}", plots.message) : spdlog::warn("{}", plots.message));
   write_report(plan, summary, command, plots);

@@ -97,6 +97,23 @@ pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::s
   return pid;
 }
 
+int run_to_end(const std::vector<std::string>& args, const std::atomic<bool>* stop, std::string* error) {
+  const pid_t pid = spawn_child(args, {}, "", error);
+  if (pid < 0) return 127;
+  bool signalled = false;
+  while (true) {
+    int wstatus = 0;
+    const pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
+    if (done == pid) return exit_status(wstatus);
+    if (done < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (!signalled && stop && stop->load()) {
+      signalled = true;
+      ::kill(pid, SIGTERM);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
                                  const std::function<void(const PoolStatus&)>& on_tick,
                                  const std::function<void(const JobOutcome&)>& on_done, double tick_s,

@@ -2,7 +2,6 @@
 #include "posenc/train/run_dir.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "posenc/analysis/trained.h"
+#include "posenc/experiments/process_pool.h"
 #include "posenc/util/python.h"
 #include "posenc/util/text.h"
 #include "posenc/util/io.h"
@@ -62,7 +62,7 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
   }
 }
 
-PlotOutcome run_plot_script(const std::string& out_dir) {
+PlotOutcome run_plot_script(const std::string& out_dir, const std::atomic<bool>* stop) {
   const std::string script = find_script("plot_compare.py");
   if (script.empty())
     return {false, "figures skipped: scripts/plot_compare.py not found (set POSENC_SCRIPTS to the scripts/ folder)"};
@@ -74,8 +74,14 @@ PlotOutcome run_plot_script(const std::string& out_dir) {
                 script + " " + out_dir};
   const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(out_dir);
   spdlog::info("figures: {}", cmd);
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) return {false, fmt::format("figures: {} failed (status {}); the table above is complete", cmd, rc)};
+  // Through the shell, which execs python: python may be a name on PATH. In a process group of its own, the script
+  // is stopped by what stops compare (a stop passes it SIGTERM), not by the terminal's Ctrl-C alone.
+  std::string error;
+  const int rc = run_to_end({"/bin/sh", "-c", "exec " + cmd}, stop, &error);
+  if (stop && stop->load()) return {false, "figures: stopped before the script finished"};
+  if (rc != 0)
+    return {false, fmt::format("figures: {} failed ({}); the table above is complete", cmd,
+                               error.empty() ? "status " + std::to_string(rc) : error)};
   return {true, "figures in " + (fs::path(out_dir) / "figures").string()};
 }
 
