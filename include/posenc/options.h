@@ -83,6 +83,9 @@ class Options {
   nlohmann::json values_ = nlohmann::json::object();
 };
 
+/// The declaration named `name` in `specs`, or nullptr.
+const OptionSpec* find_option(const std::vector<OptionSpec>& specs, const std::string& name);
+
 /// Checks `user` (an object of option values) against `specs` and fills in the
 /// defaults. Errors are ConfigErrors that start with `path`.key and, for an
 /// unknown key, name `owner` (`scheme "rope"`, `task "copy"`) and what it takes,

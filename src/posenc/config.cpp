@@ -487,8 +487,7 @@ const ConfigBlock& config_block(const std::string& path) {
 const OptionSpec& config_key(const std::string& path) {
   const size_t dot = path.rfind('.');
   if (dot != std::string::npos)
-    for (const OptionSpec& key : config_block(path.substr(0, dot)).keys)
-      if (key.name == path.substr(dot + 1)) return key;
+    if (const OptionSpec* key = find_option(config_block(path.substr(0, dot)).keys, path.substr(dot + 1))) return *key;
   throw std::logic_error("no config key " + path + " declared");
 }
 

@@ -144,6 +144,11 @@ nlohmann::json checked_value(const OptionSpec& spec, const nlohmann::json& v, co
   return v;
 }
 
+const OptionSpec* find_option(const std::vector<OptionSpec>& specs, const std::string& name) {
+  const auto it = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.name == name; });
+  return it == specs.end() ? nullptr : &*it;
+}
+
 Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::json& user, const std::string& path,
                         const std::string& owner, const std::vector<std::string>& also_known, bool causal) {
   nlohmann::json out = nlohmann::json::object();
@@ -151,15 +156,14 @@ Options resolve_options(const std::vector<OptionSpec>& specs, const nlohmann::js
     out[spec.name] = causal && !spec.causal_value.is_null() ? spec.causal_value : spec.default_value;
   for (auto it = user.begin(); it != user.end(); ++it) {
     const std::string at = path + "." + it.key();
-    const auto spec_it =
-        std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.name == it.key(); });
-    if (spec_it == specs.end()) {
+    const OptionSpec* found = find_option(specs, it.key());
+    if (found == nullptr) {
       std::vector<std::string> known = also_known;
       for (const auto& s : specs) known.push_back(s.name);
       throw ConfigError(at + ": unknown key for " + owner + " (known: " + (known.empty() ? "none" : join(known, ", ")) +
                         ")");
     }
-    const OptionSpec& spec = *spec_it;
+    const OptionSpec& spec = *found;
     out[it.key()] = checked_value(spec, it.value(), at);
     if (causal && !spec.causal_value.is_null() && it.value() != spec.causal_value)
       throw ConfigError(at + ": " + shown_value(it.value()) +

@@ -28,9 +28,7 @@ void drop_keys_the_task_does_not_take(json& config) {
   std::vector<std::string> foreign;
   for (const auto& [key, value] : config["task"].items()) {
     if (key == "type" || key == "min_length" || key == "max_length") continue;
-    const bool declared =
-        std::any_of(info.options.begin(), info.options.end(), [&](const OptionSpec& o) { return o.name == key; });
-    if (!declared) foreign.push_back(key);
+    if (find_option(info.options, key) == nullptr) foreign.push_back(key);
   }
   for (const auto& key : foreign) config["task"].erase(key);
 }

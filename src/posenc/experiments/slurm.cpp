@@ -93,9 +93,8 @@ const std::vector<OptionSpec>& slurm_block_keys() {
 }
 
 const OptionSpec& slurm_block_key(const std::string& name) {
-  const auto& keys = slurm_block_keys();
-  const auto spec = std::find_if(keys.begin(), keys.end(), [&](const OptionSpec& o) { return o.name == name; });
-  if (spec == keys.end()) throw std::logic_error("the \"slurm\" block declares no key " + name);
+  const OptionSpec* spec = find_option(slurm_block_keys(), name);
+  if (spec == nullptr) throw std::logic_error("the \"slurm\" block declares no key " + name);
   return *spec;
 }
 

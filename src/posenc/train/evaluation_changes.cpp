@@ -43,9 +43,9 @@ std::vector<OptionSpec> declarations_under(const Config& stored, const std::stri
 bool declared_set_on_trained(const Config& stored, const std::string& path) {
   const size_t dot = path.rfind('.');
   if (dot == std::string::npos) return false;
-  for (const OptionSpec& o : declarations_under(stored, path.substr(0, dot)))
-    if (o.name == path.substr(dot + 1)) return o.set_on_trained;
-  return false;
+  const std::vector<OptionSpec> declared = declarations_under(stored, path.substr(0, dot));
+  const OptionSpec* o = find_option(declared, path.substr(dot + 1));
+  return o != nullptr && o->set_on_trained;
 }
 
 /// The tasks' own options declared set_on_trained, as task.NAME, each name once, in registry order.
