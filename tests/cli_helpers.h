@@ -9,6 +9,8 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -130,6 +132,31 @@ inline int wait_exit_within(pid_t pid, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/// A stand-in python3 in `dir` (for POSENC_PYTHON) that never finishes: it
+/// says yes to every `-c "import ..."` check, then, when run for real, reads
+/// one request line if `reads_request` (as bench's twin gets one), writes its
+/// pid to dir/python.pid and sleeps. Returns its path.
+inline std::string stand_in_python(const std::filesystem::path& dir, bool reads_request) {
+  const std::filesystem::path path = dir / "python";
+  std::ofstream(path) << "#!/bin/sh\n"
+                         "[ \"$1\" = -c ] && exit 0\n"
+                      << (reads_request ? "read request\n" : "")
+                      << "echo $$ > \"$(dirname \"$0\")/python.pid\"\n"
+                         "exec sleep 600\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path.string();
+}
+
+/// The pid the stand-in python of `dir` wrote once running, or 0 if it wrote none within `seconds`.
+inline int stand_in_python_pid(const std::filesystem::path& dir, double seconds) {
+  const std::filesystem::path file = dir / "python.pid";
+  if (!wait_for([&] { return std::filesystem::exists(file) && std::filesystem::file_size(file) > 0; }, seconds))
+    return 0;
+  int pid = 0;
+  std::ifstream(file) >> pid;
+  return pid;
 }
 
 /// Whether Slurm's commands reach a cluster with a node that takes jobs here

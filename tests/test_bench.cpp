@@ -245,13 +245,7 @@ TEST(Bench, SigtermStopsWithinACaseOfManySteps) {
 // for the twin's answer. The twin here takes the request and never answers.
 TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
   Scratch s;
-  const fs::path fake = s.dir / "python";
-  std::ofstream(fake) << "#!/bin/sh\n"
-                         "[ \"$1\" = -c ] && exit 0  # 'import torch': yes\n"
-                         "read request\n"
-                         "echo $$ > \"$(dirname \"$0\")/twin.pid\"\n"
-                         "exec sleep 600\n";
-  fs::permissions(fake, fs::perms::owner_all);
+  const std::string fake = posenc::testing::stand_in_python(s.dir, true);
   json b = tiny_bench();
   b["qkv"] = {"projected"};
   const std::string path = (s.dir / "b.json").string(), log = (s.dir / "log").string();
@@ -261,10 +255,8 @@ TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
       posenc::testing::start_cli({"bench", path, "--schemes", "none", "--out", (s.dir / "out").string()}, log);
   ::unsetenv("POSENC_PYTHON");
   // The twin writes its pid once it has the request: bench is then waiting for its answer.
-  const fs::path twin_pid = s.dir / "twin.pid";
-  ASSERT_TRUE(wait_for([&] { return fs::exists(twin_pid) && fs::file_size(twin_pid) > 0; }, 120));
-  int twin = 0;
-  std::ifstream(twin_pid) >> twin;
+  const int twin = posenc::testing::stand_in_python_pid(s.dir, 120);
+  ASSERT_GT(twin, 0);
   ::kill(pid, SIGTERM);
   const int code = wait_exit_within(pid, 60);  // -1: still waiting, killed
   if (code == -1 && twin > 0) ::kill(twin, SIGKILL);
@@ -272,7 +264,6 @@ TEST(Bench, SigtermWhileThePythonTwinTimesEndsTheTwinAndStops) {
   ASSERT_NE(code, -1) << "bench waited for a twin that never answers:\n" << text;
   EXPECT_EQ(code, 128 + SIGTERM) << text;
   EXPECT_NE(text.find("bench stopped by SIGTERM after 0 of 1 cases"), std::string::npos) << text;
-  ASSERT_GT(twin, 0);
   EXPECT_NE(::kill(twin, 0), 0) << "the twin (pid " << twin << ") outlived bench";
 }
 

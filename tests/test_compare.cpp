@@ -871,12 +871,7 @@ TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
 // and leaving the script writing into OUT. The script here never finishes.
 TEST(CompareCli, SigtermWhileTheFigureScriptDrawsEndsTheScriptAndStops) {
   Scratch s("posenc_compare_figures_stop");
-  const fs::path fake = s.dir / "python";
-  std::ofstream(fake) << "#!/bin/sh\n"
-                         "[ \"$1\" = -c ] && exit 0  # 'import matplotlib, numpy': yes\n"
-                         "echo $$ > \"$(dirname \"$0\")/script.pid\"\n"
-                         "exec sleep 600\n";
-  fs::permissions(fake, fs::perms::owner_all);
+  const std::string fake = posenc::testing::stand_in_python(s.dir, false);
   json grid = tiny_grid();
   grid["schemes"] = {"none"};
   const std::string file = s.write("grid.json", grid), out = (s.dir / "out").string();
@@ -884,12 +879,8 @@ TEST(CompareCli, SigtermWhileTheFigureScriptDrawsEndsTheScriptAndStops) {
   ::setenv("POSENC_PYTHON", fake.c_str(), 1);
   const pid_t pid = posenc::testing::start_cli({"compare", file, "--out", out, "--no-progress"}, log);
   ::unsetenv("POSENC_PYTHON");
-  const fs::path script_pid = s.dir / "script.pid";
-  ASSERT_TRUE(posenc::testing::wait_for([&] { return fs::exists(script_pid) && fs::file_size(script_pid) > 0; }, 300))
-      << (fs::exists(log) ? posenc::read_file(log) : "no log");
-  int script = 0;
-  std::ifstream(script_pid) >> script;
-  ASSERT_GT(script, 0);
+  const int script = posenc::testing::stand_in_python_pid(s.dir, 300);
+  ASSERT_GT(script, 0) << (fs::exists(log) ? posenc::read_file(log) : "no log");
   ::kill(pid, SIGTERM);
   const int code = posenc::testing::wait_exit_within(pid, 60);
   const bool script_lives = ::kill(script, 0) == 0;
