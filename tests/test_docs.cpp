@@ -26,6 +26,7 @@
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "posenc/config.h"
+#include "posenc/experiments/compare_plan.h"
 #include "posenc/experiments/slurm.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/registry.h"
@@ -503,6 +504,27 @@ TEST(Docs, TheClusterPagesSlurmBlockIsValidAndShowsEveryDeclaredKey) {
   EXPECT_NO_THROW(read_slurm_settings(block, "docs/cluster.md slurm"));
   for (const OptionSpec& key : slurm_block_keys())
     EXPECT_TRUE(block.contains(key.name)) << "docs/cluster.md's \"slurm\" block does not show " << key.name;
+}
+
+// docs/commands.md shows a comparison grid: it must plan as it is, with and without --full.
+TEST(Docs, TheCommandsPagesGridPlans) {
+  const std::string page = read_text(kRoot / "docs" / "commands.md");
+  const std::string opening = "```json\n{\n  \"base\"";
+  const size_t at = page.find(opening);
+  ASSERT_NE(at, std::string::npos) << "docs/commands.md shows no grid in a json code block";
+  const size_t start = at + std::string("```json\n").size(), end = page.find("\n```", start);
+  ASSERT_NE(end, std::string::npos);
+  nlohmann::json grid = nlohmann::json::parse(page.substr(start, end - start));
+  // Its base is named relative to configs/, where the shipped grids live.
+  grid["base"] = (kRoot / "configs" / grid["base"].get<std::string>()).string();
+  const fs::path file = fs::temp_directory_path() / ("posenc_docs_grid." + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << grid.dump();
+  for (const bool full : {false, true})
+    EXPECT_EQ(
+        posenc::testing::error_of([&] { EXPECT_FALSE(plan_comparison(file.string(), "out", full, 1).runs.empty()); }),
+        "(no error)")
+        << (full ? "with --full" : "without --full");
+  fs::remove(file);
 }
 
 TEST(Docs, TheReadmeNamesEveryScript) {
