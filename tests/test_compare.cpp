@@ -311,6 +311,11 @@ TEST(ComparePlan, BadGridsNameTheEntry) {
     return error_of([&] { posenc::plan_comparison(path, "out", true, 1); });
   };
   EXPECT_NE(full_err({{"schemes", {"rope"}}}).find("g.json.full.schemes: unknown key"), std::string::npos);
+  // ... and is checked without --full too: a slip in it is found before the long run needs it.
+  EXPECT_NE(err([](json& g) {
+              g["full"] = {{"sedes", {0, 1}}};
+            }).find("g.json.full.sedes: unknown key"),
+            std::string::npos);
   EXPECT_NE(full_err({{"seeds", {1, 1}}}).find("g.json.full.seeds[1]: 1 appears twice"), std::string::npos);
   EXPECT_EQ(full_err({{"seeds", {1, 2}}}), "(no error)");
   EXPECT_NE(err([](json& g) { g["set"]["train.stepz"] = 5; }).find("stepz"), std::string::npos);

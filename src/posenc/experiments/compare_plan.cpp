@@ -97,13 +97,16 @@ GridFile read_grid_file(const std::string& path, bool full) {
   g.base_path = fs::path(path).parent_path() / g.spec["base"].get<std::string>();
   g.base = read_json_file(g.base_path.string());
   g.axes = g.spec;
-  if (full) {
-    if (!g.spec.contains("full"))
-      throw ConfigError(path + ": --full asks for the \"full\" block, but this file has none");
+  // The "full" block is checked on every pass, so that a slip in it is found before the long run needs it.
+  if (g.spec.contains("full")) {
     std::vector<FileKey> in_full;
     for (const FileKey& k : grid_file_keys())
       if (k.in_full) in_full.push_back(k);
     check_file_keys(g.spec["full"], in_full, path + ".full");
+  }
+  if (full) {
+    if (!g.spec.contains("full"))
+      throw ConfigError(path + ": --full asks for the \"full\" block, but this file has none");
     for (const auto& [key, value] : g.spec["full"].items()) g.axes[key] = value;
   }
   if (g.axes.contains("set"))
