@@ -13,8 +13,10 @@
 
 #include "cli_helpers.h"
 #include "helpers.h"
+#include "posenc/bench/bench.h"
 #include "posenc/config.h"
 #include "posenc/environment.h"
+#include "posenc/experiments/compare_plan.h"
 #include "posenc/positional/registry.h"
 #include "posenc/tasks/registry.h"
 
@@ -51,6 +53,22 @@ TEST(Cli, ListShowsEverySchemeAndTaskFromTheRegistries) {
     for (const auto& key : blocks[i].keys)
       EXPECT_NE(r.output.find("\n  " + key.name + " ("), std::string::npos) << blocks[i].path << "." << key.name;
   }
+  // So are the keys of a comparison grid and of a bench file (with a bench size's numbers).
+  const auto listed_names = [](const posenc::json& keys) {
+    std::vector<std::string> names;
+    for (const auto& k : keys) names.push_back(k.at("name").get<std::string>());
+    return names;
+  };
+  const auto declared_names = [](const auto& keys) {
+    std::vector<std::string> names;
+    for (const auto& k : keys) names.push_back(k.name);
+    return names;
+  };
+  EXPECT_EQ(listed_names(listed.at("grid_file")), declared_names(posenc::grid_file_keys()));
+  EXPECT_EQ(listed_names(listed.at("bench_file").at("keys")), declared_names(posenc::bench_file_keys()));
+  EXPECT_EQ(listed_names(listed.at("bench_file").at("size_keys")), declared_names(posenc::bench_size_keys()));
+  for (const auto& key : posenc::grid_file_keys())
+    EXPECT_NE(r.output.find("\n  " + key.name + " ("), std::string::npos) << "grid key " << key.name;
 }
 
 TEST(Cli, HelpShowsDefaults) {

@@ -259,7 +259,8 @@ void print_markdown(const nlohmann::json& blocks, const nlohmann::json& schemes,
   std::printf(
       "# Configs\n\n"
       "<!-- Written by `build/posenc list --markdown > docs/configs.md` from the declarations of the config\n"
-      "     keys (src/posenc/config.cpp), the schemes and the tasks; change those, not this page. -->\n\n"
+      "     keys (src/posenc/config.cpp), the schemes, the tasks, and the keys of grid and bench files\n"
+      "     (grid_file_keys(), slurm_block_keys(), bench_file_keys()); change those, not this page. -->\n\n"
       "A config is one JSON object of four blocks: `model`, `task`, `train` and `eval`. Every key is checked: an\n"
       "unknown key, a wrong type or an out-of-range value is an error naming the JSON path, e.g.\n\n"
       "```\n$ build/posenc train configs/ordering.json --set model.heads=3\n"
