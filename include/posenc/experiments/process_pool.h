@@ -14,7 +14,7 @@ namespace posenc {
 struct Job {
   std::string id;
   std::vector<std::string> argv;  ///< argv[0] is the program path
-  std::string log_path;           ///< stdout and stderr are appended here
+  std::string log_path;           ///< stdout and stderr are appended here (empty: this process's own)
 };
 
 struct JobOutcome {
@@ -47,12 +47,6 @@ std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,
 /// -1 with the reason in *error.
 pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
                   const std::string& log_path, std::string* error);
-
-/// Runs args (args[0] a path) to its end with this process's output, through
-/// spawn_child; when *stop becomes true the child gets SIGTERM and is waited
-/// for. Returns its exit status as exit_status() gives it; 127 (with the
-/// reason in *error) if it could not start.
-int run_to_end(const std::vector<std::string>& args, const std::atomic<bool>* stop, std::string* error);
 
 /// A waitpid status as a shell reports it: the exit code, or 128 + the signal
 /// that ended the process.

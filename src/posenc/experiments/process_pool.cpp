@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
@@ -37,7 +38,8 @@ struct Running {
 pid_t spawn(const Job& job) {
   std::string error;
   const pid_t pid = spawn_child(job.argv, {}, job.log_path, &error);
-  if (pid < 0) std::ofstream(job.log_path, std::ios::app) << error << "\n";
+  if (pid < 0 && job.log_path.empty()) std::fprintf(stderr, "%s\n", error.c_str());
+  if (pid < 0 && !job.log_path.empty()) std::ofstream(job.log_path, std::ios::app) << error << "\n";
   return pid;
 }
 
@@ -95,23 +97,6 @@ pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::s
     return -1;
   }
   return pid;
-}
-
-int run_to_end(const std::vector<std::string>& args, const std::atomic<bool>* stop, std::string* error) {
-  const pid_t pid = spawn_child(args, {}, "", error);
-  if (pid < 0) return 127;
-  bool signalled = false;
-  while (true) {
-    int wstatus = 0;
-    const pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
-    if (done == pid) return exit_status(wstatus);
-    if (done < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-    if (!signalled && stop && stop->load()) {
-      signalled = true;
-      ::kill(pid, SIGTERM);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
 }
 
 std::vector<JobOutcome> run_pool(const std::vector<Job>& jobs, int parallel,

@@ -74,14 +74,13 @@ PlotOutcome run_plot_script(const std::string& out_dir, const std::atomic<bool>*
                 script + " " + out_dir};
   const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(out_dir);
   spdlog::info("figures: {}", cmd);
-  // Through the shell, which execs python: python may be a name on PATH. In a process group of its own, the script
-  // is stopped by what stops compare (a stop passes it SIGTERM), not by the terminal's Ctrl-C alone.
-  std::string error;
-  const int rc = run_to_end({"/bin/sh", "-c", "exec " + cmd}, stop, &error);
+  // Through the shell, which execs python: python may be a name on PATH. A pool of one job with this process's
+  // output (no log file): in a process group of its own, the script is stopped by what stops compare (the pool
+  // passes it SIGTERM and waits), not by the terminal's Ctrl-C alone.
+  const int rc =
+      run_pool({{"figures", {"/bin/sh", "-c", "exec " + cmd}, ""}}, 1, nullptr, nullptr, 1.0, stop)[0].exit_code;
   if (stop && stop->load()) return {false, "figures: stopped before the script finished"};
-  if (rc != 0)
-    return {false, fmt::format("figures: {} failed ({}); the table above is complete", cmd,
-                               error.empty() ? "status " + std::to_string(rc) : error)};
+  if (rc != 0) return {false, fmt::format("figures: {} failed (status {}); the table above is complete", cmd, rc)};
   return {true, "figures in " + (fs::path(out_dir) / "figures").string()};
 }
 
