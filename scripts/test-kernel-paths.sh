@@ -13,8 +13,8 @@
 #      CPU without AVX2) where the CPU has AVX2 but no AVX-512 and OpenBLAS
 #      picks Haswell or Zen; skipped, with the reason, on a CPU without AVX2;
 #   2. ATen's portable kernels (ATEN_CPU_CAPABILITY=default).
-# Each path prints one line; a failing path prints its failures and the run
-# exits 1.
+# The paths run side by side. Each prints one line; a failing path prints its
+# failures and the run exits 1.
 #
 # Usage: scripts/test-kernel-paths.sh [BUILD_DIR]   (default: build)
 set -uo pipefail
@@ -25,6 +25,7 @@ tests=$build/posenc_tests
 
 # The suites that compare floating-point results, and the function that reruns them.
 source scripts/numeric-suites.sh
+check_numeric_patterns "$tests" || exit 1
 
 # The core type the suite runs here (OpenBLAS prints "Core: NAME" for each choice
 # when asked to be verbose: its own, then the one posenc switches it to where
@@ -56,9 +57,20 @@ case "$picked" in
 esac
 paths+=("ATen's portable kernels|ATEN_CPU_CAPABILITY=default")
 
-failed=0
+# The paths run side by side (background jobs of this script, so in its process
+# group: a Ctrl-C or a group's SIGTERM ends them too), each printing its lines
+# once all are done, in order.
+logs=() pids=()
 for entry in "${paths[@]}"; do
   name=${entry%%|*} setting=${entry#*|}
-  rerun_numeric_suites "$tests" "kernel paths:" "$name ($setting)" "$setting" || failed=1
+  logs+=("$(mktemp)")
+  rerun_numeric_suites "$tests" "kernel paths:" "$name ($setting)" "$setting" >"${logs[-1]}" 2>&1 &
+  pids+=($!)
 done
+trap 'rm -f "${logs[@]}"' EXIT
+failed=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || failed=1
+done
+cat "${logs[@]}"
 exit $failed

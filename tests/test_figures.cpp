@@ -13,6 +13,7 @@
 #include "cli_helpers.h"
 #include "helpers.h"
 #include "reliability_helpers.h"
+#include "posenc/positional/inspect.h"
 #include "posenc/util/process.h"
 #include "posenc/util/python.h"
 
@@ -77,13 +78,26 @@ TEST(Figures, EverySchemeButNoneIsDrawnFromItsInspection) {
   // Python process for all of them (matplotlib takes a second to import).
   SKIP_WITHOUT_FIGURE_PYTHON();
   posenc::testing::Scratch s("figures_schemes");
+  // The descriptions `posenc inspect` writes, made here (a posenc process per
+  // scheme would spend about a second each loading LibTorch); the first one
+  // through the command itself, which must write the same.
   std::vector<std::string> files;
   for (const auto& name : scheme_names()) {
     files.push_back(s.path(name + ".json"));
-    const auto r =
-        posenc::testing::run_cli("inspect " + name + " --length 12 --heads 2 --dim 16 --json " + files.back());
-    ASSERT_EQ(r.code, 0) << r.output;
+    InspectRequest request;
+    request.scheme = name;
+    request.length = 12;
+    request.heads = 2;
+    request.dim = 16;
+    json description = inspect_scheme(request);
+    description[kWrittenBy] = "posenc inspect";
+    write_file_atomic(files.back(), description.dump() + "\n");
   }
+  const std::string first = scheme_names().front(), by_command = s.path("by-command.json");
+  const auto cli =
+      posenc::testing::run_cli("inspect " + first + " --length 12 --heads 2 --dim 16 --json " + by_command);
+  ASSERT_EQ(cli.code, 0) << cli.output;
+  EXPECT_EQ(read_json_file(by_command), read_json_file(files.front())) << first;
   const auto r = plot_inspect(files);
   ASSERT_EQ(r.code, 0) << r.output;
   for (const auto& name : scheme_names()) {
