@@ -162,6 +162,11 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/backfill
+# The scheduler's passes over pending jobs: every 60 s (main) and 30 s
+# (backfill) by default, so a requeued task waited up to 30 s past its begin
+# time to start again and a job in "high" up to a minute to preempt; a test
+# cluster of one node can afford a pass every second or two.
+SchedulerParameters=sched_interval=2,bf_interval=1
 ReturnToService=2
 MpiDefault=none
 JobCompType=jobcomp/none
@@ -172,12 +177,14 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 # Preemption by partition priority, to try what a cluster's preemption does to
 # a run: a job in "high" preempts one in "low-requeue" (Slurm requeues it) or
 # "low-cancel" (Slurm cancels it; posenc's script requeues it), each after a
-# 30 s grace time. Jobs in "debug", the default, are never preempted.
+# 5 s grace time. A batch job's processes get nothing until the grace time
+# ends, then SIGTERM (seen with Slurm 22.05), so a longer one would only
+# make the tests wait. Jobs in "debug", the default, are never preempted.
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=OFF
-PartitionName=low-requeue Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=30
-PartitionName=low-cancel Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL GraceTime=30
+PartitionName=low-requeue Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=5
+PartitionName=low-cancel Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL GraceTime=5
 PartitionName=high Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2
 EOF
   export SLURM_CONF=$conf

@@ -163,13 +163,18 @@ inline int stand_in_python_pid(const std::filesystem::path& dir, double seconds)
 /// (scripts/slurm-local.sh start, then SLURM_CONF). A node busy with another
 /// suite's jobs (ctest -j2 runs SlurmCluster beside DataParallel) counts: a
 /// job queues until its CPUs are free, where asking for an idle node made the
-/// test skip whenever the other suite held it.
+/// test skip whenever the other suite held it. Asked once per test process, for
+/// at most 20 s: sinfo retries a controller that does not answer (a SLURM_CONF
+/// left from a cluster that is gone) for about a minute.
 inline bool slurm_cluster_up() {
-  std::string out;
-  if (posenc::run_command({"sinfo", "-h", "-o", "%T"}, out) != 0) return false;
-  for (const char* state : {"idle", "mixed", "allocated", "completing"})
-    if (out.find(state) != std::string::npos) return true;
-  return false;
+  static const bool up = [] {
+    std::string out;
+    if (posenc::run_command({"timeout", "20", "sinfo", "-h", "-o", "%T"}, out) != 0) return false;
+    for (const char* state : {"idle", "mixed", "allocated", "completing"})
+      if (out.find(state) != std::string::npos) return true;
+    return false;
+  }();
+  return up;
 }
 
 }  // namespace posenc::testing

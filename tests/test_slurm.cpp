@@ -559,8 +559,8 @@ TEST(SlurmCluster, ARunOfTwoRanksStopsAtOneStepRequeuesAndFinishes) {
   Scratch s("slurmranks");
   json grid = posenc::testing::tiny_grid();
   grid["schemes"] = {"none"};
-  grid["set"]["train.steps"] = 1200;
-  grid["set"]["train.eval_every"] = 1200;
+  grid["set"]["train.steps"] = 600;  // stopped at step 20 or so; what follows the resume is only waited for
+  grid["set"]["train.eval_every"] = 600;
   grid["set"]["train.checkpoint_every"] = 100000;  // only the stop writes one
   grid["slurm"] = {{"ntasks_per_run", 2}};
   write_file_atomic(s.path("grid.json"), grid.dump());
@@ -661,8 +661,8 @@ TEST(SlurmCluster, AGridRunsToCompletionAndACancelledTaskResumes) {
   // limit: it checkpoints, goes back in the queue and resumes from its step.
   json longer = posenc::testing::tiny_grid();
   longer["schemes"] = {"none"};
-  longer["set"]["train.steps"] = 1500;
-  longer["set"]["train.eval_every"] = 1500;
+  longer["set"]["train.steps"] = 600;  // stopped after its step-100 checkpoint
+  longer["set"]["train.eval_every"] = 600;
   longer["set"]["train.checkpoint_every"] = 100;
   write_file_atomic(s.path("long.json"), longer.dump());
   const std::string out2 = s.path("out2"), compare2 = "compare " + s.path("long.json") + " --out " + out2;
