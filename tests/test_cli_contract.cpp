@@ -232,12 +232,13 @@ std::vector<std::string> section_words(const std::string& help, const std::strin
   return words;
 }
 
-/// Tiny runs whose files the commands read: an ordering run, a charlm run and an encoder_decoder.
-struct Fixtures {
-  Scratch s{"cli_contract"};
-  std::map<std::string, std::string> defaults;  ///< "{command}/{arg}" or "{arg}" -> a value that works
+/// Tiny runs whose files the commands read: an ordering run, a charlm run and an encoder_decoder; trained
+/// once for the suite (three posenc processes), read and never written by its tests.
+struct TrainedRuns {
+  Scratch s{"cli_contract_runs"};
+  std::map<std::string, std::string> files;  ///< "{command}/{arg}" or "{arg}" -> a file that works
 
-  Fixtures() {
+  TrainedRuns() {
     const std::string src = POSENC_SOURCE_DIR;
     const std::string config = posenc::testing::write_config(s, "c.json", {"train.steps=2", "eval.lengths=[8]"});
     EXPECT_EQ(run_cli("train " + config + " --no-progress --out " + s.path("run")).code, 0);
@@ -262,16 +263,36 @@ struct Fixtures {
     write_file_atomic(s.path("sources.txt"), "walk\n");
     nlohmann::json grid = posenc::testing::tiny_grid();
     write_file_atomic(s.path("grid.json"), grid.dump());
-    defaults = {{"train/config", config},
-                {"compare/config", s.path("grid.json")},
-                {"bench/config", src + "/configs/bench.json"},
-                {"generate/checkpoint", s.path("lm/checkpoint.pt")},
-                {"translate/checkpoint", s.path("encoder_decoder/checkpoint.pt")},
-                {"checkpoint", s.path("run/checkpoint.pt")},
-                {"--checkpoint", s.path("run/checkpoint.pt")},
-                {"--average", s.path("run/checkpoint.pt")},
-                {"--file", s.path("sources.txt")}};
+    files = {{"train/config", config},
+             {"compare/config", s.path("grid.json")},
+             {"bench/config", src + "/configs/bench.json"},
+             {"generate/checkpoint", s.path("lm/checkpoint.pt")},
+             {"translate/checkpoint", s.path("encoder_decoder/checkpoint.pt")},
+             {"checkpoint", s.path("run/checkpoint.pt")},
+             {"--checkpoint", s.path("run/checkpoint.pt")},
+             {"--average", s.path("run/checkpoint.pt")},
+             {"--file", s.path("sources.txt")}};
   }
+};
+
+const TrainedRuns& trained_runs() {
+  static const TrainedRuns runs;
+  return runs;
+}
+
+/// `posenc --help` (command "") or `posenc COMMAND --help`, run once per command for the suite.
+const std::string& help_of(const std::string& command) {
+  static std::map<std::string, std::string> helps;
+  auto it = helps.find(command);
+  if (it == helps.end())
+    it = helps.emplace(command, run_cli(command.empty() ? "--help" : command + " --help").output).first;
+  return it->second;
+}
+
+/// The suite's trained runs, and a scratch directory of the test's own for what the commands write.
+struct Fixtures {
+  Scratch s{"cli_contract"};
+  std::map<std::string, std::string> defaults = trained_runs().files;  ///< "{command}/{arg}" or "{arg}" -> a value
 
   /// `command`'s line with `arg` set to `value` and every other file argument to one that works.
   std::string line(const std::string& command, const std::string& arg, const std::string& value) {
@@ -303,12 +324,11 @@ struct Fixtures {
 }  // namespace
 
 TEST(CliContract, EveryCommandAndFlagOfTheHelpIsInTheContract) {
-  const auto top = run_cli("--help");
   std::set<std::string> listed;
-  for (const auto& command : section_words(top.output, "Subcommands:")) {
+  for (const auto& command : section_words(help_of(""), "Subcommands:")) {
     listed.insert(command);
     ASSERT_TRUE(commands().count(command)) << "posenc " << command << " is not in tests/test_cli_contract.cpp";
-    const auto help = run_cli(command + " --help").output;
+    const std::string& help = help_of(command);
     std::set<std::string> args;
     for (const auto& section : {"Positionals:", "Options:"})
       for (const auto& word : section_words(help, section))
@@ -337,8 +357,8 @@ TEST(CliContract, EveryListFlagRefusesAnEmptyItem) {
   const std::string existing = std::string(POSENC_SOURCE_DIR) + "/configs/ordering.json";
   const std::regex list_flag(R"re(^\s+(?:-\w,)?(--[a-z-]+) \S+,\.\.\.)re");
   int lists = 0;
-  for (const auto& command : section_words(run_cli("--help").output, "Subcommands:")) {
-    std::istringstream help(run_cli(command + " --help").output);
+  for (const auto& command : section_words(help_of(""), "Subcommands:")) {
+    std::istringstream help(help_of(command));
     for (std::string line; std::getline(help, line);) {
       std::smatch m;
       if (!std::regex_search(line, m, list_flag)) continue;
@@ -361,7 +381,7 @@ TEST(CliContract, EveryTextFlagRefusesAnEmptyValue) {
   const std::regex text_flag(R"re(^\s+(?:-\w,)?(--[a-z-]+) TEXT(?::\S+)?(?:=\S*)?(?:\s|$))re");
   int flags = 0;
   for (const auto& [command, c] : commands()) {
-    std::istringstream help(run_cli(command + " --help").output);
+    std::istringstream help(help_of(command));
     for (std::string line; std::getline(help, line);) {
       std::smatch m;
       if (!std::regex_search(line, m, text_flag)) continue;
