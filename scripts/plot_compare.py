@@ -35,7 +35,29 @@ import math
 import os
 import sys
 
-import matplotlib
+
+def die_with_parent():
+    """Started by `posenc compare` (which sets POSENC_PARENT_PID), end with SIGTERM when it is gone,
+    even killed by SIGKILL, which it could not pass on: the figures would else be drawn into a
+    directory it no longer holds. Linux only (prctl); elsewhere the script runs to its end."""
+    parent = os.environ.get("POSENC_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:  # it may have gone before the prctl
+        sys.exit(f"plot_compare.py: the posenc compare that started it (pid {parent}) is gone")
+
+
+die_with_parent()
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,14 +150,28 @@ inline std::string stand_in_python(const std::filesystem::path& dir, bool reads_
   return path.string();
 }
 
-/// The pid the stand-in python of `dir` wrote once running, or 0 if it wrote none within `seconds`.
-inline int stand_in_python_pid(const std::filesystem::path& dir, double seconds) {
-  const std::filesystem::path file = dir / "python.pid";
+/// The pid written to `file`, or 0 if none was within `seconds`.
+inline int pid_written_to(const std::filesystem::path& file, double seconds) {
   if (!wait_for([&] { return std::filesystem::exists(file) && std::filesystem::file_size(file) > 0; }, seconds))
     return 0;
   int pid = 0;
   std::ifstream(file) >> pid;
   return pid;
+}
+
+/// The pid the stand-in python of `dir` wrote once running, or 0 if it wrote none within `seconds`.
+inline int stand_in_python_pid(const std::filesystem::path& dir, double seconds) {
+  return pid_written_to(dir / "python.pid", seconds);
+}
+
+/// Whether `pid` is a process that still runs: neither gone nor a zombie (an
+/// orphan's new parent, such as a container's first process, may never reap it).
+inline bool process_running(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto name_end = stat.rfind(')');  // "pid (name) STATE ..."
+  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
 }
 
 /// Whether Slurm's commands reach a cluster with a node that takes jobs here

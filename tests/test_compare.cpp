@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <set>
+#include <sstream>
 
 #include "cli_helpers.h"
 #include "helpers.h"
@@ -869,6 +871,50 @@ TEST(CompareCli, OneComparisonPerDirectoryAndAnInterruptStopsTheChildren) {
   const std::string child_log = posenc::tail_lines(out + "/logs/none-projected-max-s0.log", 5);
   EXPECT_NE(child_log.find("stopped by SIGTERM at step"), std::string::npos) << child_log;
   EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "none-projected-max-s0" / "checkpoint.pt"));
+}
+
+// compare killed with SIGKILL (the kernel's out-of-memory killer, a scheduler
+// past its grace time) cannot pass a stop on. Its run must not train on in OUT
+// without the directory's lock, where a second compare would start it again:
+// Linux sends it SIGTERM when compare dies (die_with_parent), and it stops as
+// for any stop, with its checkpoint.
+TEST(CompareCli, ARunStopsWithItsCheckpointWhenCompareIsKilled) {
+  Scratch s("posenc_compare_killed");
+  json grid = tiny_grid();
+  grid["set"]["train.steps"] = 100000000;
+  grid["set"]["train.checkpoint_every"] = 100000000;
+  grid["schemes"] = {"none"};
+  const std::string file = s.write("grid.json", grid), out = (s.dir / "out").string();
+  const std::string log = (s.dir / "log").string(), run_log = out + "/logs/none-projected-max-s0.log";
+  const pid_t compare =
+      posenc::testing::start_cli({"compare", file, "--out", out, "--no-figures", "--no-progress"}, log);
+  ASSERT_TRUE(posenc::testing::wait_for(
+      [&] { return fs::exists(run_log) && posenc::read_file(run_log).find("info step ") != std::string::npos; }, 300))
+      << posenc::read_file(log);
+  // The run: the one child of compare.
+  std::vector<pid_t> children;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;  // not a process
+    std::ifstream stat(e.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto name_end = text.rfind(')');  // "pid (name) STATE PPID ..."
+    if (name_end == std::string::npos) continue;
+    std::istringstream rest(text.substr(name_end + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == compare) children.push_back(std::stoi(name));
+  }
+  ASSERT_EQ(children.size(), 1u) << posenc::read_file(log);
+  ::kill(compare, SIGKILL);
+  ::waitpid(compare, nullptr, 0);
+  const bool ended = posenc::testing::wait_for([&] { return !posenc::testing::process_running(children[0]); }, 60);
+  if (!ended) ::kill(children[0], SIGKILL);
+  EXPECT_TRUE(ended) << "the run (pid " << children[0] << ") outlived compare";
+  const std::string text = posenc::read_file(run_log);
+  EXPECT_NE(text.find("stopped by SIGTERM at step"), std::string::npos) << text;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "none-projected-max-s0" / "checkpoint.pt")) << text;
 }
 
 // SIGTERM to compare alone (as `timeout` or a scheduler sends it) while the

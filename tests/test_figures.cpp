@@ -321,6 +321,27 @@ TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {
   const auto plotted = run_script("plot_compare.py", {s.path("unmeasured")});
   ASSERT_EQ(plotted.code, 0) << plotted.output;
   expect_figure(s.dir / "unmeasured" / "figures" / "accuracy_vs_length.png");
+
+  // The script compare starts (POSENC_PARENT_PID names compare) ends when compare is killed with SIGKILL,
+  // which compare cannot pass on: a shell stands for compare here, killed as soon as the script is started.
+  fs::remove_all(fs::path(out) / "figures");
+  const std::string pid_file = s.path("script.pid");
+  const std::string line = "POSENC_PARENT_PID=$$ " + figure_python() + " " + POSENC_SOURCE_DIR +
+                           "/scripts/plot_compare.py " + out + " >" + s.path("script.log") + " 2>&1 & echo $! >" +
+                           pid_file + "; wait";
+  const pid_t parent = ::fork();
+  if (parent == 0) {
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const pid_t script = posenc::testing::pid_written_to(pid_file, 30);
+  ASSERT_GT(script, 0) << "the shell did not start the script";
+  ::kill(parent, SIGKILL);
+  ::waitpid(parent, nullptr, 0);
+  const bool ended = posenc::testing::wait_for([&] { return !posenc::testing::process_running(script); }, 30);
+  if (!ended) ::kill(script, SIGKILL);
+  EXPECT_TRUE(ended) << "the figure script outlived the process that started it:\n" << read_file(s.path("script.log"));
+  EXPECT_FALSE(fs::exists(fs::path(out) / "figures" / "accuracy_vs_length.png")) << read_file(s.path("script.log"));
 }
 
 // scripts/carry_errors.py reads the wrong answers posenc keeps: a hand-made
