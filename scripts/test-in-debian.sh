@@ -92,6 +92,9 @@ git -C "$repo" ls-files -z --cached --others --exclude-standard |
   (cd "$repo" && tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$root/work/posenc"
 
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# The root is removed after the run: dpkg need not sync every file it unpacks.
+mkdir -p "$root/etc/dpkg/dpkg.cfg.d"
+echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/posenc-throwaway-root"
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
 mount --bind "$debs" "$root/var/cache/apt/archives"
