@@ -40,6 +40,12 @@ int main(int argc, char** argv) {
   // OpenBLAS's kernels as posenc's main chooses them (each posenc the suite
   // starts makes the same choice itself: nothing is handed down).
   posenc::use_the_cpus_blas_kernels();
+  // One intra-op thread, as posenc's runs take by default (train.threads): CTest
+  // runs two suites side by side and scripts/test.sh its reruns, so LibTorch's
+  // default of a thread per core put two or three spinning OpenMP threads on
+  // each core. Under LibTorch 2.6 two Probe+Addition runs side by side took
+  // 185 s so and 76 s on one thread each (1.13: 55 s and 58 s; docs/platforms.md, "CI").
+  torch::set_num_threads(1);
   ::testing::InitGoogleTest(&argc, argv);
   if (!seed_from_environment()) return 2;
   return RUN_ALL_TESTS();
