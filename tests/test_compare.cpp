@@ -886,13 +886,26 @@ TEST(CompareCli, ARunStopsWithItsCheckpointWhenCompareIsKilled) {
   grid["schemes"] = {"none"};
   const std::string file = s.write("grid.json", grid), out = (s.dir / "out").string();
   const std::string log = (s.dir / "log").string(), run_log = out + "/logs/none-projected-max-s0.log";
-  const pid_t compare =
-      posenc::testing::start_cli({"compare", file, "--out", out, "--no-figures", "--no-progress"}, log);
+  pid_t compare = posenc::testing::start_cli({"compare", file, "--out", out, "--no-figures", "--no-progress"}, log);
+  // However the test ends (a failed ASSERT returns early), nothing it started trains on: a run of 1e8
+  // steps left behind would take a core from every test after it. A pid is dropped once its process is
+  // known to be gone, so that the guard never signals a pid the system may have given to another process.
+  std::vector<pid_t> children;
+  struct KillOnExit {
+    pid_t& compare;
+    std::vector<pid_t>& children;
+    ~KillOnExit() {
+      if (compare > 0) {
+        ::kill(compare, SIGKILL);
+        ::waitpid(compare, nullptr, 0);
+      }
+      for (const pid_t child : children) ::kill(child, SIGKILL);
+    }
+  } kill_on_exit{compare, children};
   ASSERT_TRUE(posenc::testing::wait_for(
       [&] { return fs::exists(run_log) && posenc::read_file(run_log).find("info step ") != std::string::npos; }, 300))
       << posenc::read_file(log);
   // The run: the one child of compare.
-  std::vector<pid_t> children;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;  // not a process
@@ -909,9 +922,11 @@ TEST(CompareCli, ARunStopsWithItsCheckpointWhenCompareIsKilled) {
   ASSERT_EQ(children.size(), 1u) << posenc::read_file(log);
   ::kill(compare, SIGKILL);
   ::waitpid(compare, nullptr, 0);
-  const bool ended = posenc::testing::wait_for([&] { return !posenc::testing::process_running(children[0]); }, 60);
-  if (!ended) ::kill(children[0], SIGKILL);
-  EXPECT_TRUE(ended) << "the run (pid " << children[0] << ") outlived compare";
+  compare = 0;
+  const pid_t run = children[0];
+  const bool ended = posenc::testing::wait_for([&] { return !posenc::testing::process_running(run); }, 60);
+  if (ended) children.clear();
+  EXPECT_TRUE(ended) << "the run (pid " << run << ") outlived compare";
   const std::string text = posenc::read_file(run_log);
   EXPECT_NE(text.find("stopped by SIGTERM at step"), std::string::npos) << text;
   EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "none-projected-max-s0" / "checkpoint.pt")) << text;
