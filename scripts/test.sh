@@ -24,7 +24,7 @@ fi
 rc=0
 (cd build && ctest --output-on-failure -j "$(nproc)" "$@") || rc=$?
 # The numerically sensitive suites again, on a second OpenBLAS kernel path and
-# on ATen's portable kernels (docs/platforms.md, "Kernel paths"), and under two
+# on ATen's portable kernels (docs/platforms.md, "Kernel paths"), and under three
 # other random seeds: a check that holds only for a lucky draw fails on a
 # machine that draws other numbers (docs/platforms.md, "Random draws").
 # The two scripts run side by side, each printing its lines when both are done
