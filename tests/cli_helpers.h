@@ -15,6 +15,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -164,15 +165,21 @@ inline int stand_in_python_pid(const std::filesystem::path& dir, double seconds)
   return pid_written_to(dir / "python.pid", seconds);
 }
 
-/// Whether `pid` is a process that still runs: neither gone nor a zombie (an
-/// orphan's new parent, such as a container's first process, may never reap it).
-inline bool process_running(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
+/// The state letter and parent of process `pid` from /proc/PID/stat ("pid (name) STATE PPID ..."),
+/// or {'\0', 0} where there is none.
+inline std::pair<char, pid_t> process_state_and_parent(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto name_end = stat.rfind(')');  // "pid (name) STATE ..."
-  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
+  const auto name_end = stat.rfind(')');
+  if (name_end == std::string::npos || name_end + 2 >= stat.size()) return {'\0', 0};
+  pid_t parent = 0;
+  std::sscanf(stat.c_str() + name_end + 2, "%*c %d", &parent);
+  return {stat[name_end + 2], parent};
 }
+
+/// Whether `pid` is a process that still runs: neither gone nor a zombie (an
+/// orphan's new parent, such as a container's first process, may never reap it).
+inline bool process_running(pid_t pid) { return ::kill(pid, 0) == 0 && process_state_and_parent(pid).first != 'Z'; }
 
 /// Whether Slurm's commands reach a cluster with a node that takes jobs here
 /// (scripts/slurm-local.sh start, then SLURM_CONF). A node busy with another

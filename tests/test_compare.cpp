@@ -909,15 +909,8 @@ TEST(CompareCli, ARunStopsWithItsCheckpointWhenCompareIsKilled) {
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;  // not a process
-    std::ifstream stat(e.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const auto name_end = text.rfind(')');  // "pid (name) STATE PPID ..."
-    if (name_end == std::string::npos) continue;
-    std::istringstream rest(text.substr(name_end + 2));
-    std::string state;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent == compare) children.push_back(std::stoi(name));
+    if (posenc::testing::process_state_and_parent(std::stoi(name)).second == compare)
+      children.push_back(std::stoi(name));
   }
   ASSERT_EQ(children.size(), 1u) << posenc::read_file(log);
   ::kill(compare, SIGKILL);
