@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # (trixie: LibTorch 2.6, CLI11 2.4, spdlog 1.15) name these packages alike; a
 # release that names one differently gets its own line here.
 release=$(. /etc/os-release 2>/dev/null && echo "${ID:-}-${VERSION_ID:-}")
-packages=(g++ cmake make libtorch-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
+packages=(g++ cmake make ninja-build libtorch-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
           libgtest-dev libopenblas0-openmp python3-matplotlib python3-numpy
           libgloo-dev     # Gloo's headers, for multi-process training (libtorch-dev does not pull them in)
           python3-torch   # the PyTorch-eager side of `posenc bench` and its parity test
@@ -57,5 +57,13 @@ done
 [ "${1:-}" = "--no-build" ] && exit 0
 
 jobs="${POSENC_BUILD_JOBS:-$(nproc)}"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Ninja, not make: make builds target by target, so while one of the two
+# precompiled headers (40 s each) or a link was being built, the other cores
+# waited; Ninja schedules every file of every target as soon as what it needs is
+# there. On 2 cores (an AMD EPYC, 2026-12-07) the clean build took 350 s against
+# 404 s with make. A build directory configured before keeps its generator
+# (CMake refuses to switch one).
+generator=()
+[ -f build/CMakeCache.txt ] || generator=(-G Ninja)
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
