@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   // runs two suites side by side and scripts/test.sh its reruns, so LibTorch's
   // default of a thread per core put two or three spinning OpenMP threads on
   // each core. Under LibTorch 2.6 two Probe+Addition runs side by side took
-  // 185 s so and 76 s on one thread each (1.13: 55 s and 58 s; docs/platforms.md, "CI").
+  // 185 s with a thread per core and 76 s with one thread each (1.13: 55 s and
+  // 58 s; docs/platforms.md, "CI").
   torch::set_num_threads(1);
   ::testing::InitGoogleTest(&argc, argv);
   if (!seed_from_environment()) return 2;
