@@ -506,6 +506,75 @@ class Fox(Scheme):
         return (-(own.unsqueeze(-1) - cumulative.unsqueeze(-2)).abs() * self.unscale).to(q.dtype)
 
 
+def path_causal_logits(q, k, w, beta, chunk=32):
+    """PaTH's logits for keys at or left of each query, zero right of it: householder.cpp's causal_logits."""
+    B, H, L, D = q.shape
+    C = min(chunk, L)
+    N = (L + C - 1) // C
+    padded = N * C
+    if padded > L:
+        q, k, w = (F.pad(x, (0, 0, 0, padded - L)) for x in (q, k, w))
+        beta = F.pad(beta, (0, padded - L))
+    qc, kc, wc = (x.reshape(B, H, N, C, D) for x in (q, k, w))
+    wb = wc * beta.reshape(B, H, N, C, 1)
+    at_or_below = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
+    below = torch.ones(C, C, dtype=torch.bool, device=q.device).tril(-1)
+    zero = torch.zeros((), dtype=q.dtype, device=q.device)
+    unit_lower = torch.where(below, wb @ wc.transpose(-1, -2), zero) + torch.eye(C, dtype=q.dtype, device=q.device)
+
+    def apply_t(rhs):
+        return torch.linalg.solve_triangular(unit_lower, rhs, upper=False, left=True, unitriangular=True)
+
+    qw = torch.where(at_or_below, qc @ wc.transpose(-1, -2), zero)
+    t_wbk = apply_t(torch.where(below, wb @ kc.transpose(-1, -2), zero))
+    t_wb = apply_t(wb)
+    local = torch.where(at_or_below, qc @ kc.transpose(-1, -2), zero) - qw @ t_wbk
+    if N == 1:
+        return local.reshape(B, H, padded, padded)[:, :, :L, :L]
+    q_hat = qc - qw @ t_wb
+    k_hat = kc - t_wbk.transpose(-1, -2) @ wc
+    through = wc.transpose(-1, -2) @ t_wb
+    blocks = torch.zeros(B, H, N, C, N, C, dtype=q.dtype, device=q.device)
+    blocks.diagonal(0, 2, 4).copy_(local.permute(0, 1, 3, 4, 2))
+    carried = q_hat[:, :, 1:]
+    for d in range(1, N):
+        n = N - d
+        block = carried @ k_hat[:, :, :n].transpose(-1, -2)
+        blocks.diagonal(-d, 2, 4).copy_(block.permute(0, 1, 3, 4, 2))
+        if n == 1:
+            break
+        carried = (carried - carried @ through[:, :, :n])[:, :, 1:]
+    return blocks.reshape(B, H, padded, padded)[:, :, :L, :L]
+
+
+class Path(Scheme):
+    """PaTH: w_t = normalize(M_h k_t), beta_t = 2 sigmoid(u_h.k_t + b_h); an encoder's two sides: householder.cpp."""
+    score_hook = True
+
+    def __init__(self, o, D, H, Dh):
+        super().__init__()
+        self.transform = nn.Parameter(torch.randn(H, Dh, Dh) / math.sqrt(Dh))
+        self.beta_weight = nn.Parameter(torch.randn(H, Dh) * o["init_std"])
+        self.beta_bias = nn.Parameter(torch.full((H,), float(o["beta_bias_init"])))
+
+    def score_terms(self, q, k, qk, pos):
+        dtype = torch.promote_types(k.dtype, torch.float32)
+        keys, queries = k.to(dtype), q.to(dtype)
+        L = keys.size(2)
+        w = keys @ self.transform.to(dtype).transpose(-1, -2).unsqueeze(0)
+        w = w / w.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+        beta = 2 * torch.sigmoid((keys * self.beta_weight.to(dtype).view(1, -1, 1, keys.size(-1))).sum(-1)
+                                 + self.beta_bias.to(dtype).view(1, -1, 1))
+        plain = queries @ keys.transpose(-1, -2)
+        left = path_causal_logits(queries, keys, w, beta)
+
+        def shifted(x, pad):
+            return F.pad(x.flip(2)[:, :, :L - 1], pad)
+
+        right = path_causal_logits(queries.flip(2), keys.flip(2), shifted(w, (0, 0, 1, 0)), shifted(beta, (1, 0)))
+        return (left + right.flip(2, 3).triu(1) - plain).to(q.dtype)
+
+
 def scalar(module, name, value, learnable):
     t = torch.tensor(value, dtype=torch.float32)
     if learnable:
@@ -593,7 +662,7 @@ class Dape(Scheme):
 
 
 SCHEMES = {"none": NoneScheme, "sinusoidal": Sinusoidal, "learned": Learned, "dynamic": Dynamic, "rope": Rope, "xpos": Xpos,
-           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "fox": Fox, "ape": Ape, "decay": Decay, "da": Da, "dape": Dape}
+           "alibi": Alibi, "t5": T5, "kerple": Kerple, "sandwich": Sandwich, "fire": Fire, "shaw": Shaw, "xl": Xl, "cope": Cope, "fox": Fox, "path": Path, "ape": Ape, "decay": Decay, "da": Da, "dape": Dape}
 
 # ---------------------------------------------------------------------------
 # Model (mirrors src/posenc/model/attention.cpp, blocks.cpp and encoder.cpp)

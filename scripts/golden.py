@@ -211,6 +211,33 @@ def fox_bias(k, weight, bias):
     return out
 
 
+def path_logits(q, k, transform, beta_weight, beta_bias, causal):
+    """Yang et al. 2025 (PaTH), w_t and beta_t read from each key (the C++ header comment): H_t = I - beta_t w_t w_t^T
+    with w_t = M_h k_t / |M_h k_t| and beta_t = 2 sigmoid(u_h . k_t + b_h); the logit of query i for key j is
+    q_i^T H_i H_{i-1} ... H_{j+1} k_j for j < i and q_i^T H_{i+1} ... H_j k_j for j > i (causal: q_i . k_j there).
+    q, k (H, L, d); returns (H, L, L). One explicit d x d product per pair."""
+    heads, length, d = q.shape
+    out = np.zeros((heads, length, length))
+    for h in range(heads):
+        steps = []
+        for t in range(length):
+            w = transform[h] @ k[h, t]
+            w = w / np.linalg.norm(w)
+            beta = 2.0 / (1.0 + math.exp(-(float(np.dot(beta_weight[h], k[h, t])) + beta_bias[h])))
+            steps.append(np.eye(d) - beta * np.outer(w, w))
+        for i in range(length):
+            for j in range(length):
+                row = q[h, i].copy()
+                if j < i:
+                    for t in range(i, j, -1):
+                        row = row @ steps[t]
+                elif not causal:
+                    for t in range(i + 1, j + 1):
+                        row = row @ steps[t]
+                out[h, i, j] = float(np.dot(row, k[h, j]))
+    return out
+
+
 def layer_norm(x, eps=1e-5):
     """LayerNorm over the last axis with its initial weight 1 and bias 0."""
     mean = x.mean(axis=-1, keepdims=True)
@@ -517,6 +544,21 @@ def main(out_dir):
         case["bias"] = fox_bias(k, weight if gate == "content" else None, bias).tolist()
         fox_cases.append(case)
     fixtures["fox"] = {"cases": fox_cases}
+    path_cases = []
+    for causal, (H, L, Dh) in ((False, (2, 37, 4)), (True, (3, 9, 4))):
+        q = np.array([[[1.1 * math.cos(0.5 * i + 1.3 * d - 0.4 * h) for d in range(Dh)] for i in range(L)]
+                      for h in range(H)])
+        k = np.array([[[1.3 * math.sin(0.8 * i - 0.6 * d + 0.9 * h) for d in range(Dh)] for i in range(L)]
+                      for h in range(H)])
+        transform = np.array([[[math.cos(1.1 * r + 0.7 * c + h) for c in range(Dh)] for r in range(Dh)]
+                              for h in range(H)])
+        beta_weight = np.array([[0.6 * math.sin(1.9 * d + 0.3 * h) for d in range(Dh)] for h in range(H)])
+        beta_bias = [0.8 - 0.9 * h for h in range(H)]
+        path_cases.append({"causal": causal, "heads": H, "length": L, "head_dim": Dh, "q": q.tolist(),
+                           "k": k.tolist(), "transform": transform.tolist(), "beta_weight": beta_weight.tolist(),
+                           "beta_bias": beta_bias,
+                           "logits": path_logits(q, k, transform, beta_weight, beta_bias, causal).tolist()})
+    fixtures["path"] = {"cases": path_cases}
     add_learned_schemes(fixtures)
     for name, data in fixtures.items():
         data["generator"] = "scripts/golden.py (numpy, independent of the C++ code)"

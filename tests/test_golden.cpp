@@ -204,6 +204,28 @@ TEST(Golden, FoxWithFixedKeysAndGates) {
   }
 }
 
+TEST(Golden, PathWithFixedKeysAndSteps) {
+  for (const auto& c : golden_cases("path")) {
+    const int64_t H = c["heads"], L = c["length"], Dh = c["head_dim"];
+    const bool causal = c["causal"];
+    auto path = posenc::testing::scheme_with("path", {H * Dh, H, Dh, 0, causal});
+    path->to(torch::kFloat64);
+    auto params = path->named_parameters();
+    for (const char* name : {"transform", "beta_weight", "beta_bias"})
+      params[name].data().copy_(posenc::testing::tensor_of(c[name]));
+    auto q = posenc::testing::tensor_of(c["q"]).unsqueeze(0),
+         k = posenc::testing::tensor_of(c["k"]).unsqueeze(0);       // (1, H, L, Dh)
+    const auto expected = posenc::testing::tensor_of(c["logits"]);  // (H, L, L), before the 1/sqrt(Dh) scale
+    auto qk = torch::matmul(q, k.transpose(-2, -1));
+    auto logits = qk + path->score_terms(q, k, qk, posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(logits[0], expected, tolerance::kFloat64, tolerance::kFloat64));
+    // A decoding step: the last three queries over every key, as from a KV cache.
+    auto last = qk.narrow(2, L - 3, 3) +
+                path->score_terms(q.narrow(2, L - 3, 3), k, torch::Tensor(), posenc::testing::arange_positions(L));
+    EXPECT_TRUE(torch::allclose(last[0], expected.narrow(1, L - 3, 3), tolerance::kFloat64, tolerance::kFloat64));
+  }
+}
+
 // ---- Schemes with trained parameters: every parameter set from the fixture, in float64. ----
 
 namespace {

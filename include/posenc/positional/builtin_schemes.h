@@ -35,6 +35,9 @@ SchemeInfo xl_scheme_info();
 SchemeInfo cope_scheme_info();
 SchemeInfo fox_scheme_info();
 
+// householder.cpp: a product of data-dependent Householder-like matrices between query and key (PaTH)
+SchemeInfo path_scheme_info();
+
 // distance_aware.cpp: multiplicative reweighting of the scores (DA)
 SchemeInfo da_scheme_info();
 

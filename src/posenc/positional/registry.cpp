@@ -14,8 +14,8 @@ const std::vector<SchemeInfo>& scheme_registry() {
       none_scheme_info(),   sinusoidal_scheme_info(), learned_scheme_info(), dynamic_scheme_info(),
       rope_scheme_info(),   xpos_scheme_info(),       alibi_scheme_info(),   t5_scheme_info(),
       kerple_scheme_info(), sandwich_scheme_info(),   fire_scheme_info(),    shaw_scheme_info(),
-      xl_scheme_info(),     cope_scheme_info(),       fox_scheme_info(),     ape_scheme_info(),
-      decay_scheme_info(),  da_scheme_info(),         dape_scheme_info(),
+      xl_scheme_info(),     cope_scheme_info(),       fox_scheme_info(),     path_scheme_info(),
+      ape_scheme_info(),    decay_scheme_info(),      da_scheme_info(),      dape_scheme_info(),
   };
   return table;
 }
