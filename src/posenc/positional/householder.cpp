@@ -59,8 +59,8 @@ torch::Tensor causal_logits(torch::Tensor q, torch::Tensor k, torch::Tensor w, t
     beta = torch::constant_pad_nd(beta, {0, padded - L});
   }
   auto chunked = [&](const torch::Tensor& x) { return x.reshape({B, H, N, C, D}); };
-  auto qc = chunked(q), kc = chunked(k), wc = chunked(w);   // (B, H, N, C, D)
-  auto wb = wc * beta.reshape({B, H, N, C, 1});             // beta_t w_t
+  auto qc = chunked(q), kc = chunked(k), wc = chunked(w);  // (B, H, N, C, D)
+  auto wb = wc * beta.reshape({B, H, N, C, 1});            // beta_t w_t
   const auto bools = q.options().dtype(torch::kBool);
   const auto at_or_below = torch::ones({C, C}, bools).tril();  // [i, s]: s <= i
   const auto below = torch::ones({C, C}, bools).tril(-1);      // [r, j]: r > j
@@ -73,9 +73,9 @@ torch::Tensor causal_logits(torch::Tensor q, torch::Tensor k, torch::Tensor w, t
   auto apply_T = [&](const torch::Tensor& rhs) {
     return torch::linalg_solve_triangular(unit_lower, rhs, /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
   };
-  auto qw = masked(torch::matmul(qc, t(wc)), at_or_below);          // [i, s] = q_i·w_s for s <= i
-  auto t_wbk = apply_T(masked(torch::matmul(wb, t(kc)), below));    // T · [r, j] = beta_r w_r·k_j for r > j
-  auto t_wb = apply_T(wb);                                          // T diag(beta) W: (B, H, N, C, D)
+  auto qw = masked(torch::matmul(qc, t(wc)), at_or_below);        // [i, s] = q_i·w_s for s <= i
+  auto t_wbk = apply_T(masked(torch::matmul(wb, t(kc)), below));  // T · [r, j] = beta_r w_r·k_j for r > j
+  auto t_wb = apply_T(wb);                                        // T diag(beta) W: (B, H, N, C, D)
   // Inside a chunk: q_iᵀ k_j less the sum over j < r <= s <= i, the run's product.
   auto local = masked(torch::matmul(qc, t(kc)), at_or_below) - torch::matmul(qw, t_wbk);  // (B, H, N, C, C)
   if (N == 1) return local.reshape({B, H, padded, padded}).narrow(2, 0, L).narrow(3, 0, L);
@@ -83,15 +83,15 @@ torch::Tensor causal_logits(torch::Tensor q, torch::Tensor k, torch::Tensor w, t
   // Across chunks. A query carried over the steps of its own chunk up to itself:
   // q̂_iᵀ = q_iᵀ H_i ... H_first; a key carried over those after it: k̂_j = H_last ... H_{j+1} k_j;
   // a row vector v over a whole chunk c: v - v W_cᵀ T_c diag(beta) W_c.
-  auto q_hat = qc - torch::matmul(qw, t_wb);                // (B, H, N, C, D)
-  auto k_hat = kc - torch::matmul(t(t_wbk), wc);            // (B, H, N, C, D)
-  auto through = torch::matmul(t(wc), t_wb);                // (B, H, N, D, D)
+  auto q_hat = qc - torch::matmul(qw, t_wb);      // (B, H, N, C, D)
+  auto k_hat = kc - torch::matmul(t(t_wbk), wc);  // (B, H, N, C, D)
+  auto through = torch::matmul(t(wc), t_wb);      // (B, H, N, D, D)
   auto blocks = torch::zeros({B, H, N, C, N, C}, q.options());
   // diagonal(d, 2, 4) of blocks: the blocks (a, a - d), as (B, H, C, C, N - d).
   blocks.diagonal(0, 2, 4).copy_(local.permute({0, 1, 3, 4, 2}));
-  auto carried = q_hat.narrow(2, 1, N - 1);                 // query chunks a = d..N-1, at distance d = 1
+  auto carried = q_hat.narrow(2, 1, N - 1);  // query chunks a = d..N-1, at distance d = 1
   for (int64_t d = 1; d < N; ++d) {
-    const int64_t n = N - d;                                // pairs of chunks (a, a - d)
+    const int64_t n = N - d;                                        // pairs of chunks (a, a - d)
     auto block = torch::matmul(carried, t(k_hat.narrow(2, 0, n)));  // (B, H, n, C, C)
     blocks.diagonal(-d, 2, 4).copy_(block.permute({0, 1, 3, 4, 2}));
     if (n == 1) break;
@@ -141,7 +141,7 @@ class PathImpl : public PositionalSchemeImpl {
     w = w / w.norm(2, -1, true).clamp_min(1e-6);
     auto beta = 2 * torch::sigmoid((keys * beta_weight_.to(dtype).view({1, -1, 1, k.size(-1)})).sum(-1) +
                                    beta_bias_.to(dtype).view({1, -1, 1}));  // (B, H, Lk)
-    auto plain = torch::matmul(queries, keys.transpose(-1, -2));           // (B, H, Lk, Lk)
+    auto plain = torch::matmul(queries, keys.transpose(-1, -2));            // (B, H, Lk, Lk)
     auto logits = causal_logits(queries, keys, w, beta);
     if (causal_) {
       logits = logits + plain.triu(1);  // masked anyway: no term right of the diagonal
