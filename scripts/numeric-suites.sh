@@ -12,7 +12,7 @@ numeric_suites+=":Sinusoidal.*:Rope.*:Layouts/RopeLayouts.*:RopeScaling.*:Xpos.*
 numeric_suites+=":StickBreaking.Weights*:StickBreaking.KvCache*"
 numeric_suites+=":AttentionWindow.AQuery*:AttentionWindow.RopeWithAWindow*:AttentionWindow.KvCache*:AttentionWindow.Padded*"
 numeric_suites+=":QkNorm.Weights*:QkNorm.NoLogit*:QkNorm.EverySchemes*:QkNorm.AnEncoderDecoder*"
-numeric_suites+=":Shaw.*:Xl.*:Cope.*:Fox.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*:ScalableSoftmax.*:LogNScaling.*:AttentionTemperature.*:LogitScale.*"
+numeric_suites+=":Shaw.*:Xl.*:Cope.*:Fox.*:PathScheme.*:Decay.*:Ape.*:Da.*:Dape.*:Learned.*:ScalableSoftmax.*:LogNScaling.*:AttentionTemperature.*:LogitScale.*"
 numeric_suites+=":HeadScale.Weights*:HeadScale.AtOne*:HeadScale.KvCache*:HeadScale.Tuning*"
 # The probe's fits (a least-squares solve, and L-BFGS for the logistic classifier), not its CLI cases.
 numeric_suites+=":Probe.RecoversALinearTargetAndFindsNothingInNoise:Probe.TheClassifier*:Probe.TheLogistic*"
