@@ -565,14 +565,13 @@ class Path(Scheme):
         w = w / w.norm(dim=-1, keepdim=True).clamp_min(1e-6)
         beta = 2 * torch.sigmoid((keys * self.beta_weight.to(dtype).view(1, -1, 1, keys.size(-1))).sum(-1)
                                  + self.beta_bias.to(dtype).view(1, -1, 1))
-        plain = queries @ keys.transpose(-1, -2)
         left = path_causal_logits(queries, keys, w, beta)
 
         def shifted(x, pad):
             return F.pad(x.flip(2)[:, :, :L - 1], pad)
 
         right = path_causal_logits(queries.flip(2), keys.flip(2), shifted(w, (0, 0, 1, 0)), shifted(beta, (1, 0)))
-        return (left + right.flip(2, 3).triu(1) - plain).to(q.dtype)
+        return (left + right.flip(2, 3).triu(1) - qk.to(dtype)).to(q.dtype)
 
 
 def scalar(module, name, value, learnable):

@@ -127,7 +127,7 @@ class PathImpl : public PositionalSchemeImpl {
     return 2.0 * B * H * ((causal_ ? 1 : 2) * (inside + across) + setup);
   }
 
-  torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*qk*/,
+  torch::Tensor score_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& qk,
                             const Positions& /*pos*/) override {
     const int64_t Lq = q.size(2), Lk = k.size(2);
     TORCH_CHECK(Lq <= Lk, "path carries a query over the keys of its own sequence: self-attention only, got ", Lq,
@@ -141,11 +141,8 @@ class PathImpl : public PositionalSchemeImpl {
     w = w / w.norm(2, -1, true).clamp_min(1e-6);
     auto beta = 2 * torch::sigmoid((keys * beta_weight_.to(dtype).view({1, -1, 1, k.size(-1)})).sum(-1) +
                                    beta_bias_.to(dtype).view({1, -1, 1}));  // (B, H, Lk)
-    auto plain = torch::matmul(queries, keys.transpose(-1, -2));            // (B, H, Lk, Lk)
-    auto logits = causal_logits(queries, keys, w, beta);
-    if (causal_) {
-      logits = logits + plain.triu(1);  // masked anyway: no term right of the diagonal
-    } else {
+    auto logits = causal_logits(queries, keys, w, beta);                    // (B, H, Lk, Lk)
+    if (!causal_) {
       // Keys to the right: the causal logits of the reversed sequence, whose step into reversed
       // token u is the original step into token Lk - u (w and beta shifted by one; u = 0 is never read).
       auto reversed = [&](const torch::Tensor& x) { return x.flip({2}); };
@@ -155,7 +152,12 @@ class PathImpl : public PositionalSchemeImpl {
       auto right = causal_logits(reversed(queries), reversed(keys), shifted(w, {0, 0, 1, 0}), shifted(beta, {1, 0}));
       logits = logits + right.flip({2, 3}).triu(1);
     }
-    return (logits - plain).narrow(2, Lk - Lq, Lq).to(q.scalar_type());
+    logits = logits.narrow(2, Lk - Lq, Lq);
+    // The term is PaTH's logit less the plain q·k that attention adds it to (attention's own, where it
+    // passes it). A decoder's keys right of a query are masked: its term there is 0.
+    auto plain = qk.defined() ? qk.to(dtype) : torch::matmul(q.to(dtype), keys.transpose(-1, -2));  // (B, H, Lq, Lk)
+    if (causal_) plain = plain.tril(Lk - Lq);
+    return (logits - plain).to(q.scalar_type());
   }
 
  private:
