@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "fork_client.h"
 #include "posenc/util/process.h"
 
 namespace posenc::testing {
@@ -41,9 +42,8 @@ inline void expect_no_sanitizer_report(const std::string& output, const std::str
     }
 }
 
-/// Runs `posenc ARGS` (stdout and stderr together), with `VAR=value ...`
-/// added to its environment if given.
-inline CliRun run_cli(const std::string& args, const std::string& variables = "") {
+/// `run_cli` through `sh -c`, never on the fork server.
+inline CliRun run_cli_in_shell(const std::string& args, const std::string& variables = "") {
   const std::string cmd = variables + " " + POSENC_BINARY + " " + args + " 2>&1";
   CliRun r{0, ""};
   FILE* pipe = ::popen(cmd.c_str(), "r");
@@ -53,6 +53,17 @@ inline CliRun run_cli(const std::string& args, const std::string& variables = ""
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   expect_no_sanitizer_report(r.output, "posenc " + args);
   return r;
+}
+
+/// Runs `posenc ARGS` (stdout and stderr together) as `sh -c` would, with
+/// the prefix `variables` (`VAR=value ...`, `timeout N`) if given: on this
+/// process's fork server where it can (fork_client.h), else through the shell.
+inline CliRun run_cli(const std::string& args, const std::string& variables = "") {
+  if (auto forked = run_cli_forked(args, variables)) {
+    expect_no_sanitizer_report(forked->second, "posenc " + args);
+    return {forked->first, std::move(forked->second)};
+  }
+  return run_cli_in_shell(args, variables);
 }
 
 /// `posenc train` on a config the repository ships (configs/NAME) into `out`,

@@ -2,6 +2,7 @@
 // The only place that configures logging; every error ends in one line and a non-zero exit.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "posenc/experiments/process_pool.h"
 #include "posenc/train/trainer.h"
 #include "posenc/util/interrupt.h"
+#include "posenc/util/fork_server.h"
 #include "posenc/util/io.h"
 #include "posenc/util/output_guard.h"
 #include "posenc/util/text.h"
@@ -127,6 +129,17 @@ int run_to_exit_status(const Command& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The test suite's fork server (posenc/util/fork_server.h): it loads the
+  // libraries once and forks; each child goes on from here with its own argv.
+  std::vector<std::string> forked_args;
+  std::vector<char*> forked_argv;
+  if (const char* socket = std::getenv(posenc::kForkServerVariable)) {
+    forked_args = posenc::serve_forks(socket);
+    for (auto& arg : forked_args) forked_argv.push_back(arg.data());
+    forked_argv.push_back(nullptr);
+    argc = static_cast<int>(forked_args.size());
+    argv = forked_argv.data();
+  }
   // A reader of stdout that goes away (`posenc train ... | head`) must not kill
   // a run between checkpoints: writes to the closed pipe fail quietly instead,
   // and the run goes on to its checkpoint and results.
