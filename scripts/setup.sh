@@ -65,5 +65,7 @@ jobs="${POSENC_BUILD_JOBS:-$(nproc)}"
 # (CMake refuses to switch one).
 generator=()
 [ -f build/CMakeCache.txt ] || generator=(-G Ninja)
+build_start=$(date +%s)
 cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
+echo "setup: configuring and building took $(($(date +%s) - build_start)) s"

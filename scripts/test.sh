@@ -2,7 +2,16 @@
 # Installs what is missing, builds, and runs the whole test suite with CTest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase prints its time: what makes CI long shows in its log.
+phase_start=$(date +%s)
+phase_took() {
+  local now
+  now=$(date +%s)
+  echo "test: $1 took $((now - phase_start)) s"
+  phase_start=$now
+}
 scripts/setup.sh
+phase_took "set-up and build (scripts/setup.sh)"
 # The C++ sources follow .clang-format (setup installs clang-format).
 if command -v clang-format >/dev/null; then scripts/format.sh --check; fi
 # A one-node Slurm cluster for the tests that run compare --slurm on a real one
@@ -19,10 +28,12 @@ if [ "$(id -u)" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${POSENC_TEST_SLURM:-}" ]
     echo "test: the local Slurm cluster did not start; the SlurmCluster tests will skip" >&2
   fi
 fi
+phase_took "the format check and the local Slurm cluster"
 # CTest runs one test per GoogleTest suite; test-cases.sh then counts the cases
 # and names each skipped one with its reason (the Slurm ones among them).
 rc=0
 (cd build && ctest --output-on-failure -j "$(nproc)" "$@") || rc=$?
+phase_took "ctest"
 # The numerically sensitive suites again, on a second OpenBLAS kernel path and
 # on ATen's portable kernels (docs/platforms.md, "Kernel paths"), and under three
 # other random seeds: a check that holds only for a lucky draw fails on a
@@ -42,6 +53,7 @@ wait "$kernel_pid" || rc=1
 wait "$seeds_pid" || rc=1
 trap - INT TERM
 cat "$kernel_log" "$seeds_log"
+phase_took "the reruns on other kernel paths and seeds"
 rm -f "$kernel_log" "$seeds_log"
 scripts/test-cases.sh build || true
 exit $rc

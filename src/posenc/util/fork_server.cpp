@@ -93,6 +93,23 @@ sockaddr_un socket_address(const std::string& path) {
   return address;
 }
 
+/// One byte with room for one descriptor beside it (SCM_RIGHTS): how the
+/// child's output travels to the server.
+struct DescriptorMessage {
+  char byte = 'Q';
+  iovec io{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  DescriptorMessage() {
+    header.msg_iov = &io;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof(control);
+  }
+  DescriptorMessage(const DescriptorMessage&) = delete;
+  DescriptorMessage& operator=(const DescriptorMessage&) = delete;
+};
+
 /// A request as the server holds it, with the output descriptor received.
 struct Received {
   ForkRequest request;
@@ -100,16 +117,9 @@ struct Received {
 };
 
 bool receive(int connection, Received& into) {
-  char tag = 0;
-  iovec io{&tag, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  if (::recvmsg(connection, &message, MSG_CMSG_CLOEXEC) != 1) return false;
-  const cmsghdr* header = CMSG_FIRSTHDR(&message);
+  DescriptorMessage message;
+  if (::recvmsg(connection, &message.header, MSG_CMSG_CLOEXEC) != 1) return false;
+  const cmsghdr* header = CMSG_FIRSTHDR(&message.header);
   if (!header || header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) return false;
   std::memcpy(&into.output_fd, CMSG_DATA(header), sizeof(int));
   uint32_t counts[4];   // argc, environment entries, timeout, payload bytes
@@ -270,21 +280,14 @@ std::optional<ForkRun> run_on_fork_server(const std::string& path, const ForkReq
   const uint32_t counts[4] = {static_cast<uint32_t>(request.argv.size()),
                               static_cast<uint32_t>(request.environment.size()), request.timeout_s,
                               static_cast<uint32_t>(payload.size())};
-  char tag = 'Q';
-  iovec io{&tag, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  DescriptorMessage message;
+  cmsghdr* header = CMSG_FIRSTHDR(&message.header);
   header->cmsg_level = SOL_SOCKET;
   header->cmsg_type = SCM_RIGHTS;
   header->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(header), &output[1], sizeof(int));
   const uint64_t signals[2] = {request.ignored_signals, request.blocked_signals};
-  if (payload.size() > kMaxPayload || ::sendmsg(connection, &message, MSG_NOSIGNAL) != 1 ||
+  if (payload.size() > kMaxPayload || ::sendmsg(connection, &message.header, MSG_NOSIGNAL) != 1 ||
       !send_all(connection, counts, sizeof(counts)) || !send_all(connection, signals, sizeof(signals)) ||
       !send_all(connection, payload.data(), payload.size()))
     return give_up();
