@@ -5,7 +5,7 @@
 // socket PATH and forks a child per request; the child goes on through main as
 // a posenc started with the request's arguments, environment and directory
 // would. tests/fork_client.h starts one per test process and sends it the
-// suite's commands (docs/ARCHITECTURE.md, "Tests").
+// suite's commands (docs/ARCHITECTURE.md, "Layout"; docs/platforms.md, "CI").
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,8 @@ namespace posenc {
 inline constexpr const char* kForkServerVariable = "POSENC_FORK_SERVER";
 
 /// Serves requests on the Unix socket `path`, one at a time, until the process
-/// that started the server ends or sends SIGTERM. Returns only in a forked
+/// that started the server ends (PR_SET_PDEATHSIG) or kills it: SIGKILL, since
+/// the server keeps any SIGTERM its starter ignored. Returns only in a forked
 /// child, with the child's argv, its stdout and stderr on the request's
 /// descriptor, its environment and working directory the request's. A request
 /// whose environment differs from the server's in a variable that libraries
