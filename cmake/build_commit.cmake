@@ -1,5 +1,5 @@
 # Run at build time (cmake -P): writes OUT, a .cpp that defines
-# posenc::build_commit(). The environment's POSENC_BUILD_COMMIT, where set,
+# posenc::build_commit() and posenc::build_source_dir() (SOURCE_DIR). The environment's POSENC_BUILD_COMMIT, where set,
 # names it: whoever copied the tree knows its commit better than a .git that
 # may have come along stale (a GPU machine's copy once carried the .git of an
 # older commit). Else the git commit of SOURCE_DIR, with "-dirty" when tracked
@@ -39,9 +39,13 @@ else()
     set(commit "${commit}-dirty")
   endif()
 endif()
+# The source directory as a C string literal: backslashes and quotes escaped.
+string(REPLACE "\\" "\\\\" source_literal "${SOURCE_DIR}")
+string(REPLACE "\"" "\\\"" source_literal "${source_literal}")
 set(text "// Written by cmake/build_commit.cmake at build time; do not edit.
 namespace posenc {
 const char* build_commit() { return \"${commit}\"; }
+const char* build_source_dir() { return \"${source_literal}\"; }
 }  // namespace posenc
 ")
 set(old "")

@@ -11,6 +11,9 @@ namespace posenc {
 /// differed from it ("unknown" when built outside a git checkout); written at
 /// build time by cmake/build_commit.cmake.
 const char* build_commit();
+/// The source tree posenc was built from (where find_script looks last for
+/// scripts/); written with build_commit().
+const char* build_source_dir();
 /// "posenc <commit> (LibTorch <version>)", for --version.
 std::string version_line();
 /// Which libblas.so.3 the alternatives system points at (OpenBLAS or the slow reference BLAS).

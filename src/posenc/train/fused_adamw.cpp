@@ -6,31 +6,13 @@
 #include <ATen/Parallel.h>
 
 #include "posenc/compat.h"
+#include "posenc/train/adamw_update.h"
 
 namespace posenc {
 namespace {
 
 bool fusable_tensor(const torch::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
-}
-
-struct Update {
-  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, sqrt_bias_correction2, eps, neg_step_size;
-};
-
-/// The update torch::optim::AdamW makes, in its order of operations:
-///   p *= 1 - lr·wd;  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²;
-///   p += -lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
-void update(float* p, const float* g, float* m, float* v, int64_t begin, int64_t end, const Update& u) {
-  for (int64_t i = begin; i < end; ++i) {
-    const float gi = g[i];
-    const float pi = p[i] * u.decay;
-    const float mi = m[i] * u.beta1 + u.one_minus_beta1 * gi;
-    const float vi = v[i] * u.beta2 + u.one_minus_beta2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi + u.neg_step_size * mi / (std::sqrt(vi) / u.sqrt_bias_correction2 + u.eps);
-  }
 }
 
 }  // namespace
@@ -109,20 +91,20 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       state.step(state.step() + 1);
       const double t = static_cast<double>(state.step());
       const double bias_correction1 = 1 - std::pow(beta1, t), bias_correction2 = 1 - std::pow(beta2, t);
-      const Update u{static_cast<float>(1 - o.lr() * o.weight_decay()),
-                     static_cast<float>(beta1),
-                     static_cast<float>(1 - beta1),
-                     static_cast<float>(beta2),
-                     static_cast<float>(1 - beta2),
-                     static_cast<float>(std::sqrt(bias_correction2)),
-                     static_cast<float>(o.eps()),
-                     static_cast<float>(-o.lr() / bias_correction1)};
+      const AdamWUpdate u{static_cast<float>(1 - o.lr() * o.weight_decay()),
+                          static_cast<float>(beta1),
+                          static_cast<float>(1 - beta1),
+                          static_cast<float>(beta2),
+                          static_cast<float>(1 - beta2),
+                          static_cast<float>(std::sqrt(bias_correction2)),
+                          static_cast<float>(o.eps()),
+                          static_cast<float>(-o.lr() / bias_correction1)};
       float* pd = p.data_ptr<float>();
       const float* gd = p.grad().data_ptr<float>();
       float* md = state.exp_avg().data_ptr<float>();
       float* vd = state.exp_avg_sq().data_ptr<float>();
       at::parallel_for(0, p.numel(), 1 << 16,
-                       [&](int64_t begin, int64_t end) { update(pd, gd, md, vd, begin, end, u); });
+                       [&](int64_t begin, int64_t end) { adamw_update(pd, gd, md, vd, begin, end, u); });
     }
   }
   return loss;

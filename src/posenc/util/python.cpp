@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "posenc/environment.h"
 #include "posenc/errors.h"
 #include "posenc/util/process.h"
 
@@ -46,9 +47,7 @@ std::string find_script(const std::string& name) {
   std::vector<fs::path> candidates;
   if (const char* env = std::getenv("POSENC_SCRIPTS")) candidates.push_back(fs::path(env) / name);
   candidates.push_back(fs::path(self_executable()).parent_path().parent_path() / "scripts" / name);
-#ifdef POSENC_SOURCE_DIR
-  candidates.push_back(fs::path(POSENC_SOURCE_DIR) / "scripts" / name);
-#endif
+  candidates.push_back(fs::path(build_source_dir()) / "scripts" / name);
   for (const auto& p : candidates)
     if (fs::exists(p)) return p.string();
   return "";
