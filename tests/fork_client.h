@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "posenc/util/fork_server.h"
+#include "posenc/util/process.h"
 
 extern char** environ;
 
@@ -93,14 +94,7 @@ class ForkServer {
     posenc::caller_signal_state(request);
     const auto run = posenc::run_on_fork_server(socket_, request);
     if (!run) return std::nullopt;
-    int code = -1;
-    if (run->timed_out)
-      code = 124;
-    else if (WIFEXITED(run->status))
-      code = WEXITSTATUS(run->status);
-    else if (WIFSIGNALED(run->status))
-      code = 128 + WTERMSIG(run->status);
-    return std::make_pair(code, run->output);
+    return std::make_pair(run->timed_out ? 124 : posenc::shell_exit_code(run->status), run->output);
   }
 
   ForkServer(const ForkServer&) = delete;

@@ -15,4 +15,12 @@ std::string self_executable();
 /// if a signal ended it, 127 if it could not start.
 int run_command(const std::vector<std::string>& argv, std::string& output);
 
+/// Appends what `fd` gives to `output` until its end (or a read error other
+/// than an interruption).
+void read_until_end(int fd, std::string& output);
+
+/// A waitpid status as a shell reports it: the exit status, 128 + the signal
+/// that ended the process, 127 for anything else.
+int shell_exit_code(int wait_status);
+
 }  // namespace posenc

@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "posenc/util/process.h"
+
 extern char** environ;
 
 // The wire, client to server: one byte with the child's output descriptor
@@ -297,13 +299,7 @@ std::optional<ForkRun> run_on_fork_server(const std::string& path, const ForkReq
   if (!read_all(connection, &answer, 1) || answer != kForked) return give_up();
 
   ForkRun run;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(output[0], buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    run.output.append(buffer, static_cast<size_t>(n));
-  }
+  read_until_end(output[0], run.output);
   int32_t reply[2] = {0, 0};
   const bool ended = read_all(connection, reply, sizeof(reply));
   ::close(output[0]);

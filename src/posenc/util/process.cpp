@@ -41,20 +41,27 @@ int run_command(const std::vector<std::string>& argv, std::string& output) {
     ::close(fds[0]);
     return 127;
   }
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    output.append(buf, static_cast<size_t>(n));
-  }
+  read_until_end(fds[0], output);
   ::close(fds[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return 127;
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 127;
+  return shell_exit_code(status);
+}
+
+void read_until_end(int fd, std::string& output) {
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    output.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+int shell_exit_code(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 127;
 }
 
 }  // namespace posenc
