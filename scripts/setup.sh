@@ -59,8 +59,9 @@ done
 jobs="${POSENC_BUILD_JOBS:-$(nproc)}"
 # Ninja, not make: make builds target by target, so while the precompiled
 # header (about 55 s) or a link was being built, the other cores waited; Ninja
-# schedules every file of every target as soon as what it needs is there. On 2 cores (an AMD EPYC, 2026-12-07) the clean build took 350 s against
-# 404 s with make. A build directory configured before keeps its generator
+# schedules every file of every target as soon as what it needs is there. On 2
+# cores (an AMD EPYC, 2026-12-07) the clean build took 350 s against 404 s with
+# make. A build directory configured before keeps its generator
 # (CMake refuses to switch one).
 generator=()
 [ -f build/CMakeCache.txt ] || generator=(-G Ninja)
