@@ -1,8 +1,8 @@
 # Run at build time (cmake -P): writes OUT, a .cpp that defines
 # posenc::build_commit() and posenc::build_source_dir() (SOURCE_DIR). The
-# environment's POSENC_BUILD_COMMIT, where set, names the commit: whoever copied the tree knows its commit better than a .git that
-# may have come along stale (a GPU machine's copy once carried the .git of an
-# older commit). Else the git commit of SOURCE_DIR, with "-dirty" when tracked
+# environment's POSENC_BUILD_COMMIT, where set, names the commit: whoever
+# copied the tree knows its commit better than a .git that may have come along
+# stale (a GPU machine's copy once carried the .git of an older commit). Else the git commit of SOURCE_DIR, with "-dirty" when tracked
 # files differ from it; else "unknown". The file is rewritten only when its
 # text changes, so an unchanged tree rebuilds nothing.
 set(failed 1)
