@@ -99,13 +99,14 @@ std::set<std::string> core_config_keys() {
   collect_keys(config_to_json(posenc::testing::small_config(
                    scratch, {"task.type=\"copy\"", "model.kind=\"encoder_decoder\"", "model.decoder_layers=2"})),
                "", all);
-  collect_keys(config_to_json(posenc::testing::small_config(
-                   scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
-                             "model.positional.nope_every=2", "model.attention.window=8",
-                             "model.attention.qk_norm=true", "model.attention.qk_norm_over=\"width\"",
-                             "model.attention.logn_from=8", "model.attention.length_scaling_in=\"nope_blocks\"",
-                             "model.attention.temperature_from=16", "model.attention.temperature_beta=0.2"})),
-               "", all);
+  collect_keys(
+      config_to_json(posenc::testing::small_config(
+          scratch, {"model.positional.type=\"alibi\"", "model.positional.input=\"learned\"",
+                    "model.positional.with=\"fox\"", "model.positional.nope_every=2", "model.attention.window=8",
+                    "model.attention.qk_norm=true", "model.attention.qk_norm_over=\"width\"",
+                    "model.attention.logn_from=8", "model.attention.length_scaling_in=\"nope_blocks\"",
+                    "model.attention.temperature_from=16", "model.attention.temperature_beta=0.2"})),
+      "", all);
   collect_keys(config_to_json(posenc::testing::config_with({"task.type=\"addition\"", "model.kind=\"decoder\"",
                                                             "eval.operand_grid=[2,4]", "eval.wrong_answers=3"})),
                "", all);
@@ -124,9 +125,16 @@ std::set<std::string> core_config_keys() {
   for (const auto& key : all) {
     // Every task.* key the task block does not declare is the task's own (tasks/registry.h).
     if (starts_with(key, "task.") && !declares("task", key.substr(std::string("task.").size()))) continue;
-    if (starts_with(key, "model.positional.cross.") || starts_with(key, "model.positional.input.")) {
-      core.insert(key.substr(0, key.find('.', std::string("model.positional.").size())));  // {type, its options}
-      continue;
+    // A scheme slot (cross, input, with) is written as {type, its options}: the slot is the key.
+    const std::string slot = key.substr(0, key.find('.', std::string("model.positional.").size()));
+    if (slot != key && starts_with(slot, "model.positional.")) {
+      const auto& keys = config_block("model.positional").keys;
+      const std::string name = slot.substr(std::string("model.positional.").size());
+      if (std::any_of(keys.begin(), keys.end(),
+                      [&](const OptionSpec& k) { return k.name == name && k.kind == OptionKind::Scheme; })) {
+        core.insert(slot);
+        continue;
+      }
     }
     if (starts_with(key, "model.positional.")) {
       const std::string rest = key.substr(std::string("model.positional.").size());

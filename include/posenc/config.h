@@ -50,6 +50,11 @@ struct PositionalConfig {
   /// reads them and `type` counts 0..L-1. "none": `type` alone.
   std::string input = "none";
   json input_options = json::object();
+  /// A second scheme in the same attention as `type`, its terms added to
+  /// type's (positional/scheme_pair.h): PaTH-FoX is type path with fox. It
+  /// acts where `type` does (nope_every, apply_to). "none": `type` alone.
+  std::string with = "none";
+  json with_options = json::object();
   /// Where the input slot holds a scheme and the task defines position ids:
   /// "input" (the input scheme reads them; `type` counts 0..L-1) or "both"
   /// (`type` reads them in attention too, e.g. coupled ids at the input and a

@@ -372,9 +372,11 @@ int run_list(const ListOptions& o) {
   }
   std::printf(
       "Pairs: model.positional.input = one of %s (before block 1), beside a scheme of placement every_layer in "
-      "model.positional.type\nTask-defined positions (task.positions): read by %s, alone or in the input slot, "
-      "and by %s in attention, as a function of the difference of two ids: alone, or beside the input slot "
-      "with model.positional.task_ids = both\n",
+      "model.positional.type; model.positional.with = a second scheme of placement every_layer, in the same "
+      "attention as type (not two that rotate or two that reweight)\n"
+      "Task-defined positions (task.positions): read by %s, alone or in the input slot, and by %s in attention, as a "
+      "function of the difference of two ids: alone, or beside the input slot with model.positional.task_ids = "
+      "both\n",
       join(input_slot, ", ").c_str(), join(task_ids, ", ").c_str(), join(task_id_attention, ", ").c_str());
   std::printf("\nTasks (task.type; model.kind must be one it names):\n\n");
   for (const auto& t : tasks) {

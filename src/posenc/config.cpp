@@ -245,6 +245,13 @@ const std::vector<Key<PositionalConfig>>& positional_keys() {
           "sinusoidal, ...), as a name or {\"type\": name, its options}, beside type acting in attention (rope, "
           "fire, alibi, kerple, none, ...); McLeish et al.'s Abacus + FIRE is input learned with task.positions "
           "abacus and type fire. Where the task defines position ids, this scheme reads them"),
+      custom_key<PositionalConfig>(
+          "with", OptionKind::Scheme, "none",
+          "a second scheme in the same attention as type, as a name or {\"type\": name, its options}: its bias, "
+          "score terms and value terms add to type's, a rotation of q and k comes before the other's score terms "
+          "read them, and it acts in the blocks type acts in. Yang et al.'s PaTH-FoX is type path with fox; "
+          "refused where both rotate, both reweight the scores, or either adds to the residual stream (that is "
+          "model.positional.input)"),
       written_if<PositionalConfig>(
           choice_key("task_ids", &PositionalConfig::task_ids,
                      "with an input scheme and a task that defines position ids (task.positions): which slots read "
@@ -493,11 +500,13 @@ const OptionSpec& config_key(const std::string& path) {
 
 namespace {
 
-/// model.positional.cross and .input: a scheme name, or {"type": name, its
+/// model.positional.cross, .input and .with: a scheme name, or {"type": name, its
 /// options...}, resolved against the scheme's registry entry into `name` and
 /// `options`. Cross-attention's queries (target) and keys (source) are never
-/// masked, so its options are resolved as for an encoder.
-void parse_scheme_slot(const json& j, const std::string& path, bool causal, std::string& name, json& options) {
+/// masked, so its options are resolved as for an encoder. `task_ids`: the slot
+/// is handed the ids a task defines, so a scheme that reads them is not causal.
+void parse_scheme_slot(const json& j, const std::string& path, bool causal, std::string& name, json& options,
+                       bool task_ids = false) {
   json user = json::object();
   if (j.is_string()) {
     name = j.get<std::string>();
@@ -517,7 +526,7 @@ void parse_scheme_slot(const json& j, const std::string& path, bool causal, std:
       throw ConfigError(path + ": " + e.what());
     }
   }();
-  options = resolve_scheme_options(info, user, path, causal).json();
+  options = resolve_scheme_options(info, user, path, causal && !(task_ids && info.reads_task_positions)).json();
 }
 
 /// A scheme slot as config_to_json writes it: {"type": name, its options}.
@@ -542,6 +551,28 @@ void check_scheme_pair(const PositionalConfig& p, const std::string& path) {
     throw ConfigError(path + ".input=" + p.input + " with " + path + ".type=" + p.type +
                       ": both would add positions to the residual stream; pair an input scheme with one that acts "
                       "in attention (rope, alibi, fire, kerple, none, ...)");
+}
+
+/// model.positional.with beside model.positional.type: two schemes that act in
+/// attention, and not the same one twice. Which hooks may pair is decided when
+/// the model is built (pair_schemes), where the instances say which they use.
+void check_with_scheme(const PositionalConfig& p, const std::string& path) {
+  if (p.with == "none") return;
+  const std::string at = child_path(path, "with");
+  const SchemeInfo& with = find_scheme(p.with);
+  if (p.type == "none")
+    throw ConfigError(at + "=" + p.with + ": " + path + ".type is none, so there is no scheme to pair it with; put " +
+                      p.with + " in " + path + ".type instead");
+  if (with.default_placement == Placement::Input)
+    throw ConfigError(at + "=" + p.with + " adds positions to the residual stream; with pairs a second scheme " +
+                      "in attention, and " + path + ".input holds one that adds to the residual stream");
+  if (find_scheme(p.type).default_placement == Placement::Input)
+    throw ConfigError(at + "=" + p.with + " with " + path + ".type=" + p.type + ": " + p.type +
+                      " adds positions to the residual stream, and with pairs two schemes in attention; put " + p.type +
+                      " in " + path + ".input and " + p.with + " in " + path + ".type");
+  if (p.with == p.type)
+    throw ConfigError(at + "=" + p.with + ": the same scheme as " + path +
+                      ".type; one instance already holds every head's parameters");
 }
 
 /// nope_every leaves blocks without a scheme that acts in every block's attention.
@@ -598,6 +629,11 @@ PositionalConfig parse_positional(const json& j, const std::string& path, bool c
   }
   const bool type_reads_task_ids = task_ids && (p.input == "none" || p.task_ids == TaskIds::Both);
   p.options = resolve_scheme_options(info, user, path, causal && !type_reads_task_ids).json();
+  if (j.contains("with")) {
+    // In attention beside type: it reads the task's ids where type does and it can.
+    parse_scheme_slot(j["with"], child_path(path, "with"), causal, p.with, p.with_options, type_reads_task_ids);
+  }
+  check_with_scheme(p, path);
   return p;
 }
 
@@ -799,8 +835,12 @@ void check_task_positions(const Config& c, const TaskInfo& task) {
   const PositionalConfig& p = c.model.positional;
   if (p.reads_task_ids(/*input_slot=*/true))
     check_scheme_reads_task_ids(c, task, what, "model.positional.input", p.input, p.input_options, true);
-  if (p.reads_task_ids(/*input_slot=*/false))
+  if (p.reads_task_ids(/*input_slot=*/false)) {
     check_scheme_reads_task_ids(c, task, what, "model.positional.type", p.type, p.options, false);
+    // model.positional.with reads them too where it can (else it counts 0..L-1, as the causal mask does).
+    if (p.with != "none" && find_scheme(p.with).reads_task_positions)
+      check_scheme_reads_task_ids(c, task, what, "model.positional.with", p.with, p.with_options, false);
+  }
 }
 
 }  // namespace
@@ -857,6 +897,7 @@ json config_to_json(const Config& c) {
   if (p.randomize_max_position > 0) write_keys(p, randomize_keys(), positional["randomize"]);
   if (c.model.kind == ModelKind::EncoderDecoder) positional["cross"] = scheme_slot_json(p.cross, p.cross_options);
   if (p.input != "none") positional["input"] = scheme_slot_json(p.input, p.input_options);
+  if (p.with != "none") positional["with"] = scheme_slot_json(p.with, p.with_options);
   json model = json::object(), attention = json::object();
   write_keys(c.model, model_keys(), model);
   write_keys(c.model, attention_keys(), attention);

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <torch/torch.h>
@@ -165,8 +166,9 @@ class TransformerImpl : public torch::nn::Module {
   /// The scheme instance acting at the first layer it acts at (null for none).
   PositionalSchemeImpl* first_scheme() const { return schemes_.empty() ? nullptr : schemes_.front().get(); }
   /// The model.positional.type instance block `block` (1-based, of the stack:
-  /// the encoder's for encoder_decoder) runs: the one in its attention, else the
-  /// one adding positions before it; null where none acts at that block.
+  /// the encoder's for encoder_decoder) runs: the one in its attention (without
+  /// model.positional.with's beside it), else the one adding positions before
+  /// it; null where none acts at that block.
   PositionalSchemeImpl* scheme_at_block(int64_t block) const;
   /// The model.positional.input scheme, before block 1 (null where there is none).
   PositionalSchemeImpl* input_scheme() const { return input_scheme_; }
@@ -190,6 +192,10 @@ class TransformerImpl : public torch::nn::Module {
   /// which leaves out the blocks model.positional.nope_every names (not the input or cross slot's).
   SchemePlacement place_scheme(const std::string& type, const nlohmann::json& options, int64_t layers, bool causal,
                                const std::string& prefix, ApplyTo apply_to, bool self_attention);
+  /// model.positional.with: its instances (names: prefix + "with_positional"[+ layer]) placed as
+  /// type is, and each block of `placed` that holds both handed their pair (positional/scheme_pair.h).
+  void pair_with(SchemePlacement& placed, const nlohmann::json& with_options, int64_t layers, bool causal,
+                 const std::string& prefix);
   /// "blocks" (model.layers of them) and "final_ln".
   void register_stack(bool causal);
   /// "head": d_model -> outputs; checks what model.positional.randomize draws against every scheme.
@@ -219,7 +225,10 @@ class TransformerImpl : public torch::nn::Module {
 
   ModelConfig cfg_;
   int64_t vocab_size_;
-  std::vector<PositionalScheme> schemes_;         // distinct instances
+  std::vector<PositionalScheme> schemes_;  // distinct instances
+  std::vector<PositionalScheme> pairs_;    // type + with per block (model.positional.with); not modules
+  // Each pair's instance of model.positional.type (scheme_at_block answers with it).
+  std::unordered_map<const PositionalSchemeImpl*, PositionalSchemeImpl*> type_of_pair_;
   SchemePlacement stack_schemes_;                 // per block of the stack
   PositionalSchemeImpl* input_scheme_ = nullptr;  // model.positional.input: its embed() runs before block 1
   std::vector<Block> blocks_;

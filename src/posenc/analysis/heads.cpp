@@ -265,6 +265,7 @@ nlohmann::json head_statistics(const std::string& checkpoint, const HeadsRequest
   return {{"checkpoint", checkpoint},
           {"scheme", m.positional.type},
           {"input_scheme", m.positional.input},
+          {"with_scheme", m.positional.with},
           {"weights", name_of(m.attention_weights)},
           {"window", m.attention_window},
           {"nope_every", m.positional.nope_every},

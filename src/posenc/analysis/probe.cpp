@@ -468,6 +468,7 @@ nlohmann::json probe_checkpoint(const std::string& checkpoint, const ProbeReques
   return {{"checkpoint", checkpoint},
           {"scheme", cfg.model.positional.type},
           {"input_scheme", cfg.model.positional.input},
+          {"with_scheme", cfg.model.positional.with},
           {"task", cfg.task.type},
           {"target", r.target},
           {"target_description", description},

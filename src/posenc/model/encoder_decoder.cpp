@@ -13,6 +13,9 @@ EncoderDecoderImpl::EncoderDecoderImpl(const ModelConfig& cfg, int64_t vocab_siz
   // The decoder's own instances, with the causal value of any option that has one.
   decoder_schemes_ = place_scheme(p.type, causal_scheme_options(find_scheme(p.type), p.options), cfg.decoder_layers,
                                   /*causal=*/true, "decoder_", p.apply_to, /*self_attention=*/true);
+  if (p.with != "none")
+    pair_with(decoder_schemes_, causal_scheme_options(find_scheme(p.with), p.with_options), cfg.decoder_layers,
+              /*causal=*/true, "decoder_");
   // Cross-attention: in every decoder block, queries at target ids, keys at source ids.
   cross_schemes_.attend_with.assign(cfg.decoder_layers, nullptr);
   if (p.cross != "none") {

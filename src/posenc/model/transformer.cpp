@@ -4,6 +4,7 @@
 #include "posenc/model/encoder.h"
 #include "posenc/model/encoder_decoder.h"
 #include "posenc/positional/registry.h"
+#include "posenc/positional/scheme_pair.h"
 
 namespace posenc {
 
@@ -73,15 +74,40 @@ SchemePlacement TransformerImpl::place_scheme(const std::string& type, const nlo
   return placed;
 }
 
+void TransformerImpl::pair_with(SchemePlacement& placed, const nlohmann::json& with_options, int64_t layers,
+                                bool causal, const std::string& prefix) {
+  const PositionalConfig& p = cfg_.positional;
+  if (p.with == "none") return;
+  // Where type acts: the same apply_to, and the blocks nope_every leaves out have neither.
+  const SchemePlacement with =
+      place_scheme(p.with, with_options, layers, causal, prefix + "with_", p.apply_to, /*self_attention=*/true);
+  PositionalSchemeImpl *last_type = nullptr, *last_with = nullptr, *last_pair = nullptr;
+  for (size_t i = 0; i < placed.attend_with.size(); ++i) {
+    PositionalSchemeImpl* type = placed.attend_with[i];
+    if (type == nullptr || with.attend_with[i] == nullptr) continue;
+    if (type != last_type || with.attend_with[i] != last_with) {  // shared instances share one pair
+      pairs_.push_back(pair_schemes(type, with.attend_with[i], p.type, p.with));
+      last_type = type;
+      last_with = with.attend_with[i];
+      last_pair = pairs_.back().get();
+      type_of_pair_[last_pair] = type;
+    }
+    placed.attend_with[i] = last_pair;
+  }
+}
+
 PositionalSchemeImpl* TransformerImpl::scheme_at_block(int64_t block) const {
   if (block < 1 || block > static_cast<int64_t>(stack_schemes_.attend_with.size())) return nullptr;
   PositionalSchemeImpl* in_attention = stack_schemes_.attend_with[block - 1];
+  const auto pair = type_of_pair_.find(in_attention);
+  if (pair != type_of_pair_.end()) return pair->second;
   return in_attention != nullptr ? in_attention : stack_schemes_.embed_at[block - 1];
 }
 
 void TransformerImpl::place_stack_schemes(bool causal) {
   const PositionalConfig& p = cfg_.positional;
   stack_schemes_ = place_scheme(p.type, p.options, cfg_.layers, causal, "", p.apply_to, /*self_attention=*/true);
+  pair_with(stack_schemes_, p.with_options, cfg_.layers, causal, "");
   // model.positional.input: a second scheme, before block 1, beside one in attention.
   if (p.input != "none") {
     const SchemePlacement input =

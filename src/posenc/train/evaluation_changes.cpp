@@ -17,7 +17,7 @@ namespace {
 
 /// `path` names an option of a scheme (model.positional.base, model.positional.input.scaling): a key under
 /// model.positional that the block does not declare itself, or one under a scheme slot the block declares (input,
-/// cross) other than its type.
+/// with, cross) other than its type.
 bool is_scheme_option(const std::string& path) {
   const std::string prefix = "model.positional.";
   if (path.rfind(prefix, 0) != 0) return false;
@@ -76,7 +76,7 @@ std::string allowed_evaluation_changes() {
   for (const OptionSpec* o : task_options_set_on_trained())
     parts.push_back("task." + o->name + (o->kind == OptionKind::Path ? " (a moved copy of the same file)" : ""));
   return join(parts, ", ") +
-         " and the schemes' own options (model.positional.*, model.positional.input.* and .cross.*, not which "
+         " and the schemes' own options (model.positional.*, model.positional.input.*, .with.* and .cross.*, not which "
          "scheme acts or where)";
 }
 
