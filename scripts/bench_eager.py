@@ -752,6 +752,9 @@ class EncoderClassifier(nn.Module):
                 raise SystemExit(f"bench_eager.py: model.attention.{key}={value}{alone}")
         if m["positional"].get("nope_every", 0):
             raise SystemExit(f"bench_eager.py: model.positional.nope_every{alone}")
+        for slot in ("input", "with"):  # a second scheme, before block 1 or in the same attention
+            if slot in m["positional"]:
+                raise SystemExit(f"bench_eager.py: model.positional.{slot}{alone}")
         self.tokens = nn.Embedding(self.vocab + 2, 3 * D if self.embedded else D)
         self.embed_drop = nn.Dropout(m["dropout"])
         p = dict(m["positional"])

@@ -216,4 +216,18 @@ TEST(SchemePair, TheSlotIsWrittenAndReadBackAndServesEveryModelKind) {
   EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
 }
 
+// Beside a type that reads the ids a task defines, a scheme that can read them
+// does, so its options are not made causal (ids are not in token order); in a
+// decoder counting 0..L-1 they are.
+TEST(SchemePair, TheSecondSchemeReadsTheTasksIdsWhereTypeDoes) {
+  const auto t5_bidirectional = [](const std::vector<std::string>& task) {
+    std::vector<std::string> overrides = {"model.kind=decoder", "model.positional.type=rope",
+                                          "model.positional.with=t5"};
+    overrides.insert(overrides.end(), task.begin(), task.end());
+    return posenc::testing::config_with(overrides).model.positional.with_options.at("bidirectional").get<bool>();
+  };
+  EXPECT_TRUE(t5_bidirectional({"task.type=addition", "task.positions=coupled"}));
+  EXPECT_FALSE(t5_bidirectional({"task.type=copy"}));
+}
+
 }  // namespace POSENC_TEST_UNIT
