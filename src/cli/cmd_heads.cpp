@@ -53,9 +53,13 @@ void print_number(const nlohmann::json& v, const char* format, int width) {
 /// factor at each length; a last row per block with a flat head's.
 void print_table(const nlohmann::json& j) {
   const auto& lengths = j["lengths"];
+  // The schemes: model.positional.type, with the one in the same attention and the one at the input where there are.
+  std::string scheme = j["scheme"].get<std::string>();
+  if (j.value("with_scheme", "none") != "none") scheme += " with " + j["with_scheme"].get<std::string>();
+  if (j.value("input_scheme", "none") != "none") scheme = j["input_scheme"].get<std::string>() + " input, " + scheme;
   std::printf(
       "%s (%s%s on %s, trained on lengths %lld-%lld), %s queries%s:\n", j["checkpoint"].get<std::string>().c_str(),
-      j["scheme"].get<std::string>().c_str(),
+      scheme.c_str(),
       j["weights"] == "softmax" ? "" : (" with " + j["weights"].get<std::string>() + " weights").c_str(),
       j["task"].get<std::string>().c_str(), static_cast<long long>(j["trained_lengths"][0].get<int64_t>()),
       static_cast<long long>(j["trained_lengths"][1].get<int64_t>()), j["queries"].get<std::string>().c_str(),
