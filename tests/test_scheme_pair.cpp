@@ -216,6 +216,34 @@ TEST(SchemePair, TheSlotIsWrittenAndReadBackAndServesEveryModelKind) {
   EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
 }
 
+// RoPE's rotation with ALiBi's bias fits the fused attention kernel (LibTorch
+// 2.x): it must give what the explicit scores give, and a KV cache the whole
+// sequence's logits. (On LibTorch 1.13 both paths are the explicit one.)
+TEST(SchemePair, ARotationWithABiasFusedEqualsExplicitAndCaches) {
+  const Config cfg = small_next_token_config("decoder", "rope", {"model.positional.with=alibi"});
+  auto model = posenc::testing::random_positional_model<Decoder>(cfg.model, 7);
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::randint(1, 17, {2, 14}, torch::kLong);
+  const auto fused = model->forward(tokens);  // (2, 14, 18)
+  model->force_explicit_attention(true);
+  const auto explicit_scores = model->forward(tokens);
+  model->force_explicit_attention(false);
+  EXPECT_TRUE(torch::allclose(fused, explicit_scores, tolerance::kFloat32Model, tolerance::kFloat32Model))
+      << (fused - explicit_scores).abs().max().item<double>();
+  Config plain_cfg = small_next_token_config("decoder", "rope", {});
+  Decoder rope_alone(plain_cfg.model, 16);
+  copy_parameters(*model, *rope_alone);
+  rope_alone->eval();
+  EXPECT_FALSE(torch::allclose(fused, rope_alone->forward(tokens), tolerance::kFloat32Model, tolerance::kFloat32Model))
+      << "ALiBi's bias changed nothing";
+  KVCache cache;
+  std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 4), cache)};
+  for (int64_t t = 4; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
+  const auto cached = torch::cat(steps, 1);
+  EXPECT_TRUE(torch::allclose(cached, fused, tolerance::kFloat32Model, tolerance::kFloat32Model))
+      << (cached - fused).abs().max().item<double>();
+}
+
 // Beside a type that reads the ids a task defines, a scheme that can read them
 // does, so its options are not made causal (ids are not in token order); in a
 // decoder counting 0..L-1 they are.
