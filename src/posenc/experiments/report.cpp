@@ -167,8 +167,8 @@ void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std
     const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
     const PositionalConfig* p = run != plan.runs.end() ? &run->config.model.positional : nullptr;
     if (figure(scheme_png) && p != nullptr && p->with != "none")
-      md << "The scheme figure is model.positional.type's (" << p->type << ") alone; model.positional.with ("
-         << p->with << ") adds its terms in the same attention, which the attention map shows.\n\n";
+      md << "The scheme figure is model.positional.type's (" << p->type << ") alone; model.positional.with (" << p->with
+         << ") adds its terms in the same attention, which the attention map shows.\n\n";
     if (figure(scheme_png)) md << "![" << variant << " scheme](figures/" << scheme_png << ")\n\n";
     if (figure(input_png))
       md << "Its input scheme (model.positional.input, before block 1):\n\n![" << variant << " input scheme](figures/"
