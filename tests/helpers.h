@@ -78,14 +78,21 @@ inline torch::Tensor per_head_logits(const torch::Tensor& q, const torch::Tensor
   return torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(static_cast<double>(Dh));
 }
 
+/// A decoder's logits over `tokens` (B, L) fed through `cache`: the first `prompt`
+/// tokens at once, then one token a step. -> (B, L, V), as forward(tokens) gives them.
+template <typename Model>
+torch::Tensor logits_through_cache(Model& model, const torch::Tensor& tokens, int64_t prompt, KVCache& cache) {
+  std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, prompt), cache)};
+  for (int64_t t = prompt; t < tokens.size(1); ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
+  return torch::cat(steps, 1);
+}
+
 /// An encoder_decoder's logits (B, T, V) for `target` (B, T), decoded with `cache` from `source`: its first
 /// `prompt` tokens at once, then one at a time.
 inline torch::Tensor cached_target_logits(EncoderDecoder& model, const torch::Tensor& source,
                                           const torch::Tensor& target, int64_t prompt, KVCache& cache) {
   model->start_decoding(source, cache);
-  std::vector<torch::Tensor> steps = {model->decode(target.narrow(1, 0, prompt), cache)};
-  for (int64_t t = prompt; t < target.size(1); ++t) steps.push_back(model->decode(target.narrow(1, t, 1), cache));
-  return torch::cat(steps, 1);
+  return logits_through_cache(model, target, prompt, cache);
 }
 
 /// Positions 0..L-1 for queries and keys.

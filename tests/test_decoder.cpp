@@ -65,9 +65,7 @@ TEST_P(EverySchemeCausally, KvCacheGivesTheWholeSequencesLogits) {
   auto tokens = torch::randint(1, 17, {2, 24}, torch::kLong);
   const auto whole = model->forward(tokens);  // (2, 24, 18)
   KVCache cache;
-  std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 5), cache)};  // a 5-token prompt
-  for (int64_t t = 5; t < 24; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
-  const auto cached = torch::cat(steps, 1);
+  const auto cached = posenc::testing::logits_through_cache(model, tokens, /*prompt=*/5, cache);
   EXPECT_EQ(cache.length, 24);
   EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
       << (cached - whole).abs().max().item<double>();

@@ -154,9 +154,7 @@ TEST_P(EverySchemeWithAForgetGate, IsCausalAndCachesWhereItActsInAttention) {
                               tolerance::kFloat32Sum));
   if (!model->supports_kv_cache()) return;
   KVCache cache;
-  std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 4), cache)};
-  for (int64_t t = 4; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
-  const auto cached = torch::cat(steps, 1);
+  const auto cached = posenc::testing::logits_through_cache(model, tokens, /*prompt=*/4, cache);
   EXPECT_TRUE(torch::allclose(cached, whole, tolerance::kFloat32Model, tolerance::kFloat32Model))
       << (cached - whole).abs().max().item<double>();
 }
@@ -237,9 +235,7 @@ TEST(SchemePair, ARotationWithABiasFusedEqualsExplicitAndCaches) {
   EXPECT_FALSE(torch::allclose(fused, rope_alone->forward(tokens), tolerance::kFloat32Model, tolerance::kFloat32Model))
       << "ALiBi's bias changed nothing";
   KVCache cache;
-  std::vector<torch::Tensor> steps = {model->decode(tokens.narrow(1, 0, 4), cache)};
-  for (int64_t t = 4; t < 14; ++t) steps.push_back(model->decode(tokens.narrow(1, t, 1), cache));
-  const auto cached = torch::cat(steps, 1);
+  const auto cached = posenc::testing::logits_through_cache(model, tokens, /*prompt=*/4, cache);
   EXPECT_TRUE(torch::allclose(cached, fused, tolerance::kFloat32Model, tolerance::kFloat32Model))
       << (cached - fused).abs().max().item<double>();
 }
