@@ -8,7 +8,7 @@
 
 #include "tolerances.h"
 #include "posenc/compat.h"
-#include "posenc/model/batched_matmul.h"
+#include "posenc/util/batched_matmul.h"
 
 // This file's names live in a namespace of their own, so that the unity build
 // can compile several test files as one unit (CMakeLists.txt).

@@ -15,7 +15,7 @@
 #include "fused_check.h"
 #include "helpers.h"
 #include "posenc/compat.h"
-#include "posenc/model/batched_matmul.h"
+#include "posenc/util/batched_matmul.h"
 #include "posenc/train/fused_adamw.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/tasks/task.h"

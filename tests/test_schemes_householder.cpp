@@ -84,10 +84,14 @@ TEST(PathScheme, EveryLogitIsTheProductOfTheStepsBetweenQueryAndKey) {
       if (causal) expected = expected.tril() + torch::matmul(q, k.transpose(-1, -2))[0].triu(1);
       EXPECT_TRUE(torch::allclose(got, expected, tolerance::kFloat64, tolerance::kFloat64))
           << "L=" << L << " causal=" << causal << " max error " << (got - expected).abs().max().item<double>();
-      // A decoding step: the last three queries over every key, as from a KV cache.
-      auto last = scheme_logits(path, q.narrow(2, L - 3, 3), k)[0];
-      EXPECT_TRUE(torch::allclose(last, expected.narrow(1, L - 3, 3), tolerance::kFloat64, tolerance::kFloat64))
-          << "L=" << L << " causal=" << causal;
+      // The last few queries over every key, as from a KV cache: one (a decoding step), a few
+      // inside one chunk, and runs that start inside a chunk and cross into the next ones.
+      for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{31}, int64_t{40}}) {
+        if (n > L) continue;
+        auto last = scheme_logits(path, q.narrow(2, L - n, n), k)[0];
+        EXPECT_TRUE(torch::allclose(last, expected.narrow(1, L - n, n), tolerance::kFloat64, tolerance::kFloat64))
+            << "L=" << L << " causal=" << causal << " last " << n << " queries";
+      }
     }
   }
 }

@@ -1,6 +1,6 @@
 #include "posenc/model/attention.h"
 #include "posenc/compat.h"
-#include "posenc/model/batched_matmul.h"
+#include "posenc/util/batched_matmul.h"
 #include "posenc/util/linear.h"
 
 #include <algorithm>

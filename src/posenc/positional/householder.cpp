@@ -39,6 +39,7 @@
 
 #include "posenc/positional/scheme.h"
 #include "posenc/positional/builtin_schemes.h"
+#include "posenc/util/batched_matmul.h"
 
 namespace posenc {
 namespace {
@@ -47,9 +48,11 @@ namespace {
 /// carrying across chunks as L² / C.
 constexpr int64_t kChunk = 32;
 
-/// The causal logits A_ij (j <= i) of the header comment, zero right of the diagonal.
-/// q, k, w (B, H, L, D) and beta (B, H, L), all of one floating type. -> (B, H, L, L)
-torch::Tensor causal_logits(torch::Tensor q, torch::Tensor k, torch::Tensor w, torch::Tensor beta) {
+/// The causal logits A_ij (j <= i) of the header comment for the queries i >= first, zero right of
+/// the diagonal. A KV cache's decoding step asks for the last row alone: only the chunks that hold
+/// asked-for queries are carried, so a step costs O(L (C² + Dh²)) rather than the whole L x L.
+/// q, k, w (B, H, L, D) and beta (B, H, L), all of one floating type. -> (B, H, L - first, L)
+torch::Tensor causal_logits(torch::Tensor q, torch::Tensor k, torch::Tensor w, torch::Tensor beta, int64_t first) {
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), D = q.size(3);
   const int64_t C = std::min(kChunk, L), N = (L + C - 1) / C, padded = N * C;
   if (padded > L) {  // tokens after the last one, with w = 0: H_t = I, and no real query reads them
@@ -68,37 +71,53 @@ torch::Tensor causal_logits(torch::Tensor q, torch::Tensor k, torch::Tensor w, t
   auto masked = [&](const torch::Tensor& x, const torch::Tensor& keep) { return torch::where(keep, x, zero); };
   auto t = [](const torch::Tensor& x) { return x.transpose(-1, -2); };
 
+  // The query chunks asked for: a0..N-1 (Q of them), and of chunk a0 its rows from r0 on when it
+  // is the only one (a decoding step); otherwise whole chunks, narrowed to the rows at the end.
+  const int64_t a0 = first / C, Q = N - a0;
+  const int64_t r0 = Q == 1 ? first - a0 * C : 0, R = C - r0;                                // R query rows a chunk
+  auto asked = [&](const torch::Tensor& x) { return x.narrow(2, a0, Q).narrow(3, r0, R); };  // (B, H, Q, R, ...)
+
   // I + S of each chunk (unit lower triangular); T = (I + S)^-1 is only ever applied, by a solve.
-  auto unit_lower = masked(torch::matmul(wb, t(wc)), below) + torch::eye(C, q.options());  // (B, H, N, C, C)
+  auto unit_lower = masked(batched_matmul(wb, t(wc)), below) + torch::eye(C, q.options());  // (B, H, N, C, C)
   auto apply_T = [&](const torch::Tensor& rhs) {
     return torch::linalg_solve_triangular(unit_lower, rhs, /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
   };
-  auto qw = masked(torch::matmul(qc, t(wc)), at_or_below);        // [i, s] = q_i·w_s for s <= i
-  auto t_wbk = apply_T(masked(torch::matmul(wb, t(kc)), below));  // T · [r, j] = beta_r w_r·k_j for r > j
-  auto t_wb = apply_T(wb);                                        // T diag(beta) W: (B, H, N, C, D)
+  auto own = [&](const torch::Tensor& x) { return x.narrow(2, a0, Q); };  // the asked-for queries' chunks
+  const auto row_at_or_below = at_or_below.narrow(0, r0, R);              // [i, s]: s <= i, for the rows asked
+  auto qa = asked(qc);                                                    // (B, H, Q, R, D)
+  auto qw = masked(batched_matmul(qa, t(own(wc))), row_at_or_below);      // [i, s] = q_i·w_s for s <= i
+  auto t_wbk = apply_T(masked(batched_matmul(wb, t(kc)), below));         // T · [r, j] = beta_r w_r·k_j for r > j
+  auto t_wb = apply_T(wb);                                                // T diag(beta) W: (B, H, N, C, D)
   // Inside a chunk: q_iᵀ k_j less the sum over j < r <= s <= i, the run's product.
-  auto local = masked(torch::matmul(qc, t(kc)), at_or_below) - torch::matmul(qw, t_wbk);  // (B, H, N, C, C)
-  if (N == 1) return local.reshape({B, H, padded, padded}).narrow(2, 0, L).narrow(3, 0, L);
+  auto local =
+      masked(batched_matmul(qa, t(own(kc))), row_at_or_below) - batched_matmul(qw, own(t_wbk));  // (B, H, Q, R, C)
+  auto rows = [&](const torch::Tensor& x) {  // (B, H, Q * R, padded) -> the rows asked for
+    return x.narrow(2, first - a0 * C - r0, L - first).narrow(3, 0, L);
+  };
+  if (N == 1) return rows(local.reshape({B, H, R, padded}));
 
   // Across chunks. A query carried over the steps of its own chunk up to itself:
   // q̂_iᵀ = q_iᵀ H_i ... H_first; a key carried over those after it: k̂_j = H_last ... H_{j+1} k_j;
   // a row vector v over a whole chunk c: v - v W_cᵀ T_c diag(beta) W_c.
-  auto q_hat = qc - torch::matmul(qw, t_wb);      // (B, H, N, C, D)
-  auto k_hat = kc - torch::matmul(t(t_wbk), wc);  // (B, H, N, C, D)
-  auto through = torch::matmul(t(wc), t_wb);      // (B, H, N, D, D)
-  auto blocks = torch::zeros({B, H, N, C, N, C}, q.options());
-  // diagonal(d, 2, 4) of blocks: the blocks (a, a - d), as (B, H, C, C, N - d).
-  blocks.diagonal(0, 2, 4).copy_(local.permute({0, 1, 3, 4, 2}));
-  auto carried = q_hat.narrow(2, 1, N - 1);  // query chunks a = d..N-1, at distance d = 1
+  auto q_hat = qa - batched_matmul(qw, own(t_wb));  // (B, H, Q, R, D)
+  auto k_hat = kc - batched_matmul(t(t_wbk), wc);   // (B, H, N, C, D)
+  auto through = batched_matmul(t(wc), t_wb);       // (B, H, N, D, D)
+  // blocks[., ., x, ., c, .]: query chunk a0 + x against key chunk c. diagonal(a0 - d, 2, 4) of
+  // blocks holds the pairs (a, a - d), as (B, H, R, C, pairs).
+  auto blocks = torch::zeros({B, H, Q, R, N, C}, q.options());
+  blocks.diagonal(a0, 2, 4).copy_(local.permute({0, 1, 3, 4, 2}));
+  // The query chunks a >= max(a0, d) still have a key chunk at distance d; carried holds them,
+  // each carried over the chunks between it and a - d.
+  auto carried = a0 == 0 ? q_hat.narrow(2, 1, Q - 1) : q_hat;
   for (int64_t d = 1; d < N; ++d) {
-    const int64_t n = N - d;                                        // pairs of chunks (a, a - d)
-    auto block = torch::matmul(carried, t(k_hat.narrow(2, 0, n)));  // (B, H, n, C, C)
-    blocks.diagonal(-d, 2, 4).copy_(block.permute({0, 1, 3, 4, 2}));
-    if (n == 1) break;
-    carried = carried - torch::matmul(carried, through.narrow(2, 0, n));  // over chunk a - d
-    carried = carried.narrow(2, 1, n - 1);
+    const int64_t lo = std::max(a0, d), n = N - lo;                       // pairs (a, a - d) for a = lo..N-1
+    auto block = batched_matmul(carried, t(k_hat.narrow(2, lo - d, n)));  // (B, H, n, R, C)
+    blocks.diagonal(a0 - d, 2, 4).copy_(block.permute({0, 1, 3, 4, 2}));
+    if (d + 1 == N) break;
+    carried = carried - batched_matmul(carried, through.narrow(2, lo - d, n));  // over chunk a - d
+    if (d + 1 > a0) carried = carried.narrow(2, 1, n - 1);                      // chunk lo has no key chunk at d + 1
   }
-  return blocks.reshape({B, H, padded, padded}).narrow(2, 0, L).narrow(3, 0, L);
+  return rows(blocks.reshape({B, H, Q * R, padded}));
 }
 
 /// PaTH's logits as a score term (the header comment).
@@ -140,8 +159,8 @@ class PathImpl : public PositionalSchemeImpl {
     auto w = torch::matmul(keys, transform_.to(dtype).transpose(-1, -2).unsqueeze(0));  // (B, H, Lk, Dh)
     w = w / w.norm(2, -1, true).clamp_min(1e-6);
     auto beta = 2 * torch::sigmoid((keys * beta_weight_.to(dtype).view({1, -1, 1, k.size(-1)})).sum(-1) +
-                                   beta_bias_.to(dtype).view({1, -1, 1}));  // (B, H, Lk)
-    auto logits = causal_logits(queries, keys, w, beta);                    // (B, H, Lk, Lk)
+                                   beta_bias_.to(dtype).view({1, -1, 1}));       // (B, H, Lk)
+    auto logits = causal_logits(queries, keys, w, beta, causal_ ? Lk - Lq : 0);  // (B, H, Lq or Lk, Lk)
     if (!causal_) {
       // Keys to the right: the causal logits of the reversed sequence, whose step into reversed
       // token u is the original step into token Lk - u (w and beta shifted by one; u = 0 is never read).
@@ -149,13 +168,12 @@ class PathImpl : public PositionalSchemeImpl {
       auto shifted = [&](const torch::Tensor& x, std::vector<int64_t> pad) {
         return torch::constant_pad_nd(reversed(x).narrow(2, 0, Lk - 1), pad);
       };
-      auto right = causal_logits(reversed(queries), reversed(keys), shifted(w, {0, 0, 1, 0}), shifted(beta, {1, 0}));
-      logits = logits + right.flip({2, 3}).triu(1);
+      auto right = causal_logits(reversed(queries), reversed(keys), shifted(w, {0, 0, 1, 0}), shifted(beta, {1, 0}), 0);
+      logits = (logits + right.flip({2, 3}).triu(1)).narrow(2, Lk - Lq, Lq);
     }
-    logits = logits.narrow(2, Lk - Lq, Lq);
     // The term is PaTH's logit less the plain q·k that attention adds it to (attention's own, where it
     // passes it). A decoder's keys right of a query are masked: its term there is 0.
-    auto plain = qk.defined() ? qk.to(dtype) : torch::matmul(q.to(dtype), keys.transpose(-1, -2));  // (B, H, Lq, Lk)
+    auto plain = qk.defined() ? qk.to(dtype) : batched_matmul(q.to(dtype), keys.transpose(-1, -2));  // (B, H, Lq, Lk)
     if (causal_) plain = plain.tril(Lk - Lq);
     return (logits - plain).to(q.scalar_type());
   }

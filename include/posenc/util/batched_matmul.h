@@ -1,4 +1,6 @@
-// Batched matrix product for attention: a (..., M, K) @ b (..., K, N).
+// Batched matrix product of many small matrices: a (..., M, K) @ b (..., K, N).
+// Attention's q·kᵀ and p·v use it, and PaTH's per-chunk products
+// (positional/householder.cpp), which are of the same size.
 //
 // Why not just torch::matmul: at the default size (batch 64, 4 heads, length
 // 16, head width 16) attention multiplies 256 matrices of 16 x 16. LibTorch's

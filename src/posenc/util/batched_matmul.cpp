@@ -1,4 +1,4 @@
-#include "posenc/model/batched_matmul.h"
+#include "posenc/util/batched_matmul.h"
 
 #include <algorithm>
 #include <vector>
