@@ -419,17 +419,20 @@ def scheme_figure(d):
         when = f"after training on lengths up to {d['trained_lengths'][1]}"
     else:
         when = "at initialization"
+    if d.get("slot") in ("model.positional.input", "model.positional.with"):
+        when = f"{d['slot']}; {when}"  # the model's second scheme, not model.positional.type
     fig.suptitle(f"{header}  ({when})", fontsize=10)
     return fig
 
 
 def plot_scheme(d, out):
     """scheme_<variant>.png for the trained scheme of a grid's variant (scheme_<variant>.input.png for its
-    model.positional.input scheme); False if there is nothing to draw."""
+    model.positional.input scheme, scheme_<variant>.with.png for its model.positional.with scheme); False if
+    there is nothing to draw."""
     fig = scheme_figure(d)
     if fig is None:
         return False
-    slot = ".input" if d.get("slot") == "model.positional.input" else ""
+    slot = {"model.positional.input": ".input", "model.positional.with": ".with"}.get(d.get("slot"), "")
     save(fig, os.path.join(out, f"scheme_{d['variant']}{slot}.png"))
     return True
 

@@ -104,6 +104,7 @@ const std::map<std::string, Command>& commands() {
         {{"scheme", Kind::Other},
          {"--checkpoint", Kind::InputFile},
          {"--input-scheme", Kind::Other},
+         {"--with-scheme", Kind::Other},
          {"--block", Kind::Other},
          {"--length", Kind::Other},
          {"--heads", Kind::Other},

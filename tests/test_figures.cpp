@@ -279,18 +279,20 @@ TEST(Figures, SingleRunsAreDrawnAgainstLengthAndMixedMetricsRefused) {
 }
 
 TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {
-  // A grid of an added encoding, a bias, score terms and a bias beside a
-  // learned table before block 1, with figures on: report.md links the
-  // accuracy and training figures and each scheme's own (three for the pair),
-  // and each link leads to a PNG the script drew.
+  // A grid of an added encoding, a bias, score terms, a bias beside a learned
+  // table before block 1 and a rotation with a bias in one attention, with
+  // figures on: report.md links the accuracy and training figures and each
+  // scheme's own (three for each pair), and each link leads to a PNG the
+  // script drew.
   SKIP_WITHOUT_FIGURE_PYTHON();
   posenc::testing::Scratch s("figures_compare");
   auto grid = posenc::testing::tiny_grid();
-  grid["schemes"] = {"sinusoidal",
-                     "alibi",
-                     "xl",
-                     {{"name", "alibi-learned"},
-                      {"set", {{"model.positional.type", "alibi"}, {"model.positional.input", "learned"}}}}};
+  grid["schemes"] = {
+      "sinusoidal",
+      "alibi",
+      "xl",
+      {{"name", "alibi-learned"}, {"set", {{"model.positional.type", "alibi"}, {"model.positional.input", "learned"}}}},
+      {{"name", "rope-alibi"}, {"set", {{"model.positional.type", "rope"}, {"model.positional.with", "alibi"}}}}};
   write_file_atomic(s.path("grid.json"), grid.dump(2));
   const std::string out = s.path("out");
   const auto r = posenc::testing::run_cli("compare " + s.path("grid.json") + " --jobs 2 --no-progress --out " + out);
@@ -303,13 +305,14 @@ TEST(Figures, EveryFigureAComparisonReportLinksWasDrawn) {
     linked.insert((*it)[1].str());
   for (const std::string name : {"accuracy_vs_length.png", "training_curves.png"})
     EXPECT_TRUE(linked.count(name)) << name << " is not linked from report.md";
-  for (const std::string scheme : {"sinusoidal", "alibi", "xl", "alibi-learned"})
+  for (const std::string scheme : {"sinusoidal", "alibi", "xl", "alibi-learned", "rope-alibi"})
     for (const std::string kind : {"scheme_", "attention_"}) {
       const std::string name = kind + scheme + "-projected-max.png";
       EXPECT_TRUE(linked.count(name)) << name << " is not linked from report.md";
     }
   // The second scheme of a model with one before block 1 has its own figure.
   EXPECT_TRUE(linked.count("scheme_alibi-learned-projected-max.input.png")) << report;
+  EXPECT_TRUE(linked.count("scheme_rope-alibi-projected-max.with.png")) << report;
   for (const auto& name : linked) expect_figure(fs::path(out) / "figures" / name);
 
   // A summary with a length no run could score (null: outputs all NaN or inf) is still drawn.

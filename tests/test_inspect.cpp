@@ -128,8 +128,8 @@ TEST(Inspect, ASchemeNotSharedAcrossLayersIsDescribedAtTheBlockAsked) {
   auto r = posenc::testing::run_cli("train " + s.path("config.json") + " --out " + s.path("run"));
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string ckpt = s.path("run") + "/checkpoint.pt";
-  const json first = inspect_checkpoint(ckpt, 8), one = inspect_checkpoint(ckpt, 8, false, 1),
-             two = inspect_checkpoint(ckpt, 8, false, 2);
+  const json first = inspect_checkpoint(ckpt, 8), one = inspect_checkpoint(ckpt, 8, SchemeSlot::Type, 1),
+             two = inspect_checkpoint(ckpt, 8, SchemeSlot::Type, 2);
   EXPECT_EQ(one["bias"], first["bias"]);
   EXPECT_EQ(two.value("block", 0), 2);
   EXPECT_NE(two["bias"], one["bias"]);
@@ -149,6 +149,62 @@ TEST(Inspect, ASchemeNotSharedAcrossLayersIsDescribedAtTheBlockAsked) {
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.output.find(says), std::string::npos) << args << ": " << r.output;
   }
+}
+
+TEST(Inspect, ACheckpointsSecondSchemeInAttentionIsDescribedWithItsTrainedWeights) {
+  // RoPE with a T5 bias table per block beside it (model.positional.with):
+  // --with-scheme describes the table each block trained (the modules
+  // registered as with_positional0 and 1), without --block the first.
+  posenc::testing::Scratch s("inspect_with_scheme");
+  const json config = {{"model",
+                        {{"d_model", 16},
+                         {"heads", 2},
+                         {"layers", 2},
+                         {"d_ff", 32},
+                         {"positional", {{"type", "rope"}, {"with", "t5"}, {"share_across_layers", false}}}}},
+                       {"task", {{"type", "ordering"}, {"min_length", 4}, {"max_length", 8}}},
+                       {"train", {{"steps", 3}, {"val_samples", 8}}},
+                       {"eval", {{"lengths", {8}}, {"samples_per_length", 4}}}};
+  write_file_atomic(s.path("config.json"), config.dump());
+  auto r = posenc::testing::run_cli("train " + s.path("config.json") + " --out " + s.path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = s.path("run") + "/checkpoint.pt";
+
+  Config cfg;
+  Transformer model = load_model(ckpt, torch::kCPU, &cfg);
+  const std::string scheme = "t5";  // named: GCC 13 warns of a dangling reference for a temporary
+  const auto& info = find_scheme(scheme);
+  for (const int64_t block : {1, 2}) {
+    auto trained = std::dynamic_pointer_cast<PositionalSchemeImpl>(
+        model->named_children()["with_positional" + std::to_string(block - 1)]);
+    ASSERT_TRUE(trained) << block;
+    const json want = describe_scheme(*trained, info, SchemeOptions(cfg.model.positional.with_options), 8, 2, 16, 8, 0);
+    r = posenc::testing::run_cli("inspect --checkpoint " + ckpt + " --with-scheme --length 8 --block " +
+                                 std::to_string(block));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const json got = json::parse(r.output);
+    EXPECT_EQ(got["scheme"], "t5");
+    EXPECT_EQ(got["slot"], "model.positional.with");
+    EXPECT_EQ(got["bias"], want["bias"]) << "block " << block;
+    if (block == 1) EXPECT_EQ(inspect_checkpoint(ckpt, 8, SchemeSlot::With)["bias"], want["bias"]);
+  }
+  // The tables trained apart, and type's description is still RoPE's.
+  EXPECT_NE(inspect_checkpoint(ckpt, 8, SchemeSlot::With, 1)["bias"],
+            inspect_checkpoint(ckpt, 8, SchemeSlot::With, 2)["bias"]);
+  EXPECT_EQ(inspect_checkpoint(ckpt, 8)["scheme"], "rope");
+
+  // Refused: --with-scheme with --input-scheme (by the flags), and on a model with no second scheme.
+  r = posenc::testing::run_cli("inspect --checkpoint " + ckpt + " --with-scheme --input-scheme");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--input-scheme"), std::string::npos) << r.output;
+  json plain = config;
+  plain["model"]["positional"] = {{"type", "rope"}};
+  write_file_atomic(s.path("plain.json"), plain.dump());
+  ASSERT_EQ(posenc::testing::run_cli("train " + s.path("plain.json") + " --out " + s.path("plain")).code, 0);
+  r = posenc::testing::run_cli("inspect --checkpoint " + s.path("plain") + "/checkpoint.pt --with-scheme");
+  EXPECT_EQ(r.code, 2) << r.output;
+  posenc::testing::expect_one_line_error(
+      r.output, "the model has no second scheme in attention (its model.positional.with is none)");
 }
 
 TEST(Inspect, ASchemeThatReadsTheTasksIdsGivesTheBoundOfItsTrainingIds) {

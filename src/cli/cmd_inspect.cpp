@@ -1,5 +1,5 @@
 // posenc inspect SCHEME --length L --heads H --dim D [--set option=value ...] [--json FILE]
-// posenc inspect --checkpoint FILE [--input-scheme | --block N] [--length L] [--json FILE]  (the trained scheme)
+// posenc inspect --checkpoint FILE [--input-scheme | --with-scheme] [--block N] [--length L] [--json FILE]  (the trained scheme)
 #include <cstdio>
 
 #include "commands.h"
@@ -13,10 +13,15 @@ void setup_inspect(CLI::App& app, InspectOptions& o) {
   app.add_option("scheme", o.scheme, "scheme name (posenc list); or give --checkpoint");
   auto* checkpoint = app.add_option("--checkpoint", o.checkpoint, "describe the scheme of this trained model instead")
                          ->check(CLI::ExistingFile);
-  app.add_flag("--input-scheme", o.input_slot,
-               "with --checkpoint: describe its model.positional.input scheme (before block 1) instead of "
-               "model.positional.type")
-      ->needs(checkpoint);
+  auto* input = app.add_flag("--input-scheme", o.input_slot,
+                             "with --checkpoint: describe its model.positional.input scheme (before block 1) instead "
+                             "of model.positional.type")
+                    ->needs(checkpoint);
+  app.add_flag("--with-scheme", o.with_slot,
+               "with --checkpoint: describe its model.positional.with scheme (beside model.positional.type in the "
+               "same attention) instead of model.positional.type")
+      ->needs(checkpoint)
+      ->excludes(input);
   app.add_option("--block", o.block,
                  "with --checkpoint: describe the instance block N (1 = the first) runs, for a scheme not shared "
                  "across layers (model.positional.share_across_layers false); default: the first it acts at")
@@ -35,7 +40,8 @@ int run_inspect(const InspectOptions& o) {
     throw ConfigError("inspect: give either a scheme name or --checkpoint FILE (not both)");
   check_json_target(o.json, "inspect");
   if (!o.checkpoint.empty()) {
-    emit_json(inspect_checkpoint(o.checkpoint, o.length, o.input_slot, o.block), o.json, "inspect");
+    const SchemeSlot slot = o.input_slot ? SchemeSlot::Input : o.with_slot ? SchemeSlot::With : SchemeSlot::Type;
+    emit_json(inspect_checkpoint(o.checkpoint, o.length, slot, o.block), o.json, "inspect");
     return 0;
   }
   InspectRequest r;

@@ -119,7 +119,8 @@ int run_list(const ListOptions& o);
 struct InspectOptions {
   std::string scheme;
   std::string checkpoint;
-  bool input_slot = false;
+  bool input_slot = false;  ///< --input-scheme
+  bool with_slot = false;   ///< --with-scheme
   int64_t block = 0;
   int64_t length = 64;
   int64_t heads = 4;

@@ -19,14 +19,20 @@ class Task;
 /// (`task_type` names the task), or for a kind the task does not have.
 int requested_kind(const Transformer& model, const Task& task, const std::string& task_type, const std::string& kind);
 
-/// The trained model's positional scheme (first layer it acts at; with `block`
-/// > 0 the instance that block runs, for schemes not shared across layers), or
-/// with `input_slot` its model.positional.input scheme, described like `posenc
-/// inspect` does, over `length` positions (ids 0..length-1), with
-/// "trained_ids_end" where it reads the ids the task gives each token: one
-/// past the largest id training can give (TaskInfo::positions_end at
-/// task.max_length, a bound).
-nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot = false,
+/// Which of a model's schemes to describe: model.positional.type, .input (before
+/// block 1) or .with (beside type in the same attention).
+enum class SchemeSlot { Type, Input, With };
+
+/// The config key of a slot ("model.positional.type", ...).
+const char* slot_key(SchemeSlot slot);
+
+/// The trained model's scheme in `slot` (first layer it acts at; with `block`
+/// > 0 the instance that block runs, for schemes not shared across layers),
+/// described like `posenc inspect` does, over `length` positions (ids
+/// 0..length-1), with "trained_ids_end" where it reads the ids the task gives
+/// each token: one past the largest id training can give
+/// (TaskInfo::positions_end at task.max_length, a bound).
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, SchemeSlot slot = SchemeSlot::Type,
                                   int64_t block = 0);
 
 struct AttentionRequest {

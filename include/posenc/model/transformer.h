@@ -170,6 +170,9 @@ class TransformerImpl : public torch::nn::Module {
   /// model.positional.with's beside it), else the one adding positions before
   /// it; null where none acts at that block.
   PositionalSchemeImpl* scheme_at_block(int64_t block) const;
+  /// The model.positional.with instance in block `block`'s attention (1-based,
+  /// of the stack), beside model.positional.type's; null where none acts there.
+  PositionalSchemeImpl* with_scheme_at_block(int64_t block) const;
   /// The model.positional.input scheme, before block 1 (null where there is none).
   PositionalSchemeImpl* input_scheme() const { return input_scheme_; }
   /// Token ids run 0 (padding) .. vocab_size + 1 (CLS for the encoder, SEP for the others).
@@ -227,8 +230,13 @@ class TransformerImpl : public torch::nn::Module {
   int64_t vocab_size_;
   std::vector<PositionalScheme> schemes_;  // distinct instances
   std::vector<PositionalScheme> pairs_;    // type + with per block (model.positional.with); not modules
-  // Each pair's instance of model.positional.type (scheme_at_block answers with it).
-  std::unordered_map<const PositionalSchemeImpl*, PositionalSchemeImpl*> type_of_pair_;
+  // Each pair's instances of model.positional.type and .with (scheme_at_block and
+  // with_scheme_at_block answer with them).
+  struct PairParts {
+    PositionalSchemeImpl* type;
+    PositionalSchemeImpl* with;
+  };
+  std::unordered_map<const PositionalSchemeImpl*, PairParts> parts_of_pair_;
   SchemePlacement stack_schemes_;                 // per block of the stack
   PositionalSchemeImpl* input_scheme_ = nullptr;  // model.positional.input: its embed() runs before block 1
   std::vector<Block> blocks_;

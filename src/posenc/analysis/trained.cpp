@@ -34,15 +34,31 @@ int requested_kind(const Transformer& model, const Task& task, const std::string
   return static_cast<int>(it - kinds.begin());
 }
 
-nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, bool input_slot, int64_t block) {
+const char* slot_key(SchemeSlot slot) {
+  switch (slot) {
+    case SchemeSlot::Input: return "model.positional.input";
+    case SchemeSlot::With: return "model.positional.with";
+    case SchemeSlot::Type: break;
+  }
+  return "model.positional.type";
+}
+
+nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, SchemeSlot slot, int64_t block) {
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
   const PositionalConfig& p = cfg.model.positional;
-  if (block > 0 && input_slot)
+  if (block > 0 && slot == SchemeSlot::Input)
     throw ConfigError("--block: the input scheme acts before block 1 only; leave out --block or --input-scheme");
   if (block > cfg.model.layers)
     throw ConfigError(fmt::format("--block {}: {} has {} block(s)", block, checkpoint, cfg.model.layers));
-  PositionalSchemeImpl* at_block = block > 0 ? model->scheme_at_block(block) : nullptr;
+  if (slot == SchemeSlot::With && p.with == "none")
+    throw ConfigError(checkpoint +
+                      ": the model has no second scheme in attention (its model.positional.with is none); leave out "
+                      "--with-scheme to describe model.positional.type=" +
+                      p.type);
+  PositionalSchemeImpl* at_block = nullptr;
+  if (block > 0)
+    at_block = slot == SchemeSlot::With ? model->with_scheme_at_block(block) : model->scheme_at_block(block);
   if (block > 0 && at_block == nullptr && p.nope_block(block - 1))
     throw ConfigError(
         fmt::format("--block {}: model.positional.nope_every={} leaves block {} without positions; "
@@ -52,23 +68,36 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
     throw ConfigError(
         fmt::format("--block {}: model.positional.type={} {}; leave out --block", block, p.type,
                     model->scheme_at_block(1) ? "adds positions before block 1 only" : "acts at no block"));
-  PositionalSchemeImpl* scheme = input_slot ? model->input_scheme() : (block > 0 ? at_block : model->first_scheme());
+  PositionalSchemeImpl* scheme = at_block;
+  if (block == 0) {
+    if (slot == SchemeSlot::Input) scheme = model->input_scheme();
+    if (slot == SchemeSlot::Type) scheme = model->first_scheme();
+    for (int64_t b = 1; slot == SchemeSlot::With && scheme == nullptr && b <= cfg.model.layers; ++b)
+      scheme = model->with_scheme_at_block(b);  // the first block it acts at
+  }
   if (scheme == nullptr)
-    throw ConfigError(checkpoint + (input_slot ? ": the model has no input scheme (its model.positional.input is "
-                                                 "none); leave out --input-scheme to describe model.positional.type=" +
-                                                     p.type
-                                               : ": the model has no positional scheme instance"));
+    throw ConfigError(checkpoint + (slot == SchemeSlot::Input
+                                        ? ": the model has no input scheme (its model.positional.input is "
+                                          "none); leave out --input-scheme to describe model.positional.type=" +
+                                              p.type
+                                        : std::string(": the model has no ") + slot_key(slot) + " instance"));
   if (scheme->max_positions() > 0) length = std::min(length, scheme->max_positions());
-  const SchemeInfo& info = find_scheme(input_slot ? p.input : p.type);
-  auto out = describe_scheme(*scheme, info, SchemeOptions(input_slot ? p.input_options : p.options), length,
-                             cfg.model.heads, cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
+  const std::string& name = slot == SchemeSlot::Input ? p.input : slot == SchemeSlot::With ? p.with : p.type;
+  const nlohmann::json& options = slot == SchemeSlot::Input  ? p.input_options
+                                  : slot == SchemeSlot::With ? p.with_options
+                                                             : p.options;
+  auto out = describe_scheme(*scheme, find_scheme(name), SchemeOptions(options), length, cfg.model.heads,
+                             cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
   out["checkpoint"] = checkpoint;
-  out["slot"] = input_slot ? "model.positional.input" : "model.positional.type";
+  out["slot"] = slot_key(slot);
   if (block > 0) out["block"] = block;
   // Where the scheme reads the ids the task gives each token (Abacus, coupled),
   // training gave it ids below the task's bound (offsets included), not 0..length-1.
+  // The second scheme in attention reads them where type does and it can.
   const int64_t ids_end = evaluation_spec(cfg).training_positions_end;
-  if (ids_end > 0 && p.reads_task_ids(input_slot)) out["trained_ids_end"] = ids_end;
+  const bool reads_ids = slot == SchemeSlot::With ? p.reads_task_ids(false) && find_scheme(p.with).reads_task_positions
+                                                  : p.reads_task_ids(slot == SchemeSlot::Input);
+  if (ids_end > 0 && reads_ids) out["trained_ids_end"] = ids_end;
   out["trained_lengths"] = {cfg.task.min_length, cfg.task.max_length};
   out["rotated_width"] = cfg.model.d_model / cfg.model.heads;  // one head, as the model rotates it
   out["cls_position"] = cfg.model.pooling == Pooling::Cls;     // position 0 holds the CLS token

@@ -32,6 +32,17 @@ std::vector<std::pair<std::string, std::string>> figure_runs(const ComparePlan& 
   return out;
 }
 
+/// The scheme a run's config puts in `slot` ("none" for an empty one).
+const std::string& slot_scheme(const Config& config, SchemeSlot slot) {
+  const PositionalConfig& p = config.model.positional;
+  return slot == SchemeSlot::Input ? p.input : slot == SchemeSlot::With ? p.with : p.type;
+}
+
+/// What a slot's figure inputs and figures add to the variant's name: scheme_<variant><suffix>.png.
+std::string slot_suffix(SchemeSlot slot) {
+  return slot == SchemeSlot::Input ? ".input" : slot == SchemeSlot::With ? ".with" : "";
+}
+
 }  // namespace
 
 void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summary, int64_t inspect_length,
@@ -39,14 +50,14 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
   for (const auto& [variant, id] : figure_runs(plan, summary)) {
     const std::string ckpt = (fs::path(plan.out_dir) / "runs" / id / run_files::kCheckpoint).string();
     const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
-    // The scheme in attention, and the one before block 1 where there is one (<variant>.input.json).
-    const bool has_input = run != plan.runs.end() && run->config.model.positional.input != "none";
-    for (const bool input_slot : {false, true}) {
-      if (input_slot && !has_input) continue;
-      auto inspected = inspect_checkpoint(ckpt, inspect_length, input_slot);
+    // The scheme in attention, the one before block 1 where there is one (<variant>.input.json)
+    // and the one beside it in attention where there is one (<variant>.with.json).
+    for (const SchemeSlot slot : {SchemeSlot::Type, SchemeSlot::Input, SchemeSlot::With}) {
+      if (slot != SchemeSlot::Type && (run == plan.runs.end() || slot_scheme(run->config, slot) == "none")) continue;
+      auto inspected = inspect_checkpoint(ckpt, inspect_length, slot);
       inspected["variant"] = variant;
       inspected["run"] = id;
-      const std::string name = variant + (input_slot ? ".input.json" : ".json");
+      const std::string name = variant + slot_suffix(slot) + ".json";
       write_file_atomic((fs::path(plan.out_dir) / "inspect" / name).string(), inspected.dump() + "\n");
     }
     AttentionRequest request;
@@ -161,15 +172,14 @@ void write_report(const ComparePlan& plan, const ComparisonSummary& s, const std
   if (!runs.empty()) md << "### Each scheme after training, and its attention on one evaluation example\n\n";
   for (const auto& [variant, id] : runs) {
     const std::string scheme_png = "scheme_" + variant + ".png", attention_png = "attention_" + variant + ".png";
-    const std::string input_png = "scheme_" + variant + ".input.png";
-    if (!figure(scheme_png) && !figure(input_png) && !figure(attention_png)) continue;
+    const std::string input_png = "scheme_" + variant + ".input.png", with_png = "scheme_" + variant + ".with.png";
+    if (!figure(scheme_png) && !figure(input_png) && !figure(with_png) && !figure(attention_png)) continue;
     md << "#### " << variant << " (run " << id << ")\n\n";
-    const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.id == id; });
-    const PositionalConfig* p = run != plan.runs.end() ? &run->config.model.positional : nullptr;
-    if (figure(scheme_png) && p != nullptr && p->with != "none")
-      md << "The scheme figure is model.positional.type's (" << p->type << ") alone; model.positional.with (" << p->with
-         << ") adds its terms in the same attention, which the attention map shows.\n\n";
     if (figure(scheme_png)) md << "![" << variant << " scheme](figures/" << scheme_png << ")\n\n";
+    if (figure(with_png))
+      md << "The scheme beside it in the same attention (model.positional.with), whose terms add to the one "
+            "above's:\n\n!["
+         << variant << " with scheme](figures/" << with_png << ")\n\n";
     if (figure(input_png))
       md << "Its input scheme (model.positional.input, before block 1):\n\n![" << variant << " input scheme](figures/"
          << input_png << ")\n\n";

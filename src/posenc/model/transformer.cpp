@@ -90,7 +90,7 @@ void TransformerImpl::pair_with(SchemePlacement& placed, const nlohmann::json& w
       last_type = type;
       last_with = with.attend_with[i];
       last_pair = pairs_.back().get();
-      type_of_pair_[last_pair] = type;
+      parts_of_pair_[last_pair] = {type, last_with};
     }
     placed.attend_with[i] = last_pair;
   }
@@ -99,9 +99,15 @@ void TransformerImpl::pair_with(SchemePlacement& placed, const nlohmann::json& w
 PositionalSchemeImpl* TransformerImpl::scheme_at_block(int64_t block) const {
   if (block < 1 || block > static_cast<int64_t>(stack_schemes_.attend_with.size())) return nullptr;
   PositionalSchemeImpl* in_attention = stack_schemes_.attend_with[block - 1];
-  const auto pair = type_of_pair_.find(in_attention);
-  if (pair != type_of_pair_.end()) return pair->second;
+  const auto pair = parts_of_pair_.find(in_attention);
+  if (pair != parts_of_pair_.end()) return pair->second.type;
   return in_attention != nullptr ? in_attention : stack_schemes_.embed_at[block - 1];
+}
+
+PositionalSchemeImpl* TransformerImpl::with_scheme_at_block(int64_t block) const {
+  if (block < 1 || block > static_cast<int64_t>(stack_schemes_.attend_with.size())) return nullptr;
+  const auto pair = parts_of_pair_.find(stack_schemes_.attend_with[block - 1]);
+  return pair != parts_of_pair_.end() ? pair->second.with : nullptr;
 }
 
 void TransformerImpl::place_stack_schemes(bool causal) {
