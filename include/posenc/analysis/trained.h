@@ -12,6 +12,7 @@ namespace posenc {
 
 class Transformer;
 class Task;
+struct PositionalConfig;
 
 /// The kind index (TaskBatch::kinds) that `--kind name` asks for: kSortedKind
 /// for "sorted", else an index into task.kind_names(). ConfigError where the
@@ -25,6 +26,9 @@ enum class SchemeSlot { Type, Input, With };
 
 /// The config key of a slot ("model.positional.type", ...).
 const char* slot_key(SchemeSlot slot);
+
+/// The scheme a model's config puts in `slot` ("none" for an empty slot).
+const std::string& slot_scheme(const PositionalConfig& p, SchemeSlot slot);
 
 /// The trained model's scheme in `slot` (first layer it acts at; with `block`
 /// > 0 the instance that block runs, for schemes not shared across layers),

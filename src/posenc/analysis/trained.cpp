@@ -43,6 +43,10 @@ const char* slot_key(SchemeSlot slot) {
   return "model.positional.type";
 }
 
+const std::string& slot_scheme(const PositionalConfig& p, SchemeSlot slot) {
+  return slot == SchemeSlot::Input ? p.input : slot == SchemeSlot::With ? p.with : p.type;
+}
+
 nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length, SchemeSlot slot, int64_t block) {
   Config cfg;
   Transformer model = load_model(checkpoint, torch::kCPU, &cfg);
@@ -82,12 +86,11 @@ nlohmann::json inspect_checkpoint(const std::string& checkpoint, int64_t length,
                                               p.type
                                         : std::string(": the model has no ") + slot_key(slot) + " instance"));
   if (scheme->max_positions() > 0) length = std::min(length, scheme->max_positions());
-  const std::string& name = slot == SchemeSlot::Input ? p.input : slot == SchemeSlot::With ? p.with : p.type;
   const nlohmann::json& options = slot == SchemeSlot::Input  ? p.input_options
                                   : slot == SchemeSlot::With ? p.with_options
                                                              : p.options;
-  auto out = describe_scheme(*scheme, find_scheme(name), SchemeOptions(options), length, cfg.model.heads,
-                             cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
+  auto out = describe_scheme(*scheme, find_scheme(slot_scheme(p, slot)), SchemeOptions(options), length,
+                             cfg.model.heads, cfg.model.d_model, cfg.model.d_model / cfg.model.heads, cfg.train.seed);
   out["checkpoint"] = checkpoint;
   out["slot"] = slot_key(slot);
   if (block > 0) out["block"] = block;

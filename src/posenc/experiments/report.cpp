@@ -32,12 +32,6 @@ std::vector<std::pair<std::string, std::string>> figure_runs(const ComparePlan& 
   return out;
 }
 
-/// The scheme a run's config puts in `slot` ("none" for an empty one).
-const std::string& slot_scheme(const Config& config, SchemeSlot slot) {
-  const PositionalConfig& p = config.model.positional;
-  return slot == SchemeSlot::Input ? p.input : slot == SchemeSlot::With ? p.with : p.type;
-}
-
 /// What a slot's figure inputs and figures add to the variant's name: scheme_<variant><suffix>.png.
 std::string slot_suffix(SchemeSlot slot) {
   return slot == SchemeSlot::Input ? ".input" : slot == SchemeSlot::With ? ".with" : "";
@@ -53,7 +47,9 @@ void write_figure_inputs(const ComparePlan& plan, const ComparisonSummary& summa
     // The scheme in attention, the one before block 1 where there is one (<variant>.input.json)
     // and the one beside it in attention where there is one (<variant>.with.json).
     for (const SchemeSlot slot : {SchemeSlot::Type, SchemeSlot::Input, SchemeSlot::With}) {
-      if (slot != SchemeSlot::Type && (run == plan.runs.end() || slot_scheme(run->config, slot) == "none")) continue;
+      if (slot != SchemeSlot::Type &&
+          (run == plan.runs.end() || slot_scheme(run->config.model.positional, slot) == "none"))
+        continue;
       auto inspected = inspect_checkpoint(ckpt, inspect_length, slot);
       inspected["variant"] = variant;
       inspected["run"] = id;
